@@ -1,0 +1,81 @@
+#include "kernels/caching_allocator.h"
+
+#include "kernels/check.h"
+
+namespace cutrain {
+
+size_t CachingAllocator::round_size(size_t bytes) {
+  const size_t small = 512, large = size_t(1) << 20;
+  if (bytes == 0) bytes = 1;
+  const size_t unit = bytes < large ? small : large;
+  return (bytes + unit - 1) / unit * unit;
+}
+
+CachingAllocator::~CachingAllocator() {
+  std::lock_guard<std::mutex> lock(mu_);
+  release_cached_locked();
+  // Blocks still in use belong to objects that outlive the allocator (static destruction
+  // order); they are left to the process exit rather than freed under their owners.
+}
+
+void* CachingAllocator::allocate(size_t bytes, const void* stream) {
+  const size_t size = round_size(bytes);
+  std::lock_guard<std::mutex> lock(mu_);
+  // best fit: the smallest cached block of this stream with size <= block <= 2 * size
+  auto it = cached_.lower_bound(Key(stream, size));
+  if (it != cached_.end() && it->first.first == stream && it->first.second <= 2 * size) {
+    void* p = it->second;
+    const size_t got = it->first.second;
+    cached_.erase(it);
+    in_use_[p] = Block{got, stream};
+    stats_.bytes_cached -= got;
+    stats_.bytes_in_use += got;
+    if (stats_.bytes_in_use > stats_.peak_in_use) stats_.peak_in_use = stats_.bytes_in_use;
+    return p;
+  }
+  void* p = backend_.alloc(size);
+  if (!p && !cached_.empty()) {  // out of memory: give the cache back and try once more
+    release_cached_locked();
+    p = backend_.alloc(size);
+  }
+  CHECK(p, "out of device memory allocating " << bytes << " bytes (" << stats_.bytes_in_use
+                                              << " bytes in use)");
+  stats_.backend_allocs++;
+  in_use_[p] = Block{size, stream};
+  stats_.bytes_in_use += size;
+  if (stats_.bytes_in_use > stats_.peak_in_use) stats_.peak_in_use = stats_.bytes_in_use;
+  return p;
+}
+
+void CachingAllocator::deallocate(void* p) {
+  if (!p) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = in_use_.find(p);
+  CHECK(it != in_use_.end(), "deallocate of a pointer this allocator did not hand out");
+  const Block b = it->second;
+  in_use_.erase(it);
+  cached_.emplace(Key(b.stream, b.size), p);
+  stats_.bytes_in_use -= b.size;
+  stats_.bytes_cached += b.size;
+}
+
+void CachingAllocator::empty_cache() {
+  std::lock_guard<std::mutex> lock(mu_);
+  release_cached_locked();
+}
+
+void CachingAllocator::release_cached_locked() {
+  for (auto& kv : cached_) {
+    backend_.free(kv.second);
+    stats_.backend_frees++;
+  }
+  cached_.clear();
+  stats_.bytes_cached = 0;
+}
+
+CachingAllocator::Stats CachingAllocator::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+}  // namespace cutrain

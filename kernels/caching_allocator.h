@@ -1,0 +1,76 @@
+// defines: CachingAllocator, the memory pool that makes a steady-state training step free of
+// cudaMalloc/cudaFree.
+//
+// Why: cudaMalloc and cudaFree are slow (tens of microseconds to milliseconds) and cudaFree
+// synchronises the whole device, which would serialise every stream we carefully overlapped.
+// A training step allocates the same sizes in the same order every time, so after the first
+// step every request can be served from blocks freed by the previous one.
+//
+// How: freed blocks are kept in a pool keyed by (stream, size). A request is rounded up
+// (512 B for small, 1 MiB for large) and served by the smallest cached block of the same
+// stream that is at least that big and at most twice that big; otherwise the backend allocates.
+// Blocks are tied to the stream they were allocated for: work on that stream is ordered, so a
+// block freed after a kernel was queued can be handed to the next kernel on the same stream
+// without any synchronisation. Using a block on another stream is the caller's job to order
+// with events.
+//
+// The allocator is generic over its backend (two functions), so the pooling logic is tested
+// on the CPU with a counting backend; the CUDA one (gpu.cpp) plugs in cudaMalloc/cudaFree.
+#pragma once
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+
+namespace cutrain {
+
+class CachingAllocator {
+ public:
+  struct Backend {
+    std::function<void*(size_t)> alloc;  // returns nullptr when out of memory
+    std::function<void(void*)> free;
+  };
+  struct Stats {
+    size_t backend_allocs = 0;  // calls to Backend::alloc that succeeded
+    size_t backend_frees = 0;   // calls to Backend::free
+    size_t bytes_in_use = 0;    // handed out and not yet returned (rounded sizes)
+    size_t bytes_cached = 0;    // held in the pool, free
+    size_t peak_in_use = 0;
+  };
+
+  explicit CachingAllocator(Backend backend) : backend_(std::move(backend)) {}
+  ~CachingAllocator();
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+
+  // A block of at least `bytes` for work on `stream` (any pointer-sized key; nullptr is the
+  // default stream). Throws cutrain::Error naming the size when the backend is out of memory
+  // even after the cache was emptied.
+  void* allocate(size_t bytes, const void* stream = nullptr);
+  // Returns a block to the pool. Passing a pointer this allocator did not hand out throws.
+  void deallocate(void* p);
+  // Gives every cached (free) block back to the backend.
+  void empty_cache();
+  Stats stats() const;
+
+  static size_t round_size(size_t bytes);
+
+ private:
+  struct Block {
+    size_t size;
+    const void* stream;
+  };
+  using Key = std::pair<const void*, size_t>;  // (stream, size): ordered for best fit
+
+  void release_cached_locked();
+
+  Backend backend_;
+  mutable std::mutex mu_;
+  std::unordered_map<void*, Block> in_use_;
+  std::multimap<Key, void*> cached_;
+  Stats stats_;
+};
+
+}  // namespace cutrain

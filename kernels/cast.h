@@ -1,0 +1,20 @@
+// defines: cast_cpu (between float, half_t and double) and the GPU casts between
+// fp32 and fp16.
+//
+// math: dst[i] = (Dst) src[i]; to half rounds to nearest even, overflow gives inf.
+#pragma once
+#include <cstdint>
+
+#include "kernels/gpu.h"
+#include "kernels/half.h"
+
+namespace cutrain {
+
+template <typename Src, typename Dst>
+void cast_cpu(int64_t n, const Src* src, Dst* dst);
+
+// GPU versions of cast_cpu<float, half_t> and cast_cpu<half_t, float>; bit-identical to them.
+void cast_f32_to_f16_gpu(int64_t n, const float* src, half_t* dst, cudaStream_t stream);
+void cast_f16_to_f32_gpu(int64_t n, const half_t* src, float* dst, cudaStream_t stream);
+
+}  // namespace cutrain

@@ -1,0 +1,74 @@
+// defines: CHECK (bad input -> cutrain::Error with file:line), CUDA_CHECK (abort with the call,
+// file:line and the CUDA error), LAUNCH_CHECK (after every kernel launch).
+//
+// Two kinds of failure, two policies:
+//  - CHECK is for things a user or a caller can get wrong (a bad shape, a label out of range,
+//    a malformed model file). It throws, so the program can report it and tests can assert it.
+//  - CUDA_CHECK is for the runtime failing. CUDA errors are sticky: after one, the context is
+//    unusable, so there is nothing sensible to recover; print everything and abort.
+#ifndef CUTRAIN_KERNELS_CHECK_H
+#define CUTRAIN_KERNELS_CHECK_H
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace cutrain {
+
+// Thrown by CHECK. what() reads "file:line: message".
+struct Error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+[[noreturn]] inline void throw_error(const char* file, int line, const std::string& msg) {
+  std::ostringstream os;
+  os << file << ":" << line << ": " << msg;
+  throw Error(os.str());
+}
+
+}  // namespace cutrain
+
+#if defined(CUTRAIN_CUDA)
+#include <cuda_runtime.h>
+#include <cstdio>
+#include <cstdlib>
+
+namespace cutrain {
+[[noreturn]] inline void cuda_fail(const char* call, const char* file, int line, cudaError_t e) {
+  std::fprintf(stderr, "CUDA error at %s:%d\n  %s\n  %s: %s\n", file, line, call,
+               cudaGetErrorName(e), cudaGetErrorString(e));
+  std::abort();
+}
+// Set CUTRAIN_SYNC_LAUNCHES=1 to synchronise after every launch, so an asynchronous error is
+// reported at the launch that caused it rather than at some later call.
+bool sync_after_launch();
+}  // namespace cutrain
+
+#define CUDA_CHECK(call)                                                   \
+  do {                                                                     \
+    cudaError_t cutrain_e_ = (call);                                       \
+    if (cutrain_e_ != cudaSuccess) ::cutrain::cuda_fail(#call, __FILE__, __LINE__, cutrain_e_); \
+  } while (0)
+
+// After every <<<...>>>: catches bad launch configurations at once, and with
+// CUTRAIN_SYNC_LAUNCHES=1 also errors raised while the kernel ran.
+#define LAUNCH_CHECK()                                                     \
+  do {                                                                     \
+    CUDA_CHECK(cudaGetLastError());                                        \
+    if (::cutrain::sync_after_launch()) CUDA_CHECK(cudaDeviceSynchronize()); \
+  } while (0)
+#endif
+#endif  // CUTRAIN_KERNELS_CHECK_H
+
+// Defined on every include, outside the guard: doctest has a CHECK macro of its own, and the
+// tests include this header after doctest so that CHECK is cutrain's everywhere (tests assert
+// with REQUIRE).
+#undef CHECK
+// CHECK(cond, a << b << c): throws cutrain::Error("file:line: a b c") when cond is false.
+#define CHECK(cond, msg)                                          \
+  do {                                                            \
+    if (!(cond)) {                                                \
+      std::ostringstream cutrain_check_os_;                       \
+      cutrain_check_os_ << msg;                                   \
+      ::cutrain::throw_error(__FILE__, __LINE__, cutrain_check_os_.str()); \
+    }                                                             \
+  } while (0)

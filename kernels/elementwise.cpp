@@ -1,0 +1,35 @@
+#include "kernels/elementwise.h"
+
+namespace cutrain {
+
+template <typename T> void relu_forward_cpu(int64_t n, const T* x, T* y) {
+  for (int64_t i = 0; i < n; i++) y[i] = acc_t<T>(x[i]) > 0 ? x[i] : T(0.0f);
+}
+
+template <typename T> void relu_backward_cpu(int64_t n, const T* y, const T* dy, T* dx) {
+  using A = acc_t<T>;
+  for (int64_t i = 0; i < n; i++)
+    if (A(y[i]) > 0) dx[i] = T(A(dx[i]) + A(dy[i]));
+}
+
+template <typename T> void add_forward_cpu(int64_t n, const T* a, const T* b, T* y) {
+  using A = acc_t<T>;
+  for (int64_t i = 0; i < n; i++) y[i] = T(A(a[i]) + A(b[i]));
+}
+
+template <typename T> void accumulate_cpu(int64_t n, const T* dy, T* dx) {
+  using A = acc_t<T>;
+  for (int64_t i = 0; i < n; i++) dx[i] = T(A(dx[i]) + A(dy[i]));
+}
+
+#define CUTRAIN_INSTANTIATE(T)                                          \
+  template void relu_forward_cpu<T>(int64_t, const T*, T*);             \
+  template void relu_backward_cpu<T>(int64_t, const T*, const T*, T*);  \
+  template void add_forward_cpu<T>(int64_t, const T*, const T*, T*);    \
+  template void accumulate_cpu<T>(int64_t, const T*, T*);
+CUTRAIN_INSTANTIATE(float)
+CUTRAIN_INSTANTIATE(double)
+CUTRAIN_INSTANTIATE(half_t)
+#undef CUTRAIN_INSTANTIATE
+
+}  // namespace cutrain

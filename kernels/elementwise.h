@@ -1,0 +1,24 @@
+// defines: relu and add, forward and backward, CPU reference.
+//
+// Backward functions *accumulate* into their gradient outputs (dx += ...), the rule for every
+// backward in kernels/: autograd then needs no temporaries to sum the gradients of a tensor
+// used twice.
+#pragma once
+#include <cstdint>
+
+#include "kernels/half.h"
+
+namespace cutrain {
+
+// y = max(x, 0)
+template <typename T> void relu_forward_cpu(int64_t n, const T* x, T* y);
+// dx += dy * (y > 0). Uses the output y as the mask (y > 0 exactly when x > 0), so x need not
+// be kept. At x = 0 the derivative is taken as 0.
+template <typename T> void relu_backward_cpu(int64_t n, const T* y, const T* dy, T* dx);
+
+// y = a + b
+template <typename T> void add_forward_cpu(int64_t n, const T* a, const T* b, T* y);
+// dx += dy (the backward of add for either input)
+template <typename T> void accumulate_cpu(int64_t n, const T* dy, T* dx);
+
+}  // namespace cutrain

@@ -1,0 +1,228 @@
+// The CUDA runtime wrappers of gpu.h. In a CPU-only build (no CUTRAIN_CUDA) the same
+// functions exist: gpu_usable() is false with a reason, and anything that would need a device
+// throws cutrain::Error saying so.
+#include "kernels/gpu.h"
+
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "kernels/check.h"
+
+namespace cutrain {
+
+#if defined(CUTRAIN_CUDA)
+
+bool sync_after_launch() {
+  static const bool on = [] {
+    const char* v = std::getenv("CUTRAIN_SYNC_LAUNCHES");
+    return v && *v && std::string(v) != "0";
+  }();
+  return on;
+}
+
+bool cuda_compiled() { return true; }
+
+namespace {
+struct Probe {
+  int count = 0;
+  std::string reason;
+};
+const Probe& probe() {
+  static const Probe p = [] {
+    Probe r;
+    cudaError_t e = cudaGetDeviceCount(&r.count);
+    if (e != cudaSuccess) {
+      r.reason = std::string("no usable CUDA device (cudaGetDeviceCount: ") +
+                 cudaGetErrorString(e) + ")";
+      r.count = 0;
+      cudaGetLastError();  // clear it: "no device" is an answer, not a failure
+    } else if (r.count == 0) {
+      r.reason = "no CUDA device found";
+    }
+    return r;
+  }();
+  return p;
+}
+
+// Runs f with `device` current, restoring the previous device after.
+struct DeviceGuard {
+  int prev = 0;
+  explicit DeviceGuard(int device) {
+    CUDA_CHECK(cudaGetDevice(&prev));
+    if (prev != device) CUDA_CHECK(cudaSetDevice(device));
+  }
+  ~DeviceGuard() { cudaSetDevice(prev); }
+};
+}  // namespace
+
+bool gpu_usable() { return probe().count > 0; }
+const std::string& gpu_unavailable_reason() { return probe().reason; }
+int gpu_count() { return probe().count; }
+
+std::string gpu_name(int device) {
+  cudaDeviceProp prop;
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  return prop.name;
+}
+
+CachingAllocator& device_allocator(int device) {
+  CHECK(device >= 0 && device < gpu_count(),
+        "device " << device << " does not exist (" << gpu_count() << " usable)");
+  static std::mutex mu;
+  static std::vector<std::unique_ptr<CachingAllocator>> pools;
+  std::lock_guard<std::mutex> lock(mu);
+  if (pools.empty()) pools.resize(size_t(gpu_count()));
+  auto& pool = pools[size_t(device)];
+  if (!pool) {
+    CachingAllocator::Backend b;
+    b.alloc = [device](size_t n) -> void* {
+      DeviceGuard g(device);
+      void* p = nullptr;
+      if (cudaMalloc(&p, n) != cudaSuccess) {
+        cudaGetLastError();  // out of memory is reported by the allocator, with sizes
+        return nullptr;
+      }
+      return p;
+    };
+    b.free = [device](void* p) {
+      DeviceGuard g(device);
+      CUDA_CHECK(cudaFree(p));
+    };
+    pool = std::make_unique<CachingAllocator>(std::move(b));
+  }
+  return *pool;
+}
+
+Stream::Stream(int device) : device_(device) {
+  CHECK(gpu_usable(), "cannot create a CUDA stream: " << gpu_unavailable_reason());
+  DeviceGuard g(device);
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
+}
+Stream::~Stream() {
+  if (s_) cudaStreamDestroy(s_);
+}
+void Stream::synchronize() const { CUDA_CHECK(cudaStreamSynchronize(s_)); }
+
+Event::Event(bool timing) {
+  CHECK(gpu_usable(), "cannot create a CUDA event: " << gpu_unavailable_reason());
+  CUDA_CHECK(cudaEventCreateWithFlags(&e_, timing ? cudaEventDefault : cudaEventDisableTiming));
+}
+Event::~Event() {
+  if (e_) cudaEventDestroy(e_);
+}
+void Event::record(cudaStream_t stream) { CUDA_CHECK(cudaEventRecord(e_, stream)); }
+void Event::wait(cudaStream_t stream) const { CUDA_CHECK(cudaStreamWaitEvent(stream, e_, 0)); }
+bool Event::done() const {
+  cudaError_t e = cudaEventQuery(e_);
+  if (e == cudaErrorNotReady) return false;
+  CUDA_CHECK(e);
+  return true;
+}
+void Event::synchronize() const { CUDA_CHECK(cudaEventSynchronize(e_)); }
+float Event::ms_since(const Event& start) const {
+  float ms = 0;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, start.e_, e_));
+  return ms;
+}
+
+DeviceBuffer::DeviceBuffer(size_t bytes, int device, cudaStream_t stream)
+    : bytes_(bytes), device_(device) {
+  p_ = device_allocator(device).allocate(bytes, stream);
+}
+void DeviceBuffer::release() {
+  if (p_) device_allocator(device_).deallocate(p_);
+  p_ = nullptr;
+  bytes_ = 0;
+}
+
+PinnedBuffer::PinnedBuffer(size_t bytes) : bytes_(bytes) {
+  CHECK(gpu_usable(), "cannot allocate pinned memory: " << gpu_unavailable_reason());
+  CUDA_CHECK(cudaMallocHost(&p_, bytes));
+}
+PinnedBuffer::~PinnedBuffer() {
+  if (p_) cudaFreeHost(p_);
+}
+
+void copy_async(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
+  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream));
+}
+void copy_sync(void* dst, const void* src, size_t bytes) {
+  CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+}
+void memset_async(void* dst, int value, size_t bytes, cudaStream_t stream) {
+  CUDA_CHECK(cudaMemsetAsync(dst, value, bytes, stream));
+}
+
+#else  // CPU-only build
+
+namespace {
+const std::string kNoCuda = "built without CUDA (CPU-only build)";
+[[noreturn]] void no_cuda(const char* what) {
+  throw Error(std::string("cannot ") + what + ": " + kNoCuda);
+}
+}  // namespace
+
+bool cuda_compiled() { return false; }
+bool gpu_usable() { return false; }
+const std::string& gpu_unavailable_reason() { return kNoCuda; }
+int gpu_count() { return 0; }
+std::string gpu_name(int) { no_cuda("query a device"); }
+CachingAllocator& device_allocator(int) { no_cuda("allocate device memory"); }
+
+Stream::Stream(int) { no_cuda("create a CUDA stream"); }
+Stream::~Stream() = default;
+void Stream::synchronize() const {}
+Event::Event(bool) { no_cuda("create a CUDA event"); }
+Event::~Event() = default;
+void Event::record(cudaStream_t) {}
+void Event::wait(cudaStream_t) const {}
+bool Event::done() const { return true; }
+void Event::synchronize() const {}
+float Event::ms_since(const Event&) const { return 0; }
+DeviceBuffer::DeviceBuffer(size_t, int, cudaStream_t) { no_cuda("allocate device memory"); }
+void DeviceBuffer::release() {}
+PinnedBuffer::PinnedBuffer(size_t) { no_cuda("allocate pinned memory"); }
+PinnedBuffer::~PinnedBuffer() = default;
+void copy_async(void*, const void*, size_t, cudaStream_t) { no_cuda("copy to or from a device"); }
+void copy_sync(void*, const void*, size_t) { no_cuda("copy to or from a device"); }
+void memset_async(void*, int, size_t, cudaStream_t) { no_cuda("set device memory"); }
+
+#endif
+
+// The move operations are the same in both builds.
+Stream::Stream(Stream&& o) noexcept : s_(o.s_), device_(o.device_) { o.s_ = nullptr; }
+Stream& Stream::operator=(Stream&& o) noexcept {
+  std::swap(s_, o.s_);
+  std::swap(device_, o.device_);
+  return *this;
+}
+Event::Event(Event&& o) noexcept : e_(o.e_) { o.e_ = nullptr; }
+Event& Event::operator=(Event&& o) noexcept {
+  std::swap(e_, o.e_);
+  return *this;
+}
+DeviceBuffer::~DeviceBuffer() { release(); }
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept
+    : p_(o.p_), bytes_(o.bytes_), device_(o.device_) {
+  o.p_ = nullptr;
+  o.bytes_ = 0;
+}
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  std::swap(p_, o.p_);
+  std::swap(bytes_, o.bytes_);
+  std::swap(device_, o.device_);
+  return *this;
+}
+PinnedBuffer::PinnedBuffer(PinnedBuffer&& o) noexcept : p_(o.p_), bytes_(o.bytes_) {
+  o.p_ = nullptr;
+  o.bytes_ = 0;
+}
+PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& o) noexcept {
+  std::swap(p_, o.p_);
+  std::swap(bytes_, o.bytes_);
+  return *this;
+}
+
+}  // namespace cutrain

@@ -1,0 +1,116 @@
+// defines: the CUDA runtime in RAII form: gpu_usable() and why not, Stream, Event,
+// DeviceBuffer (from the per-device caching allocator), PinnedBuffer, copy helpers.
+//
+// This header needs no CUDA headers: a CPU-only build compiles everything that includes it,
+// and gpu_usable() then answers false with the reason "built without CUDA". Every object here
+// is move-only: copying a buffer or a stream by accident is a performance bug or a double free,
+// so the copy constructors are deleted.
+#pragma once
+#include <cstddef>
+#include <string>
+
+#include "kernels/caching_allocator.h"
+
+// The CUDA runtime's own handle types (identical typedefs are legal to repeat in C++).
+struct CUstream_st;
+struct CUevent_st;
+typedef CUstream_st* cudaStream_t;
+typedef CUevent_st* cudaEvent_t;
+
+namespace cutrain {
+
+bool cuda_compiled();                 // was this binary built with CUDA?
+bool gpu_usable();                    // built with CUDA and at least one device answers
+const std::string& gpu_unavailable_reason();  // "" when usable; otherwise one line saying why
+int gpu_count();                      // 0 when not usable
+std::string gpu_name(int device);
+
+// The caching allocator of one device (created on first use, lives until exit).
+CachingAllocator& device_allocator(int device);
+
+class Stream {
+ public:
+  explicit Stream(int device = 0);    // a non-blocking stream on `device`
+  ~Stream();
+  Stream(Stream&& o) noexcept;
+  Stream& operator=(Stream&& o) noexcept;
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  cudaStream_t get() const { return s_; }
+  int device() const { return device_; }
+  void synchronize() const;           // for tests and shutdown, never inside a training step
+
+ private:
+  cudaStream_t s_ = nullptr;
+  int device_ = 0;
+};
+
+class Event {
+ public:
+  explicit Event(bool timing = false);
+  ~Event();
+  Event(Event&& o) noexcept;
+  Event& operator=(Event&& o) noexcept;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  void record(cudaStream_t stream);
+  void wait(cudaStream_t stream) const;  // make `stream` wait for this event (no host block)
+  bool done() const;                     // has everything before record() finished?
+  void synchronize() const;
+  float ms_since(const Event& start) const;  // both recorded with timing = true
+  cudaEvent_t get() const { return e_; }
+
+ private:
+  cudaEvent_t e_ = nullptr;
+};
+
+// Device memory from the device's caching allocator, owned. bytes() is what was asked for.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(size_t bytes, int device = 0, cudaStream_t stream = nullptr);
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& o) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* data() const { return p_; }
+  size_t bytes() const { return bytes_; }
+  int device() const { return device_; }
+
+ private:
+  void release();
+  void* p_ = nullptr;
+  size_t bytes_ = 0;
+  int device_ = 0;
+};
+
+// Page-locked host memory: the only kind a cudaMemcpyAsync really overlaps with compute.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  explicit PinnedBuffer(size_t bytes);
+  ~PinnedBuffer();
+  PinnedBuffer(PinnedBuffer&& o) noexcept;
+  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept;
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+
+  void* data() const { return p_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* p_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Copies between any two of host, pinned and device memory (unified addressing decides the
+// direction). copy_async is ordered on `stream`; copy_sync returns when the data has arrived.
+void copy_async(void* dst, const void* src, size_t bytes, cudaStream_t stream);
+void copy_sync(void* dst, const void* src, size_t bytes);
+void memset_async(void* dst, int value, size_t bytes, cudaStream_t stream);
+
+}  // namespace cutrain

@@ -1,0 +1,56 @@
+// defines: the differentiable ops. Each one checks its arguments (a clear cutrain::Error
+// naming the op and the shapes), computes its output with the kernels of kernels/, and
+// records on the tape a closure that adds its gradient contributions to its inputs' grads.
+//
+// Shapes (activations NHWC; letters as in kernels/):
+//   conv2d      x (N,H,W,C), w (K,R,S,C), b (K) or null        -> (N,P,Q,K)
+//   batchnorm2d x (N,H,W,C) or (N,C), gamma/beta (C) acc dtype  -> same as x
+//   relu, add   any shape (add: both the same)                  -> same
+//   maxpool2d   x (N,H,W,C)                                     -> (N,P,Q,C)
+//   global_avgpool x (N,H,W,C)                                  -> (N,C)
+//   flatten     x (N,...)                                       -> (N, prod(...))
+//   linear      x (N,C), w (K,C), b (K) or null                 -> (N,K)
+//   softmax_cross_entropy logits (N,K), labels (N) i32          -> (1) in the acc dtype
+// All floating inputs of one op share a dtype (f32, f16 or f64), except BatchNorm's
+// parameters and statistics and the loss, which are kept in the accumulation dtype
+// (f32 for f16 activations): that is the mixed-precision rule.
+#pragma once
+#include "nn/autograd.h"
+
+namespace cutrain {
+
+VarPtr conv2d(Tape& tape, const VarPtr& x, const VarPtr& w, const VarPtr& b,
+              int stride_h, int stride_w, int pad_h, int pad_w);
+
+// Running statistics of a BatchNorm layer: not parameters (no gradient), but state that is
+// saved in checkpoints. mean/var are (C) in the acc dtype.
+struct BatchNormState {
+  Tensor running_mean;
+  Tensor running_var;
+  double momentum = 0.1;  // running = (1 - momentum) * running + momentum * batch
+  double eps = 1e-5;
+};
+
+// training = true: normalise with the batch statistics (biased variance) and update the
+// running averages (with the unbiased variance, as PyTorch does). false: use the running ones.
+VarPtr batchnorm2d(Tape& tape, const VarPtr& x, const VarPtr& gamma, const VarPtr& beta,
+                   BatchNormState& state, bool training);
+
+VarPtr relu(Tape& tape, const VarPtr& x);
+VarPtr add(Tape& tape, const VarPtr& a, const VarPtr& b);
+VarPtr maxpool2d(Tape& tape, const VarPtr& x, int r, int s, int stride_h, int stride_w,
+                 int pad_h, int pad_w);
+VarPtr global_avgpool(Tape& tape, const VarPtr& x);
+VarPtr flatten(Tape& tape, const VarPtr& x);
+VarPtr linear(Tape& tape, const VarPtr& x, const VarPtr& w, const VarPtr& b);
+
+// Mean over the batch of the cross-entropy between softmax(logits) and the smoothed target
+// q = (1 - smoothing) * onehot(label) + smoothing / K. Labels must lie in [0, K).
+VarPtr softmax_cross_entropy(Tape& tape, const VarPtr& logits, const Tensor& labels,
+                             double smoothing = 0.0);
+
+// Number of rows whose largest logit is at the label (ties: the first largest). Not
+// differentiable: nothing is recorded.
+int64_t top1_correct(const Tensor& logits, const Tensor& labels);
+
+}  // namespace cutrain

@@ -1,0 +1,241 @@
+#include "nn/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "kernels/cast.h"
+#include "kernels/check.h"
+#include "kernels/gpu.h"
+#include "nn/dispatch.h"
+
+namespace cutrain {
+
+size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::f32: return 4;
+    case DType::f16: return 2;
+    case DType::f64: return 8;
+    case DType::i32: return 4;
+  }
+  return 0;
+}
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::f32: return "f32";
+    case DType::f16: return "f16";
+    case DType::f64: return "f64";
+    case DType::i32: return "i32";
+  }
+  return "?";
+}
+
+const char* device_name(Device d) { return d == Device::cpu ? "cpu" : "cuda"; }
+
+DType acc_dtype(DType t) { return t == DType::f64 ? DType::f64 : DType::f32; }
+
+int64_t shape_numel(const Shape& s) {
+  int64_t n = 1;
+  for (int d : s) n *= d;
+  return n;
+}
+
+std::string shape_str(const Shape& s) {
+  std::ostringstream os;
+  os << "(";
+  for (size_t i = 0; i < s.size(); i++) os << (i ? "," : "") << s[i];
+  os << ")";
+  return os.str();
+}
+
+// The bytes behind a tensor: 64-byte aligned host memory, or a block of the device's caching
+// allocator (returned to the pool, not to cudaFree, when the last tensor lets go).
+struct Storage {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  Device device = Device::cpu;
+  DeviceBuffer dev;
+
+  Storage(size_t n, Device d) : bytes(n), device(d) {
+    if (d == Device::cpu) {
+      ptr = std::aligned_alloc(64, (n + 63) / 64 * 64 + 64);
+      CHECK(ptr, "out of host memory allocating " << n << " bytes");
+    } else {
+      CHECK(gpu_usable(), "cannot place a tensor on cuda: " << gpu_unavailable_reason());
+      dev = DeviceBuffer(n > 0 ? n : 1, 0);
+      ptr = dev.data();
+    }
+  }
+  ~Storage() {
+    if (device == Device::cpu) std::free(ptr);
+  }
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+};
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  for (int d : shape) CHECK(d >= 0, "negative dimension in shape " << shape_str(shape));
+  Tensor t;
+  t.shape_ = shape;
+  t.dtype_ = dtype;
+  t.device_ = device;
+  t.storage_ = std::make_shared<Storage>(t.bytes(), device);
+  return t;
+}
+
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, device);
+  t.zero_();
+  return t;
+}
+
+Tensor Tensor::from_doubles(const std::vector<double>& v, const Shape& shape, DType dtype) {
+  CHECK(int64_t(v.size()) == shape_numel(shape),
+        v.size() << " values do not fill shape " << shape_str(shape));
+  Tensor t = empty(shape, dtype);
+  if (dtype == DType::i32) {
+    for (size_t i = 0; i < v.size(); i++) t.data<int32_t>()[i] = int32_t(v[i]);
+  } else {
+    dispatch_float(dtype, [&](auto tag) {
+      using T = decltype(tag);
+      cast_cpu<double, T>(int64_t(v.size()), v.data(), t.data<T>());
+    });
+  }
+  return t;
+}
+
+Tensor Tensor::from_floats(const std::vector<float>& v, const Shape& shape, DType dtype) {
+  return from_doubles(std::vector<double>(v.begin(), v.end()), shape, dtype);
+}
+
+Tensor Tensor::from_ints(const std::vector<int32_t>& v, const Shape& shape) {
+  return from_doubles(std::vector<double>(v.begin(), v.end()), shape, DType::i32);
+}
+
+int Tensor::dim(int i) const {
+  const int r = rank();
+  CHECK(i >= -r && i < r, "dimension " << i << " out of range for shape " << shape_str(shape_));
+  return shape_[size_t(i < 0 ? i + r : i)];
+}
+
+std::string Tensor::str() const {
+  if (!defined()) return "undefined";
+  std::ostringstream os;
+  os << dtype_name(dtype_) << " " << device_name(device_) << " " << shape_str(shape_);
+  return os.str();
+}
+
+template <typename T> T* Tensor::data() const {
+  CHECK(defined(), "data() of an undefined tensor");
+  CHECK(dtype_of<T>() == dtype_, "tensor is " << dtype_name(dtype_) << ", asked for "
+                                             << dtype_name(dtype_of<T>()));
+  return static_cast<T*>(storage_->ptr);
+}
+template float* Tensor::data<float>() const;
+template half_t* Tensor::data<half_t>() const;
+template double* Tensor::data<double>() const;
+template int32_t* Tensor::data<int32_t>() const;
+
+void* Tensor::raw() const {
+  CHECK(defined(), "raw() of an undefined tensor");
+  return storage_->ptr;
+}
+
+Tensor Tensor::reshape(const Shape& shape) const {
+  CHECK(shape_numel(shape) == numel(),
+        "cannot reshape " << shape_str(shape_) << " to " << shape_str(shape));
+  Tensor t = *this;
+  t.shape_ = shape;
+  return t;
+}
+
+Tensor Tensor::to(Device device) const {
+  if (device == device_) return *this;
+  Tensor t = empty(shape_, dtype_, device);
+  copy_sync(t.raw(), raw(), bytes());
+  return t;
+}
+
+Tensor Tensor::to(DType dtype) const {
+  if (dtype == dtype_) return *this;
+  Tensor t = empty(shape_, dtype, device_);
+  const int64_t n = numel();
+  if (device_ == Device::cuda) {
+    if (dtype_ == DType::f32 && dtype == DType::f16)
+      cast_f32_to_f16_gpu(n, data<float>(), t.data<half_t>(), nullptr);
+    else if (dtype_ == DType::f16 && dtype == DType::f32)
+      cast_f16_to_f32_gpu(n, data<half_t>(), t.data<float>(), nullptr);
+    else
+      CHECK(false, "no GPU cast from " << dtype_name(dtype_) << " to " << dtype_name(dtype));
+    return t;
+  }
+  CHECK(dtype_ != DType::i32 && dtype != DType::i32,
+        "cast between " << dtype_name(dtype_) << " and " << dtype_name(dtype)
+                        << ": labels (i32) are not converted");
+  dispatch_float(dtype_, [&](auto stag) {
+    using S = decltype(stag);
+    dispatch_float(dtype, [&](auto dtag) {
+      using D = decltype(dtag);
+      cast_cpu<S, D>(n, data<S>(), t.data<D>());
+    });
+  });
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  Tensor t = empty(shape_, dtype_, device_);
+  if (device_ == Device::cpu)
+    std::memcpy(t.raw(), raw(), bytes());
+  else
+    copy_sync(t.raw(), raw(), bytes());
+  return t;
+}
+
+void Tensor::zero_() {
+  if (device_ == Device::cpu)
+    std::memset(raw(), 0, bytes());  // all-zero bits are +0 in every dtype
+  else
+    memset_async(raw(), 0, bytes(), nullptr);
+}
+
+void Tensor::fill_(double value) {
+  CHECK(device_ == Device::cpu, "fill_ on " << str() << ": CPU tensors only");
+  const int64_t n = numel();
+  if (dtype_ == DType::i32) {
+    for (int64_t i = 0; i < n; i++) data<int32_t>()[i] = int32_t(value);
+    return;
+  }
+  dispatch_float(dtype_, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = data<T>();
+    const T v = T(value);
+    for (int64_t i = 0; i < n; i++) p[i] = v;
+  });
+}
+
+std::vector<double> Tensor::to_doubles() const {
+  const Tensor h = to(Device::cpu);
+  std::vector<double> out(static_cast<size_t>(numel()));
+  if (dtype_ == DType::i32) {
+    for (size_t i = 0; i < out.size(); i++) out[i] = h.data<int32_t>()[i];
+    return out;
+  }
+  dispatch_float(dtype_, [&](auto tag) {
+    using T = decltype(tag);
+    cast_cpu<T, double>(numel(), h.data<T>(), out.data());
+  });
+  return out;
+}
+
+std::vector<float> Tensor::to_floats() const {
+  const std::vector<double> d = to_doubles();
+  return std::vector<float>(d.begin(), d.end());
+}
+
+double Tensor::item() const {
+  CHECK(numel() == 1, "item() of a tensor with " << numel() << " elements " << str());
+  return to_doubles()[0];
+}
+
+}  // namespace cutrain

@@ -1,0 +1,89 @@
+// defines: DType, Device, Shape, Tensor: an n-dimensional array on the CPU or a GPU.
+//
+// A Tensor is a cheap handle (shape, dtype, device, shared storage); copying it shares the
+// data, like a shared_ptr. Activations are NHWC (channels last): x(n,h,w,c) lives at
+// ((n*H + h)*W + w)*C + c. Conv weights are KRSC, linear weights (K, C).
+//
+// dtypes: f32 and f16 are the training types; f64 exists on the CPU only, so gradient checks
+// can run the very same ops in double; i32 holds labels.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/half.h"
+
+namespace cutrain {
+
+enum class DType : uint8_t { f32, f16, f64, i32 };
+enum class Device : uint8_t { cpu, cuda };
+
+size_t dtype_size(DType t);
+const char* dtype_name(DType t);
+const char* device_name(Device d);
+
+template <typename T> constexpr DType dtype_of();
+template <> constexpr DType dtype_of<float>() { return DType::f32; }
+template <> constexpr DType dtype_of<half_t>() { return DType::f16; }
+template <> constexpr DType dtype_of<double>() { return DType::f64; }
+template <> constexpr DType dtype_of<int32_t>() { return DType::i32; }
+
+// The dtype a kernel on `t` accumulates in, and the dtype of BatchNorm parameters and
+// statistics for activations of type `t`: f32 for f16 and f32, f64 for f64.
+DType acc_dtype(DType t);
+
+using Shape = std::vector<int>;
+int64_t shape_numel(const Shape& s);
+std::string shape_str(const Shape& s);  // "(2,28,28,1)"
+
+struct Storage;
+
+class Tensor {
+ public:
+  Tensor() = default;  // undefined: defined() is false
+
+  static Tensor empty(const Shape& shape, DType dtype, Device device = Device::cpu);
+  static Tensor zeros(const Shape& shape, DType dtype, Device device = Device::cpu);
+  // A CPU tensor holding `values` converted to `dtype` (f16 rounds to nearest even).
+  static Tensor from_floats(const std::vector<float>& values, const Shape& shape,
+                            DType dtype = DType::f32);
+  static Tensor from_doubles(const std::vector<double>& values, const Shape& shape,
+                             DType dtype = DType::f64);
+  static Tensor from_ints(const std::vector<int32_t>& values, const Shape& shape);
+
+  bool defined() const { return storage_ != nullptr; }
+  const Shape& shape() const { return shape_; }
+  int rank() const { return int(shape_.size()); }
+  int dim(int i) const;  // negative i counts from the end
+  int64_t numel() const { return shape_numel(shape_); }
+  size_t bytes() const { return size_t(numel()) * dtype_size(dtype_); }
+  DType dtype() const { return dtype_; }
+  Device device() const { return device_; }
+  std::string str() const;  // "f16 cuda (256,28,28,32)"
+
+  // Typed pointer to the first element; throws if T does not match dtype().
+  template <typename T> T* data() const;
+  void* raw() const;
+
+  Tensor reshape(const Shape& shape) const;  // shares storage; numel must match
+  Tensor to(Device device) const;            // a copy on `device` (same object if already there)
+  Tensor to(DType dtype) const;              // a converted copy (same object if already that)
+  Tensor clone() const;
+  void zero_();
+  void fill_(double value);                  // CPU only
+
+  // All elements as double / float on the host (copied back from a device if needed).
+  std::vector<double> to_doubles() const;
+  std::vector<float> to_floats() const;
+  double item() const;  // the single element of a one-element tensor
+
+ private:
+  std::shared_ptr<Storage> storage_;
+  Shape shape_;
+  DType dtype_ = DType::f32;
+  Device device_ = Device::cpu;
+};
+
+}  // namespace cutrain

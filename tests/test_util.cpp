@@ -1,0 +1,88 @@
+#include "tests/test_util.h"
+
+#include <cmath>
+
+#include "kernels/check.h"
+#include "kernels/rng.h"
+
+using namespace cutrain;
+
+namespace cutrain_test {
+
+Tensor uniform(const Shape& shape, DType dtype, uint64_t seed, double lo, double hi) {
+  std::vector<double> v(size_t(shape_numel(shape)));
+  for (size_t i = 0; i < v.size(); i++) v[i] = lo + (hi - lo) * double(rng_uniform(seed, i));
+  return Tensor::from_doubles(v, shape, dtype);
+}
+
+namespace {
+double weighted_sum(const Tensor& out, const std::vector<double>& r) {
+  const std::vector<double> o = out.to_doubles();
+  double s = 0;
+  for (size_t i = 0; i < o.size(); i++) s += o[i] * r[i];
+  return s;
+}
+}  // namespace
+
+void gradcheck(const std::function<VarPtr(Tape&, const std::vector<VarPtr>&)>& f,
+               const std::vector<VarPtr>& leaves, GradCheckOptions opt) {
+  for (auto& l : leaves) {
+    REQUIRE(l->value.dtype() == DType::f64);
+    l->grad = Tensor();
+  }
+  // analytic: one backward seeded with R
+  Tape tape;
+  VarPtr out = f(tape, leaves);
+  const Tensor R = uniform(out->value.shape(), DType::f64, 12345, -1, 1);
+  const std::vector<double> r = R.to_doubles();
+  tape.backward(out, R);
+
+  auto L = [&] {
+    Tape off(false);
+    return weighted_sum(f(off, leaves)->value, r);
+  };
+  for (size_t li = 0; li < leaves.size(); li++) {
+    const VarPtr& leaf = leaves[li];
+    if (!leaf->requires_grad) continue;
+    REQUIRE_MESSAGE(leaf->grad.defined(), "leaf " << li << " (" << leaf->name << ") got no gradient");
+    const std::vector<double> analytic = leaf->grad.to_doubles();
+    double* x = leaf->value.data<double>();
+    size_t checked = 0, kinks = 0;
+    for (int64_t i = 0; i < leaf->value.numel(); i++) {
+      const double x0 = x[i];
+      const double l0 = L();
+      x[i] = x0 + opt.h;
+      const double lp = L();
+      x[i] = x0 - opt.h;
+      const double lm = L();
+      x[i] = x0;
+      // On a kink the left and right slopes differ: their difference, times h, is the second
+      // difference. A smooth function makes it ~f''h^2, far smaller.
+      if (std::fabs(lp - 2 * l0 + lm) > 1e-4 * opt.h) {
+        kinks++;
+        continue;
+      }
+      const double numeric = (lp - lm) / (2 * opt.h);
+      checked++;
+      INFO("leaf " << li << " (" << leaf->name << ") " << leaf->value.str() << " element " << i
+                   << ": analytic " << analytic[size_t(i)] << ", numeric " << numeric);
+      REQUIRE(std::fabs(analytic[size_t(i)] - numeric) <=
+              opt.atol + opt.rtol * std::fabs(numeric));
+    }
+    INFO("leaf " << li << ": " << kinks << " of " << leaf->value.numel() << " on kinks");
+    REQUIRE(kinks * 10 <= size_t(leaf->value.numel()));
+    REQUIRE(checked > 0);
+  }
+}
+
+void require_close(const Tensor& got, const std::vector<double>& want, double atol,
+                   double rtol) {
+  const std::vector<double> g = got.to_doubles();
+  REQUIRE(g.size() == want.size());
+  for (size_t i = 0; i < g.size(); i++) {
+    INFO("element " << i << ": got " << g[i] << ", want " << want[i]);
+    REQUIRE(std::fabs(g[i] - want[i]) <= atol + rtol * std::fabs(want[i]));
+  }
+}
+
+}  // namespace cutrain_test

@@ -1,0 +1,68 @@
+// defines: what the tests share: skip() and REQUIRE_GPU() for tests that cannot run here,
+// random tensors, and gradcheck(), the finite-difference gradient checker.
+#pragma once
+#include <doctest/doctest.h>
+// CHECK is cutrain's argument check (kernels/check.h), not doctest's: tests assert with REQUIRE.
+#include "kernels/check.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kernels/gpu.h"
+#include "nn/autograd.h"
+
+namespace cutrain_test {
+
+// Marks the running test case as skipped (counted apart, the reason printed once at the end).
+void skip(const std::string& reason);
+
+// A tensor of `shape` with values uniform in [lo, hi), a pure function of seed.
+cutrain::Tensor uniform(const cutrain::Shape& shape, cutrain::DType dtype, uint64_t seed,
+                        double lo = -1, double hi = 1);
+
+// Finite-difference gradient check, in double.
+//
+// f builds an op graph on the tape from the leaves and returns its output. The check takes
+// L = sum(out * R) for a fixed random R, computes dL/dleaf by backward, and compares every
+// element with the central difference (L(x+h) - L(x-h)) / 2h. Where a coordinate sits on a
+// kink (ReLU at 0, a max-pool tie) the two one-sided differences disagree; such coordinates
+// are stepped around (not compared, counted), and a check that had to skip more than a tenth
+// of them fails, so it cannot pass vacuously.
+struct GradCheckOptions {
+  double h = 1e-6;
+  double atol = 1e-7;
+  double rtol = 1e-6;
+};
+void gradcheck(const std::function<cutrain::VarPtr(cutrain::Tape&,
+                                                   const std::vector<cutrain::VarPtr>&)>& f,
+               const std::vector<cutrain::VarPtr>& leaves, GradCheckOptions opt = {});
+
+// Values of a tensor compared element by element with a tolerance |a-b| <= atol + rtol*|b|.
+void require_close(const cutrain::Tensor& got, const std::vector<double>& want,
+                   double atol, double rtol = 0);
+
+}  // namespace cutrain_test
+
+// First line of a test that needs a CUDA device: skips it, with the reason, when there is none.
+#define REQUIRE_GPU()                                              \
+  do {                                                             \
+    if (!::cutrain::gpu_usable()) {                                \
+      ::cutrain_test::skip(::cutrain::gpu_unavailable_reason());   \
+      return;                                                      \
+    }                                                              \
+  } while (0)
+
+// Asserts that `expr` throws cutrain::Error whose message contains `needle`.
+#define REQUIRE_ERROR(expr, needle)                                              \
+  do {                                                                           \
+    std::string cutrain_msg_;                                                    \
+    try {                                                                        \
+      (void)(expr);                                                              \
+    } catch (const ::cutrain::Error& e) {                                        \
+      cutrain_msg_ = e.what();                                                   \
+    }                                                                            \
+    INFO("message: " << cutrain_msg_);                                           \
+    REQUIRE_MESSAGE(!cutrain_msg_.empty(), "expected cutrain::Error from " #expr); \
+    REQUIRE(cutrain_msg_.find(needle) != std::string::npos);                     \
+  } while (0)
