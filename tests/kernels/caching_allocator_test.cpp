@@ -1,0 +1,122 @@
+// The caching allocator's pooling logic, on the CPU with a counting backend (the CUDA backend
+// differs only in the two functions it plugs in; tests/kernels/gpu_test.cpp runs that one).
+#include <cstdlib>
+#include <set>
+#include <vector>
+
+#include "kernels/caching_allocator.h"
+#include "tests/test_util.h"
+
+using namespace cutrain;
+
+namespace {
+struct CountingBackend {
+  int allocs = 0, frees = 0;
+  size_t limit = size_t(1) << 40;  // pretend device size
+  size_t live = 0;
+  std::set<void*> outstanding;
+  CachingAllocator::Backend make() {
+    CachingAllocator::Backend b;
+    b.alloc = [this](size_t n) -> void* {
+      if (live + n > limit) return nullptr;
+      void* p = std::malloc(n);
+      allocs++;
+      live += n;
+      outstanding.insert(p);
+      sizes[p] = n;
+      return p;
+    };
+    b.free = [this](void* p) {
+      frees++;
+      live -= sizes[p];
+      outstanding.erase(p);
+      std::free(p);
+    };
+    return b;
+  }
+  std::map<void*, size_t> sizes;
+};
+}  // namespace
+
+TEST_CASE("caching allocator: sizes round up to 512 B, or 1 MiB when large") {
+  REQUIRE(CachingAllocator::round_size(0) == 512);
+  REQUIRE(CachingAllocator::round_size(1) == 512);
+  REQUIRE(CachingAllocator::round_size(512) == 512);
+  REQUIRE(CachingAllocator::round_size(513) == 1024);
+  REQUIRE(CachingAllocator::round_size((1 << 20) - 1) == (1 << 20));
+  REQUIRE(CachingAllocator::round_size((1 << 20) + 1) == (2 << 20));
+}
+
+TEST_CASE("caching allocator: a repeated step allocates from the backend only the first time") {
+  CountingBackend be;
+  CachingAllocator a(be.make());
+  // one "training step": a mix of activation-sized and small buffers, freed at the end
+  const std::vector<size_t> step = {4 << 20, 4 << 20, 300, 70000, 2 << 20, 12, 4 << 20};
+  for (int it = 0; it < 5; it++) {
+    std::vector<void*> live;
+    for (size_t n : step) live.push_back(a.allocate(n));
+    for (void* p : live) a.deallocate(p);
+    if (it == 0) REQUIRE(be.allocs == int(step.size()));
+  }
+  REQUIRE(be.allocs == int(step.size()));  // steps 2..5 were served from the pool
+  REQUIRE(be.frees == 0);
+  REQUIRE(a.stats().bytes_in_use == 0);
+  REQUIRE(a.stats().bytes_cached > 0);
+  a.empty_cache();
+  REQUIRE(be.frees == int(step.size()));
+  REQUIRE(be.outstanding.empty());
+}
+
+TEST_CASE("caching allocator: best fit, never more than twice the request") {
+  CountingBackend be;
+  CachingAllocator a(be.make());
+  void* big = a.allocate(8 << 20);
+  void* mid = a.allocate(3 << 20);
+  a.deallocate(big);
+  a.deallocate(mid);
+  // 3 MiB fits the 3 MiB block exactly, not the 8 MiB one
+  REQUIRE(a.allocate(3 << 20) == mid);
+  // 2 MiB: the 8 MiB block is more than twice as big, so a new block comes from the backend
+  const int before = be.allocs;
+  void* small = a.allocate(2 << 20);
+  REQUIRE(small != big);
+  REQUIRE(be.allocs == before + 1);
+  // 5 MiB may take the 8 MiB block (within 2x)
+  REQUIRE(a.allocate(5 << 20) == big);
+}
+
+TEST_CASE("caching allocator: blocks are not shared between streams") {
+  CountingBackend be;
+  CachingAllocator a(be.make());
+  int s1 = 0, s2 = 0;  // any distinct addresses serve as stream keys
+  void* p = a.allocate(1000, &s1);
+  a.deallocate(p);
+  void* q = a.allocate(1000, &s2);
+  REQUIRE(q != p);      // freed on s1, so not handed to s2 without an event
+  REQUIRE(a.allocate(1000, &s1) == p);
+  REQUIRE(be.allocs == 2);
+}
+
+TEST_CASE("caching allocator: out of memory empties the cache and retries, then reports") {
+  CountingBackend be;
+  be.limit = 10 << 20;
+  CachingAllocator a(be.make());
+  void* p = a.allocate(6 << 20);
+  a.deallocate(p);  // 6 MiB cached
+  // 8 MiB does not fit beside the cached 6 MiB: the cache is released and the retry succeeds
+  void* q = a.allocate(8 << 20);
+  REQUIRE(q != nullptr);
+  REQUIRE(be.frees == 1);
+  // 4 MiB more cannot fit at all: a clear error with the size
+  REQUIRE_ERROR(a.allocate(4 << 20), "out of device memory allocating 4194304 bytes");
+  a.deallocate(q);
+  REQUIRE(a.stats().peak_in_use == size_t(8 << 20));
+}
+
+TEST_CASE("caching allocator: freeing a foreign pointer is an error") {
+  CountingBackend be;
+  CachingAllocator a(be.make());
+  int x = 0;
+  REQUIRE_ERROR(a.deallocate(&x), "did not hand out");
+  a.deallocate(nullptr);  // like free(nullptr): nothing
+}

@@ -1,0 +1,65 @@
+// The CUDA runtime wrappers: buffers, streams, events, copies, and the device's caching
+// allocator in a steady state. Skipped when no device is usable; in a CPU-only build, the
+// same calls must refuse with a clear reason.
+#include <vector>
+
+#include "kernels/gpu.h"
+#include "nn/tensor.h"
+#include "tests/test_util.h"
+
+using namespace cutrain;
+using cutrain_test::require_close;
+
+TEST_CASE("gpu: without a usable device every entry point says why") {
+  if (gpu_usable()) return;  // the other tests cover this case
+  REQUIRE_FALSE(gpu_unavailable_reason().empty());
+  REQUIRE(gpu_count() == 0);
+  REQUIRE_ERROR(Stream(), "cannot create a CUDA stream");
+  REQUIRE_ERROR(PinnedBuffer(16), "cannot allocate pinned memory");
+  REQUIRE_ERROR(Tensor::zeros({4}, DType::f32, Device::cuda), "cannot place a tensor on cuda");
+  if (!cuda_compiled()) REQUIRE(gpu_unavailable_reason().find("without CUDA") != std::string::npos);
+}
+
+TEST_CASE("gpu [gpu]: pinned -> device -> pinned on a stream, ordered by an event") {
+  REQUIRE_GPU();
+  const size_t n = 1 << 20;
+  PinnedBuffer src(n * 4), dst(n * 4);
+  float* s = static_cast<float*>(src.data());
+  for (size_t i = 0; i < n; i++) s[i] = float(i) * 0.5f;
+  DeviceBuffer dev(n * 4);
+  Stream copy, compute;
+  Event copied;
+  copy_async(dev.data(), src.data(), n * 4, copy.get());
+  copied.record(copy.get());
+  copied.wait(compute.get());  // compute waits for the copy without blocking the host
+  copy_async(dst.data(), dev.data(), n * 4, compute.get());
+  compute.synchronize();
+  REQUIRE(copied.done());
+  const float* d = static_cast<const float*>(dst.data());
+  for (size_t i = 0; i < n; i += 4099) REQUIRE(d[i] == float(i) * 0.5f);
+}
+
+TEST_CASE("gpu [gpu]: tensors round-trip through the device, f32 -> f16 on the device") {
+  REQUIRE_GPU();
+  Tensor t = Tensor::from_floats({1.0f, -2.5f, 65504.0f, 70000.0f, 1e-8f}, {5});
+  Tensor d = t.to(Device::cuda);
+  REQUIRE(d.device() == Device::cuda);
+  require_close(d.to(Device::cpu), {1.0, -2.5, 65504.0, 70000.0, 1e-8}, 0);
+  Tensor h = d.to(DType::f16).to(Device::cpu);
+  Tensor want = t.to(DType::f16);
+  for (int i = 0; i < 5; i++) REQUIRE(h.data<half_t>()[i].bits == want.data<half_t>()[i].bits);
+}
+
+TEST_CASE("gpu [gpu]: a steady-state step makes no cudaMalloc") {
+  REQUIRE_GPU();
+  CachingAllocator& pool = device_allocator(0);
+  auto step = [] {
+    std::vector<Tensor> acts;
+    for (int i = 0; i < 6; i++) acts.push_back(Tensor::empty({64, 28, 28, 32}, DType::f16, Device::cuda));
+    acts.push_back(Tensor::empty({64, 10}, DType::f32, Device::cuda));
+  };
+  step();  // the first step fills the pool
+  const size_t before = pool.stats().backend_allocs;
+  for (int i = 0; i < 10; i++) step();
+  REQUIRE(pool.stats().backend_allocs == before);
+}

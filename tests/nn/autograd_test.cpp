@@ -1,0 +1,62 @@
+// The tape: reverse order, accumulation, seeds, and what it refuses.
+#include "nn/ops.h"
+#include "tests/test_util.h"
+
+using namespace cutrain;
+using cutrain_test::require_close;
+
+TEST_CASE("autograd: backward runs in reverse and accumulates into shared inputs") {
+  // y = relu(x) + x, x used twice: dy/dx = 1[x>0] + 1
+  VarPtr x = make_var(Tensor::from_floats({-2, 3}, {2}), true, "x");
+  Tape tape;
+  VarPtr y = add(tape, relu(tape, x), x);
+  REQUIRE(tape.size() == 2);
+  tape.backward(y, Tensor::from_floats({1, 1}, {2}));
+  REQUIRE(tape.size() == 0);  // the tape is consumed
+  require_close(x->grad, {1, 2}, 0);
+}
+
+TEST_CASE("autograd: the seed scales every gradient (the loss scale)") {
+  VarPtr x = make_var(Tensor::from_floats({1, 2}, {1, 2}), true);
+  VarPtr w = make_var(Tensor::from_floats({3, 4}, {1, 2}), true);
+  Tape tape;
+  VarPtr y = linear(tape, x, w, nullptr);  // y = 1*3 + 2*4 = 11
+  REQUIRE(y->value.item() == 11);
+  tape.backward(y, 1024.0);
+  require_close(w->grad, {1024, 2048}, 0);
+  require_close(x->grad, {3072, 4096}, 0);
+}
+
+TEST_CASE("autograd: gradients accumulate over backward calls until zeroed") {
+  VarPtr x = make_var(Tensor::from_floats({2}, {1, 1}), false);
+  VarPtr w = make_var(Tensor::from_floats({5}, {1, 1}), true);
+  for (int i = 0; i < 3; i++) {
+    Tape tape;
+    tape.backward(linear(tape, x, w, nullptr), 1.0);
+  }
+  require_close(w->grad, {6}, 0);  // 3 micro-batches x dy/dw = 2
+  w->zero_grad();
+  require_close(w->grad, {0}, 0);
+}
+
+TEST_CASE("autograd: nothing is recorded for constants or with a disabled tape") {
+  VarPtr x = make_var(Tensor::from_floats({1, -1}, {2}), false);
+  Tape tape;
+  VarPtr y = relu(tape, x);
+  REQUIRE(tape.size() == 0);
+  REQUIRE_FALSE(y->requires_grad);
+  REQUIRE_ERROR(tape.backward(y, Tensor::from_floats({1, 1}, {2})), "does not depend on anything");
+  VarPtr p = make_var(Tensor::from_floats({1, -1}, {2}), true);
+  Tape off(false);
+  relu(off, p);
+  REQUIRE(off.size() == 0);
+  REQUIRE_ERROR(off.backward(p, Tensor::from_floats({1, 1}, {2})), "records nothing");
+}
+
+TEST_CASE("autograd: backward needs a one-element loss or a matching seed") {
+  VarPtr x = make_var(Tensor::from_floats({1, 2}, {2}), true);
+  Tape tape;
+  VarPtr y = relu(tape, x);
+  REQUIRE_ERROR(tape.backward(y, 1.0), "one-element loss");
+  REQUIRE_ERROR(tape.backward(y, Tensor::from_floats({1, 1, 1}, {3})), "does not match output");
+}
