@@ -66,7 +66,8 @@ void batchnorm_backward_train_cpu(int64_t M, int C, const T* x, const T* dy,
                                   acc_t<T>* dbeta);
 
 // Eval backward: the running statistics are constants, so BN is a per-channel affine map.
-//   invstd[c]  = 1 / sqrt(running_var[c] + eps),  xhat[m][c] = (x[m][c] - running_mean[c]) * invstd[c]
+//   invstd[c]  = 1 / sqrt(running_var[c] + eps)
+//   xhat[m][c] = (x[m][c] - running_mean[c]) * invstd[c]
 //   dx[m][c]  += dy[m][c] * gamma[c] * invstd[c]
 //   dgamma[c] += sum_m dy[m][c] * xhat[m][c]
 //   dbeta[c]  += sum_m dy[m][c]

@@ -139,14 +139,16 @@ TEST_CASE("batchnorm: eval uses the running statistics, not the batch ones") {
   // The same input in training mode normalises with its own statistics, giving other values.
   const std::vector<double> y_train = train_forward<float>(kX, kC, {2, 3}, {0.5, 0.25}, eps);
   double max_diff = 0;
-  for (size_t i = 0; i < kX.size(); i++) max_diff = std::fmax(max_diff, std::fabs(want[i] - y_train[i]));
+  for (size_t i = 0; i < kX.size(); i++)
+    max_diff = std::fmax(max_diff, std::fabs(want[i] - y_train[i]));
   REQUIRE(max_diff > 1.0);
 }
 
 TEST_CASE("batchnorm: backward accumulates and skips null gradients") {
   const int M = 5 * 3, C = 3;
-  const std::vector<float> x = as<float>(cutrain_test::uniform({M, C}, DType::f64, 1).to_doubles());
-  const std::vector<float> dy = as<float>(cutrain_test::uniform({M, C}, DType::f64, 2).to_doubles());
+  using cutrain_test::uniform;
+  const std::vector<float> x = as<float>(uniform({M, C}, DType::f64, 1).to_doubles());
+  const std::vector<float> dy = as<float>(uniform({M, C}, DType::f64, 2).to_doubles());
   const std::vector<float> g = {0.5, 2, -1}, mean = {0.1f, -0.2f, 0}, inv = {1.5, 0.7f, 2};
   const std::vector<float> var = {0.4f, 2, 0.25};  // eval's running variance
   for (bool training : {true, false}) {

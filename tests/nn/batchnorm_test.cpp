@@ -52,7 +52,8 @@ TEST_CASE("batchnorm2d: training moves the running statistics, eval does not") {
   VarPtr y = batchnorm2d(tape, x, gamma, beta, st, false);
   require_close(st.running_mean, {0, 0}, 0);
   require_close(st.running_var, {1, 1}, 0);
-  require_close(y->value, affine_normalise(kX, {2, 3}, {0.5, 0.25}, {0, 0}, {1, 1}, st.eps), 1e-5);
+  require_close(y->value, affine_normalise(kX, {2, 3}, {0.5, 0.25}, {0, 0}, {1, 1}, st.eps),
+                1e-5);
 
   batchnorm2d(tape, x, gamma, beta, st, true);
   // momentum 0.1 from (0, 1): mean 0.1 * (10, -1), var 0.9 + 0.1 * (12, 8/3)
@@ -62,9 +63,8 @@ TEST_CASE("batchnorm2d: training moves the running statistics, eval does not") {
   y = batchnorm2d(tape, x, gamma, beta, st, false);
   require_close(st.running_mean, {1.0, -0.1}, 1e-6);
   require_close(st.running_var, {2.1, 0.9 + 0.8 / 3}, 1e-6);
-  require_close(y->value,
-                affine_normalise(kX, {2, 3}, {0.5, 0.25}, {1.0, -0.1}, {2.1, 0.9 + 0.8 / 3}, st.eps),
-                1e-5);
+  const std::vector<double> rm = {1.0, -0.1}, rv = {2.1, 0.9 + 0.8 / 3};
+  require_close(y->value, affine_normalise(kX, {2, 3}, {0.5, 0.25}, rm, rv, st.eps), 1e-5);
 }
 
 TEST_CASE("batchnorm2d: fp16 activations with fp32 parameters match the f64 op") {
