@@ -1,6 +1,7 @@
 // softmax cross-entropy with label smoothing, CPU reference: closed forms, stability with
 // huge logits, the gradient's row sums, top-1 ties, bad labels.
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/softmax_xent.h"
