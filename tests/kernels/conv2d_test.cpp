@@ -5,30 +5,15 @@
 #include <vector>
 
 #include "kernels/conv2d.h"
+#include "tests/kernels/exact.h"
 #include "tests/test_util.h"
 
 using namespace cutrain;
+using cutrain_test::doubles;
+using cutrain_test::require_equal;
+using cutrain_test::to;
 
 namespace {
-
-template <typename T> std::vector<T> to(const std::vector<double>& v) {
-  std::vector<T> out;
-  for (double d : v) out.push_back(T(d));
-  return out;
-}
-template <typename T> std::vector<double> doubles(const std::vector<T>& v) {
-  std::vector<double> out;
-  for (const T& t : v) out.push_back(static_cast<double>(t));
-  return out;
-}
-
-void require_equal(const std::vector<double>& got, const std::vector<double>& want) {
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < got.size(); i++) {
-    INFO("element " << i << ": got " << got[i] << ", want " << want[i]);
-    REQUIRE(got[i] == want[i]);
-  }
-}
 
 Conv2dShape make_shape(int N, int H, int W, int C, int K, int R, int S, int stride_h = 1,
                        int stride_w = 1, int pad_h = 0, int pad_w = 0) {
