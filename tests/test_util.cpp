@@ -24,8 +24,9 @@ double weighted_sum(const Tensor& out, const std::vector<double>& r) {
 }
 }  // namespace
 
-void gradcheck(const std::function<VarPtr(Tape&, const std::vector<VarPtr>&)>& f,
-               const std::vector<VarPtr>& leaves, GradCheckOptions opt) {
+GradCheckStats gradcheck(const std::function<VarPtr(Tape&, const std::vector<VarPtr>&)>& f,
+                         const std::vector<VarPtr>& leaves, GradCheckOptions opt) {
+  GradCheckStats stats;
   for (auto& l : leaves) {
     REQUIRE(l->value.dtype() == DType::f64);
     l->grad = Tensor();
@@ -48,9 +49,9 @@ void gradcheck(const std::function<VarPtr(Tape&, const std::vector<VarPtr>&)>& f
     const std::vector<double> analytic = leaf->grad.to_doubles();
     double* x = leaf->value.data<double>();
     size_t checked = 0, kinks = 0;
+    const double l0 = L();  // every perturbation below is undone before the next
     for (int64_t i = 0; i < leaf->value.numel(); i++) {
       const double x0 = x[i];
-      const double l0 = L();
       x[i] = x0 + opt.h;
       const double lp = L();
       x[i] = x0 - opt.h;
@@ -72,7 +73,10 @@ void gradcheck(const std::function<VarPtr(Tape&, const std::vector<VarPtr>&)>& f
     INFO("leaf " << li << ": " << kinks << " of " << leaf->value.numel() << " on kinks");
     REQUIRE(kinks * 10 <= size_t(leaf->value.numel()));
     REQUIRE(checked > 0);
+    stats.checked += checked;
+    stats.kinks += kinks;
   }
+  return stats;
 }
 
 void require_close(const Tensor& got, const std::vector<double>& want, double atol,

@@ -34,9 +34,13 @@ struct GradCheckOptions {
   double atol = 1e-7;
   double rtol = 1e-6;
 };
-void gradcheck(const std::function<cutrain::VarPtr(cutrain::Tape&,
-                                                   const std::vector<cutrain::VarPtr>&)>& f,
-               const std::vector<cutrain::VarPtr>& leaves, GradCheckOptions opt = {});
+struct GradCheckStats {
+  size_t checked = 0;  // coordinates compared
+  size_t kinks = 0;    // coordinates stepped around
+};
+GradCheckStats gradcheck(
+    const std::function<cutrain::VarPtr(cutrain::Tape&, const std::vector<cutrain::VarPtr>&)>& f,
+    const std::vector<cutrain::VarPtr>& leaves, GradCheckOptions opt = {});
 
 // Values of a tensor compared element by element with a tolerance |a-b| <= atol + rtol*|b|.
 void require_close(const cutrain::Tensor& got, const std::vector<double>& want,

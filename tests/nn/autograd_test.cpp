@@ -60,3 +60,16 @@ TEST_CASE("autograd: backward needs a one-element loss or a matching seed") {
   REQUIRE_ERROR(tape.backward(y, 1.0), "one-element loss");
   REQUIRE_ERROR(tape.backward(y, Tensor::from_floats({1, 1, 1}, {3})), "does not match output");
 }
+
+TEST_CASE("gradcheck: steps around a kink and counts it") {
+  // 20 inputs, one of them exactly on ReLU's kink at 0: that coordinate is stepped around,
+  // the other 19 are compared.
+  std::vector<double> v(20);
+  for (size_t i = 0; i < v.size(); i++) v[i] = (double(i) - 9.5) / 4;  // no other near 0
+  v[7] = 0.0;
+  VarPtr x = make_var(Tensor::from_doubles(v, {20}), true, "x");
+  auto stats = cutrain_test::gradcheck(
+      [](Tape& t, const std::vector<VarPtr>& in) { return relu(t, in[0]); }, {x});
+  REQUIRE(stats.kinks == 1);
+  REQUIRE(stats.checked == 19);
+}
