@@ -1,0 +1,81 @@
+// defines: batch normalisation forward (training and eval) and backward, CPU reference.
+//
+// Layout: x is viewed as (M, C) with M = N*H*W, because activations are NHWC: channel c of
+// pixel m is x[m*C + c]. A (N,C) input (after a linear layer) is the same thing with M = N.
+// Statistics are per channel, over all M pixels of the batch.
+//
+// Types: x, y, dx, dy are stored as T (f16, f32 or f64). Everything per channel -- gamma,
+// beta, dgamma, dbeta, running_mean, running_var and the saved batch mean / invstd -- is in
+// A = acc_t<T> (fp32 for fp16 activations): the mixed-precision rule keeps BN statistics in
+// fp32, since a batch of fp16 values summed in fp16 overflows at 65504 and a variance taken in
+// fp16 has three significant digits at best.
+// Precision: x is widened to A on every read, every sum runs in A, y and dx are rounded to T
+// once per element.
+//
+// Backward functions *accumulate* (dx += ..., dgamma += ..., dbeta += ...), like every
+// backward in kernels/; any of dx, dgamma, dbeta may be null when that gradient is not wanted.
+#pragma once
+#include <cstdint>
+
+#include "kernels/half.h"
+
+namespace cutrain {
+
+// Training forward: normalise with the statistics of this batch.
+//   mean[c]   = (1/M) sum_m x[m][c]
+//   var[c]    = (1/M) sum_m (x[m][c] - mean[c])^2           (biased: what the batch is)
+//   invstd[c] = 1 / sqrt(var[c] + eps)
+//   y[m][c]   = gamma[c] * (x[m][c] - mean[c]) * invstd[c] + beta[c]
+// saves mean and invstd (C) for the backward, and updates the running averages in place:
+//   running_mean = (1 - momentum) * running_mean + momentum * mean
+//   running_var  = (1 - momentum) * running_var  + momentum * var * M / (M - 1)
+// The running variance takes the unbiased estimate, as PyTorch does: it stands for the
+// variance of the whole data set, which the batch variance underestimates by (M-1)/M.
+// Requires M >= 2 (one value has no variance), eps >= 0, var + eps > 0.
+// x (M,C) T, gamma/beta (C) A -> y (M,C) T; save_mean/save_invstd (C) A written;
+// running_mean/running_var (C) A read and written.
+// cost: ~8 flops per element; reads x twice (two passes, see the .cpp) and writes y, so
+// ~3*M*C*sizeof(T) bytes: memory-bound.
+template <typename T>
+void batchnorm_forward_train_cpu(int64_t M, int C, const T* x, const acc_t<T>* gamma,
+                                 const acc_t<T>* beta, double eps, double momentum, T* y,
+                                 acc_t<T>* save_mean, acc_t<T>* save_invstd,
+                                 acc_t<T>* running_mean, acc_t<T>* running_var);
+
+// Eval forward: the same normalisation with the running statistics; nothing is updated.
+//   y[m][c] = gamma[c] * (x[m][c] - running_mean[c]) / sqrt(running_var[c] + eps) + beta[c]
+// cost: ~3 flops per element, ~2*M*C*sizeof(T) bytes.
+template <typename T>
+void batchnorm_forward_eval_cpu(int64_t M, int C, const T* x, const acc_t<T>* gamma,
+                                const acc_t<T>* beta, const acc_t<T>* running_mean,
+                                const acc_t<T>* running_var, double eps, T* y);
+
+// Training backward, with xhat[m][c] = (x[m][c] - mean[c]) * invstd[c] rebuilt from the saved
+// statistics. Because mean and var depend on every x of the channel, dx has two terms beyond
+// the direct one (the derivation: dL/dxhat = gamma*dy, then through mean and var):
+//   dx[m][c]  += (gamma[c] * invstd[c] / M) *
+//                (M * dy[m][c] - sum_m' dy[m'][c] - xhat[m][c] * sum_m' dy[m'][c] * xhat[m'][c])
+//   dgamma[c] += sum_m dy[m][c] * xhat[m][c]
+//   dbeta[c]  += sum_m dy[m][c]
+// x, dy (M,C) T; gamma, save_mean, save_invstd (C) A; dx (M,C) T; dgamma, dbeta (C) A.
+// cost: ~10 flops per element; reads x and dy twice, reads and writes dx: ~6*M*C*sizeof(T).
+template <typename T>
+void batchnorm_backward_train_cpu(int64_t M, int C, const T* x, const T* dy,
+                                  const acc_t<T>* gamma, const acc_t<T>* save_mean,
+                                  const acc_t<T>* save_invstd, T* dx, acc_t<T>* dgamma,
+                                  acc_t<T>* dbeta);
+
+// Eval backward: the running statistics are constants, so BN is a per-channel affine map.
+//   invstd[c]  = 1 / sqrt(running_var[c] + eps)
+//   xhat[m][c] = (x[m][c] - running_mean[c]) * invstd[c]
+//   dx[m][c]  += dy[m][c] * gamma[c] * invstd[c]
+//   dgamma[c] += sum_m dy[m][c] * xhat[m][c]
+//   dbeta[c]  += sum_m dy[m][c]
+// cost: ~5 flops per element, ~4*M*C*sizeof(T) bytes.
+template <typename T>
+void batchnorm_backward_eval_cpu(int64_t M, int C, const T* x, const T* dy,
+                                 const acc_t<T>* gamma, const acc_t<T>* running_mean,
+                                 const acc_t<T>* running_var, double eps, T* dx,
+                                 acc_t<T>* dgamma, acc_t<T>* dbeta);
+
+}  // namespace cutrain

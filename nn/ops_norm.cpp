@@ -1,0 +1,109 @@
+// batchnorm2d: the op pattern of ops_basic.cpp, with two twists.
+//  - Mixed precision: x is T (f16, f32, f64), but gamma, beta, the running statistics and the
+//    saved batch statistics are acc_t<T> (f32 for f16 activations).
+//  - State: training mode updates BatchNormState in place and saves the batch mean / invstd
+//    for the backward in tensors that the closure owns.
+#include "kernels/batchnorm.h"
+#include "nn/dispatch.h"
+#include "nn/ops.h"
+
+namespace cutrain {
+
+namespace {
+const char* const kOp = "batchnorm2d";
+
+// gamma, beta and the running statistics: defined, on the CPU, (C), in x's accumulation dtype.
+void check_per_channel(const Tensor& t, const char* name, const Tensor& x, int C) {
+  const DType acc = acc_dtype(x.dtype());
+  CHECK(t.defined(), kOp << ": " << name << " is undefined; it must be a (" << C << ") "
+                         << dtype_name(acc) << " tensor (running_mean starts as zeros, "
+                         << "running_var as ones)");
+  check_cpu(kOp, t);
+  CHECK(t.shape() == Shape{C}, kOp << ": " << name << " must be (" << C << ") to match x "
+                                   << x.str() << ", got " << shape_str(t.shape()));
+  CHECK(t.dtype() == acc, kOp << ": " << name << " must be " << dtype_name(acc)
+                              << " (the accumulation dtype of " << dtype_name(x.dtype())
+                              << " activations), got " << t.str());
+}
+}  // namespace
+
+VarPtr batchnorm2d(Tape& tape, const VarPtr& x, const VarPtr& gamma, const VarPtr& beta,
+                   BatchNormState& state, bool training) {
+  CHECK(x && gamma && beta, kOp << ": x, gamma and beta must all be given (got a null Var)");
+  const Tensor& X = x->value;
+  check_cpu(kOp, X);
+  CHECK(X.dtype() == DType::f32 || X.dtype() == DType::f16 || X.dtype() == DType::f64,
+        kOp << ": x must be floating point, got " << X.str());
+  CHECK(X.rank() == 4 || X.rank() == 2,
+        kOp << ": x must be (N,H,W,C) or (N,C), got " << X.str());
+  CHECK(X.numel() > 0, kOp << ": x is empty: " << X.str());
+  const int C = X.dim(-1);
+  const int64_t M = X.numel() / C;  // N*H*W values per channel
+  check_per_channel(gamma->value, "gamma", X, C);
+  check_per_channel(beta->value, "beta", X, C);
+  check_per_channel(state.running_mean, "running_mean", X, C);
+  check_per_channel(state.running_var, "running_var", X, C);
+  CHECK(state.eps > 0, kOp << ": eps must be > 0, got " << state.eps);
+  CHECK(state.momentum >= 0 && state.momentum <= 1,
+        kOp << ": momentum must lie in [0, 1], got " << state.momentum);
+  CHECK(!training || M > 1,
+        kOp << ": training needs more than one value per channel, but x " << X.str()
+            << " has M = N*H*W = 1, for which the batch variance is undefined");
+
+  const DType acc = acc_dtype(X.dtype());
+  const double eps = state.eps;
+  const bool rg = x->requires_grad || gamma->requires_grad || beta->requires_grad;
+  const bool record = tape.wants({x.get(), gamma.get(), beta.get()});
+  VarPtr y = make_var(Tensor::empty(X.shape(), X.dtype()), rg);
+  // What the backward needs besides x and gamma: in training the batch mean and invstd
+  // (C) acc; in eval a copy of the running statistics as this forward saw them, so a later
+  // training step that moves them cannot change this op's gradient.
+  Tensor saved_mean, saved_invstd;  // training
+  Tensor seen_mean, seen_var;        // eval
+  if (training) {
+    saved_mean = Tensor::empty({C}, acc);
+    saved_invstd = Tensor::empty({C}, acc);
+  } else if (record) {
+    seen_mean = state.running_mean.clone();
+    seen_var = state.running_var.clone();
+  }
+
+  dispatch_float(X.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    const A* g = gamma->value.data<A>();
+    const A* b = beta->value.data<A>();
+    if (training)
+      batchnorm_forward_train_cpu<T>(M, C, X.data<T>(), g, b, eps, state.momentum,
+                                     y->value.data<T>(), saved_mean.data<A>(),
+                                     saved_invstd.data<A>(),
+                                     state.running_mean.data<A>(), state.running_var.data<A>());
+    else
+      batchnorm_forward_eval_cpu<T>(M, C, X.data<T>(), g, b, state.running_mean.data<A>(),
+                                    state.running_var.data<A>(), eps, y->value.data<T>());
+  });
+
+  if (record)
+    tape.record(kOp, [x, gamma, beta, y, M, C, training, eps, saved_mean,
+                     saved_invstd, seen_mean, seen_var] {
+      dispatch_float(y->value.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        using A = acc_t<T>;
+        const T* xv = x->value.data<T>();
+        const T* dy = y->grad_buffer().data<T>();
+        const A* g = gamma->value.data<A>();
+        T* dx = x->requires_grad ? x->grad_buffer().data<T>() : nullptr;
+        A* dg = gamma->requires_grad ? gamma->grad_buffer().data<A>() : nullptr;
+        A* db = beta->requires_grad ? beta->grad_buffer().data<A>() : nullptr;
+        if (training)
+          batchnorm_backward_train_cpu<T>(M, C, xv, dy, g, saved_mean.data<A>(),
+                                          saved_invstd.data<A>(), dx, dg, db);
+        else
+          batchnorm_backward_eval_cpu<T>(M, C, xv, dy, g, seen_mean.data<A>(),
+                                         seen_var.data<A>(), eps, dx, dg, db);
+      });
+    });
+  return y;
+}
+
+}  // namespace cutrain
