@@ -1,0 +1,65 @@
+// defines: Pool2dShape, max pooling and global average pooling, forward and backward, CPU
+// reference.
+//
+// max pooling, x (N,H,W,C) -> y (N,P,Q,C), window R x S, channels never mix:
+//   y[n][p][q][c] = max over (r,s) in window(p,q) of x[n][p*Sh - Ph + r][q*Sw - Pw + s][c]
+//   where positions outside the image are left out (-inf padding, not zero padding: a window
+//   of negative values must not report 0).
+//   P = (H + 2*Ph - R) / Sh + 1,  Q = (W + 2*Pw - S) / Sw + 1
+//   dx[n][h][w][c] += sum over the windows (p,q) whose argmax is (h,w) of dy[n][p][q][c]
+//   The argmax is the first maximum in row-major window order (r outer, s inner), so a tie
+//   sends the whole gradient to one input, never splits it. A NaN counts as the maximum, so
+//   an upstream overflow reaches the loss (and the loss scaler) instead of vanishing here.
+//   flops: N*P*Q*C*R*S compares, the same again backward. bytes: x read once and y written
+//   once when windows do not overlap; memory bound.
+//
+// global average pooling, x (N,H,W,C) -> y (N,C):
+//   y[n][c]        = (1 / (H*W)) * sum_{h,w} x[n][h][w][c]
+//   dx[n][h][w][c] += dy[n][c] / (H*W)
+//   flops: N*H*W*C adds; bytes: x read once. Memory bound.
+//
+// precision: max is exact in any type. Sums (the average, and the gradient of an input that
+// is the argmax of several overlapping windows) run in acc_t<T> and are rounded to T once.
+// Backward functions accumulate into dx (+=), as everywhere in kernels/.
+#pragma once
+#include <cstdint>
+
+#include "kernels/half.h"
+
+namespace cutrain {
+
+struct Pool2dShape {
+  int N = 0, H = 0, W = 0, C = 0;  // input (N,H,W,C); the output keeps N and C
+  int R = 0, S = 0;                // window height and width
+  int stride_h = 1, stride_w = 1;
+  int pad_h = 0, pad_w = 0;
+
+  int P() const { return (H + 2 * pad_h - R) / stride_h + 1; }
+  int Q() const { return (W + 2 * pad_w - S) / stride_w + 1; }
+  int64_t input_numel() const { return int64_t(N) * H * W * C; }
+  int64_t output_numel() const { return int64_t(N) * P() * Q() * C; }
+};
+
+// Throws cutrain::Error, naming `op` and the problem, when the shape is impossible:
+// non-positive sizes, stride < 1, padding < 0, a window larger than the padded input, or
+// padding >= the window (then a window could hold padding only, and its max would be -inf).
+// pad < window is also enough to make every window overlap the image.
+void pool2d_check_shape(const Pool2dShape& s, const char* op = "maxpool2d");
+
+template <typename T> void maxpool2d_forward_cpu(const Pool2dShape& s, const T* x, T* y);
+
+// dx += (see above). Takes x, not saved argmax indices: the argmax is recomputed from x with
+// the forward's own rule. Storing indices would cost an int32 per output (twice the size of
+// an fp16 y) that must be kept from forward to backward; x is kept alive anyway, and R*S
+// compares per output are cheap next to the memory traffic. It also leaves no second source
+// of truth for tie-breaking that a GPU kernel could disagree with.
+template <typename T>
+void maxpool2d_backward_cpu(const Pool2dShape& s, const T* x, const T* dy, T* dx);
+
+template <typename T>
+void global_avgpool_forward_cpu(int N, int H, int W, int C, const T* x, T* y);
+// dx += dy / (H*W), broadcast over h, w
+template <typename T>
+void global_avgpool_backward_cpu(int N, int H, int W, int C, const T* dy, T* dx);
+
+}  // namespace cutrain

@@ -1,0 +1,47 @@
+// defines: softmax cross-entropy with label smoothing, forward and backward, and top-1
+// counting, CPU reference.
+//
+// math: logits z (N,K) in T, labels y (N) int32 in [0,K), smoothing eps in [0,1):
+//   q[n][k]   = (1 - eps) * [k == y[n]] + eps / K           the smoothed target; sums to 1
+//   p[n][k]   = exp(z[n][k]) / sum_j exp(z[n][j])           softmax
+//   loss      = (1/N) * sum_n sum_k -q[n][k] * log p[n][k]
+//   dz[n][k] += dloss * (p[n][k] - q[n][k]) / N             dloss: the upstream gradient of
+//                                                           the loss (the loss scale in fp16)
+// stability: with m = max_k z[n][k] and S = sum_k exp(z[n][k] - m) (so 1 <= S <= K),
+//   -log p[n][k] = log S + (m - z[n][k]), a sum of two non-negative terms, so
+//   loss_n = log S + sum_k q[n][k] * (m - z[n][k]).
+//   No exp ever sees a positive argument and nothing cancels, so logits of 1e4 in f32 or
+//   60000 in f16 give the exact finite answer. An inf or NaN logit gives a NaN loss, which is
+//   what the loss scaler must see.
+// flops: about 4*N*K plus N*K exps, forward and backward each; bytes: the logits read once
+// (backward also writes dz once). Memory bound.
+// precision: everything in acc_t<T> (f32 for f16 logits); the loss is acc_t<T> too, and dz
+// is rounded to T once. Labels outside [0,K) throw cutrain::Error naming the row.
+#pragma once
+#include <cstdint>
+
+#include "kernels/half.h"
+
+namespace cutrain {
+
+// Throws cutrain::Error, naming `op`, when N or K is not positive, the smoothing is outside
+// [0,1), or a label is outside [0,K) (naming the row and the value). Every function below
+// calls it first.
+void softmax_xent_check(int N, int K, const int32_t* labels, double smoothing,
+                        const char* op = "softmax_xent");
+
+// *loss = the mean loss over the N rows.
+template <typename T>
+void softmax_xent_forward_cpu(int N, int K, const T* logits, const int32_t* labels,
+                              acc_t<T> smoothing, acc_t<T>* loss);
+
+// dlogits += dloss * (softmax - q) / N
+template <typename T>
+void softmax_xent_backward_cpu(int N, int K, const T* logits, const int32_t* labels,
+                               acc_t<T> smoothing, acc_t<T> dloss, T* dlogits);
+
+// The number of rows whose largest logit is at the label; a tie counts for the first largest.
+template <typename T>
+int64_t top1_correct_cpu(int N, int K, const T* logits, const int32_t* labels);
+
+}  // namespace cutrain

@@ -1,0 +1,187 @@
+// maxpool2d and global average pooling, CPU reference, on hand-computed cases in every
+// storage type. All values are exact in f16, so every comparison is exact.
+#include <cmath>
+#include <initializer_list>
+#include <limits>
+#include <vector>
+
+#include "kernels/pool.h"
+#include "tests/test_util.h"
+
+using namespace cutrain;
+
+namespace {
+
+template <typename T> std::vector<T> vec(std::initializer_list<double> v) {
+  std::vector<T> out;
+  for (double d : v) out.push_back(T(d));
+  return out;
+}
+
+template <typename T> void require_exact(const std::vector<T>& got, std::vector<double> want) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); i++) {
+    INFO("element " << i);
+    REQUIRE(double(acc_t<T>(got[i])) == want[i]);
+  }
+}
+
+Pool2dShape pool_shape(int N, int H, int W, int C, int R, int S, int stride, int pad) {
+  Pool2dShape s;
+  s.N = N, s.H = H, s.W = W, s.C = C, s.R = R, s.S = S;
+  s.stride_h = s.stride_w = stride;
+  s.pad_h = s.pad_w = pad;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("pool: output size P, Q rounds down") {
+  REQUIRE(pool_shape(1, 4, 4, 1, 2, 2, 2, 0).P() == 2);
+  REQUIRE(pool_shape(1, 5, 5, 1, 2, 2, 2, 0).P() == 2);  // the last row fits no window
+  REQUIRE(pool_shape(1, 7, 7, 1, 3, 3, 2, 1).Q() == 4);  // (7 + 2 - 3) / 2 + 1
+  Pool2dShape s = pool_shape(1, 6, 9, 1, 3, 2, 1, 0);
+  s.stride_w = 3;
+  REQUIRE(s.P() == 4);
+  REQUIRE(s.Q() == 3);  // (9 - 2) / 3 + 1
+}
+
+TEST_CASE_TEMPLATE("maxpool2d: 2x2 stride 2, including an all-negative window", T, float,
+                   double, half_t) {
+  const Pool2dShape s = pool_shape(1, 4, 4, 1, 2, 2, 2, 0);
+  const std::vector<T> x = vec<T>({1, 2, 5, 0,     //
+                                   3, 4, -1, 6,    //
+                                   -2, -3, 7, 8,   //
+                                   -4, -5, 9, -6});
+  std::vector<T> y(4, T(-100.0));  // poisoned
+  maxpool2d_forward_cpu(s, x.data(), y.data());
+  require_exact(y, {4, 6, -2, 9});
+
+  // each window's gradient goes to its max; dx starts at 1 to show it accumulates
+  const std::vector<T> dy = vec<T>({10, 20, 30, 40});
+  std::vector<T> dx(16, T(1.0));
+  maxpool2d_backward_cpu(s, x.data(), dy.data(), dx.data());
+  require_exact(dx, {1, 1, 1, 1,    //
+                     1, 11, 1, 21,  //
+                     31, 1, 1, 1,   //
+                     1, 1, 40 + 1, 1});
+}
+
+TEST_CASE_TEMPLATE("maxpool2d: 3x3 stride 1 pad 1 ignores padding, overlaps accumulate", T,
+                   float, double, half_t) {
+  // All inputs negative: zero padding would make every output 0.
+  const Pool2dShape s = pool_shape(1, 3, 3, 1, 3, 3, 1, 1);
+  REQUIRE(s.P() == 3);
+  const std::vector<T> x = vec<T>({-1, -2, -3,  //
+                                   -4, -5, -6,  //
+                                   -7, -8, -9});
+  std::vector<T> y(9, T(100.0));
+  maxpool2d_forward_cpu(s, x.data(), y.data());
+  // y[p][q] = max of rows p-1..p+1, columns q-1..q+1 inside the image
+  require_exact(y, {-1, -1, -2,  //
+                    -1, -1, -2,  //
+                    -4, -4, -5});
+
+  // dy = 1..9. x(0,0) = -1 is the max of windows 0,1,3,4: 1+2+4+5 = 12; x(0,1) of 2,5: 3+6;
+  // x(1,0) of 6,7: 7+8; x(1,1) of window 8: 9. Everything else gets nothing.
+  const std::vector<T> dy = vec<T>({1, 2, 3, 4, 5, 6, 7, 8, 9});
+  std::vector<T> dx(9, T(0.0));
+  maxpool2d_backward_cpu(s, x.data(), dy.data(), dx.data());
+  require_exact(dx, {12, 9, 0,  //
+                     15, 9, 0,  //
+                     0, 0, 0});
+}
+
+TEST_CASE_TEMPLATE("maxpool2d: NHWC channels and images do not mix", T, float, double,
+                   half_t) {
+  // x (2,2,2,3), one 2x2 window per image: y (2,1,1,3). In each image, each channel has its
+  // max at a different pixel, and the channels' ranges differ, so mixing would show.
+  const Pool2dShape s = pool_shape(2, 2, 2, 3, 2, 2, 2, 0);
+  const std::vector<T> x = vec<T>({
+      9, 1, -5,      2, 3, -1,      // n=0: (0,0), (0,1)
+      4, 0, -7,      1, 8, -3,      //      (1,0), (1,1)
+      0.5, -2, 10,   0.25, -1, 20,  // n=1
+      0.75, -4, 30,  0, -3, 40,
+  });
+  std::vector<T> y(6, T(-100.0));
+  maxpool2d_forward_cpu(s, x.data(), y.data());
+  require_exact(y, {9, 8, -1, 0.75, -1, 40});
+
+  const std::vector<T> dy = vec<T>({1, 2, 3, 4, 5, 6});
+  std::vector<T> dx(24, T(0.0));
+  maxpool2d_backward_cpu(s, x.data(), dy.data(), dx.data());
+  require_exact(dx, {1, 0, 0,  0, 0, 3,  //
+                     0, 0, 0,  0, 2, 0,  //
+                     0, 0, 0,  0, 5, 0,  //
+                     4, 0, 0,  0, 0, 6});
+}
+
+TEST_CASE_TEMPLATE("maxpool2d: a tie sends the whole gradient to the first maximum", T, float,
+                   double, half_t) {
+  // Window 0 holds 5 three times; window 1 holds 7 three times, the first at (0,3) in
+  // row-major order.
+  const Pool2dShape s = pool_shape(1, 2, 4, 1, 2, 2, 2, 0);
+  const std::vector<T> x = vec<T>({5, 5, 3, 7,  //
+                                   5, 1, 7, 7});
+  std::vector<T> y(2);
+  maxpool2d_forward_cpu(s, x.data(), y.data());
+  require_exact(y, {5, 7});
+  const std::vector<T> dy = vec<T>({1, 2});
+  std::vector<T> dx(8, T(0.0));
+  maxpool2d_backward_cpu(s, x.data(), dy.data(), dx.data());
+  require_exact(dx, {1, 0, 0, 2,  //
+                     0, 0, 0, 0});
+}
+
+TEST_CASE("maxpool2d: a NaN in a window is its max, so an overflow is not hidden") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const Pool2dShape s = pool_shape(1, 1, 4, 1, 1, 2, 2, 0);
+  const std::vector<float> x = {1, nan, nan, 2};
+  std::vector<float> y(2, 0);
+  maxpool2d_forward_cpu(s, x.data(), y.data());
+  REQUIRE(std::isnan(y[0]));
+  REQUIRE(std::isnan(y[1]));
+  const std::vector<float> dy = {1, 2};
+  std::vector<float> dx(4, 0);
+  maxpool2d_backward_cpu(s, x.data(), dy.data(), dx.data());
+  REQUIRE(dx == std::vector<float>{0, 1, 2, 0});
+}
+
+TEST_CASE_TEMPLATE("global_avgpool: mean over H*W per image and channel, and its backward", T,
+                   float, double, half_t) {
+  // x (2,2,3,2): pixels in order h*W + w, channels interleaved.
+  const int N = 2, H = 2, W = 3, C = 2;
+  const std::vector<T> x = vec<T>({
+      1, -2,   2, -4,   3, -6,   4, -8,   5, -10,  6, -12,  // n=0: c0 = 1..6, c1 = -2*(1..6)
+      0, 0.5,  0, 0.5,  0, 0.5,  0, 0.5,  0, 0.5,  6, 0.5,  // n=1: c0 one 6, c1 all 0.5
+  });
+  std::vector<T> y(4, T(-100.0));
+  global_avgpool_forward_cpu(N, H, W, C, x.data(), y.data());
+  require_exact(y, {3.5, -7, 1, 0.5});
+
+  // dx += dy / 6 at every pixel; dx starts at 1
+  const std::vector<T> dy = vec<T>({6, 12, -3, 3});
+  std::vector<T> dx(24, T(1.0));
+  global_avgpool_backward_cpu(N, H, W, C, dy.data(), dx.data());
+  std::vector<double> want;
+  for (int n = 0; n < N; n++)
+    for (int i = 0; i < H * W; i++) {
+      want.push_back(n == 0 ? 2 : 0.5);
+      want.push_back(n == 0 ? 3 : 1.5);
+    }
+  require_exact(dx, want);
+}
+
+TEST_CASE("pool2d_check_shape: impossible shapes are rejected with the reason") {
+  pool2d_check_shape(pool_shape(2, 4, 4, 3, 2, 2, 2, 0));  // fine
+  pool2d_check_shape(pool_shape(2, 4, 4, 3, 3, 3, 1, 2));  // pad < window: fine
+  REQUIRE_ERROR(pool2d_check_shape(pool_shape(1, 3, 3, 1, 5, 5, 1, 0)),
+                "window 5x5 is larger than the padded input 3x3");
+  REQUIRE_ERROR(pool2d_check_shape(pool_shape(1, 3, 3, 1, 2, 2, 0, 0)), "stride must be >= 1");
+  REQUIRE_ERROR(pool2d_check_shape(pool_shape(1, 3, 3, 1, 2, 2, 1, 2)),
+                "must be smaller than the window");
+  REQUIRE_ERROR(pool2d_check_shape(pool_shape(1, 3, 3, 1, 2, 2, 1, -1)), "padding must be >= 0");
+  REQUIRE_ERROR(pool2d_check_shape(pool_shape(1, 3, 3, 1, 0, 2, 1, 0)), "window must be");
+  REQUIRE_ERROR(pool2d_check_shape(pool_shape(1, 0, 3, 1, 1, 1, 1, 0)), "sizes must be positive");
+  REQUIRE_ERROR(pool2d_check_shape(pool_shape(1, 3, 3, 1, 5, 5, 1, 0), "mypool"), "mypool:");
+}
