@@ -42,7 +42,7 @@ void conv2d_forward_cpu(const Conv2dShape& s, const T* x, const T* w, const T* b
 template <typename T>
 void conv2d_backward_data_cpu(const Conv2dShape& s, const T* dy, const T* w, T* dx);
 
-// dw += ..., db += ... (db may be null)
+// dw += ..., db += ... (either may be null when that gradient is not wanted)
 template <typename T>
 void conv2d_backward_filter_cpu(const Conv2dShape& s, const T* x, const T* dy, T* dw, T* db);
 
