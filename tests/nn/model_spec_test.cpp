@@ -156,7 +156,8 @@ TEST_CASE("model spec: built-in names, files, and unknown names") {
     REQUIRE(s.layers.back().kind == LayerKind::linear);
     REQUIRE(s.layers.back().out_is_classes);
   }
-  REQUIRE_ERROR(builtin_model_text("vgg"), "unknown built-in model 'vgg' (built-in: default, resnet)");
+  REQUIRE_ERROR(builtin_model_text("vgg"),
+                "unknown built-in model 'vgg' (built-in: default, resnet)");
   REQUIRE_ERROR(load_model_spec("no/such/model.txt"),
                 "unknown model 'no/such/model.txt': not a built-in model (default, resnet)");
 

@@ -178,7 +178,8 @@ TEST_CASE("model: a layer that does not fit its input names the line and the sha
                 "x.model:2: maxpool 2x2 pad=2: the padding must be at most half the window");
   // the model must end with one score per class
   REQUIRE_ERROR(build_text("conv 8 3x3\ngap\nlinear 5\n", 8, 8, 1),
-                "x.model:3: the model ends with (5), but it must end with one score per class, (10)");
+                "x.model:3: the model ends with (5), but it must end with one score per "
+                "class, (10)");
   REQUIRE_ERROR(build_text("conv 8 3x3\n", 8, 8, 1), "x.model:1: the model ends with (6,6,8)");
   // but these fit: padding that makes room, a window equal to the map, flatten then linear
   REQUIRE(build_text("conv 8 5x5 pad=1\nmaxpool 2x2\nflatten\nlinear classes\n", 4, 4, 1)
