@@ -1,0 +1,114 @@
+// build_model and the Model: the layers of nn/layers.h in the order of the description.
+#include "nn/model.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <sstream>
+
+#include "kernels/check.h"
+#include "nn/layers.h"
+
+namespace cutrain {
+
+Model::Model(ModelSpec spec, ModelOptions options)
+    : spec_(std::move(spec)), options_(options) {}
+
+Model::~Model() = default;
+
+std::unique_ptr<Model> build_model(const ModelSpec& spec, const ModelOptions& options) {
+  CHECK(options.H >= 1 && options.W >= 1 && options.C >= 1,
+        "model input must be at least 1x1x1, got " << options.H << "x" << options.W << "x"
+                                                   << options.C);
+  CHECK(options.classes >= 1, "model: need at least one class, got " << options.classes);
+  CHECK(options.dtype != DType::i32, "model: dtype must be floating point, got i32");
+  CHECK(!spec.layers.empty(), spec.source << ": the description has no layers");
+
+  std::unique_ptr<Model> m(new Model(spec, options));
+  ParamFactory pf(m->options_, &m->params_, &m->bn_states_);
+  FeatureShape shape = FeatureShape::spatial(options.H, options.W, options.C);
+  for (const LayerSpec& l : spec.layers) {
+    m->layers_.push_back(
+        make_layer(l, pf.next_name(layer_name_prefix(l.kind)), spec.where(l), shape, pf));
+    shape = m->layers_.back()->out();
+  }
+  // The loss reads one score per class: catch a missing or mis-sized classifier here, not as
+  // a shape error deep inside the first training step.
+  if (!(shape == FeatureShape::vector(options.classes)))
+    throw Error(spec.where(spec.layers.back()) + ": the model ends with " + shape.str() +
+                ", but it must end with one score per class, (" +
+                std::to_string(options.classes) + "): end it with 'linear classes'");
+  return m;
+}
+
+VarPtr Model::forward(Tape& tape, const VarPtr& x, bool training) {
+  const Tensor& X = x->value;
+  CHECK(X.rank() == 4 && X.dim(1) == options_.H && X.dim(2) == options_.W &&
+            X.dim(3) == options_.C,
+        "model " << spec_.source << ": input must be (N," << options_.H << "," << options_.W
+                 << "," << options_.C << "), got " << X.str());
+  CHECK(X.dtype() == options_.dtype, "model " << spec_.source << ": input must be "
+                                               << dtype_name(options_.dtype) << ", got "
+                                               << X.str());
+  VarPtr y = x;
+  for (auto& layer : layers_) y = layer->forward(tape, y, training);
+  return y;
+}
+
+int64_t Model::parameter_count() const {
+  int64_t n = 0;
+  for (const VarPtr& p : params_) n += p->value.numel();
+  return n;
+}
+
+int64_t Model::forward_flops() const {
+  int64_t n = 0;
+  for (const auto& layer : layers_) n += layer->flops();
+  return n;
+}
+
+namespace {
+std::string mflops_str(int64_t flops) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", double(flops) * 1e-6);
+  return buf;
+}
+}  // namespace
+
+std::string Model::table() const {
+  std::vector<TableRow> rows;
+  for (const auto& layer : layers_) layer->table_rows(rows, 0);
+
+  // Cells first, then columns padded to their widest cell: names and text left-aligned,
+  // numbers right-aligned.
+  using Cells = std::array<std::string, 5>;
+  std::vector<Cells> cells = {{"layer", "description", "output", "params", "MFLOP"}};
+  cells.push_back({"input", "", FeatureShape::spatial(options_.H, options_.W, options_.C).str(),
+                   "", ""});
+  for (const TableRow& r : rows)
+    cells.push_back({std::string(2 * size_t(r.depth), ' ') + r.name, r.text, r.out.str(),
+                     std::to_string(r.params), mflops_str(r.flops)});
+  cells.push_back({"total", "", "", std::to_string(parameter_count()),
+                   mflops_str(forward_flops())});
+
+  std::array<size_t, 5> width{};
+  for (const Cells& c : cells)
+    for (size_t i = 0; i < c.size(); i++) width[i] = std::max(width[i], c[i].size());
+  std::ostringstream os;
+  os << "model " << spec_.source << ": input " << options_.H << "x" << options_.W << "x"
+     << options_.C << ", " << options_.classes << " classes, " << dtype_name(options_.dtype)
+     << "\n";
+  for (const Cells& c : cells) {
+    std::string line;
+    for (size_t i = 0; i < c.size(); i++) {
+      const std::string pad(width[i] - c[i].size(), ' ');
+      line += i < 3 ? c[i] + pad : pad + c[i];
+      if (i + 1 < c.size()) line += "  ";
+    }
+    line.erase(line.find_last_not_of(' ') + 1);
+    os << line << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace cutrain

@@ -1,0 +1,93 @@
+// defines: ModelOptions, Model (layers built from a ModelSpec: forward, parameters, BatchNorm
+// state, the layer table) and build_model.
+//
+//   ModelSpec spec = load_model_spec("default");
+//   auto model = build_model(spec, {28, 28, 1, 10});      // H, W, C, classes
+//   std::puts(model->table().c_str());
+//   Tape tape;
+//   VarPtr logits = model->forward(tape, x, true);       // x (N,28,28,1) -> logits (N,10)
+//
+// The builder follows the description line by line, keeping the shape of one image's
+// activations, so a layer that does not fit its input is reported with the line of the
+// description and both shapes before any memory is spent.
+//
+// Parameters (requires_grad = true), in the order the layers create them:
+//   conv:   "<conv>.w" (K,R,S,C) and, with 'bias', "<conv>.b" (K), in options.dtype
+//   linear: "<linear>.w" (K,C) and, unless 'nobias', "<linear>.b" (K), in options.dtype
+//   bn:     "<bn>.gamma", "<bn>.beta" (C), in acc_dtype(options.dtype) (the mixed-precision
+//           rule: BN parameters and statistics stay in fp32 for fp16 activations)
+// Layers are numbered per kind: conv1, conv2, bn1, linear1, ...; a resblock is "block<i>" and
+// its parts "block<i>.conv1", "block<i>.bn1", "block<i>.conv2", "block<i>.bn2" and, when it has
+// a projection shortcut, "block<i>.shortcut" and "block<i>.shortcut_bn".
+//
+// Initialisation (He et al. 2015): conv and linear weights normal with std sqrt(2 / fan_in),
+// fan_in = R*S*C or C, element e of parameter number i drawn as rng_normal(seed, i, e), so a
+// model is a pure function of (description, options); biases and BN beta 0, BN gamma 1,
+// running mean 0, running variance 1.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "nn/model_spec.h"
+#include "nn/ops.h"
+
+namespace cutrain {
+
+struct ModelOptions {
+  int H = 28, W = 28, C = 1;  // input image size
+  int classes = 10;           // what 'linear classes' means; the model must end with (classes)
+  DType dtype = DType::f32;   // activations and conv/linear parameters
+  uint64_t seed = 1;          // weight initialisation
+};
+
+class Layer;  // nn/layers.h
+
+class Model {
+ public:
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  // x (N,H,W,C) in options().dtype -> logits (N,classes). training selects the BatchNorm mode:
+  // batch statistics (and running averages updated) or the running statistics.
+  VarPtr forward(Tape& tape, const VarPtr& x, bool training);
+
+  const std::vector<VarPtr>& parameters() const { return params_; }
+  int64_t parameter_count() const;
+  // The running statistics of every BatchNorm, named like its layer ("bn1", "block2.bn1"), in
+  // the order of the layers. The pointers live as long as the model.
+  const std::vector<std::pair<std::string, BatchNormState*>>& batchnorm_states() const {
+    return bn_states_;
+  }
+
+  // Forward FLOPs for one image: 2 per multiply-add of the convolutions and linear layers
+  // (Conv2dShape::forward_flops). BN, ReLU, pooling and biases are memory-bound and not counted.
+  int64_t forward_flops() const;
+
+  // One row per layer (the parts of a resblock indented below it): the name, the description
+  // line, the output shape of one image (H,W,C) or (C), the parameter count and the forward
+  // MFLOPs per image; then a total row.
+  std::string table() const;
+
+  const ModelSpec& spec() const { return spec_; }
+  const ModelOptions& options() const { return options_; }
+
+ private:
+  friend std::unique_ptr<Model> build_model(const ModelSpec&, const ModelOptions&);
+  Model(ModelSpec spec, ModelOptions options);
+
+  ModelSpec spec_;
+  ModelOptions options_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<VarPtr> params_;
+  std::vector<std::pair<std::string, BatchNormState*>> bn_states_;
+};
+
+// Builds and initialises the model. Throws cutrain::Error "<source>:<line>: ..." when a layer
+// does not fit its input, and when the model does not end with one score per class.
+std::unique_ptr<Model> build_model(const ModelSpec& spec, const ModelOptions& options);
+
+}  // namespace cutrain
