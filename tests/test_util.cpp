@@ -79,14 +79,26 @@ GradCheckStats gradcheck(const std::function<VarPtr(Tape&, const std::vector<Var
   return stats;
 }
 
+void require_near(const std::vector<double>& got, const std::vector<double>& want, double atol,
+                  double rtol) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); i++) {
+    INFO("element " << i << ": got " << got[i] << ", want " << want[i]);
+    REQUIRE(std::fabs(got[i] - want[i]) <= atol + rtol * std::fabs(want[i]));
+  }
+}
+
+void require_equal(const std::vector<double>& got, const std::vector<double>& want) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); i++) {
+    INFO("element " << i << ": got " << got[i] << ", want " << want[i]);
+    REQUIRE(got[i] == want[i]);
+  }
+}
+
 void require_close(const Tensor& got, const std::vector<double>& want, double atol,
                    double rtol) {
-  const std::vector<double> g = got.to_doubles();
-  REQUIRE(g.size() == want.size());
-  for (size_t i = 0; i < g.size(); i++) {
-    INFO("element " << i << ": got " << g[i] << ", want " << want[i]);
-    REQUIRE(std::fabs(g[i] - want[i]) <= atol + rtol * std::fabs(want[i]));
-  }
+  require_near(got.to_doubles(), want, atol, rtol);
 }
 
 }  // namespace cutrain_test

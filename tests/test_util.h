@@ -1,5 +1,6 @@
 // defines: what the tests share: skip() and REQUIRE_GPU() for tests that cannot run here,
-// random tensors, and gradcheck(), the finite-difference gradient checker.
+// random tensors, gradcheck(), the finite-difference gradient checker, and the vector helpers
+// to<T>(), doubles(), require_near() and require_equal().
 #pragma once
 #include <doctest/doctest.h>
 // CHECK is cutrain's argument check (kernels/check.h), not doctest's: tests assert with REQUIRE.
@@ -42,7 +43,31 @@ GradCheckStats gradcheck(
     const std::function<cutrain::VarPtr(cutrain::Tape&, const std::vector<cutrain::VarPtr>&)>& f,
     const std::vector<cutrain::VarPtr>& leaves, GradCheckOptions opt = {});
 
-// Values of a tensor compared element by element with a tolerance |a-b| <= atol + rtol*|b|.
+// Test data is written as doubles; to<T>() stores it in a kernel's type, doubles() reads the
+// result back, so every comparison below is in double.
+
+// Each value converted to T (rounded to nearest even for half_t).
+template <typename T> std::vector<T> to(const std::vector<double>& v) {
+  std::vector<T> out;
+  for (double d : v) out.push_back(T(d));
+  return out;
+}
+
+// Each value widened to double: exact for half_t, float and double.
+template <typename T> std::vector<double> doubles(const std::vector<T>& v) {
+  std::vector<double> out;
+  for (const T& t : v) out.push_back(static_cast<double>(t));
+  return out;
+}
+
+// Element by element, |got-want| <= atol + rtol*|want|; a failure names the element.
+void require_near(const std::vector<double>& got, const std::vector<double>& want, double atol,
+                  double rtol = 0);
+
+// Element by element, exactly; a failure names the element.
+void require_equal(const std::vector<double>& got, const std::vector<double>& want);
+
+// require_near() on the values of a tensor.
 void require_close(const cutrain::Tensor& got, const std::vector<double>& want,
                    double atol, double rtol = 0);
 

@@ -8,6 +8,9 @@
 #include "tests/test_util.h"
 
 using namespace cutrain;
+using cutrain_test::doubles;
+using cutrain_test::require_near;
+using cutrain_test::to;
 
 namespace {
 
@@ -18,26 +21,6 @@ namespace {
 // Every value here, and every expected output below, is exact in fp16 as well.
 const std::vector<double> kX = {7, 1, 9, -1, 9, -3, 15, -1};
 const int kM = 4, kC = 2;
-
-template <typename T> std::vector<T> as(const std::vector<double>& v) {
-  std::vector<T> out;
-  for (double d : v) out.push_back(T(d));
-  return out;
-}
-template <typename T> std::vector<double> doubles(const std::vector<T>& v) {
-  std::vector<double> out;
-  for (const T& t : v) out.push_back(double(acc_t<T>(t)));
-  return out;
-}
-
-void require_near(const std::vector<double>& got, const std::vector<double>& want,
-                  double atol, double rtol = 0) {
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < got.size(); i++) {
-    INFO("element " << i << ": got " << got[i] << ", want " << want[i]);
-    REQUIRE(std::fabs(got[i] - want[i]) <= atol + rtol * std::fabs(want[i]));
-  }
-}
 
 // Per-channel mean and biased variance of a (M,C) array, in double.
 void channel_moments(const std::vector<double>& v, int C, std::vector<double>& mean,
@@ -61,9 +44,9 @@ std::vector<double> train_forward(const std::vector<double>& x, int C,
                                   std::vector<acc_t<T>>* invstd = nullptr) {
   using A = acc_t<T>;
   const int64_t M = int64_t(x.size()) / C;
-  std::vector<T> xt = as<T>(x), y(x.size());
+  std::vector<T> xt = to<T>(x), y(x.size());
   const size_t Cs = static_cast<size_t>(C);
-  std::vector<A> g = as<A>(gamma), b = as<A>(beta), sm(Cs), si(Cs);
+  std::vector<A> g = to<A>(gamma), b = to<A>(beta), sm(Cs), si(Cs);
   std::vector<A> rm(Cs, A(0)), rv(Cs, A(1));
   batchnorm_forward_train_cpu<T>(M, C, xt.data(), g.data(), b.data(), eps, 0.1, y.data(),
                                  sm.data(), si.data(), rm.data(), rv.data());
@@ -102,7 +85,7 @@ TEST_CASE("batchnorm: training output has mean 0 and variance 1 per channel") {
 }
 
 TEST_CASE("batchnorm: running statistics after one and two updates") {
-  std::vector<float> x = as<float>(kX), y(kX.size()), g = {1, 1}, b = {0, 0};
+  std::vector<float> x = to<float>(kX), y(kX.size()), g = {1, 1}, b = {0, 0};
   std::vector<float> sm(kC), si(kC), rm = {0, 0}, rv = {1, 1};
   // The running variance takes the unbiased batch variance var * M/(M-1):
   // channel 0: 9 * 4/3 = 12, channel 1: 2 * 4/3 = 8/3. Momentum 0.1.
@@ -124,7 +107,7 @@ TEST_CASE("batchnorm: running statistics after one and two updates") {
 }
 
 TEST_CASE("batchnorm: eval uses the running statistics, not the batch ones") {
-  std::vector<float> x = as<float>(kX), y(kX.size()), g = {2, 3}, b = {0.5, 0.25};
+  std::vector<float> x = to<float>(kX), y(kX.size()), g = {2, 3}, b = {0.5, 0.25};
   const std::vector<float> rm = {1, -2}, rv = {4, 0.25};
   const double eps = 1e-5;
   batchnorm_forward_eval_cpu<float>(kM, kC, x.data(), g.data(), b.data(), rm.data(), rv.data(),
@@ -147,8 +130,8 @@ TEST_CASE("batchnorm: eval uses the running statistics, not the batch ones") {
 TEST_CASE("batchnorm: backward accumulates and skips null gradients") {
   const int M = 5 * 3, C = 3;
   using cutrain_test::uniform;
-  const std::vector<float> x = as<float>(uniform({M, C}, DType::f64, 1).to_doubles());
-  const std::vector<float> dy = as<float>(uniform({M, C}, DType::f64, 2).to_doubles());
+  const std::vector<float> x = to<float>(uniform({M, C}, DType::f64, 1).to_doubles());
+  const std::vector<float> dy = to<float>(uniform({M, C}, DType::f64, 2).to_doubles());
   const std::vector<float> g = {0.5, 2, -1}, mean = {0.1f, -0.2f, 0}, inv = {1.5, 0.7f, 2};
   const std::vector<float> var = {0.4f, 2, 0.25};  // eval's running variance
   for (bool training : {true, false}) {

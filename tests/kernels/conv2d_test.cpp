@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "kernels/conv2d.h"
-#include "tests/kernels/exact.h"
 #include "tests/test_util.h"
 
 using namespace cutrain;

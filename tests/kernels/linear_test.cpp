@@ -4,7 +4,6 @@
 #include <vector>
 
 #include "kernels/linear.h"
-#include "tests/kernels/exact.h"
 #include "tests/test_util.h"
 
 using namespace cutrain;

@@ -1,7 +1,6 @@
 // maxpool2d and global average pooling, CPU reference, on hand-computed cases in every
 // storage type. All values are exact in f16, so every comparison is exact.
 #include <cmath>
-#include <initializer_list>
 #include <limits>
 #include <vector>
 
@@ -9,22 +8,11 @@
 #include "tests/test_util.h"
 
 using namespace cutrain;
+using cutrain_test::doubles;
+using cutrain_test::require_equal;
+using cutrain_test::to;
 
 namespace {
-
-template <typename T> std::vector<T> vec(std::initializer_list<double> v) {
-  std::vector<T> out;
-  for (double d : v) out.push_back(T(d));
-  return out;
-}
-
-template <typename T> void require_exact(const std::vector<T>& got, std::vector<double> want) {
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < got.size(); i++) {
-    INFO("element " << i);
-    REQUIRE(double(acc_t<T>(got[i])) == want[i]);
-  }
-}
 
 Pool2dShape pool_shape(int N, int H, int W, int C, int R, int S, int stride, int pad) {
   Pool2dShape s;
@@ -49,22 +37,22 @@ TEST_CASE("pool: output size P, Q rounds down") {
 TEST_CASE_TEMPLATE("maxpool2d: 2x2 stride 2, including an all-negative window", T, float,
                    double, half_t) {
   const Pool2dShape s = pool_shape(1, 4, 4, 1, 2, 2, 2, 0);
-  const std::vector<T> x = vec<T>({1, 2, 5, 0,     //
-                                   3, 4, -1, 6,    //
-                                   -2, -3, 7, 8,   //
-                                   -4, -5, 9, -6});
+  const std::vector<T> x = to<T>({1, 2, 5, 0,     //
+                                  3, 4, -1, 6,    //
+                                  -2, -3, 7, 8,   //
+                                  -4, -5, 9, -6});
   std::vector<T> y(4, T(-100.0));  // poisoned
   maxpool2d_forward_cpu(s, x.data(), y.data());
-  require_exact(y, {4, 6, -2, 9});
+  require_equal(doubles(y), {4, 6, -2, 9});
 
   // each window's gradient goes to its max; dx starts at 1 to show it accumulates
-  const std::vector<T> dy = vec<T>({10, 20, 30, 40});
+  const std::vector<T> dy = to<T>({10, 20, 30, 40});
   std::vector<T> dx(16, T(1.0));
   maxpool2d_backward_cpu(s, x.data(), dy.data(), dx.data());
-  require_exact(dx, {1, 1, 1, 1,    //
-                     1, 11, 1, 21,  //
-                     31, 1, 1, 1,   //
-                     1, 1, 40 + 1, 1});
+  require_equal(doubles(dx), {1, 1, 1, 1,    //
+                              1, 11, 1, 21,  //
+                              31, 1, 1, 1,   //
+                              1, 1, 40 + 1, 1});
 }
 
 TEST_CASE_TEMPLATE("maxpool2d: 3x3 stride 1 pad 1 ignores padding, overlaps accumulate", T,
@@ -72,24 +60,24 @@ TEST_CASE_TEMPLATE("maxpool2d: 3x3 stride 1 pad 1 ignores padding, overlaps accu
   // All inputs negative: zero padding would make every output 0.
   const Pool2dShape s = pool_shape(1, 3, 3, 1, 3, 3, 1, 1);
   REQUIRE(s.P() == 3);
-  const std::vector<T> x = vec<T>({-1, -2, -3,  //
-                                   -4, -5, -6,  //
-                                   -7, -8, -9});
+  const std::vector<T> x = to<T>({-1, -2, -3,  //
+                                  -4, -5, -6,  //
+                                  -7, -8, -9});
   std::vector<T> y(9, T(100.0));
   maxpool2d_forward_cpu(s, x.data(), y.data());
   // y[p][q] = max of rows p-1..p+1, columns q-1..q+1 inside the image
-  require_exact(y, {-1, -1, -2,  //
-                    -1, -1, -2,  //
-                    -4, -4, -5});
+  require_equal(doubles(y), {-1, -1, -2,  //
+                             -1, -1, -2,  //
+                             -4, -4, -5});
 
   // dy = 1..9. x(0,0) = -1 is the max of windows 0,1,3,4: 1+2+4+5 = 12; x(0,1) of 2,5: 3+6;
   // x(1,0) of 6,7: 7+8; x(1,1) of window 8: 9. Everything else gets nothing.
-  const std::vector<T> dy = vec<T>({1, 2, 3, 4, 5, 6, 7, 8, 9});
+  const std::vector<T> dy = to<T>({1, 2, 3, 4, 5, 6, 7, 8, 9});
   std::vector<T> dx(9, T(0.0));
   maxpool2d_backward_cpu(s, x.data(), dy.data(), dx.data());
-  require_exact(dx, {12, 9, 0,  //
-                     15, 9, 0,  //
-                     0, 0, 0});
+  require_equal(doubles(dx), {12, 9, 0,  //
+                              15, 9, 0,  //
+                              0, 0, 0});
 }
 
 TEST_CASE_TEMPLATE("maxpool2d: NHWC channels and images do not mix", T, float, double,
@@ -97,7 +85,7 @@ TEST_CASE_TEMPLATE("maxpool2d: NHWC channels and images do not mix", T, float, d
   // x (2,2,2,3), one 2x2 window per image: y (2,1,1,3). In each image, each channel has its
   // max at a different pixel, and the channels' ranges differ, so mixing would show.
   const Pool2dShape s = pool_shape(2, 2, 2, 3, 2, 2, 2, 0);
-  const std::vector<T> x = vec<T>({
+  const std::vector<T> x = to<T>({
       9, 1, -5,      2, 3, -1,      // n=0: (0,0), (0,1)
       4, 0, -7,      1, 8, -3,      //      (1,0), (1,1)
       0.5, -2, 10,   0.25, -1, 20,  // n=1
@@ -105,15 +93,15 @@ TEST_CASE_TEMPLATE("maxpool2d: NHWC channels and images do not mix", T, float, d
   });
   std::vector<T> y(6, T(-100.0));
   maxpool2d_forward_cpu(s, x.data(), y.data());
-  require_exact(y, {9, 8, -1, 0.75, -1, 40});
+  require_equal(doubles(y), {9, 8, -1, 0.75, -1, 40});
 
-  const std::vector<T> dy = vec<T>({1, 2, 3, 4, 5, 6});
+  const std::vector<T> dy = to<T>({1, 2, 3, 4, 5, 6});
   std::vector<T> dx(24, T(0.0));
   maxpool2d_backward_cpu(s, x.data(), dy.data(), dx.data());
-  require_exact(dx, {1, 0, 0,  0, 0, 3,  //
-                     0, 0, 0,  0, 2, 0,  //
-                     0, 0, 0,  0, 5, 0,  //
-                     4, 0, 0,  0, 0, 6});
+  require_equal(doubles(dx), {1, 0, 0,  0, 0, 3,  //
+                              0, 0, 0,  0, 2, 0,  //
+                              0, 0, 0,  0, 5, 0,  //
+                              4, 0, 0,  0, 0, 6});
 }
 
 TEST_CASE_TEMPLATE("maxpool2d: a tie sends the whole gradient to the first maximum", T, float,
@@ -121,16 +109,16 @@ TEST_CASE_TEMPLATE("maxpool2d: a tie sends the whole gradient to the first maxim
   // Window 0 holds 5 three times; window 1 holds 7 three times, the first at (0,3) in
   // row-major order.
   const Pool2dShape s = pool_shape(1, 2, 4, 1, 2, 2, 2, 0);
-  const std::vector<T> x = vec<T>({5, 5, 3, 7,  //
-                                   5, 1, 7, 7});
+  const std::vector<T> x = to<T>({5, 5, 3, 7,  //
+                                  5, 1, 7, 7});
   std::vector<T> y(2);
   maxpool2d_forward_cpu(s, x.data(), y.data());
-  require_exact(y, {5, 7});
-  const std::vector<T> dy = vec<T>({1, 2});
+  require_equal(doubles(y), {5, 7});
+  const std::vector<T> dy = to<T>({1, 2});
   std::vector<T> dx(8, T(0.0));
   maxpool2d_backward_cpu(s, x.data(), dy.data(), dx.data());
-  require_exact(dx, {1, 0, 0, 2,  //
-                     0, 0, 0, 0});
+  require_equal(doubles(dx), {1, 0, 0, 2,  //
+                              0, 0, 0, 0});
 }
 
 TEST_CASE("maxpool2d: a NaN in a window is its max, so an overflow is not hidden") {
@@ -151,16 +139,16 @@ TEST_CASE_TEMPLATE("global_avgpool: mean over H*W per image and channel, and its
                    float, double, half_t) {
   // x (2,2,3,2): pixels in order h*W + w, channels interleaved.
   const int N = 2, H = 2, W = 3, C = 2;
-  const std::vector<T> x = vec<T>({
+  const std::vector<T> x = to<T>({
       1, -2,   2, -4,   3, -6,   4, -8,   5, -10,  6, -12,  // n=0: c0 = 1..6, c1 = -2*(1..6)
       0, 0.5,  0, 0.5,  0, 0.5,  0, 0.5,  0, 0.5,  6, 0.5,  // n=1: c0 one 6, c1 all 0.5
   });
   std::vector<T> y(4, T(-100.0));
   global_avgpool_forward_cpu(N, H, W, C, x.data(), y.data());
-  require_exact(y, {3.5, -7, 1, 0.5});
+  require_equal(doubles(y), {3.5, -7, 1, 0.5});
 
   // dx += dy / 6 at every pixel; dx starts at 1
-  const std::vector<T> dy = vec<T>({6, 12, -3, 3});
+  const std::vector<T> dy = to<T>({6, 12, -3, 3});
   std::vector<T> dx(24, T(1.0));
   global_avgpool_backward_cpu(N, H, W, C, dy.data(), dx.data());
   std::vector<double> want;
@@ -169,7 +157,7 @@ TEST_CASE_TEMPLATE("global_avgpool: mean over H*W per image and channel, and its
       want.push_back(n == 0 ? 2 : 0.5);
       want.push_back(n == 0 ? 3 : 1.5);
     }
-  require_exact(dx, want);
+  require_equal(doubles(dx), want);
 }
 
 TEST_CASE("pool2d_check_shape: impossible shapes are rejected with the reason") {

@@ -8,29 +8,19 @@
 #include "tests/test_util.h"
 
 using namespace cutrain;
+using cutrain_test::doubles;
+using cutrain_test::require_equal;
+using cutrain_test::require_near;
+using cutrain_test::to;
 
 namespace {
 
-// Tolerance of a value stored in T (gradients) and of one kept in acc_t<T> (the loss).
+// Tolerance of a value stored in T (gradients) and of one kept in acc_t<T> (the loss). The
+// gradients are compared with atol = rtol = tol: |got-want| <= tol*(1 + |want|).
 template <typename T> double stored_tol() { return 2e-6; }
 template <> double stored_tol<double>() { return 1e-13; }
 template <> double stored_tol<half_t>() { return 1e-3; }
 template <typename T> double acc_tol() { return std::is_same<T, double>::value ? 1e-13 : 2e-6; }
-
-template <typename T> std::vector<T> vec(const std::vector<double>& v) {
-  std::vector<T> out;
-  for (double d : v) out.push_back(T(d));
-  return out;
-}
-
-template <typename T> void require_near(const std::vector<T>& got, const std::vector<double>& want,
-                                        double tol) {
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < got.size(); i++) {
-    INFO("element " << i << ": got " << double(acc_t<T>(got[i])) << ", want " << want[i]);
-    REQUIRE(std::fabs(double(acc_t<T>(got[i])) - want[i]) <= tol * (1 + std::fabs(want[i])));
-  }
-}
 
 }  // namespace
 
@@ -51,7 +41,7 @@ TEST_CASE_TEMPLATE("softmax_xent: equal logits give loss log K, whatever the smo
     std::vector<double> want;
     for (int n = 0; n < N; n++)
       for (int k = 0; k < K; k++) want.push_back((1 - eps) * (0.1 - (k == labels[n])) / N);
-    require_near(dz, want, stored_tol<T>());
+    require_near(doubles(dz), want, stored_tol<T>(), stored_tol<T>());
   }
 }
 
@@ -65,7 +55,7 @@ TEST_CASE_TEMPLATE("softmax_xent: two classes against the closed form", T, float
   // Row 1: logits (0, 0), label 1: p = (1/2, 1/2), loss ln 2 whatever eps.
   // loss = (ln 4 - (eps/2) ln 3 + ln 2) / 2; dz = (p - q) / 2.
   using A = acc_t<T>;
-  const std::vector<T> z = vec<T>({0, std::log(3.0), 0, 0});
+  const std::vector<T> z = to<T>({0, std::log(3.0), 0, 0});
   const double d = double(A(z[1]));  // ln 3 as stored in T, so only the arithmetic is tested
   const double p1 = std::exp(d) / (1 + std::exp(d));
   const std::vector<int32_t> labels = {0, 1};
@@ -78,9 +68,9 @@ TEST_CASE_TEMPLATE("softmax_xent: two classes against the closed form", T, float
     std::vector<T> dz(4, T(0.0));
     softmax_xent_backward_cpu<T>(2, 2, z.data(), labels.data(), A(eps), A(1), dz.data());
     const double q0 = 1 - eps / 2;
-    require_near(dz, {(1 - p1 - q0) / 2, (p1 - (1 - q0)) / 2,  // row 0
-                      (0.5 - (1 - q0)) / 2, (0.5 - q0) / 2},   // row 1
-                 stored_tol<T>());
+    require_near(doubles(dz), {(1 - p1 - q0) / 2, (p1 - (1 - q0)) / 2,  // row 0
+                               (0.5 - (1 - q0)) / 2, (0.5 - q0) / 2},   // row 1
+                 stored_tol<T>(), stored_tol<T>());
   }
   if (std::is_same<T, double>::value) {  // the numbers themselves, for the reader
     A loss = -1;
@@ -109,8 +99,8 @@ TEST_CASE("softmax_xent: logits of 1e4 in f32 give the exact finite loss and gra
 TEST_CASE("softmax_xent: logits of 60000 in f16 give a finite loss and gradient") {
   // 60000 and -60000 are exact halves; their difference, 120000, is not a finite half, but
   // the loss is computed in float.
-  const std::vector<half_t> z = vec<half_t>({60000, -60000, 0,  //
-                                             60000, -60000, 0});
+  const std::vector<half_t> z = to<half_t>({60000, -60000, 0,  //
+                                            60000, -60000, 0});
   const std::vector<int32_t> labels = {0, 1};
   float loss = -1;
   softmax_xent_forward_cpu<half_t>(2, 3, z.data(), labels.data(), 0.f, &loss);
@@ -118,7 +108,7 @@ TEST_CASE("softmax_xent: logits of 60000 in f16 give a finite loss and gradient"
   // dloss = 1024, a loss scale: dz = 1024 * (p - q) / 2
   std::vector<half_t> dz(6, half_t(0.0f));
   softmax_xent_backward_cpu<half_t>(2, 3, z.data(), labels.data(), 0.f, 1024.f, dz.data());
-  require_near(dz, {0, 0, 0, 512, -512, 0}, 0);
+  require_equal(doubles(dz), {0, 0, 0, 512, -512, 0});
   softmax_xent_forward_cpu<half_t>(2, 3, z.data(), labels.data(), 0.1f, &loss);
   REQUIRE(std::isfinite(loss));
 }
@@ -128,7 +118,7 @@ TEST_CASE_TEMPLATE("softmax_xent: the gradient of each row sums to zero", T, flo
   using A = acc_t<T>;
   const int N = 5, K = 7;
   const std::vector<double> zd = cutrain_test::uniform({N, K}, DType::f64, 7, -5, 5).to_doubles();
-  const std::vector<T> z = vec<T>(zd);
+  const std::vector<T> z = to<T>(zd);
   const std::vector<int32_t> labels = {0, 6, 3, 3, 1};
   for (double eps : {0.0, 0.1}) {
     INFO("smoothing " << eps);
@@ -163,11 +153,11 @@ TEST_CASE("softmax_xent: backward accumulates and scales with dloss") {
 
 TEST_CASE_TEMPLATE("top1_correct: counts rows whose first largest logit is the label", T, float,
                    double, half_t) {
-  const std::vector<T> z = vec<T>({1, 3, 2,    // argmax 1, label 1: right
-                                   5, 5, 1,    // tie: first largest is 0, label 1: wrong
-                                   5, 5, 1,    // same tie, label 0: right
-                                   0, 1, 2,    // argmax 2, label 0: wrong
-                                   7, 7, 7});  // all equal, label 0: right
+  const std::vector<T> z = to<T>({1, 3, 2,    // argmax 1, label 1: right
+                                  5, 5, 1,    // tie: first largest is 0, label 1: wrong
+                                  5, 5, 1,    // same tie, label 0: right
+                                  0, 1, 2,    // argmax 2, label 0: wrong
+                                  7, 7, 7});  // all equal, label 0: right
   const std::vector<int32_t> labels = {1, 1, 0, 0, 0};
   REQUIRE(top1_correct_cpu<T>(5, 3, z.data(), labels.data()) == 3);
   REQUIRE(top1_correct_cpu<T>(1, 3, z.data(), labels.data()) == 1);
