@@ -24,9 +24,14 @@ else
   USE_CUDA := 1
 endif
 
-CXXFLAGS += -std=c++17 -O2 -g -Wall -Wextra -pthread -MMD -MP -I.
+# Host libraries (Debian packages, see `make deps`): HDF5, libjpeg-turbo, stb_image, zlib.
+PKGS     := hdf5 libturbojpeg stb zlib
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+CXXFLAGS += -std=c++17 -O2 -g -Wall -Wextra -pthread -MMD -MP -I. $(PKG_CFLAGS)
 LDFLAGS  += -pthread
-LDLIBS   :=
+LDLIBS   := $(PKG_LIBS)
 
 ifeq ($(USE_CUDA),1)
   MODE      := cuda
@@ -83,8 +88,8 @@ $(BUILD)/%.cu.o: %.cu
 test: bin/cutrain_tests
 	./bin/cutrain_tests $(TEST_ARGS)
 
-DEBIAN_PACKAGES := libturbojpeg0-dev libstb-dev libhdf5-dev doctest-dev libcli11-dev \
-                   nlohmann-json3-dev dataset-fashion-mnist
+DEBIAN_PACKAGES := libturbojpeg0-dev libstb-dev libhdf5-dev zlib1g-dev doctest-dev \
+                   libcli11-dev nlohmann-json3-dev dataset-fashion-mnist pkg-config
 # Installs only what is missing; apt-get update first, sudo when not root.
 deps:
 	@missing=""; \
