@@ -1,0 +1,323 @@
+#include "data/image_list.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cctype>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "kernels/check.h"
+
+namespace fs = std::filesystem;
+
+namespace cutrain {
+
+namespace {
+
+constexpr int kMaxShown = 20;  // malformed lines quoted in one error; the rest are counted
+
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; }
+
+std::string trim(const std::string& s) {
+  size_t b = 0, e = s.size();
+  while (b < e && is_space(s[b])) b++;
+  while (e > b && is_space(s[e - 1])) e--;
+  return s.substr(b, e - b);
+}
+
+// Removes what editors leave around a line: a UTF-8 byte-order mark on the first line, the
+// '\r' of a CRLF line end.
+void strip_line_end(std::string& line, bool first_line) {
+  if (first_line && line.compare(0, 3, "\xEF\xBB\xBF") == 0) line.erase(0, 3);
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+}
+
+// Collects the problems of a whole file, so that one run reports all of them.
+struct Problems {
+  explicit Problems(std::string f) : file(std::move(f)) {}
+  std::string file;
+  std::vector<std::string> shown;
+  int64_t count = 0;
+
+  void add(int64_t line, const std::string& what) {
+    if (count++ < kMaxShown) shown.push_back(file + ":" + std::to_string(line) + ": " + what);
+  }
+  void throw_if_any(const char* src_file, int src_line) const {
+    if (count == 0) return;
+    std::ostringstream os;
+    os << file << ": " << count << " malformed line" << (count == 1 ? "" : "s") << ":";
+    for (const std::string& s : shown) os << "\n  " << s;
+    if (count > kMaxShown) os << "\n  ... and " << count - kMaxShown << " more";
+    throw_error(src_file, src_line, os.str());
+  }
+};
+
+// Splits a trimmed, non-empty line into path and label text. Returns "" or what is wrong.
+std::string split_line(const std::string& line, std::string* path, std::string* label) {
+  const size_t tab = line.rfind('\t');
+  if (tab != std::string::npos) {
+    *path = trim(line.substr(0, tab));
+    *label = trim(line.substr(tab + 1));
+    if (path->find('\t') != std::string::npos)
+      return "more than two tab-separated fields; expected 'path<TAB>label'";
+  } else {
+    std::istringstream words(line);
+    std::vector<std::string> fields;
+    for (std::string w; words >> w;) fields.push_back(w);
+    if (fields.size() == 1) return "no label: expected 'path label' or 'path<TAB>label'";
+    if (fields.size() > 2)
+      return std::to_string(fields.size()) +
+             " space-separated fields; expected 'path label' (a path with spaces needs a tab "
+             "before the label)";
+    *path = fields[0];
+    *label = fields[1];
+  }
+  if (path->empty()) return "empty path";
+  if (label->empty()) return "no label: expected 'path label' or 'path<TAB>label'";
+  return "";
+}
+
+// Parses and range-checks a label: an optional '-' and decimal digits. False, with *err set,
+// when it is bad.
+bool parse_label(const std::string& text, int num_classes, int32_t* label, std::string* err) {
+  int64_t v = 0;
+  const char* end = text.data() + text.size();
+  const auto r = std::from_chars(text.data(), end, v);
+  const bool overflow = r.ec == std::errc::result_out_of_range && r.ptr == end;
+  if (!overflow && (r.ec != std::errc() || r.ptr != end)) {
+    *err = "label '" + text + "' is not an integer";
+    return false;
+  }
+  const std::string range = "[0, " + std::to_string(num_classes) + ")";
+  if (overflow || v > INT32_MAX || v < INT32_MIN) {
+    *err = "label " + text + " is out of range";
+  } else if (num_classes > 0 && (v < 0 || v >= num_classes)) {
+    *err = "label " + text + " is outside " + range;
+  } else if (v < 0) {
+    *err = "label " + text + " is negative (labels are 0, 1, 2, ...)";
+  } else {
+    *label = int32_t(v);
+    return true;
+  }
+  return false;
+}
+
+std::string absolute_normal(const fs::path& p) {
+  return fs::absolute(p).lexically_normal().string();
+}
+
+// Writes `text` to a temporary file beside `path`, flushes and fsyncs it, then renames it over
+// `path`: readers see the old file or the whole new one, never a torn one.
+void write_file_atomically(const std::string& path, const std::string& text) {
+  static std::atomic<uint64_t> counter{0};
+  const std::string tmp = path + ".tmp." + std::to_string(getpid()) + "." +
+                          std::to_string(counter++);
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  CHECK(f, "cannot create '" << tmp << "': " << std::strerror(errno));
+  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  ok = std::fflush(f) == 0 && ok;
+  ok = fsync(fileno(f)) == 0 && ok;
+  const int saved_errno = errno;
+  ok = std::fclose(f) == 0 && ok;
+  std::error_code ec;
+  if (ok) fs::rename(tmp, path, ec);
+  if (!ok || ec) {
+    fs::remove(tmp, ec);
+    CHECK(false, "cannot write '" << path << "': " << std::strerror(ok ? EIO : saved_errno));
+  }
+}
+
+bool has_outer_space(const std::string& s) {
+  return !s.empty() && (is_space(s.front()) || is_space(s.back()));
+}
+
+bool is_image_name(const fs::path& p) {
+  std::string ext = p.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) {
+    return char(std::tolower(c));
+  });
+  static const std::set<std::string> kExt = {".jpg", ".jpeg", ".png", ".bmp",
+                                             ".gif", ".tga",  ".pgm", ".ppm"};
+  return kExt.count(ext) > 0;
+}
+
+bool hidden(const fs::path& p) { return p.filename().string().compare(0, 1, ".") == 0; }
+
+}  // namespace
+
+std::vector<std::string> read_class_names(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  CHECK(in, "cannot read class names '" << path << "'");
+  std::vector<std::string> names;
+  std::string line;
+  for (bool first = true; std::getline(in, line); first = false) {
+    strip_line_end(line, first);
+    names.push_back(trim(line));
+  }
+  while (!names.empty() && names.back().empty()) names.pop_back();
+  CHECK(!names.empty(), path << ": no class names");
+  std::set<std::string> seen;
+  for (size_t i = 0; i < names.size(); i++) {
+    CHECK(!names[i].empty(), path << ":" << i + 1 << ": empty class name (a blank line would "
+                                  << "shift every later label)");
+    CHECK(seen.insert(names[i]).second, path << ":" << i + 1 << ": duplicate class name '"
+                                             << names[i] << "'");
+  }
+  return names;
+}
+
+ImageList read_image_list(const std::string& list_path, int num_classes) {
+  CHECK(num_classes >= 0, "num_classes must be >= 0, got " << num_classes);
+  std::error_code ec;
+  CHECK(fs::exists(list_path, ec), "image list '" << list_path << "' does not exist");
+  CHECK(!fs::is_directory(list_path, ec), "image list '" << list_path << "' is a folder, "
+        << "not a list file (a folder per class is read by scan_class_folders)");
+  std::ifstream in(list_path, std::ios::binary);
+  CHECK(in, "cannot read image list '" << list_path << "': " << std::strerror(errno));
+
+  ImageList list;
+  list.source = list_path;
+  const fs::path dir = fs::absolute(list_path).parent_path();
+  const fs::path classes = dir / kClassNamesFile;
+  if (fs::path(list_path).filename() != kClassNamesFile && fs::exists(classes, ec)) {
+    list.class_names = read_class_names(classes.string());
+    const int n = int(list.class_names.size());
+    CHECK(num_classes == 0 || num_classes == n,
+          list_path << ": " << classes.string() << " names " << n << " classes, but "
+                    << num_classes << " were asked for");
+    num_classes = n;
+  }
+
+  Problems problems(list_path);
+  std::string line, path, label_text, err;
+  int64_t n = 0;
+  for (bool first = true; std::getline(in, line); first = false) {
+    n++;
+    strip_line_end(line, first);
+    line = trim(line);
+    if (line.empty() || line[0] == '#') continue;
+    err = split_line(line, &path, &label_text);
+    int32_t label = 0;
+    if (err.empty() && parse_label(label_text, num_classes, &label, &err)) {
+      const fs::path p(path);
+      list.samples.push_back({(p.is_absolute() ? p : dir / p).lexically_normal().string(),
+                              label});
+    } else {
+      problems.add(n, err);
+    }
+  }
+  CHECK(!in.bad(), "error while reading image list '" << list_path << "'");
+  problems.throw_if_any(__FILE__, __LINE__);
+  CHECK(!list.samples.empty(), "image list '" << list_path << "' has no samples (" << n
+        << " lines, all blank or comments)");
+  return list;
+}
+
+ImageList scan_class_folders(const std::string& root) {
+  std::error_code ec;
+  CHECK(fs::exists(root, ec), "image folder '" << root << "' does not exist");
+  CHECK(fs::is_directory(root, ec), "'" << root << "' is not a folder");
+  ImageList list;
+  list.source = root;
+  const fs::path base = absolute_normal(root);
+  try {
+    for (const fs::directory_entry& e : fs::directory_iterator(base))
+      if (e.is_directory() && !hidden(e.path()))
+        list.class_names.push_back(e.path().filename().string());
+    std::sort(list.class_names.begin(), list.class_names.end());
+    CHECK(!list.class_names.empty(), "'" << root << "' has no class folders (expected "
+                                         << "<root>/<class name>/<images>)");
+    std::vector<std::string> empty;
+    for (size_t k = 0; k < list.class_names.size(); k++) {
+      const std::string& name = list.class_names[k];
+      CHECK(name.find_first_of("\r\n") == std::string::npos && !has_outer_space(name),
+            "class folder '" << name << "': a class name cannot hold a line break or begin or "
+                                "end with whitespace (it is written to " << kClassNamesFile
+                             << ")");
+      std::vector<std::string> files;
+      for (const fs::directory_entry& e : fs::directory_iterator(base / name))
+        if (e.is_regular_file() && !hidden(e.path()) && is_image_name(e.path()))
+          files.push_back(e.path().filename().string());
+      if (files.empty()) empty.push_back("'" + name + "'");
+      std::sort(files.begin(), files.end());
+      for (const std::string& f : files)
+        list.samples.push_back({(base / name / f).string(), int32_t(k)});
+    }
+    std::ostringstream names;
+    for (size_t i = 0; i < empty.size(); i++) names << (i ? ", " : "") << empty[i];
+    CHECK(empty.empty(), "'" << root << "': " << empty.size() << " class folder"
+                             << (empty.size() == 1 ? " has" : "s have") << " no images (jpg, "
+                             << "jpeg, png, bmp, gif, tga, pgm, ppm): " << names.str());
+  } catch (const fs::filesystem_error& e) {
+    CHECK(false, "cannot scan '" << root << "': " << e.what());
+  }
+  return list;
+}
+
+void write_image_list(const ImageList& list, const std::string& path) {
+  const fs::path dir = fs::path(absolute_normal(path)).parent_path();
+  std::string text;
+  for (size_t i = 0; i < list.samples.size(); i++) {
+    const Sample& s = list.samples[i];
+    CHECK(s.path.find_first_of("\t\r\n") == std::string::npos && !has_outer_space(s.path) &&
+              !s.path.empty(),
+          "sample " << i << ": path '" << s.path << "' cannot be written to a list (empty, or "
+                    << "a tab, line break or surrounding whitespace)");
+    CHECK(s.label >= 0, "sample " << i << " (" << s.path << "): negative label " << s.label);
+    const fs::path p = absolute_normal(s.path);
+    const fs::path rel = p.lexically_relative(dir);
+    std::string out = p.string();
+    if (!rel.empty() && *rel.begin() != "..") out = rel.string();
+    if (out[0] == '#') out = "./" + out;  // not a comment
+    text += out + "\t" + std::to_string(s.label) + "\n";
+  }
+  write_file_atomically(path, text);
+}
+
+void write_class_names(const std::vector<std::string>& names, const std::string& path) {
+  std::set<std::string> seen;
+  std::string text;
+  for (size_t i = 0; i < names.size(); i++) {
+    const std::string& n = names[i];
+    CHECK(!n.empty() && n.find_first_of("\r\n") == std::string::npos && !has_outer_space(n),
+          "class " << i << ": name '" << n << "' is empty or holds a line break or surrounding "
+                   << "whitespace");
+    CHECK(seen.insert(n).second, "class " << i << ": duplicate name '" << n << "'");
+    text += n + "\n";
+  }
+  write_file_atomically(path, text);
+}
+
+uint64_t image_list_hash(const ImageList& list) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a 64: offset basis, then xor and multiply
+  auto eat = [&h](unsigned char byte) { h = (h ^ byte) * 0x100000001b3ull; };
+  for (const Sample& s : list.samples) {
+    for (char c : s.path) eat((unsigned char)c);
+    eat(0);  // paths hold no 0 byte, so ("ab", 1) and ("a", ...) cannot run together
+    const uint32_t label = uint32_t(s.label);
+    for (int b = 0; b < 4; b++) eat((unsigned char)(label >> (8 * b)));
+  }
+  return h;
+}
+
+std::vector<int64_t> class_histogram(const ImageList& list, int num_classes) {
+  CHECK(num_classes > 0, "class_histogram: num_classes must be positive, got " << num_classes);
+  std::vector<int64_t> counts(size_t(num_classes), 0);
+  for (size_t i = 0; i < list.samples.size(); i++) {
+    const int32_t label = list.samples[i].label;
+    CHECK(label >= 0 && label < num_classes, "sample " << i << " (" << list.samples[i].path
+          << "): label " << label << " is outside [0, " << num_classes << ")");
+    counts[size_t(label)]++;
+  }
+  return counts;
+}
+
+}  // namespace cutrain
