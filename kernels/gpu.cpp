@@ -67,6 +67,12 @@ std::string gpu_name(int device) {
   return prop.name;
 }
 
+void set_device(int device) {
+  CHECK(device >= 0 && device < gpu_count(),
+        "device " << device << " does not exist (" << gpu_count() << " usable)");
+  CUDA_CHECK(cudaSetDevice(device));
+}
+
 CachingAllocator& device_allocator(int device) {
   CHECK(device >= 0 && device < gpu_count(),
         "device " << device << " does not exist (" << gpu_count() << " usable)");
@@ -169,6 +175,7 @@ bool gpu_usable() { return false; }
 const std::string& gpu_unavailable_reason() { return kNoCuda; }
 int gpu_count() { return 0; }
 std::string gpu_name(int) { no_cuda("query a device"); }
+void set_device(int) { no_cuda("select a device"); }
 CachingAllocator& device_allocator(int) { no_cuda("allocate device memory"); }
 
 Stream::Stream(int) { no_cuda("create a CUDA stream"); }

@@ -24,6 +24,7 @@ bool gpu_usable();                    // built with CUDA and at least one device
 const std::string& gpu_unavailable_reason();  // "" when usable; otherwise one line saying why
 int gpu_count();                      // 0 when not usable
 std::string gpu_name(int device);
+void set_device(int device);          // the calling thread's current device (it is per thread)
 
 // The caching allocator of one device (created on first use, lives until exit).
 CachingAllocator& device_allocator(int device);

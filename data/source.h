@@ -1,0 +1,49 @@
+// defines: SampleSource (where the loader's samples come from), StageTimes, and ListSource:
+// the samples of an image list, read and decoded from their files every time.
+// The other source, PackSource (data/pack.h), reads already decoded pixels from an HDF5 pack.
+//
+// A source is shared by all the loader's worker threads: load() must be thread-safe. It never
+// throws for a bad sample (a missing, truncated or corrupt file): the result says what was
+// wrong, and the loader decides whether to skip it or to stop (--strict).
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "data/image.h"
+#include "data/image_list.h"
+
+namespace cutrain {
+
+class SampleSource {
+ public:
+  virtual ~SampleSource() = default;
+  virtual int64_t size() const = 0;
+  virtual int32_t label(int64_t i) const = 0;
+  virtual std::string name(int64_t i) const = 0;  // for messages: a path, or "pack.h5[17]"
+  // What load() writes: spec().size^2 * spec().channels bytes, HWC.
+  virtual const ImageSpec& spec() const = 0;
+  // Sample i, augmented with aug_key (crop position, flip), into out. Adds the time spent
+  // reading, decoding and augmenting to t.
+  virtual DecodeResult load(int64_t i, uint64_t aug_key, uint8_t* out, StageTimes& t) const = 0;
+
+  size_t sample_bytes() const {
+    return size_t(spec().size) * size_t(spec().size) * size_t(spec().channels);
+  }
+};
+
+class ListSource : public SampleSource {
+ public:
+  ListSource(ImageList list, ImageSpec spec);
+  int64_t size() const override { return int64_t(list_.samples.size()); }
+  int32_t label(int64_t i) const override { return list_.samples[size_t(i)].label; }
+  std::string name(int64_t i) const override { return list_.samples[size_t(i)].path; }
+  const ImageSpec& spec() const override { return spec_; }
+  DecodeResult load(int64_t i, uint64_t aug_key, uint8_t* out, StageTimes& t) const override;
+  const ImageList& list() const { return list_; }
+
+ private:
+  ImageList list_;
+  ImageSpec spec_;
+};
+
+}  // namespace cutrain
