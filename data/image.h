@@ -2,11 +2,13 @@
 //   encode_jpeg                          the JPEG writer (importer, tests)
 //   decode_image, load_image_file        bytes / a file -> Image, or a DecodeResult saying
 //                                        exactly what was wrong with the file (ImageError)
+//   resize_shorter_side, crop_flip       deterministic resampling, crop and mirror
+//   ImageSpec, load_sample, augment_square   the one-call path a loader worker runs per sample
 //
 // Policy: a bad file is data, not a bug. decode_image and friends never throw for one; they
 // return the kind of damage and a message naming it, so the loader can skip, count and name
 // the file. They throw cutrain::Error (CHECK) only for a caller's mistake (channels 2, a
-// negative size).
+// negative size, a crop outside the image).
 //
 // Images are uint8 HWC: pixel (y, x) channel k is pixels[(y * w + x) * c + k].
 #pragma once
@@ -83,5 +85,59 @@ DecodeResult read_file_bytes(const std::string& path, std::vector<uint8_t>& byte
 // read_file_bytes, then decode_image (an empty file is ImageError::empty).
 DecodeResult load_image_file(const std::string& path, int channels, int min_side,
                              int64_t max_pixels, Image& out);
+
+// ---- transforms ------------------------------------------------------------------------------
+
+// Scales `in` so that its shorter side becomes `target`, keeping the aspect ratio (the longer
+// side is rounded to the nearest integer, at least 1). Each axis is resampled on its own:
+//  - shrinking: area averaging, each output pixel the exact mean of the input area it covers
+//    (fractional pixels weighted by their overlap);
+//  - enlarging: bilinear with pixel centres aligned ((i + 0.5) * in / out - 0.5, clamped);
+//  - equal: a copy.
+// The arithmetic is integer and exact, rounded once at the end (half up), so the result is
+// the same on every machine and can be checked by hand.
+void resize_shorter_side(const Image& in, int target, Image& out);
+
+// Copies the size x size window whose top-left corner is (y0, x0), mirrored left-right when
+// flip, into out (size * size * in.c bytes, HWC). The window must lie inside the image.
+void crop_flip(const Image& in, int size, int y0, int x0, bool flip, uint8_t* out);
+
+// What a sample looks like after loading: channels x size x size, cut from the image resized
+// so its shorter side is `resize` (0 = size). Packs store images at resize x resize.
+struct ImageSpec {
+  int size = 28;
+  int channels = 1;
+  int resize = 0;  // shorter side before cropping; 0 = size
+  bool random_crop = false;
+  bool random_flip = false;
+  int64_t max_pixels = 64LL << 20;
+};
+
+// Throws cutrain::Error naming the bad field: size < 1, channels not 1 or 3, resize < size,
+// max_pixels < 1.
+void check_image_spec(const ImageSpec& spec);
+
+// The crop-and-flip of one sample, from its augmentation key:
+//   corner: centred ((h - size) / 2, (w - size) / 2), or with random_crop drawn from
+//           r = rng_u64(aug_key, 0): y0 = (r & 0xffffffff) % (h - size + 1),
+//           x0 = (r >> 32) % (w - size + 1);
+//   flip:   random_flip and rng_u64(aug_key, 1) is odd.
+struct CropPlan {
+  int y0 = 0, x0 = 0;
+  bool flip = false;
+};
+CropPlan plan_crop(int h, int w, const ImageSpec& spec, uint64_t aug_key);
+
+// The whole per-sample path: load_image_file (decoding at a DCT scale no smaller than the
+// resize target), resize_shorter_side to (resize ? resize : size), then crop_flip as
+// plan_crop says, into out (size * size * channels bytes, HWC). The same key gives the same
+// bytes. The packer uses it with size = resize and no randomness: a centred square.
+DecodeResult load_sample(const std::string& path, const ImageSpec& spec, uint64_t aug_key,
+                         uint8_t* out);
+
+// The same crop and flip on an image already decoded to in_size x in_size (an HDF5 pack
+// entry): plan_crop + crop_flip, as load_sample does after its resize.
+void augment_square(const uint8_t* in, int in_size, int channels, const ImageSpec& spec,
+                    uint64_t aug_key, uint8_t* out);
 
 }  // namespace cutrain
