@@ -202,10 +202,10 @@ DecodeResult decode_stb(ImageFormat f, const uint8_t* b, size_t n, int channels,
     return fail(ImageError::truncated, std::string("truncated ") + image_format_name(f) + ": " +
                                            where);
   // Gray stays gray, anything with colour comes as RGB; alpha is dropped by stb.
-  std::unique_ptr<unsigned char, StbFree> px(
-      stbi_load_from_memory(b, len, &w, &h, &c, c <= 2 ? 1 : 3));
+  const int got = c <= 2 ? 1 : 3;
+  std::unique_ptr<unsigned char, StbFree> px(stbi_load_from_memory(b, len, &w, &h, &c, got));
   if (!px) return stb_failure(f, b, n);
-  convert_channels(px.get(), h, w, c <= 2 ? 1 : 3, channels, out);
+  convert_channels(px.get(), h, w, got, channels, out);
   return {};
 }
 

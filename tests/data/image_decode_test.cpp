@@ -346,3 +346,21 @@ TEST_CASE("decode_image: a caller's mistakes throw; unreadable paths are missing
   REQUIRE(decode({0xFF}, img).error == ImageError::not_image);
   REQUIRE(decode({0xFF, 0xD8}, img).error == ImageError::truncated);
 }
+
+TEST_CASE("decode_image: a GIF (hand-made: one white pixel) and its pixel cap") {
+  // header, 1x1 logical screen with a 2-entry colour table (white, black), one 1x1 image whose
+  // LZW data (min code size 2) is clear, index 0, end; then the trailer.
+  std::vector<uint8_t> gif = {'G', 'I', 'F', '8', '9', 'a', 1, 0, 1, 0, 0x80, 0, 0,
+                              0xFF, 0xFF, 0xFF, 0, 0, 0,
+                              0x2C, 0, 0, 0, 0, 1, 0, 1, 0, 0, 2, 2, 0x44, 0x01, 0, 0x3B};
+  Image img;
+  DecodeResult r = decode(gif, img);
+  INFO(r.message);
+  REQUIRE(r.ok());
+  REQUIRE((img.h == 1 && img.w == 1 && img.c == 3));
+  REQUIRE(img.pixels == std::vector<uint8_t>{255, 255, 255});
+  gif[6] = gif[8] = 0x20, gif[7] = gif[9] = 0x4E;  // the logical screen claims 20000x20000
+  r = decode(gif, img);
+  REQUIRE(r.error == ImageError::too_large);
+  REQUIRE(r.message.find("GIF declares 20000x20000") != std::string::npos);
+}
