@@ -5,7 +5,8 @@
 
 #include <filesystem>
 #include <fstream>
-#include <random>
+#include <stdexcept>
+#include <cstdlib>
 #include <string>
 
 namespace cutrain_test {
@@ -13,12 +14,10 @@ namespace cutrain_test {
 class TempDir {
  public:
   TempDir() {
-    std::random_device rd;
-    for (int attempt = 0;; attempt++) {
-      path_ = std::filesystem::temp_directory_path() /
-              ("cutrain-test-" + std::to_string(getpid()) + "-" + std::to_string(rd()));
-      if (std::filesystem::create_directory(path_) || attempt > 100) break;
-    }
+    std::string tmpl = (std::filesystem::temp_directory_path() / "cutrain-test-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr)
+      throw std::runtime_error("mkdtemp(" + tmpl + ") failed");
+    path_ = tmpl;
   }
   ~TempDir() {
     std::error_code ec;
@@ -30,6 +29,7 @@ class TempDir {
   const std::filesystem::path& path() const { return path_; }
   // path() / rel, as a string
   std::string operator/(const std::string& rel) const { return (path_ / rel).string(); }
+  std::string file(const std::string& name) const { return *this / name; }
 
  private:
   std::filesystem::path path_;

@@ -16,18 +16,6 @@ using namespace cutrain;
 
 namespace cutrain_test {
 
-TempDir::TempDir() {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/cutrain_test_XXXXXX";
-  CHECK(::mkdtemp(tmpl.data()) != nullptr, "mkdtemp(" << tmpl << ") failed");
-  path_ = tmpl;
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;  // a destructor must not throw; a leftover temp dir is harmless
-  std::filesystem::remove_all(path_, ec);
-}
-
 Image gradient_image(int h, int w, int c) {
   Image img;
   img.h = h, img.w = w, img.c = c;
