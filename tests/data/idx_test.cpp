@@ -1,17 +1,17 @@
 // IDX reader: the real Fashion-MNIST files (counts, sizes, known first labels and pixels), the
 // same data read plain and gzipped, and every kind of bad file refused with the file's name.
-#include <zlib.h>
-
 #include <cstdio>
 #include <filesystem>
 
 #include "data/idx.h"
+#include "tests/data/idx_files.h"
 #include "tests/data/scratch_dir.h"
 #include "tests/test_util.h"
 
 using namespace cutrain;
 using cutrain_test::read_bytes;
 using cutrain_test::ScratchDir;
+using cutrain_test::write_idx;
 using cutrain_test::write_bytes;
 
 namespace {
@@ -24,23 +24,6 @@ std::string real(const std::string& name) {
   const std::string p = kDir + name;
   REQUIRE_MESSAGE(std::filesystem::exists(p), p << " is missing: install dataset-fashion-mnist");
   return p;
-}
-
-// An IDX file: magic, big-endian sizes, data; gzip-compressed or plain.
-void write_idx(const std::string& path, uint32_t magic, const std::vector<uint32_t>& sizes,
-               const std::vector<uint8_t>& data, bool gzip) {
-  std::vector<uint8_t> bytes;
-  auto put32 = [&](uint32_t v) {
-    for (int s = 24; s >= 0; s -= 8) bytes.push_back(uint8_t(v >> s));
-  };
-  put32(magic);
-  for (uint32_t s : sizes) put32(s);
-  bytes.insert(bytes.end(), data.begin(), data.end());
-  if (!gzip) return write_bytes(path, bytes);
-  gzFile f = gzopen(path.c_str(), "wb");
-  REQUIRE(f != nullptr);
-  REQUIRE(gzwrite(f, bytes.data(), unsigned(bytes.size())) == int(bytes.size()));
-  REQUIRE(gzclose(f) == Z_OK);
 }
 
 std::vector<uint8_t> iota_bytes(size_t n) {
