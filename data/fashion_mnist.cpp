@@ -64,7 +64,7 @@ void check_labels(const std::vector<uint8_t>& labels, const std::string& path) {
                                      << " is outside [0, " << kClasses << ")");
 }
 
-// The whole file, or nullopt-like false when it cannot be read.
+// Reads the whole file into *out; false when it cannot be read.
 bool read_text(const std::string& path, std::string* out) {
   std::ifstream f(path, std::ios::binary);
   if (!f) return false;
@@ -148,7 +148,7 @@ void parallel_for(int64_t total, int threads, const std::function<void(int64_t)>
   {
     std::unique_lock<std::mutex> lk(m);
     while (!finished.wait_for(lk, std::chrono::milliseconds(250), [&] { return running == 0; }))
-      if (progress) {
+      if (progress && done < total) {  // the final count is reported once, below
         lk.unlock();
         progress(done, total);
         lk.lock();
@@ -173,6 +173,7 @@ ImportSummary import_fashion_mnist(const std::string& idx_dir, const std::string
   const auto t0 = std::chrono::steady_clock::now();
   CHECK(opt.quality >= 1 && opt.quality <= 100,
         "JPEG quality must be in [1, 100]; got " << opt.quality);
+  CHECK(opt.threads >= 0, "threads must be >= 0 (0: the hardware threads); got " << opt.threads);
   CHECK(!out_dir.empty(), "the output folder must be named");
   const fs::path out(out_dir);
   ImportSummary sum;
@@ -224,7 +225,8 @@ ImportSummary import_fashion_mnist(const std::string& idx_dir, const std::string
     }
   }
 
-  sum.threads = opt.threads > 0 ? opt.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  sum.threads = opt.threads > 0 ? opt.threads
+                                : int(std::max(1u, std::thread::hardware_concurrency()));
   std::atomic<int64_t> bytes{0};
   parallel_for(sum.train + sum.test, sum.threads, [&](int64_t g) {
     const int s = g < sum.train ? 0 : 1;  // global index -> split and index in the split

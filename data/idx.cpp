@@ -34,7 +34,8 @@ class IdxFile {
   explicit IdxFile(const std::string& path) : path_(path) {
     errno = 0;
     f_ = gzopen(path.c_str(), "rb");
-    CHECK(f_ != nullptr, path << ": cannot open: " << (errno ? std::strerror(errno) : "gzopen failed"));
+    CHECK(f_ != nullptr,
+          path << ": cannot open: " << (errno ? std::strerror(errno) : "gzopen failed"));
     gzbuffer(f_, 1 << 17);
   }
   ~IdxFile() {

@@ -83,21 +83,21 @@ int main(int argc, char** argv) {
   describe->add_option("--input", input, "Input image size HxWxC")->capture_default_str();
   describe->add_option("--classes", classes, "Number of classes")->capture_default_str();
 
-  auto* import = app.add_subcommand(
+  auto* import_fm = app.add_subcommand(
       "import-fashion-mnist", "Turn the Fashion-MNIST IDX files into JPEGs plus train/test lists");
   std::string import_from = kFashionMnistDir, import_out = "data/fashion-mnist";
   ImportOptions import_opt;
   import_opt.threads = int(std::thread::hardware_concurrency());
-  import->add_option("--from", import_from, "Folder of the IDX files")->capture_default_str();
-  import->add_option("--out", import_out, "Output folder")->capture_default_str();
-  import->add_option("--threads", import_opt.threads, "Encoder threads")->capture_default_str();
-  import->add_flag("--force", import_opt.force, "Re-encode even when a complete import exists");
+  import_fm->add_option("--from", import_from, "Folder of the IDX files")->capture_default_str();
+  import_fm->add_option("--out", import_out, "Output folder")->capture_default_str();
+  import_fm->add_option("--threads", import_opt.threads, "Encoder threads")->capture_default_str();
+  import_fm->add_flag("--force", import_opt.force, "Re-encode even when a complete import exists");
 
   CLI11_PARSE(app, argc, argv);
   try {
     if (*info) return cmd_info();
     if (*describe) return cmd_describe(model, input, classes);
-    if (*import) return cmd_import_fashion_mnist(import_from, import_out, import_opt);
+    if (*import_fm) return cmd_import_fashion_mnist(import_from, import_out, import_opt);
   } catch (const Error& e) {
     std::fprintf(stderr, "cutrain: %s\n", e.what());
     return 1;

@@ -248,6 +248,9 @@ TEST_CASE("fashion-mnist import: bad input is refused clearly") {
   REQUIRE_ERROR(import_fashion_mnist(set.dir, out, opt), "got 101");
   opt.quality = 95;
   REQUIRE_ERROR(import_fashion_mnist(set.dir, "", opt), "the output folder must be named");
+  opt.threads = -1;
+  REQUIRE_ERROR(import_fashion_mnist(set.dir, out, opt), "threads must be >= 0");
+  opt.threads = 0;
   REQUIRE_ERROR(import_fashion_mnist(dir / "nowhere", out, opt),
                 "train-labels-idx1-ubyte.gz: cannot open");
   set.test_labels[4] = 10;
