@@ -10,6 +10,7 @@
 
 #include "data/fashion_mnist.h"
 #include "data/idx.h"
+#include "data/image.h"
 #include "tests/data/idx_files.h"
 #include "tests/data/scratch_dir.h"
 #include "tests/test_util.h"
@@ -42,20 +43,26 @@ std::string nth_line(const std::string& path, size_t n) {
   return lines[n];
 }
 
-// A grayscale JPEG decoded to (H,W) uint8; REQUIREs one channel of the expected size.
+// A JPEG decoded to (H,W) uint8 by the pipeline's decoder (data/image.h); REQUIREs that the
+// file is a one-channel (grayscale) JPEG of the expected size.
 std::vector<uint8_t> decode_gray(const std::string& path, int H, int W) {
-  const std::vector<uint8_t> jpeg = cutrain_test::read_bytes(path);
-  REQUIRE_MESSAGE(!jpeg.empty(), path << " is missing or empty");
+  std::vector<uint8_t> jpeg;
+  DecodeResult r = read_file_bytes(path, jpeg);
+  INFO(path << ": " << r.message);
+  REQUIRE(r.ok());
+  // The colour space from the header: the decoder below would turn colour into gray silently.
   tjhandle tj = tjInitDecompress();
-  int w = 0, h = 0, subsamp = 0, colorspace = 0;
-  REQUIRE(tjDecompressHeader3(tj, jpeg.data(), jpeg.size(), &w, &h, &subsamp, &colorspace) == 0);
-  REQUIRE(colorspace == TJCS_GRAY);
-  REQUIRE(h == H);
-  REQUIRE(w == W);
-  std::vector<uint8_t> px(size_t(H) * W);
-  REQUIRE(tjDecompress2(tj, jpeg.data(), jpeg.size(), px.data(), W, 0, H, TJPF_GRAY, 0) == 0);
+  int w = 0, h = 0, subsamp = 0, colorspace = -1;
+  tjDecompressHeader3(tj, jpeg.data(), jpeg.size(), &w, &h, &subsamp, &colorspace);
   tjDestroy(tj);
-  return px;
+  REQUIRE(colorspace == TJCS_GRAY);
+  Image img;
+  r = decode_image(jpeg.data(), jpeg.size(), 1, 0, int64_t(H) * W, img);
+  REQUIRE(r.ok());
+  REQUIRE(img.h == H);
+  REQUIRE(img.w == W);
+  REQUIRE(img.c == 1);
+  return img.pixels;
 }
 
 // Checks one split's list line by line against the IDX labels, decodes every listed JPEG and
