@@ -62,8 +62,9 @@ static int cmd_import_fashion_mnist(const std::string& from, const std::string& 
     std::printf("  already complete (%lld train, %lld test images): kept; --force re-encodes\n",
                 (long long)s.train, (long long)s.test);
   } else {
-    std::printf("  wrote %lld + %lld JPEGs (%.1f MB) in %.1f s with %d threads\n",
-                (long long)s.train, (long long)s.test, s.jpeg_bytes / 1e6, s.seconds, s.threads);
+    std::printf("  wrote %lld + %lld JPEGs (%.1f MB) in %.1f s with %d thread%s\n",
+                (long long)s.train, (long long)s.test, s.jpeg_bytes / 1e6, s.seconds, s.threads,
+                s.threads == 1 ? "" : "s");
   }
   std::printf("  %s\n  %s\n  %s\n", s.train_list.c_str(), s.test_list.c_str(),
               s.classes_file.c_str());
