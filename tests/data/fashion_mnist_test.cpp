@@ -12,11 +12,11 @@
 #include "data/idx.h"
 #include "data/image.h"
 #include "tests/data/idx_files.h"
-#include "tests/data/scratch_dir.h"
+#include "tests/data/temp_dir.h"
 #include "tests/test_util.h"
 
 using namespace cutrain;
-using cutrain_test::ScratchDir;
+using cutrain_test::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
@@ -118,7 +118,7 @@ struct SmallSet {
 }  // namespace
 
 TEST_CASE("fashion-mnist import: 60,000 + 10,000 JPEGs whose pixels match the IDX files") {
-  ScratchDir dir("fmnist_full", ScratchDir::memory_if_possible);  // 70,000 files
+  TempDir dir(TempDir::memory_if_possible);  // 70,000 files
   const std::string out = dir / "fm";
   int64_t calls = 0, last_done = -1, last_total = 0;
   bool monotone = true;
@@ -178,7 +178,7 @@ TEST_CASE("fashion-mnist import: 60,000 + 10,000 JPEGs whose pixels match the ID
 // import of the real one creates 70,000 files.
 
 TEST_CASE("fashion-mnist import: an incomplete import is redone, --force redoes any") {
-  ScratchDir dir("fmnist_redo");
+  TempDir dir;
   SmallSet set(dir / "idx");
   const std::string out = dir / "fm", victim = out + "/test/0/00009.jpg";
   ImportOptions opt;
@@ -223,7 +223,7 @@ TEST_CASE("fashion-mnist import: an incomplete import is redone, --force redoes 
 
 
 TEST_CASE("fashion-mnist import: a failed import leaves no list pointing at missing files") {
-  ScratchDir dir("fmnist_fail");
+  TempDir dir;
   SmallSet set(dir / "idx");
   const std::string out = dir / "fm";
   ImportOptions opt;
@@ -245,7 +245,7 @@ TEST_CASE("fashion-mnist import: a failed import leaves no list pointing at miss
 }
 
 TEST_CASE("fashion-mnist import: bad input is refused clearly") {
-  ScratchDir dir("fmnist_bad");
+  TempDir dir;
   SmallSet set(dir / "idx");
   const std::string out = dir / "fm";
   ImportOptions opt;

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/data/scratch_dir.h"
+#include "tests/data/temp_dir.h"
 #include "tests/test_util.h"
 
 namespace cutrain_test {

@@ -5,12 +5,12 @@
 
 #include "data/idx.h"
 #include "tests/data/idx_files.h"
-#include "tests/data/scratch_dir.h"
+#include "tests/data/temp_dir.h"
 #include "tests/test_util.h"
 
 using namespace cutrain;
 using cutrain_test::read_bytes;
-using cutrain_test::ScratchDir;
+using cutrain_test::TempDir;
 using cutrain_test::write_idx;
 using cutrain_test::write_bytes;
 
@@ -76,7 +76,7 @@ TEST_CASE("idx: the real Fashion-MNIST files: counts, sizes, labels, known first
 }
 
 TEST_CASE("idx: plain and gzip-compressed files read the same") {
-  ScratchDir dir("idx_plain");
+  TempDir dir;
   const std::vector<uint8_t> px = iota_bytes(3 * 4 * 5), lb = {1, 2, 0};
   write_idx(dir / "img", kIdxImagesMagic, {3, 4, 5}, px, false);
   write_idx(dir / "img.gz", kIdxImagesMagic, {3, 4, 5}, px, true);
@@ -96,7 +96,7 @@ TEST_CASE("idx: plain and gzip-compressed files read the same") {
 }
 
 TEST_CASE("idx: truncated files are refused, naming the file") {
-  ScratchDir dir("idx_trunc");
+  TempDir dir;
   // A cut copy of a real gzip file: zlib reports the early end, the sizes do not add up.
   std::vector<uint8_t> gz = read_bytes(real("t10k-images-idx3-ubyte.gz"));
   gz.resize(gz.size() / 4);
@@ -123,7 +123,7 @@ TEST_CASE("idx: truncated files are refused, naming the file") {
 }
 
 TEST_CASE("idx: a wrong magic number is refused, saying what the file looks like") {
-  ScratchDir dir("idx_magic");
+  TempDir dir;
   // labels read as images, and images read as labels (the real files)
   REQUIRE_ERROR(read_idx_images(real("t10k-labels-idx1-ubyte.gz")),
                 "t10k-labels-idx1-ubyte.gz: bad magic 0x00000801 (an IDX label file), "
@@ -138,7 +138,7 @@ TEST_CASE("idx: a wrong magic number is refused, saying what the file looks like
 }
 
 TEST_CASE("idx: sizes that do not match the data, and counts that disagree") {
-  ScratchDir dir("idx_sizes");
+  TempDir dir;
   // more data than declared
   write_idx(dir / "long.gz", kIdxLabelsMagic, {4}, {1, 2, 3, 4, 5, 6}, true);
   REQUIRE_ERROR(read_idx_labels(dir / "long.gz"), "long.gz: the header declares 4 labels = 4 "
@@ -161,7 +161,7 @@ TEST_CASE("idx: sizes that do not match the data, and counts that disagree") {
 }
 
 TEST_CASE("idx: missing files and corrupt gzip data") {
-  ScratchDir dir("idx_corrupt");
+  TempDir dir;
   REQUIRE_ERROR(read_idx_labels(dir / "nope.gz"), "nope.gz: cannot open: No such file");
   // A flipped CRC in the gzip trailer: every byte arrives, then zlib's check fails.
   write_idx(dir / "crc.gz", kIdxLabelsMagic, {8}, iota_bytes(8), true);

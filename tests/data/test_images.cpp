@@ -45,18 +45,6 @@ Image pattern_image(int h, int w, int c) {
   return img;
 }
 
-void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
-  CHECK(f.good(), "cannot write " << path);
-}
-
-std::vector<uint8_t> read_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  CHECK(f.good(), "cannot read " << path);
-  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
-}
-
 namespace {
 void append(void* ctx, void* data, int size) {
   auto* v = static_cast<std::vector<uint8_t>*>(ctx);

@@ -20,8 +20,6 @@ cutrain::Image gradient_image(int h, int w, int c);
 // misplaced pixel (a wrong crop, a missing flip, swapped channels) shows.
 cutrain::Image pattern_image(int h, int w, int c);
 
-void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes);
-std::vector<uint8_t> read_bytes(const std::string& path);
 
 // Lossless files (stb_image_write, and PGM/PPM by hand): they decode to exactly `img`.
 std::vector<uint8_t> png_bytes(const cutrain::Image& img);
