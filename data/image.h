@@ -1,0 +1,143 @@
+// defines: image decoding and the per-sample transforms of the data pipeline:
+//   encode_jpeg                          the JPEG writer (importer, tests)
+//   decode_image, load_image_file        bytes / a file -> Image, or a DecodeResult saying
+//                                        exactly what was wrong with the file (ImageError)
+//   resize_shorter_side, crop_flip       deterministic resampling, crop and mirror
+//   ImageSpec, load_sample, augment_square   the one-call path a loader worker runs per sample
+//
+// Policy: a bad file is data, not a bug. decode_image and friends never throw for one; they
+// return the kind of damage and a message naming it, so the loader can skip, count and name
+// the file. They throw cutrain::Error (CHECK) only for a caller's mistake (channels 2, a
+// negative size, a crop outside the image).
+//
+// Images are uint8 HWC: pixel (y, x) channel k is pixels[(y * w + x) * c + k].
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cutrain {
+
+// ---- encoding --------------------------------------------------------------------------------
+
+// Compresses an (h, w, channels) uint8 HWC image into a JPEG file image (the bytes of a .jpg).
+//   channels 1: grayscale JPEG; 3: RGB, stored as YCbCr with 4:4:4 chroma (no subsampling, so
+//   the error stays small and tests can bound it); 4: CMYK, stored as Adobe YCCK. CMYK samples
+//   follow the Adobe convention that decode_image assumes: stored inverted, 255 = no ink.
+// quality is libjpeg's 1..100; progressive writes a progressive JPEG (same quantized
+// coefficients, so it decodes to exactly the same pixels as the baseline file).
+// Bad arguments throw cutrain::Error (CHECK): this is a programming error, not a bad file.
+std::vector<uint8_t> encode_jpeg(const uint8_t* pixels, int h, int w, int channels,
+                                 int quality = 95, bool progressive = false);
+
+// ---- decoding --------------------------------------------------------------------------------
+
+// What was wrong with a file. The rules (data/README.md has the long form):
+//   missing    the file could not be opened or read (the OS error is in the message)
+//   empty      zero bytes
+//   not_image  no known signature (JPEG, PNG, GIF, BMP, PGM/PPM), and stb_image does not
+//              recognise it either (TGA, PSD, HDR have no fixed signature)
+//   truncated  the file's own structure says more bytes should follow: a JPEG ends before its
+//              end-of-image marker or inside a marker segment, a PNG inside a chunk or before
+//              IEND, an uncompressed BMP or a binary PGM/PPM before its pixel data ends
+//   corrupt    a known format whose structure is complete, but the decoder rejected it or
+//              warned (bad Huffman code, bad zlib stream, impossible header values)
+//   too_large  the header declares more than max_pixels pixels (checked before decoding)
+enum class ImageError { none, missing, empty, truncated, corrupt, not_image, too_large };
+
+// "none", "missing", "empty", "truncated", "corrupt", "not_image", "too_large".
+const char* image_error_name(ImageError e);
+
+struct DecodeResult {
+  ImageError error = ImageError::none;
+  std::string message;  // empty when ok; otherwise names the problem, e.g. "truncated JPEG: ..."
+  bool ok() const { return error == ImageError::none; }
+};
+
+struct Image {
+  int h = 0, w = 0, c = 0;
+  std::vector<uint8_t> pixels;  // (H, W, C) uint8
+};
+
+// Decodes a whole file image held in memory into `out` with `channels` channels (1 or 3).
+//  - The format comes from the magic bytes, never from a file name.
+//  - The declared size is checked against max_pixels (width * height of the full image)
+//    before anything is allocated or decoded: a file claiming 20000x20000 costs microseconds.
+//  - JPEG (libjpeg-turbo): when min_side > 0 the image is decoded with the smallest DCT
+//    scaling of 1/8, 1/4, 1/2 (else 1) whose shorter side is still >= min_side, so a caller
+//    that will shrink to min_side anyway decodes up to 64x fewer pixels. Grayscale, YCbCr, RGB,
+//    CMYK/YCCK and progressive JPEGs are read. CMYK is taken as Adobe writes it (inverted:
+//    255 = no ink; libjpeg-turbo hands the samples over as stored) so R = C*K/255, etc.
+//  - Other formats (PNG, GIF, BMP, PGM/PPM, TGA) through stb_image at full size; 16-bit PNGs
+//    are reduced to 8 bits and alpha is dropped.
+//  - Channel conversion: RGB -> gray with the ITU-R BT.601 luma weights
+//    Y = (299 R + 587 G + 114 B + 500) / 1000 (a YCbCr JPEG's own Y channel is that luma, so it
+//    is used directly); gray -> RGB by replication.
+// Never throws for a bad file; on failure `out` is left empty (h = w = c = 0).
+DecodeResult decode_image(const uint8_t* bytes, size_t n, int channels, int min_side,
+                          int64_t max_pixels, Image& out);
+
+// Reads a whole file. Failure to open or read it (no such file, a directory, no permission)
+// is ImageError::missing, with the OS error in the message.
+DecodeResult read_file_bytes(const std::string& path, std::vector<uint8_t>& bytes);
+
+// read_file_bytes, then decode_image (an empty file is ImageError::empty).
+DecodeResult load_image_file(const std::string& path, int channels, int min_side,
+                             int64_t max_pixels, Image& out);
+
+// ---- transforms ------------------------------------------------------------------------------
+
+// Scales `in` so that its shorter side becomes `target`, keeping the aspect ratio (the longer
+// side is rounded to the nearest integer, at least 1). Each axis is resampled on its own:
+//  - shrinking: area averaging, each output pixel the exact mean of the input area it covers
+//    (fractional pixels weighted by their overlap);
+//  - enlarging: bilinear with pixel centres aligned ((i + 0.5) * in / out - 0.5, clamped);
+//  - equal: a copy.
+// The arithmetic is integer and exact, rounded once at the end (half up), so the result is
+// the same on every machine and can be checked by hand.
+void resize_shorter_side(const Image& in, int target, Image& out);
+
+// Copies the size x size window whose top-left corner is (y0, x0), mirrored left-right when
+// flip, into out (size * size * in.c bytes, HWC). The window must lie inside the image.
+void crop_flip(const Image& in, int size, int y0, int x0, bool flip, uint8_t* out);
+
+// What a sample looks like after loading: channels x size x size, cut from the image resized
+// so its shorter side is `resize` (0 = size). Packs store images at resize x resize.
+struct ImageSpec {
+  int size = 28;
+  int channels = 1;
+  int resize = 0;  // shorter side before cropping; 0 = size
+  bool random_crop = false;
+  bool random_flip = false;
+  int64_t max_pixels = 64LL << 20;
+};
+
+// Throws cutrain::Error naming the bad field: size < 1, channels not 1 or 3, resize < size,
+// max_pixels < 1.
+void check_image_spec(const ImageSpec& spec);
+
+// The crop-and-flip of one sample, from its augmentation key:
+//   corner: centred ((h - size) / 2, (w - size) / 2), or with random_crop drawn from
+//           r = rng_u64(aug_key, 0): y0 = (r & 0xffffffff) % (h - size + 1),
+//           x0 = (r >> 32) % (w - size + 1);
+//   flip:   random_flip and rng_u64(aug_key, 1) is odd.
+struct CropPlan {
+  int y0 = 0, x0 = 0;
+  bool flip = false;
+};
+CropPlan plan_crop(int h, int w, const ImageSpec& spec, uint64_t aug_key);
+
+// The whole per-sample path: load_image_file (decoding at a DCT scale no smaller than the
+// resize target), resize_shorter_side to (resize ? resize : size), then crop_flip as
+// plan_crop says, into out (size * size * channels bytes, HWC). The same key gives the same
+// bytes. The packer uses it with size = resize and no randomness: a centred square.
+DecodeResult load_sample(const std::string& path, const ImageSpec& spec, uint64_t aug_key,
+                         uint8_t* out);
+
+// The same crop and flip on an image already decoded to in_size x in_size (an HDF5 pack
+// entry): plan_crop + crop_flip, as load_sample does after its resize.
+void augment_square(const uint8_t* in, int in_size, int channels, const ImageSpec& spec,
+                    uint64_t aug_key, uint8_t* out);
+
+}  // namespace cutrain

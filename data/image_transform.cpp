@@ -1,0 +1,228 @@
+// resize_shorter_side, crop_flip, plan_crop, load_sample, augment_square. See image.h.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+
+#include "data/image.h"
+#include "kernels/check.h"
+#include "kernels/rng.h"
+
+namespace cutrain {
+
+namespace {
+
+// One axis of a separable resampling: output i = sum over its taps of in[index] * weight,
+// divided by `denom` (all integers, so the result is exact until the single final rounding).
+// Output i uses taps start[i] .. start[i + 1] - 1.
+struct Axis {
+  std::vector<int> index;
+  std::vector<uint32_t> weight;
+  std::vector<int> start;
+  uint64_t denom = 1;
+  void add(int64_t i, int64_t w) { index.push_back(int(i)), weight.push_back(uint32_t(w)); }
+  void end_output() { start.push_back(int(index.size())); }
+};
+
+// Shrinking: output pixel i covers input [i * in / out, (i + 1) * in / out). In units of
+// 1/out of an input pixel that is [i * in, (i + 1) * in), and input j covers
+// [j * out, (j + 1) * out), so each overlap is an integer and the weights sum to in.
+// Enlarging: bilinear between the two nearest input centres, the output centre i + 0.5 sitting
+// at input position (i + 0.5) * in / out - 0.5 = ((2i + 1) * in - out) / (2 * out), clamped to
+// the first and last pixel. Weights are in units of 1/(2 * out).
+Axis make_axis(int in, int out) {
+  Axis a;
+  a.end_output();
+  if (in == out) {
+    for (int i = 0; i < out; i++) a.add(i, 1), a.end_output();
+  } else if (out < in) {
+    a.denom = uint64_t(in);
+    for (int64_t i = 0; i < out; i++) {
+      const int64_t lo = i * in, hi = (i + 1) * in;
+      for (int64_t j = lo / out; j * out < hi; j++)
+        a.add(j, std::min(hi, (j + 1) * out) - std::max(lo, j * out));
+      a.end_output();
+    }
+  } else {
+    const int64_t d = 2 * int64_t(out);
+    a.denom = uint64_t(d);
+    for (int64_t i = 0; i < out; i++) {
+      const int64_t pos = (2 * i + 1) * in - out;  // / d = the input position
+      const int64_t j = pos <= 0 ? 0 : pos / d, frac = pos <= 0 ? 0 : pos % d;
+      if (j >= in - 1) {
+        a.add(in - 1, d);
+      } else {
+        a.add(j, d - frac);
+        if (frac) a.add(j + 1, frac);
+      }
+      a.end_output();
+    }
+  }
+  return a;
+}
+
+// Pass 1, along x: rows (in_h, ow, C) of sums, each <= 255 * ax.denom. C is a template
+// parameter for 1 and 3 channels so the channel loop unrolls (0 = any, from c).
+template <int C>
+void horizontal_pass(const uint8_t* in, int in_h, int in_w, int c_any, const Axis& ax,
+                     uint32_t* rows) {
+  const int c = C ? C : c_any;
+  const int ow = int(ax.start.size()) - 1;
+  for (int y = 0; y < in_h; y++) {
+    const uint8_t* src = in + size_t(y) * in_w * c;
+    uint32_t* dst = rows + size_t(y) * ow * c;
+    for (int x = 0; x < ow; x++, dst += c) {
+      for (int k = 0; k < c; k++) dst[k] = 0;
+      for (int t = ax.start[x]; t < ax.start[x + 1]; t++) {
+        const uint8_t* p = src + size_t(ax.index[t]) * c;
+        const uint32_t wt = ax.weight[t];
+        for (int k = 0; k < c; k++) dst[k] += p[k] * wt;
+      }
+    }
+  }
+}
+
+// Pass 2, along y, and the one rounding per byte: q = (sum + denom / 2) / denom. Acc is
+// uint32_t when 255 * denom fits (the usual case: faster), else uint64_t. A hardware division
+// per byte would cost more than the rest, so q is estimated with the reciprocal in double
+// (off by at most one) and made exact by one integer comparison.
+template <typename Acc>
+void vertical_pass(const uint32_t* rows, size_t row_len, const Axis& ay, uint64_t denom,
+                   uint8_t* out) {
+  const int oh = int(ay.start.size()) - 1;
+  const uint64_t half = denom / 2;
+  const double inv = 1.0 / double(denom);
+  std::vector<Acc> acc(row_len);
+  for (int y = 0; y < oh; y++) {
+    std::fill(acc.begin(), acc.end(), Acc(0));
+    for (int t = ay.start[y]; t < ay.start[y + 1]; t++) {
+      const uint32_t* row = rows + size_t(ay.index[t]) * row_len;
+      const Acc wt = ay.weight[t];
+      for (size_t i = 0; i < row_len; i++) acc[i] += Acc(row[i]) * wt;
+    }
+    uint8_t* dst = out + size_t(y) * row_len;
+    for (size_t i = 0; i < row_len; i++) {
+      const uint64_t n = uint64_t(acc[i]) + half;
+      uint64_t q = uint64_t(double(n) * inv);
+      if (q * denom > n) q--;
+      else if ((q + 1) * denom <= n) q++;
+      dst[i] = uint8_t(q);
+    }
+  }
+}
+
+void crop_flip_raw(const uint8_t* in, int h, int w, int c, int size, int y0, int x0, bool flip,
+                   uint8_t* out) {
+  CHECK(size >= 1 && y0 >= 0 && x0 >= 0 && y0 + size <= h && x0 + size <= w,
+        "crop_flip: a " << size << "x" << size << " window at (" << y0 << ", " << x0
+                        << ") does not fit in a " << h << "x" << w << " image");
+  for (int y = 0; y < size; y++) {
+    const uint8_t* src = in + (size_t(y0 + y) * w + x0) * c;
+    uint8_t* dst = out + size_t(y) * size * c;
+    if (!flip) {
+      std::memcpy(dst, src, size_t(size) * c);
+    } else {
+      for (int x = 0; x < size; x++)
+        std::memcpy(dst + size_t(x) * c, src + size_t(size - 1 - x) * c, size_t(c));
+    }
+  }
+}
+
+}  // namespace
+
+void resize_shorter_side(const Image& in, int target, Image& out) {
+  CHECK(target >= 1, "resize_shorter_side: target must be >= 1, got " << target);
+  CHECK(in.h >= 1 && in.w >= 1 && in.c >= 1 &&
+            in.pixels.size() == size_t(in.h) * in.w * in.c,
+        "resize_shorter_side: not an image: " << in.h << "x" << in.w << "x" << in.c << " with "
+                                              << in.pixels.size() << " bytes");
+  // The longer side, rounded to nearest: long * target / short, at least 1.
+  auto scaled = [&](int64_t side, int64_t shorter) {
+    return int(std::max<int64_t>(1, (2 * side * target + shorter) / (2 * shorter)));
+  };
+  const int shorter = std::min(in.h, in.w);
+  const int oh = in.h == shorter ? target : scaled(in.h, shorter);
+  const int ow = in.h == shorter ? scaled(in.w, shorter) : target;
+  const int c = in.c;
+  if (oh == in.h && ow == in.w) {
+    if (&out != &in) out = in;
+    return;
+  }
+  const Axis ax = make_axis(in.w, ow), ay = make_axis(in.h, oh);
+  // Pass 1 sums must fit in 32 bits, pass 2 sums (<= 255 * ax.denom * ay.denom) in 64.
+  // (denom is in_side when shrinking, 2 * out_side when enlarging.)
+  CHECK(ax.denom <= UINT32_MAX / 255 && ay.denom <= UINT32_MAX / 255,
+        "resize_shorter_side: " << in.h << "x" << in.w << " -> " << oh << "x" << ow
+                                << " is beyond the resampler's range (sides up to 8M)");
+  std::unique_ptr<uint32_t[]> rows(new uint32_t[size_t(in.h) * ow * c]);  // (in.h, ow, c)
+  if (c == 1) horizontal_pass<1>(in.pixels.data(), in.h, in.w, c, ax, rows.get());
+  else if (c == 3) horizontal_pass<3>(in.pixels.data(), in.h, in.w, c, ax, rows.get());
+  else horizontal_pass<0>(in.pixels.data(), in.h, in.w, c, ax, rows.get());
+  Image res;
+  res.h = oh, res.w = ow, res.c = c;
+  res.pixels.resize(size_t(oh) * ow * c);
+  const uint64_t denom = ax.denom * ay.denom;
+  if (255 * denom <= UINT32_MAX)
+    vertical_pass<uint32_t>(rows.get(), size_t(ow) * c, ay, denom, res.pixels.data());
+  else
+    vertical_pass<uint64_t>(rows.get(), size_t(ow) * c, ay, denom, res.pixels.data());
+  out = std::move(res);
+}
+
+void crop_flip(const Image& in, int size, int y0, int x0, bool flip, uint8_t* out) {
+  CHECK(in.pixels.size() == size_t(in.h) * in.w * in.c,
+        "crop_flip: not an image: " << in.h << "x" << in.w << "x" << in.c << " with "
+                                    << in.pixels.size() << " bytes");
+  crop_flip_raw(in.pixels.data(), in.h, in.w, in.c, size, y0, x0, flip, out);
+}
+
+void check_image_spec(const ImageSpec& spec) {
+  CHECK(spec.size >= 1, "image spec: size must be >= 1, got " << spec.size);
+  CHECK(spec.channels == 1 || spec.channels == 3,
+        "image spec: channels must be 1 or 3, got " << spec.channels);
+  CHECK(spec.resize == 0 || spec.resize >= spec.size,
+        "image spec: resize (" << spec.resize << ") must be 0 or >= size (" << spec.size
+                               << "): the crop is cut from the resized image");
+  CHECK(spec.max_pixels >= 1, "image spec: max_pixels must be >= 1, got " << spec.max_pixels);
+}
+
+CropPlan plan_crop(int h, int w, const ImageSpec& spec, uint64_t aug_key) {
+  CHECK(h >= spec.size && w >= spec.size, "plan_crop: a " << spec.size << "x" << spec.size
+                                              << " crop does not fit in " << h << "x" << w);
+  CropPlan p;
+  if (spec.random_crop) {
+    const uint64_t r = rng_u64(aug_key, 0);
+    p.y0 = int((r & 0xffffffffu) % uint64_t(h - spec.size + 1));
+    p.x0 = int((r >> 32) % uint64_t(w - spec.size + 1));
+  } else {
+    p.y0 = (h - spec.size) / 2;
+    p.x0 = (w - spec.size) / 2;
+  }
+  p.flip = spec.random_flip && (rng_u64(aug_key, 1) & 1);
+  return p;
+}
+
+DecodeResult load_sample(const std::string& path, const ImageSpec& spec, uint64_t aug_key,
+                         uint8_t* out) {
+  check_image_spec(spec);
+  const int target = spec.resize ? spec.resize : spec.size;
+  Image img;
+  // min_side = target: the decoder may drop DCT scales down to the target, never below it.
+  DecodeResult r = load_image_file(path, spec.channels, target, spec.max_pixels, img);
+  if (!r.ok()) return r;
+  resize_shorter_side(img, target, img);
+  const CropPlan p = plan_crop(img.h, img.w, spec, aug_key);
+  crop_flip(img, spec.size, p.y0, p.x0, p.flip, out);
+  return r;
+}
+
+void augment_square(const uint8_t* in, int in_size, int channels, const ImageSpec& spec,
+                    uint64_t aug_key, uint8_t* out) {
+  check_image_spec(spec);
+  CHECK(channels == spec.channels, "augment_square: the image has " << channels
+                                       << " channels, the spec asks for " << spec.channels);
+  const CropPlan p = plan_crop(in_size, in_size, spec, aug_key);
+  crop_flip_raw(in, in_size, in_size, channels, spec.size, p.y0, p.x0, p.flip, out);
+}
+
+}  // namespace cutrain
