@@ -56,6 +56,8 @@ LIB_CU   := $(if $(filter 1,$(USE_CUDA)),$(foreach d,$(LIB_DIRS),$(wildcard $(d)
 APP_CPP  := $(wildcard train/*.cpp)
 TEST_CPP := $(wildcard tests/*.cpp tests/*/*.cpp)
 TEST_CU  := $(if $(filter 1,$(USE_CUDA)),$(wildcard tests/*.cu tests/*/*.cu))
+BENCH_CPP := $(wildcard bench/*.cpp)
+BENCH_BIN := $(patsubst bench/%.cpp,bin/bench_%,$(BENCH_CPP))
 
 obj = $(patsubst %,$(BUILD)/%.o,$(1))
 LIB_OBJ  := $(call obj,$(LIB_CPP) $(LIB_CU))
@@ -66,8 +68,8 @@ TEST_OBJ := $(call obj,$(TEST_CPP) $(TEST_CU))
 MODE_STAMP := build/mode
 $(shell mkdir -p build; [ "$$(cat $(MODE_STAMP) 2>/dev/null)" = "$(MODE)" ] || echo $(MODE) > $(MODE_STAMP))
 
-.PHONY: all test clean deps demo
-all: bin/cutrain bin/cutrain_tests
+.PHONY: all test clean deps demo bench
+all: bin/cutrain bin/cutrain_tests $(BENCH_BIN)
 
 bin/cutrain: $(APP_OBJ) $(LIB_OBJ) $(MODE_STAMP)
 	@mkdir -p $(@D)
@@ -77,6 +79,13 @@ bin/cutrain_tests: $(TEST_OBJ) $(LIB_OBJ) $(MODE_STAMP)
 	@mkdir -p $(@D)
 	$(CXX) $(LDFLAGS) -o $@ $(TEST_OBJ) $(LIB_OBJ) $(LDLIBS)
 
+# Benchmarks: one program per bench/<name>.cpp (built with everything, run by hand).
+bin/bench_%: $(BUILD)/bench/%.cpp.o $(LIB_OBJ) $(MODE_STAMP)
+	@mkdir -p $(@D)
+	$(CXX) $(LDFLAGS) -o $@ $< $(LIB_OBJ) $(LDLIBS)
+
+bench: $(BENCH_BIN)
+
 $(BUILD)/%.cpp.o: %.cpp
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
@@ -85,7 +94,7 @@ $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
-test: bin/cutrain_tests
+test: all
 	./bin/cutrain_tests $(TEST_ARGS)
 
 DEBIAN_PACKAGES := libturbojpeg0-dev libstb-dev libhdf5-dev zlib1g-dev doctest-dev \
@@ -110,4 +119,4 @@ demo:
 clean:
 	rm -rf build bin
 
--include $(LIB_OBJ:.o=.d) $(APP_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(APP_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(patsubst %,$(BUILD)/%.d,$(BENCH_CPP))

@@ -132,8 +132,13 @@ CropPlan plan_crop(int h, int w, const ImageSpec& spec, uint64_t aug_key);
 // resize target), resize_shorter_side to (resize ? resize : size), then crop_flip as
 // plan_crop says, into out (size * size * channels bytes, HWC). The same key gives the same
 // bytes. The packer uses it with size = resize and no randomness: a centred square.
+// With `times`, the seconds spent reading the file, decoding it and resizing/cropping are
+// added to it (the loader's per-stage statistics).
+struct StageTimes {
+  double read_s = 0, decode_s = 0, augment_s = 0;
+};
 DecodeResult load_sample(const std::string& path, const ImageSpec& spec, uint64_t aug_key,
-                         uint8_t* out);
+                         uint8_t* out, StageTimes* times = nullptr);
 
 // The same crop and flip on an image already decoded to in_size x in_size (an HDF5 pack
 // entry): plan_crop + crop_flip, as load_sample does after its resize.

@@ -1,5 +1,6 @@
 // resize_shorter_side, crop_flip, plan_crop, load_sample, augment_square. See image.h.
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -203,16 +204,28 @@ CropPlan plan_crop(int h, int w, const ImageSpec& spec, uint64_t aug_key) {
 }
 
 DecodeResult load_sample(const std::string& path, const ImageSpec& spec, uint64_t aug_key,
-                         uint8_t* out) {
+                         uint8_t* out, StageTimes* times) {
   check_image_spec(spec);
   const int target = spec.resize ? spec.resize : spec.size;
+  using clock = std::chrono::steady_clock;
+  auto lap = [t = clock::now()](double* into) mutable {
+    const auto now = clock::now();
+    if (into) *into += std::chrono::duration<double>(now - t).count();
+    t = now;
+  };
+  std::vector<uint8_t> bytes;
+  DecodeResult r = read_file_bytes(path, bytes);
+  lap(times ? &times->read_s : nullptr);
+  if (!r.ok()) return r;
   Image img;
   // min_side = target: the decoder may drop DCT scales down to the target, never below it.
-  DecodeResult r = load_image_file(path, spec.channels, target, spec.max_pixels, img);
+  r = decode_image(bytes.data(), bytes.size(), spec.channels, target, spec.max_pixels, img);
+  lap(times ? &times->decode_s : nullptr);
   if (!r.ok()) return r;
   resize_shorter_side(img, target, img);
   const CropPlan p = plan_crop(img.h, img.w, spec, aug_key);
   crop_flip(img, spec.size, p.y0, p.x0, p.flip, out);
+  lap(times ? &times->augment_s : nullptr);
   return r;
 }
 

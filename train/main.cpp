@@ -4,10 +4,14 @@
 #include <cstdio>
 #include <exception>
 #include <string>
+#include <thread>
 
+#include "data/check_data.h"
+#include "data/fashion_mnist.h"
 #include "kernels/check.h"
 #include "kernels/gpu.h"
 #include "nn/model.h"
+#include "train/progress.h"
 
 using namespace cutrain;
 
@@ -37,6 +41,58 @@ static int cmd_describe(const std::string& model, const std::string& input, int 
   return 0;
 }
 
+static int cmd_import_fashion_mnist(const std::string& from, const std::string& out,
+                                    ImportOptions opt) {
+  std::printf("import-fashion-mnist: %s -> %s\n", from.c_str(), out.c_str());
+  std::fflush(stdout);  // before the progress lines on stderr
+  opt.progress = Progress("encoded", "images");
+  const ImportSummary s = import_fashion_mnist(from, out, opt);
+  if (s.reused) {
+    std::printf("  already complete (%lld train, %lld test images): kept; --force re-encodes\n",
+                (long long)s.train, (long long)s.test);
+  } else {
+    std::printf("  wrote %lld + %lld JPEGs (%.1f MB) in %.1f s with %d thread%s\n",
+                (long long)s.train, (long long)s.test, s.jpeg_bytes / 1e6, s.seconds, s.threads,
+                s.threads == 1 ? "" : "s");
+  }
+  std::printf("  %s\n  %s\n  %s\n", s.train_list.c_str(), s.test_list.c_str(),
+              s.classes_file.c_str());
+  return 0;
+}
+
+static int cmd_check_data(const std::string& list_path, int classes, const ImageSpec& spec,
+                          int threads, const std::string& bad_out) {
+  const ImageList list = read_image_list(list_path, classes);
+  std::printf("check-data: %s: %zu images, decoding to %dx%dx%d\n", list_path.c_str(),
+              list.samples.size(), spec.size, spec.size, spec.channels);
+  std::fflush(stdout);  // before the progress lines on stderr
+  const CheckReport r = check_data(list, spec, threads, Progress("decoded", "images"));
+  std::printf("  %lld good, %zu bad, %.1f s (%.0f images/s)\n", (long long)r.good, r.bad.size(),
+              r.seconds, double(r.images) / r.seconds);
+  for (const auto& kv : r.bad_by_kind)
+    std::printf("  %-10s %lld\n", image_error_name(kv.first), (long long)kv.second);
+  for (size_t i = 0; i < r.bad.size() && i < 10; i++)
+    std::printf("    %s: %s\n", r.bad[i].name.c_str(), r.bad[i].message.c_str());
+  if (r.bad.size() > 10) std::printf("    ... and %zu more\n", r.bad.size() - 10);
+  if (!bad_out.empty() && !r.bad.empty()) {
+    FILE* f = std::fopen(bad_out.c_str(), "w");
+    CHECK(f, "cannot write " << bad_out);
+    for (const BadFile& b : r.bad)
+      std::fprintf(f, "%s\t%s\t%s\n", b.name.c_str(), image_error_name(b.kind), b.message.c_str());
+    std::fclose(f);
+    std::printf("  all bad files listed in %s\n", bad_out.c_str());
+  }
+  std::printf("  classes (good images):\n");
+  for (size_t c = 0; c < r.histogram.size(); c++)
+    std::printf("    %3zu %-20s %8lld\n", c,
+                c < list.class_names.size() ? list.class_names[c].c_str() : "",
+                (long long)r.histogram[c]);
+  const double imb = class_imbalance(r.histogram);
+  std::printf("  imbalance (largest / smallest class): %.2f%s\n", imb,
+              imb > 1.5 ? "  <- consider re-weighting or re-sampling" : "");
+  return r.bad.empty() ? 0 : 2;
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"cutrain: a from-scratch C++/CUDA trainer for small image classifiers"};
   app.require_subcommand(1);
@@ -50,10 +106,34 @@ int main(int argc, char** argv) {
   describe->add_option("--input", input, "Input image size HxWxC")->capture_default_str();
   describe->add_option("--classes", classes, "Number of classes")->capture_default_str();
 
+  auto* import_fm = app.add_subcommand(
+      "import-fashion-mnist", "Turn the Fashion-MNIST IDX files into JPEGs plus train/test lists");
+  std::string import_from = kFashionMnistDir, import_out = "data/fashion-mnist";
+  ImportOptions import_opt;
+  import_opt.threads = int(std::thread::hardware_concurrency());
+  import_fm->add_option("--from", import_from, "Folder of the IDX files")->capture_default_str();
+  import_fm->add_option("--out", import_out, "Output folder")->capture_default_str();
+  import_fm->add_option("--threads", import_opt.threads, "Encoder threads")->capture_default_str();
+  import_fm->add_flag("--force", import_opt.force, "Re-encode even when a complete import exists");
+
+  auto* check = app.add_subcommand(
+      "check-data", "Decode every image of a list; report bad files and the class histogram");
+  std::string check_list, check_bad;
+  int check_classes = 0, check_threads = 0;
+  ImageSpec check_spec;
+  check->add_option("list", check_list, "Image list (path<TAB>label per line)")->required();
+  check->add_option("--classes", check_classes, "Number of classes (0: from classes.txt or labels)");
+  check->add_option("--size", check_spec.size, "Decode to SxS")->capture_default_str();
+  check->add_option("--channels", check_spec.channels, "1 or 3")->capture_default_str();
+  check->add_option("--threads", check_threads, "Decode threads (0: hardware threads - 1)");
+  check->add_option("--bad-files", check_bad, "Write every bad file to this file");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (*info) return cmd_info();
     if (*describe) return cmd_describe(model, input, classes);
+    if (*import_fm) return cmd_import_fashion_mnist(import_from, import_out, import_opt);
+    if (*check) return cmd_check_data(check_list, check_classes, check_spec, check_threads, check_bad);
   } catch (const Error& e) {
     std::fprintf(stderr, "cutrain: %s\n", e.what());
     return 1;

@@ -83,7 +83,7 @@ TEST_CASE("decode_image: every good kind decodes to 1 and to 3 channels") {
       double mean;
       int max;
       errors(img.pixels, want, mean, max);
-      MESSAGE(f.kind << " -> " << channels << " channel(s): mean abs error " << mean
+      INFO(f.kind << " -> " << channels << " channel(s): mean abs error " << mean
                      << ", max " << max);
       REQUIRE(mean < 1.25);
       REQUIRE(max <= 8);
@@ -228,7 +228,7 @@ TEST_CASE("decode_image: the pixel cap is checked on the header, before any deco
     const DecodeResult r = decode(huge, img);
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    MESSAGE("20000x20000 JPEG refused in " << ms << " ms");
+    INFO("20000x20000 JPEG refused in " << ms << " ms");
     REQUIRE(r.error == ImageError::too_large);
     REQUIRE(ms < 50);
   }
@@ -290,7 +290,7 @@ TEST_CASE("decode_image: DCT scaling, the smallest power-of-two scale keeping mi
         sum += e;
         max = std::max(max, e);
       }
-  MESSAGE("1/8 DCT decode vs 8x8 block means of the full decode: mean " << sum / (48 * 64 * 3)
+  INFO("1/8 DCT decode vs 8x8 block means of the full decode: mean " << sum / (48 * 64 * 3)
                                                                        << ", max " << max);
   REQUIRE(sum / (48 * 64 * 3) < 1.0);
   REQUIRE(max <= 4);

@@ -89,7 +89,7 @@ TEST_CASE("encode_jpeg: RGB at quality 95, 4:4:4, decodes close to the source") 
   double mean = 0;
   int max = 0;
   stb_error(jpeg, src, h, w, 3, mean, max);
-  MESSAGE("RGB q95: mean abs error " << mean << ", max " << max);
+  INFO("RGB q95: mean abs error " << mean << ", max " << max);
   REQUIRE(mean < 1.0);
   REQUIRE(max <= 8);
   // quality is honoured: quality 10 is much smaller and much worse
@@ -146,7 +146,7 @@ TEST_CASE("encode_jpeg: grayscale, progressive and CMYK files decode elsewhere")
     double mean;
     int max;
     stb_error(jpeg, want, h, w, 3, mean, max);
-    MESSAGE("CMYK q95 via stb_image: mean abs error " << mean << ", max " << max);
+    INFO("CMYK q95 via stb_image: mean abs error " << mean << ", max " << max);
     REQUIRE(mean < 2.0);
     REQUIRE(max <= 16);
   }

@@ -16,18 +16,6 @@ using namespace cutrain;
 
 namespace cutrain_test {
 
-TempDir::TempDir() {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/cutrain_test_XXXXXX";
-  CHECK(::mkdtemp(tmpl.data()) != nullptr, "mkdtemp(" << tmpl << ") failed");
-  path_ = tmpl;
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;  // a destructor must not throw; a leftover temp dir is harmless
-  std::filesystem::remove_all(path_, ec);
-}
-
 Image gradient_image(int h, int w, int c) {
   Image img;
   img.h = h, img.w = w, img.c = c;
@@ -55,18 +43,6 @@ Image pattern_image(int h, int w, int c) {
         v = uint8_t(std::clamp(int(v) + (((x / 8 + y / 8) & 1) ? 40 : -40), 0, 255));
       }
   return img;
-}
-
-void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
-  CHECK(f.good(), "cannot write " << path);
-}
-
-std::vector<uint8_t> read_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  CHECK(f.good(), "cannot read " << path);
-  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
 }
 
 namespace {

@@ -1,5 +1,5 @@
 // defines: real image files for the data tests, good and bad, written by the tests themselves:
-// TempDir, synthetic images (gradient_image, pattern_image), encoders for the lossless formats
+// synthetic images (gradient_image, pattern_image), encoders for the lossless formats
 // (png_bytes, bmp_bytes, tga_bytes, pnm_bytes) and for CMYK (cmyk_from_rgb), crafted damage
 // (truncate_half, jpeg_garbage_scan, jpeg_claiming, png_claiming, png_garbage_idat), and
 // write_test_images(), one file of every kind in a folder, for the image and loader tests.
@@ -9,23 +9,9 @@
 #include <vector>
 
 #include "data/image.h"
+#include "tests/data/temp_dir.h"
 
 namespace cutrain_test {
-
-// A fresh directory under $TMPDIR (default /tmp), removed with everything in it when the
-// object goes out of scope.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 // Smooth, c = 1 or 3: red ramps along x, green along y, blue falls along the diagonal (gray:
 // the mean of the three). What JPEG compresses best, so error bounds can be tight.
@@ -34,8 +20,6 @@ cutrain::Image gradient_image(int h, int w, int c);
 // misplaced pixel (a wrong crop, a missing flip, swapped channels) shows.
 cutrain::Image pattern_image(int h, int w, int c);
 
-void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes);
-std::vector<uint8_t> read_bytes(const std::string& path);
 
 // Lossless files (stb_image_write, and PGM/PPM by hand): they decode to exactly `img`.
 std::vector<uint8_t> png_bytes(const cutrain::Image& img);

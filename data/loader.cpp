@@ -1,0 +1,319 @@
+#include "data/loader.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "kernels/check.h"
+
+namespace cutrain {
+
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+// One batch's worth of memory, on the host and (with a GPU) on the device.
+struct Loader::Slot {
+  enum class State { free, filling, full, in_use };
+  State state = State::free;
+
+  std::vector<uint8_t> host_images;  // CPU mode
+  std::vector<int32_t> host_labels;
+  PinnedBuffer pinned_images, pinned_labels;  // GPU mode: copies overlap only from pinned memory
+  uint8_t* images = nullptr;         // (B,S,S,C) whichever of the two is in use
+  int32_t* labels = nullptr;         // (B)
+  std::vector<int64_t> indices;      // the batch's sample indices, compacted on completion
+  std::vector<char> good;            // per position: decoded fine
+  int n = 0;
+
+  DeviceBuffer d_images, d_labels;
+  std::unique_ptr<Event> copied, consumed, copy_start;  // GPU mode
+  bool consumed_pending = false;     // a release recorded `consumed`; wait before writing
+  bool copy_timed = false;           // copy_start/copied hold a copy not yet added to stats
+
+  int64_t seq = -1;
+  SamplerCursor where;
+  int remaining = 0;                 // samples not yet loaded (guarded by the loader's mutex)
+};
+
+Loader::Loader(std::shared_ptr<const SampleSource> source, const SamplerConfig& sampler,
+               const LoaderConfig& config, SamplerCursor start)
+    : src_(std::move(source)), sampler_(sampler), cfg_(config) {
+  CHECK(src_, "loader: no sample source");
+  CHECK(src_->size() > 0, "loader: the source has no samples");
+  CHECK(sampler.num_samples == src_->size(),
+        "loader: the sampler is for " << sampler.num_samples << " samples but the source has "
+                                      << src_->size());
+  CHECK(cfg_.ring >= 1, "loader: the ring needs at least 1 slot, got " << cfg_.ring);
+  if (cfg_.threads <= 0) {
+    const int hw = int(std::thread::hardware_concurrency());
+    cfg_.threads = hw > 1 ? hw - 1 : 1;
+  }
+  sample_bytes_ = src_->sample_bytes();
+  const size_t B = size_t(sampler_.config().batch_size);  // a replica never gets more than this
+  const bool gpu = cfg_.gpu >= 0;
+  if (gpu) {
+    CHECK(gpu_usable(), "loader: cannot copy batches to cuda:" << cfg_.gpu << ": "
+                                                               << gpu_unavailable_reason());
+    CHECK(cfg_.gpu < gpu_count(), "loader: cuda:" << cfg_.gpu << " does not exist ("
+                                                  << gpu_count() << " devices)");
+    set_device(cfg_.gpu);
+    copy_stream_ = std::make_unique<Stream>(cfg_.gpu);
+  }
+  for (int i = 0; i < cfg_.ring; i++) {
+    auto s = std::make_unique<Slot>();
+    if (gpu) {
+      s->pinned_images = PinnedBuffer(B * sample_bytes_);
+      s->pinned_labels = PinnedBuffer(B * sizeof(int32_t));
+      s->images = static_cast<uint8_t*>(s->pinned_images.data());
+      s->labels = static_cast<int32_t*>(s->pinned_labels.data());
+      s->d_images = DeviceBuffer(B * sample_bytes_, cfg_.gpu, copy_stream_->get());
+      s->d_labels = DeviceBuffer(B * sizeof(int32_t), cfg_.gpu, copy_stream_->get());
+      s->copied = std::make_unique<Event>(true);
+      s->copy_start = std::make_unique<Event>(true);
+      s->consumed = std::make_unique<Event>(false);
+    } else {
+      s->host_images.resize(B * sample_bytes_);
+      s->host_labels.resize(B);
+      s->images = s->host_images.data();
+      s->labels = s->host_labels.data();
+    }
+    slots_.push_back(std::move(s));
+  }
+  assign_cursor_ = deliver_cursor_ = start;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int i = 0; i < cfg_.ring; i++) assign_locked(i);
+  }
+  for (int t = 0; t < cfg_.threads; t++) workers_.emplace_back([this] { worker_main(); });
+}
+
+Loader::~Loader() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  full_cv_.notify_all();
+  for (auto& t : workers_) t.join();
+  if (copy_stream_) copy_stream_->synchronize();  // no copy may outlive its buffers
+}
+
+void Loader::assign_locked(int slot) {
+  Slot& s = *slots_[size_t(slot)];
+  s.seq = next_assign_seq_++;
+  s.where = assign_cursor_;
+  assign_cursor_ = sampler_.next(assign_cursor_);
+  s.indices = sampler_.batch(s.where.epoch, s.where.batch);
+  s.good.assign(s.indices.size(), 0);
+  s.remaining = int(s.indices.size());
+  s.state = Slot::State::filling;
+  slot_of_seq_[s.seq] = slot;
+  if (s.remaining == 0) {  // an empty shard (tiny last batch split over many replicas)
+    s.n = 0;
+    s.state = Slot::State::full;
+    full_cv_.notify_all();
+    return;
+  }
+  for (int pos = 0; pos < s.remaining; pos++) tasks_.push_back(Task{slot, pos});
+  work_cv_.notify_all();
+}
+
+void Loader::worker_main() {
+  if (cfg_.gpu >= 0) set_device(cfg_.gpu);  // the current device is per thread
+  StageTimes times;
+  double idle = 0, slot_wait = 0;
+  for (;;) {
+    Task task;
+    bool wait_consumed = false;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      const auto t0 = std::chrono::steady_clock::now();
+      work_cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
+      idle += seconds_since(t0);
+      if (stop_) break;
+      task = tasks_.front();
+      tasks_.pop_front();
+      wait_consumed = slots_[size_t(task.slot)]->consumed_pending;
+    }
+    Slot& s = *slots_[size_t(task.slot)];
+    if (wait_consumed) {  // the batch this slot held may still be read by the GPU
+      const auto t0 = std::chrono::steady_clock::now();
+      s.consumed->synchronize();
+      slot_wait += seconds_since(t0);
+    }
+    try {
+      const int64_t index = s.indices[size_t(task.pos)];
+      bool ok = false;
+      if (!known_bad(index)) {
+        const uint64_t key = augment_key(sampler_.config().seed, s.where.epoch, index);
+        const DecodeResult r =
+            src_->load(index, key, s.images + size_t(task.pos) * sample_bytes_, times);
+        ok = r.ok();
+        if (!ok) record_bad(index, r);  // throws in strict mode
+      }
+      s.good[size_t(task.pos)] = ok;
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!error_) error_ = std::current_exception();
+      stop_ = true;
+      work_cv_.notify_all();
+      full_cv_.notify_all();
+      break;
+    }
+    bool last = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      last = --s.remaining == 0;
+      stats_.stages.read_s += times.read_s;
+      stats_.stages.decode_s += times.decode_s;
+      stats_.stages.augment_s += times.augment_s;
+      stats_.worker_idle_s += idle;
+      stats_.slot_wait_s += slot_wait;
+      times = StageTimes();
+      idle = slot_wait = 0;
+    }
+    if (last) complete(task.slot);
+  }
+}
+
+void Loader::complete(int slot) {
+  Slot& s = *slots_[size_t(slot)];
+  // Compact: move the good samples to the front, keeping their order.
+  int n = 0;
+  for (size_t pos = 0; pos < s.indices.size(); pos++) {
+    if (!s.good[pos]) continue;
+    if (size_t(n) != pos) {
+      std::memmove(s.images + size_t(n) * sample_bytes_, s.images + pos * sample_bytes_,
+                   sample_bytes_);
+      s.indices[size_t(n)] = s.indices[pos];
+    }
+    s.labels[n] = src_->label(s.indices[size_t(n)]);
+    n++;
+  }
+  s.indices.resize(size_t(n));
+  s.n = n;
+  if (cfg_.gpu >= 0 && n > 0) {
+    cudaStream_t cs = copy_stream_->get();
+    s.copy_start->record(cs);
+    copy_async(s.d_images.data(), s.images, size_t(n) * sample_bytes_, cs);
+    copy_async(s.d_labels.data(), s.labels, size_t(n) * sizeof(int32_t), cs);
+    s.copied->record(cs);
+    s.copy_timed = true;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  s.state = Slot::State::full;
+  full_cv_.notify_all();
+}
+
+Batch Loader::next(cudaStream_t compute) {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (const auto& s : slots_) occupancy_sum_ += s->state == Slot::State::full;
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t seq = next_deliver_seq_;
+  auto ready = [&] {
+    if (error_ || stop_) return true;
+    auto it = slot_of_seq_.find(seq);
+    return it != slot_of_seq_.end() && slots_[size_t(it->second)]->state == Slot::State::full;
+  };
+  full_cv_.wait(lock, ready);
+  stats_.consumer_wait_s += seconds_since(t0);
+  if (error_) std::rethrow_exception(error_);
+  CHECK(!stop_, "loader: next() after the loader was stopped");
+  const int slot = slot_of_seq_[seq];
+  slot_of_seq_.erase(seq);
+  Slot& s = *slots_[size_t(slot)];
+  s.state = Slot::State::in_use;
+  next_deliver_seq_++;
+  deliver_cursor_ = sampler_.next(deliver_cursor_);
+  stats_.batches++;
+  stats_.samples += s.n;
+  stats_.mean_full_slots = double(occupancy_sum_) / double(stats_.batches);
+  if (cfg_.gpu >= 0 && s.n > 0) s.copied->wait(compute);
+
+  Batch b;
+  b.seq = seq;
+  b.where = s.where;
+  b.n = s.n;
+  b.images = s.images;
+  b.labels = s.labels;
+  b.indices = s.indices.data();
+  if (cfg_.gpu >= 0) {
+    b.d_images = s.d_images.data();
+    b.d_labels = static_cast<const int32_t*>(s.d_labels.data());
+  }
+  b.slot = slot;
+  return b;
+}
+
+void Loader::release(const Batch& b, cudaStream_t compute) {
+  CHECK(b.slot >= 0 && b.slot < int(slots_.size()), "loader: release of an unknown batch");
+  Slot& s = *slots_[size_t(b.slot)];
+  std::lock_guard<std::mutex> lock(mu_);
+  CHECK(s.state == Slot::State::in_use && s.seq == b.seq,
+        "loader: batch " << b.seq << " released twice or not taken with next()");
+  if (cfg_.gpu >= 0) {
+    if (s.copy_timed) {  // the copy is long done: the consumer waited for it
+      s.copied->synchronize();
+      stats_.copy_ms += s.copied->ms_since(*s.copy_start);
+      s.copy_timed = false;
+    }
+    s.consumed->record(compute);
+    s.consumed_pending = true;
+  }
+  s.state = Slot::State::free;
+  if (!stop_) assign_locked(b.slot);
+}
+
+bool Loader::known_bad(int64_t index) {
+  std::lock_guard<std::mutex> lock(bad_mu_);
+  return bad_index_.count(index) != 0;
+}
+
+void Loader::record_bad(int64_t index, const DecodeResult& r) {
+  const std::string name = src_->name(index);
+  CHECK(!cfg_.strict, "bad file (" << image_error_name(r.error) << "): " << name << ": "
+                                   << r.message << " (--strict: stopping)");
+  std::lock_guard<std::mutex> lock(bad_mu_);
+  if (bad_index_.count(index)) return;  // two workers of two epochs: count it once
+  bad_index_[index] = bad_.size();
+  bad_.push_back(BadFile{index, name, r.error, r.message});
+  const size_t count = bad_.size();
+  if (int(count) <= cfg_.print_bad)
+    std::fprintf(stderr, "cutrain: skipping bad file (%s): %s: %s\n", image_error_name(r.error),
+                 name.c_str(), r.message.c_str());
+  if (int(count) == cfg_.print_bad)
+    std::fprintf(stderr, "cutrain: further bad files are not printed%s%s\n",
+                 cfg_.bad_files_path.empty() ? "" : "; all are listed in ",
+                 cfg_.bad_files_path.c_str());
+  if (!cfg_.bad_files_path.empty()) {
+    std::ofstream f(cfg_.bad_files_path, std::ios::app);
+    f << name << '\t' << image_error_name(r.error) << '\t' << r.message << '\n';
+  }
+}
+
+SamplerCursor Loader::cursor() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return deliver_cursor_;
+}
+
+LoaderStats Loader::stats() const {
+  LoaderStats st;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    st = stats_;
+  }
+  std::lock_guard<std::mutex> lock(bad_mu_);
+  st.bad_files = int64_t(bad_.size());
+  return st;
+}
+
+std::vector<BadFile> Loader::bad_files() const {
+  std::lock_guard<std::mutex> lock(bad_mu_);
+  return bad_;
+}
+
+}  // namespace cutrain

@@ -1,0 +1,143 @@
+// defines: Loader, the data pipeline: decode worker threads -> a ring of batch slots ->
+// (on a GPU) copies on their own stream -> the training loop.
+//
+//                  free slots                                      full slots
+//   release() ───────────────► [assign next batch] ──► tasks ──► workers ──► [complete] ──► next()
+//                                 (sampler order)   (one per      decode      compact bad samples,
+//                                                     sample)     into slot   copy on copy stream,
+//                                                                             record `copied`
+//
+// Why samples, not batches, are the unit of work: every worker helps fill the oldest batch,
+// so a batch is ready T times sooner than if one thread decoded it, and a ring of a few
+// slots keeps T threads busy without T slots of pinned memory.
+//
+// The rules that keep it correct:
+//  - A slot is rewritten only after the batch it held is consumed. On a GPU, release() records
+//    an event on the compute stream and the workers wait for that event before writing into
+//    the slot: refilling a slot whose copy or whose device buffer is still in use is the
+//    classic corruption bug of prefetching loaders.
+//  - next() makes the compute stream wait on the slot's `copied` event: the training thread
+//    never blocks on the copy (no device-wide synchronisation anywhere).
+//  - Batches come out in sampler order whatever the number of threads, and augmentation is
+//    keyed on (seed, epoch, sample): the bytes of every batch are a function of the seed.
+//  - A bad sample (missing, truncated, corrupt ... file) is skipped: the batch shrinks by one,
+//    the file is counted, named (the first few on stderr, all of them in a file), and skipped
+//    without another try in later epochs. With strict = true it stops the run instead.
+//  - An exception in a worker stops the loader and is rethrown by next().
+#pragma once
+#include <condition_variable>
+#include <deque>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "data/sampler.h"
+#include "data/source.h"
+#include "kernels/gpu.h"
+
+namespace cutrain {
+
+struct LoaderConfig {
+  int threads = 0;              // decode workers; 0: hardware threads - 1, at least 1
+  int ring = 4;                 // batch slots; 1 works (no prefetch), 3-4 keep workers busy
+  int gpu = -1;                 // copy batches to this device; -1: keep them on the host
+  bool strict = false;          // a bad file stops the run instead of being skipped
+  std::string bad_files_path;   // every bad file is appended here as it is found ("": none)
+  int print_bad = 10;           // how many bad files to name on stderr
+};
+
+// One batch, valid from next() until release().
+struct Batch {
+  int64_t seq = 0;                    // 0, 1, 2, ... since the loader started
+  SamplerCursor where;                // its epoch and batch number
+  int n = 0;                          // samples (bad files removed)
+  const uint8_t* images = nullptr;    // (n,S,S,C) uint8 NHWC, host (pinned when gpu >= 0)
+  const int32_t* labels = nullptr;    // (n)
+  const int64_t* indices = nullptr;   // (n) sample indices in the source
+  const void* d_images = nullptr;     // gpu >= 0: the same on the device, ready on the
+  const int32_t* d_labels = nullptr;  //   compute stream given to next()
+  int slot = -1;
+};
+
+struct BadFile {
+  int64_t index;
+  std::string name;
+  ImageError kind;
+  std::string message;
+};
+
+struct LoaderStats {
+  StageTimes stages;             // read, decode, augment: summed over the workers (seconds)
+  double worker_idle_s = 0;      // workers with nothing to do: every slot full or in use
+  double slot_wait_s = 0;        // workers waiting for a released slot's consumption event
+  double copy_ms = 0;            // host-to-device copies, timed with events (gpu only)
+  double consumer_wait_s = 0;    // next() blocked because the batch was not ready
+  double mean_full_slots = 0;    // ring occupancy seen by next(): near `ring` = data is ahead
+  int64_t batches = 0, samples = 0, bad_files = 0;
+};
+
+class Loader {
+ public:
+  Loader(std::shared_ptr<const SampleSource> source, const SamplerConfig& sampler,
+         const LoaderConfig& config, SamplerCursor start = {});
+  ~Loader();  // stops and joins the workers; safe at any point
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  // The next batch in sampler order; blocks until it is decoded. On a GPU, `compute` is made
+  // to wait for the batch's copy (an event, no host block). Rethrows a worker's exception.
+  Batch next(cudaStream_t compute = nullptr);
+  // Gives the batch's slot back. On a GPU, the slot is refilled only after the work queued
+  // on `compute` so far (which reads the batch) has finished.
+  void release(const Batch& b, cudaStream_t compute = nullptr);
+
+  SamplerCursor cursor() const;  // where the next call of next() will be: saved for resume
+  LoaderStats stats() const;
+  std::vector<BadFile> bad_files() const;
+  const Sampler& sampler() const { return sampler_; }
+  int threads() const { return int(workers_.size()); }
+
+ private:
+  struct Slot;
+  struct Task {
+    int slot;
+    int pos;
+  };
+
+  void worker_main();
+  void assign_locked(int slot);             // give a free slot the next batch, queue its tasks
+  void complete(int slot);                  // last sample done: compact, copy, mark full
+  bool known_bad(int64_t index);
+  void record_bad(int64_t index, const DecodeResult& r);
+
+  std::shared_ptr<const SampleSource> src_;
+  Sampler sampler_;
+  LoaderConfig cfg_;
+  size_t sample_bytes_;
+  std::unique_ptr<Stream> copy_stream_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+
+  mutable std::mutex mu_;                   // guards everything below
+  std::condition_variable work_cv_, full_cv_;
+  std::deque<Task> tasks_;                  // FIFO: the oldest batch is filled first
+  int64_t next_assign_seq_ = 0, next_deliver_seq_ = 0;
+  SamplerCursor assign_cursor_, deliver_cursor_;
+  std::unordered_map<int64_t, int> slot_of_seq_;
+  bool stop_ = false;
+  std::exception_ptr error_;
+  LoaderStats stats_;
+  int64_t occupancy_sum_ = 0;
+
+  mutable std::mutex bad_mu_;               // guards the bad-file record
+  std::unordered_map<int64_t, size_t> bad_index_;
+  std::vector<BadFile> bad_;
+
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace cutrain
