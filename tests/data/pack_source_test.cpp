@@ -1,6 +1,7 @@
 // PackSource: load() returns the stored bytes (centre spec) or augment_square of them (random
 // crop and flip), from memory and from disk; random access in any order and from many threads
-// gives the same bytes; stage times; and bad packs refused with messages naming the file.
+// gives the same bytes; stage times; bad packs refused with messages naming the file; and in
+// the loader, a pack gives the same batches as the JPEG files it was made from.
 #include <algorithm>
 #include <filesystem>
 #include <functional>
@@ -9,6 +10,7 @@
 #include <thread>
 
 #include "data/hdf5_io.h"
+#include "data/loader.h"
 #include "data/pack.h"
 #include "tests/data/pack_fixture.h"
 
@@ -237,4 +239,46 @@ TEST_CASE("PackSource: bad packs and mismatched specs are refused, naming the fi
   ImageSpec resized = spec_of(12, false, false);
   resized.resize = 14;
   require_refused(good, "already resized to 16", &resized);
+}
+
+TEST_CASE("PackSource in the loader: the same batches as the JPEG list, for square images") {
+  // For a square image the pack stores exactly the resized image (the centre crop is all of
+  // it), so the loader must give the same bytes from the pack as from the JPEG files: the same
+  // sampler order, the same augmentation keys, the same crop and flip code.
+  TempDir dir;
+  std::string list_text;
+  for (int i = 0; i < 30; i++) {
+    const int side = 16 + 8 * (i % 4);  // 16..40: resized to 16 (or kept)
+    std::vector<uint8_t> px(size_t(side) * side * 3);
+    for (size_t j = 0; j < px.size(); j++) px[j] = uint8_t(j * 7 + size_t(i) * 29 + (j / 48) * 5);
+    write_bytes(dir / ("sq" + std::to_string(i) + ".jpg"), encode_jpeg(px.data(), side, side, 3));
+    list_text += "sq" + std::to_string(i) + ".jpg " + std::to_string(i % 4) + "\n";
+  }
+  write_text(dir / "sq.txt", list_text);
+  const ImageList list = read_image_list(dir / "sq.txt");
+  PackOptions o;
+  o.size = kStored, o.channels = 3;
+  write_pack(list, dir / "sq.h5", o);
+
+  ImageSpec spec = spec_of(12, true, true);
+  auto from_pack = std::make_shared<PackSource>(dir / "sq.h5", spec, 0);  // on disk
+  spec.resize = kStored;
+  auto from_files = std::make_shared<ListSource>(list, spec);
+  SamplerConfig sc;
+  sc.num_samples = 30, sc.batch_size = 8, sc.seed = 11, sc.last_batch = LastBatch::partial;
+  LoaderConfig lc;
+  lc.threads = 3;
+  Loader a(from_pack, sc, lc), b(from_files, sc, lc);
+  for (int64_t step = 0; step < 3 * a.sampler().batches_per_epoch(); step++) {
+    INFO("step " << step);
+    const Batch x = a.next(), y = b.next();
+    REQUIRE(x.n == y.n);
+    REQUIRE(std::equal(x.indices, x.indices + x.n, y.indices));
+    REQUIRE(std::equal(x.labels, x.labels + x.n, y.labels));
+    REQUIRE(std::equal(x.images, x.images + size_t(x.n) * 12 * 12 * 3, y.images));
+    a.release(x);
+    b.release(y);
+  }
+  REQUIRE(a.stats().stages.read_s > 0);
+  REQUIRE(a.stats().stages.decode_s == 0);
 }
