@@ -8,6 +8,7 @@
 
 #include "data/check_data.h"
 #include "data/fashion_mnist.h"
+#include "data/pack.h"
 #include "kernels/check.h"
 #include "kernels/gpu.h"
 #include "nn/model.h"
@@ -57,6 +58,45 @@ static int cmd_import_fashion_mnist(const std::string& from, const std::string& 
   }
   std::printf("  %s\n  %s\n  %s\n", s.train_list.c_str(), s.test_list.c_str(),
               s.classes_file.c_str());
+  return 0;
+}
+
+// cutrain pack LIST OUT.h5 --size S: every image decoded once into an HDF5 pack (data/pack.h).
+struct PackArgs {
+  std::string list, out;
+  PackOptions opt;
+};
+
+static CLI::App* add_pack_command(CLI::App& app, PackArgs& a) {
+  auto* pack = app.add_subcommand(
+      "pack", "Decode every image of a list once into an HDF5 pack of SxS pixels");
+  pack->add_option("list", a.list, "Image list (path<TAB>label per line)")->required();
+  pack->add_option("out", a.out, "The pack to write, e.g. train.h5")->required();
+  pack->add_option("--size", a.opt.size, "Stored images are SxS: shorter side to S, centre crop")
+      ->required();
+  pack->add_option("--channels", a.opt.channels, "1 or 3")->capture_default_str();
+  pack->add_option("--threads", a.opt.threads, "Decode threads (0: hardware threads)")
+      ->capture_default_str();
+  pack->add_flag("--strict", a.opt.strict, "Stop at the first bad file instead of skipping it");
+  return pack;
+}
+
+static int cmd_pack(const PackArgs& a) {
+  const ImageList list = read_image_list(a.list);
+  std::printf("pack: %s (%zu images) -> %s at %dx%dx%d\n", a.list.c_str(), list.samples.size(),
+              a.out.c_str(), a.opt.size, a.opt.size, a.opt.channels);
+  std::fflush(stdout);  // before the progress lines on stderr
+  const PackSummary s = write_pack(list, a.out, a.opt, Progress("packed", "images"));
+  std::printf("  packed %lld of %lld images: %.1f MB on disk, %.1f s (%.0f images/s)\n",
+              (long long)s.packed, (long long)s.listed, s.bytes_on_disk / 1e6, s.seconds,
+              double(s.listed) / s.seconds);
+  if (!s.bad.empty()) {
+    std::printf("  skipped %zu bad files:\n", s.bad.size());
+    for (size_t i = 0; i < s.bad.size() && i < 10; i++)
+      std::printf("    %s: %s\n", s.bad[i].name.c_str(), s.bad[i].message.c_str());
+    if (s.bad.size() > 10) std::printf("    ... and %zu more\n", s.bad.size() - 10);
+    std::printf("  all of them are in the pack's bad_files and bad_reasons datasets\n");
+  }
   return 0;
 }
 
@@ -128,11 +168,15 @@ int main(int argc, char** argv) {
   check->add_option("--threads", check_threads, "Decode threads (0: hardware threads - 1)");
   check->add_option("--bad-files", check_bad, "Write every bad file to this file");
 
+  PackArgs pack_args;
+  auto* pack = add_pack_command(app, pack_args);
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (*info) return cmd_info();
     if (*describe) return cmd_describe(model, input, classes);
     if (*import_fm) return cmd_import_fashion_mnist(import_from, import_out, import_opt);
+    if (*pack) return cmd_pack(pack_args);
     if (*check) return cmd_check_data(check_list, check_classes, check_spec, check_threads, check_bad);
   } catch (const Error& e) {
     std::fprintf(stderr, "cutrain: %s\n", e.what());

@@ -1,0 +1,211 @@
+// Typed HDF5 helpers: scalar attributes, string and number datasets, dataset checks.
+#include "data/hdf5_io.h"
+
+#include <cstring>
+
+#include "data/hdf5_handle.h"
+#include "kernels/check.h"
+
+namespace cutrain {
+
+namespace {
+
+// Variable-length UTF-8 strings: what cutrain writes (and h5py writes for Python str).
+H5Handle vlen_string_type() {
+  H5Handle t = h5_owned(H5Tcopy(H5T_C_S1), H5Tclose, "cannot make a string type");
+  h5_check(H5Tset_size(t.get(), H5T_VARIABLE), "cannot make a string type");
+  h5_check(H5Tset_cset(t.get(), H5T_CSET_UTF8), "cannot make a string type");
+  return t;
+}
+
+// "uint8", "int32", "float64", "string", ... for messages about a type we did not expect.
+std::string describe_type(hid_t type) {
+  const size_t bits = 8 * H5Tget_size(type);
+  switch (H5Tget_class(type)) {
+    case H5T_INTEGER:
+      return (H5Tget_sign(type) == H5T_SGN_NONE ? "uint" : "int") + std::to_string(bits);
+    case H5T_FLOAT: return "float" + std::to_string(bits);
+    case H5T_STRING: return "string";
+    default: return "a non-numeric type";
+  }
+}
+
+H5Handle open_attribute(hid_t obj, const std::string& name, const std::string& where) {
+  CHECK(h5_has_attribute(obj, name), where << ": attribute '" << name << "' is missing");
+  return h5_owned(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose,
+                  where + ": cannot open attribute '" + name + "'");
+}
+
+// Opens a scalar attribute and checks that its type is of class `cls`.
+H5Handle open_scalar_attribute(hid_t obj, const std::string& name, H5T_class_t cls,
+                               const char* cls_name, const std::string& where) {
+  H5Handle attr = open_attribute(obj, name, where);
+  H5Handle space = h5_owned(H5Aget_space(attr.get()), H5Sclose, where + ": attribute " + name);
+  CHECK(H5Sget_simple_extent_npoints(space.get()) == 1,
+        where << ": attribute '" << name << "' should hold one value");
+  H5Handle type = h5_owned(H5Aget_type(attr.get()), H5Tclose, where + ": attribute " + name);
+  CHECK(H5Tget_class(type.get()) == cls, where << ": attribute '" << name << "' is "
+                                                << describe_type(type.get()) << ", not "
+                                                << cls_name);
+  return attr;
+}
+
+void write_scalar_attribute(hid_t obj, const std::string& name, hid_t file_type,
+                            hid_t mem_type, const void* value) {
+  H5Handle space = h5_owned(H5Screate(H5S_SCALAR), H5Sclose, "cannot make a dataspace");
+  H5Handle attr = h5_owned(H5Acreate2(obj, name.c_str(), file_type, space.get(), H5P_DEFAULT,
+                                      H5P_DEFAULT),
+                           H5Aclose, "cannot create attribute '" + name + "'");
+  h5_check(H5Awrite(attr.get(), mem_type, value), "cannot write attribute '" + name + "'");
+}
+
+}  // namespace
+
+H5Handle h5_file_access() {
+  H5Lock lock;
+  H5Handle fapl = h5_owned(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "file access properties");
+  h5_check(H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_SEMI), "file access properties");
+#if H5_VERSION_GE(1, 10, 7)
+  h5_check(H5Pset_file_locking(fapl.get(), true, true), "file access properties");
+#endif
+  return fapl;
+}
+
+void h5_write_int_attribute(hid_t obj, const std::string& name, int64_t value,
+                            hid_t file_type) {
+  H5Lock lock;
+  write_scalar_attribute(obj, name, file_type, H5T_NATIVE_INT64, &value);
+}
+
+void h5_write_uint_attribute(hid_t obj, const std::string& name, uint64_t value) {
+  H5Lock lock;
+  write_scalar_attribute(obj, name, H5T_STD_U64LE, H5T_NATIVE_UINT64, &value);
+}
+
+void h5_write_string_attribute(hid_t obj, const std::string& name, const std::string& value) {
+  H5Lock lock;
+  H5Handle type = vlen_string_type();
+  const char* p = value.c_str();
+  write_scalar_attribute(obj, name, type.get(), type.get(), &p);
+}
+
+bool h5_has_attribute(hid_t obj, const std::string& name) {
+  H5Lock lock;
+  return H5Aexists(obj, name.c_str()) > 0;
+}
+
+int64_t h5_read_int_attribute(hid_t obj, const std::string& name, const std::string& where) {
+  H5Lock lock;
+  H5Handle attr = open_scalar_attribute(obj, name, H5T_INTEGER, "an integer", where);
+  int64_t v = 0;
+  h5_check(H5Aread(attr.get(), H5T_NATIVE_INT64, &v),
+           where + ": cannot read attribute '" + name + "'");
+  return v;
+}
+
+uint64_t h5_read_uint_attribute(hid_t obj, const std::string& name, const std::string& where) {
+  H5Lock lock;
+  H5Handle attr = open_scalar_attribute(obj, name, H5T_INTEGER, "an integer", where);
+  uint64_t v = 0;
+  h5_check(H5Aread(attr.get(), H5T_NATIVE_UINT64, &v),
+           where + ": cannot read attribute '" + name + "'");
+  return v;
+}
+
+std::string h5_read_string_attribute(hid_t obj, const std::string& name,
+                                     const std::string& where) {
+  H5Lock lock;
+  H5Handle attr = open_scalar_attribute(obj, name, H5T_STRING, "a string", where);
+  H5Handle type = h5_owned(H5Aget_type(attr.get()), H5Tclose, where + ": attribute " + name);
+  const std::string what = where + ": cannot read attribute '" + name + "'";
+  if (H5Tis_variable_str(type.get()) > 0) {
+    H5Handle mem = vlen_string_type();
+    char* p = nullptr;
+    h5_check(H5Aread(attr.get(), mem.get(), &p), what);
+    std::string s = p ? p : "";
+    H5free_memory(p);
+    return s;
+  }
+  // A fixed-length string (other writers): read the bytes, drop the padding.
+  std::string s(H5Tget_size(type.get()), '\0');
+  h5_check(H5Aread(attr.get(), type.get(), &s[0]), what);
+  return s.substr(0, std::strlen(s.c_str()));
+}
+
+void h5_write_strings(hid_t loc, const std::string& name,
+                      const std::vector<std::string>& values) {
+  H5Lock lock;
+  H5Handle type = vlen_string_type();
+  const hsize_t n = values.size();
+  H5Handle space = h5_owned(H5Screate_simple(1, &n, nullptr), H5Sclose, "dataspace");
+  H5Handle ds = h5_owned(H5Dcreate2(loc, name.c_str(), type.get(), space.get(), H5P_DEFAULT,
+                                    H5P_DEFAULT, H5P_DEFAULT),
+                         H5Dclose, "cannot create dataset '" + name + "'");
+  if (n == 0) return;
+  std::vector<const char*> ptrs;
+  for (const std::string& v : values) ptrs.push_back(v.c_str());
+  h5_check(H5Dwrite(ds.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()),
+           "cannot write dataset '" + name + "'");
+}
+
+std::vector<std::string> h5_read_strings(hid_t loc, const std::string& name,
+                                         const std::string& where) {
+  H5Lock lock;
+  CHECK(H5Lexists(loc, name.c_str(), H5P_DEFAULT) > 0,
+        where << ": dataset '" << name << "' is missing");
+  H5Handle ds = h5_owned(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), H5Dclose,
+                         where + ": cannot open dataset '" + name + "'");
+  H5Handle type = h5_owned(H5Dget_type(ds.get()), H5Tclose, where + ": dataset " + name);
+  H5Handle space = h5_owned(H5Dget_space(ds.get()), H5Sclose, where + ": dataset " + name);
+  CHECK(H5Tget_class(type.get()) == H5T_STRING && H5Tis_variable_str(type.get()) > 0 &&
+            H5Sget_simple_extent_ndims(space.get()) == 1,
+        where << ": dataset '" << name << "' should be a 1-D list of variable-length strings");
+  std::vector<char*> ptrs(size_t(H5Sget_simple_extent_npoints(space.get())), nullptr);
+  if (ptrs.empty()) return {};
+  H5Handle mem = vlen_string_type();
+  h5_check(H5Dread(ds.get(), mem.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()),
+           where + ": cannot read dataset '" + name + "'");
+  std::vector<std::string> out;
+  for (char* p : ptrs) out.emplace_back(p ? p : "");
+  H5Dvlen_reclaim(mem.get(), space.get(), H5P_DEFAULT, ptrs.data());
+  return out;
+}
+
+void h5_write_vector(hid_t loc, const std::string& name, const void* data, int64_t n,
+                     hid_t mem_type, hid_t file_type) {
+  H5Lock lock;
+  const hsize_t dims = hsize_t(n);
+  H5Handle space = h5_owned(H5Screate_simple(1, &dims, nullptr), H5Sclose, "dataspace");
+  H5Handle ds = h5_owned(H5Dcreate2(loc, name.c_str(), file_type, space.get(), H5P_DEFAULT,
+                                    H5P_DEFAULT, H5P_DEFAULT),
+                         H5Dclose, "cannot create dataset '" + name + "'");
+  if (n == 0) return;
+  h5_check(H5Dwrite(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data),
+           "cannot write dataset '" + name + "'");
+}
+
+std::vector<hsize_t> h5_check_int_dataset(hid_t loc, const std::string& name,
+                                          const IntDatasetRule& rule,
+                                          const std::string& where) {
+  H5Lock lock;
+  CHECK(H5Lexists(loc, name.c_str(), H5P_DEFAULT) > 0,
+        where << ": dataset '" << name << "' is missing");
+  H5Handle ds = h5_owned(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), H5Dclose,
+                         where + ": '" + name + "' is not a dataset");
+  H5Handle type = h5_owned(H5Dget_type(ds.get()), H5Tclose, where + ": dataset " + name);
+  const std::string want = (rule.is_signed ? "int" : "uint") + std::to_string(8 * rule.bytes);
+  const bool type_ok = H5Tget_class(type.get()) == H5T_INTEGER &&
+                       H5Tget_size(type.get()) == size_t(rule.bytes) &&
+                       (H5Tget_sign(type.get()) == H5T_SGN_2) == rule.is_signed;
+  CHECK(type_ok, where << ": dataset '" << name << "' is " << describe_type(type.get())
+                       << ", expected " << want);
+  H5Handle space = h5_owned(H5Dget_space(ds.get()), H5Sclose, where + ": dataset " + name);
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  CHECK(rank == rule.rank, where << ": dataset '" << name << "' has " << rank
+                                 << " dimensions, expected " << rule.rank);
+  std::vector<hsize_t> dims(static_cast<size_t>(rank));
+  H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  return dims;
+}
+
+}  // namespace cutrain
