@@ -64,13 +64,6 @@ struct Batch {
   int slot = -1;
 };
 
-struct BadFile {
-  int64_t index;
-  std::string name;
-  ImageError kind;
-  std::string message;
-};
-
 struct LoaderStats {
   StageTimes stages;             // read, decode, augment: summed over the workers (seconds)
   double worker_idle_s = 0;      // workers with nothing to do: every slot full or in use

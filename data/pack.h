@@ -33,7 +33,6 @@
 #include "data/hdf5_handle.h"
 #include "data/image.h"
 #include "data/image_list.h"
-#include "data/loader.h"  // BadFile: a bad file, reported as the loader and check-data do
 #include "data/source.h"
 
 namespace cutrain {

@@ -14,6 +14,14 @@
 
 namespace cutrain {
 
+// A sample that could not be loaded, as the loader, check-data and the packer report it.
+struct BadFile {
+  int64_t index;        // in the source (the list line for a list)
+  std::string name;     // its path
+  ImageError kind;
+  std::string message;
+};
+
 class SampleSource {
  public:
   virtual ~SampleSource() = default;
