@@ -28,6 +28,7 @@
 #include "data/loader.h"
 #include "data/pack.h"
 #include "data/source.h"
+#include "kernels/check.h"
 #include "kernels/rng.h"
 
 using namespace cutrain;
@@ -107,6 +108,9 @@ static std::string cpu_name() {
   return "unknown CPU";
 }
 
+static void run(const std::string& list_path, const std::string& work, int images, int side,
+                const ImageSpec& spec, int threads, int batch);
+
 int main(int argc, char** argv) {
   CLI::App app{"bench_data: decode, loader, pack and overlap rates, side by side"};
   std::string list_path, work = fs::temp_directory_path().string() + "/cutrain-bench-data";
@@ -125,6 +129,19 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   spec.random_crop = spec.resize > spec.size;
   spec.random_flip = true;
+  fs::create_directories(work);
+  try {
+    run(list_path, work, images, side, spec, threads, batch);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "bench_data: %s\n", e.what());
+    return 1;
+  }
+  fs::remove_all(work);
+  return 0;
+}
+
+static void run(const std::string& list_path, const std::string& work, int images, int side,
+                const ImageSpec& spec, int threads, int batch) {
 
   const ImageList list = list_path.empty() ? synthesize(work + "/jpeg", images, side)
                                            : read_image_list(list_path);
@@ -192,6 +209,4 @@ int main(int argc, char** argv) {
     std::printf("| %.2f ms | %.3f s | %.3f s | %.3f s | %.3f |\n", ms, load_s, compute_s, pipe_s,
                 pipe_s / std::max(load_s, compute_s));
   }
-  if (list_path.empty()) fs::remove_all(work);
-  return 0;
 }

@@ -1,5 +1,6 @@
 #include "data/loader.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -53,6 +54,7 @@ Loader::Loader(std::shared_ptr<const SampleSource> source, const SamplerConfig& 
     cfg_.threads = hw > 1 ? hw - 1 : 1;
   }
   sample_bytes_ = src_->sample_bytes();
+  bad_flag_ = std::vector<std::atomic<uint8_t>>(size_t(src_->size()));
   const size_t B = size_t(sampler_.config().batch_size);  // a replica never gets more than this
   const bool gpu = cfg_.gpu >= 0;
   if (gpu) {
@@ -118,7 +120,12 @@ void Loader::assign_locked(int slot) {
     full_cv_.notify_all();
     return;
   }
-  for (int pos = 0; pos < s.remaining; pos++) tasks_.push_back(Task{slot, pos});
+  // A task is a run of samples: small enough that every worker gets a share of the batch,
+  // large enough that tiny images (28x28 decodes in microseconds) do not spend their time on
+  // the queue's lock. About four tasks per worker per batch.
+  const int n = s.remaining;
+  const int chunk = std::max(1, n / (4 * cfg_.threads));
+  for (int pos = 0; pos < n; pos += chunk) tasks_.push_back(Task{slot, pos, std::min(n, pos + chunk)});
   work_cv_.notify_all();
 }
 
@@ -146,16 +153,18 @@ void Loader::worker_main() {
       slot_wait += seconds_since(t0);
     }
     try {
-      const int64_t index = s.indices[size_t(task.pos)];
-      bool ok = false;
-      if (!known_bad(index)) {
-        const uint64_t key = augment_key(sampler_.config().seed, s.where.epoch, index);
-        const DecodeResult r =
-            src_->load(index, key, s.images + size_t(task.pos) * sample_bytes_, times);
-        ok = r.ok();
-        if (!ok) record_bad(index, r);  // throws in strict mode
+      for (int pos = task.begin; pos < task.end; pos++) {
+        const int64_t index = s.indices[size_t(pos)];
+        bool ok = false;
+        if (!known_bad(index)) {
+          const uint64_t key = augment_key(sampler_.config().seed, s.where.epoch, index);
+          const DecodeResult r =
+              src_->load(index, key, s.images + size_t(pos) * sample_bytes_, times);
+          ok = r.ok();
+          if (!ok) record_bad(index, r);  // throws in strict mode
+        }
+        s.good[size_t(pos)] = ok;
       }
-      s.good[size_t(task.pos)] = ok;
     } catch (...) {
       std::lock_guard<std::mutex> lock(mu_);
       if (!error_) error_ = std::current_exception();
@@ -167,7 +176,8 @@ void Loader::worker_main() {
     bool last = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      last = --s.remaining == 0;
+      s.remaining -= task.end - task.begin;
+      last = s.remaining == 0;
       stats_.stages.read_s += times.read_s;
       stats_.stages.decode_s += times.decode_s;
       stats_.stages.augment_s += times.augment_s;
@@ -269,8 +279,7 @@ void Loader::release(const Batch& b, cudaStream_t compute) {
 }
 
 bool Loader::known_bad(int64_t index) {
-  std::lock_guard<std::mutex> lock(bad_mu_);
-  return bad_index_.count(index) != 0;
+  return bad_flag_[size_t(index)].load(std::memory_order_relaxed) != 0;
 }
 
 void Loader::record_bad(int64_t index, const DecodeResult& r) {
@@ -278,8 +287,7 @@ void Loader::record_bad(int64_t index, const DecodeResult& r) {
   CHECK(!cfg_.strict, "bad file (" << image_error_name(r.error) << "): " << name << ": "
                                    << r.message << " (--strict: stopping)");
   std::lock_guard<std::mutex> lock(bad_mu_);
-  if (bad_index_.count(index)) return;  // two workers of two epochs: count it once
-  bad_index_[index] = bad_.size();
+  if (bad_flag_[size_t(index)].exchange(1)) return;  // two workers of two epochs: count it once
   bad_.push_back(BadFile{index, name, r.error, r.message});
   const size_t count = bad_.size();
   if (int(count) <= cfg_.print_bad)

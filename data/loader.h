@@ -3,13 +3,13 @@
 //
 //                  free slots                                      full slots
 //   release() ───────────────► [assign next batch] ──► tasks ──► workers ──► [complete] ──► next()
-//                                 (sampler order)   (one per      decode      compact bad samples,
-//                                                     sample)     into slot   copy on copy stream,
-//                                                                             record `copied`
+//                                 (sampler order)   (runs of     decode      compact bad samples,
+//                                                    samples)    into slot   copy on copy stream,
+//                                                                            record `copied`
 //
-// Why samples, not batches, are the unit of work: every worker helps fill the oldest batch,
-// so a batch is ready T times sooner than if one thread decoded it, and a ring of a few
-// slots keeps T threads busy without T slots of pinned memory.
+// Why parts of batches, not whole batches, are the unit of work: every worker helps fill the
+// oldest batch, so a batch is ready T times sooner than if one thread decoded it, and a ring
+// of a few slots keeps T threads busy without T slots of pinned memory.
 //
 // The rules that keep it correct:
 //  - A slot is rewritten only after the batch it held is consumed. On a GPU, release() records
@@ -25,6 +25,7 @@
 //    without another try in later epochs. With strict = true it stops the run instead.
 //  - An exception in a worker stops the loader and is rethrown by next().
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <cstdint>
@@ -97,9 +98,9 @@ class Loader {
 
  private:
   struct Slot;
-  struct Task {
+  struct Task {  // load positions [begin, end) of a slot's batch
     int slot;
-    int pos;
+    int begin, end;
   };
 
   void worker_main();
@@ -126,8 +127,8 @@ class Loader {
   LoaderStats stats_;
   int64_t occupancy_sum_ = 0;
 
+  std::vector<std::atomic<uint8_t>> bad_flag_;  // per sample: known bad (read without a lock)
   mutable std::mutex bad_mu_;               // guards the bad-file record
-  std::unordered_map<int64_t, size_t> bad_index_;
   std::vector<BadFile> bad_;
 
   std::vector<std::thread> workers_;
