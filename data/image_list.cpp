@@ -320,4 +320,14 @@ std::vector<int64_t> class_histogram(const ImageList& list, int num_classes) {
   return counts;
 }
 
+ImageList read_images(const std::string& list_or_folder, int num_classes) {
+  if (!std::filesystem::is_directory(list_or_folder))
+    return read_image_list(list_or_folder, num_classes);
+  ImageList l = scan_class_folders(list_or_folder);
+  CHECK(num_classes == 0 || int(l.class_names.size()) == num_classes,
+        list_or_folder << " has " << l.class_names.size() << " class folders, but "
+                       << num_classes << " classes were asked for");
+  return l;
+}
+
 }  // namespace cutrain

@@ -60,6 +60,10 @@ ImageList read_image_list(const std::string& list_path, int num_classes = 0);
 // shift every later label, so it is refused rather than skipped).
 ImageList scan_class_folders(const std::string& root);
 
+// What the commands accept as data: a folder is scanned a class per folder, anything else is
+// read as a list file.
+ImageList read_images(const std::string& list_or_folder, int num_classes = 0);
+
 // Writes `path<TAB>label` lines; a path under the list's folder is written relative to it
 // (so the folder can be moved with its list), any other path absolute. Written to a temporary
 // file beside `path`, flushed, fsynced and renamed, so a crash never leaves a torn list.

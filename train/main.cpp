@@ -70,7 +70,7 @@ struct PackArgs {
 static CLI::App* add_pack_command(CLI::App& app, PackArgs& a) {
   auto* pack = app.add_subcommand(
       "pack", "Decode every image of a list once into an HDF5 pack of SxS pixels");
-  pack->add_option("list", a.list, "Image list (path<TAB>label per line)")->required();
+  pack->add_option("list", a.list, "Image list, or a folder with a folder per class")->required();
   pack->add_option("out", a.out, "The pack to write, e.g. train.h5")->required();
   pack->add_option("--size", a.opt.size, "Stored images are SxS: shorter side to S, centre crop")
       ->required();
@@ -82,7 +82,7 @@ static CLI::App* add_pack_command(CLI::App& app, PackArgs& a) {
 }
 
 static int cmd_pack(const PackArgs& a) {
-  const ImageList list = read_image_list(a.list);
+  const ImageList list = read_images(a.list);
   std::printf("pack: %s (%zu images) -> %s at %dx%dx%d\n", a.list.c_str(), list.samples.size(),
               a.out.c_str(), a.opt.size, a.opt.size, a.opt.channels);
   std::fflush(stdout);  // before the progress lines on stderr
@@ -102,7 +102,7 @@ static int cmd_pack(const PackArgs& a) {
 
 static int cmd_check_data(const std::string& list_path, int classes, const ImageSpec& spec,
                           int threads, const std::string& bad_out) {
-  const ImageList list = read_image_list(list_path, classes);
+  const ImageList list = read_images(list_path, classes);
   std::printf("check-data: %s: %zu images, decoding to %dx%dx%d\n", list_path.c_str(),
               list.samples.size(), spec.size, spec.size, spec.channels);
   std::fflush(stdout);  // before the progress lines on stderr
@@ -161,7 +161,8 @@ int main(int argc, char** argv) {
   std::string check_list, check_bad;
   int check_classes = 0, check_threads = 0;
   ImageSpec check_spec;
-  check->add_option("list", check_list, "Image list (path<TAB>label per line)")->required();
+  check->add_option("list", check_list, "Image list, or a folder with a folder per class")
+      ->required();
   check->add_option("--classes", check_classes, "Number of classes (0: from classes.txt or labels)");
   check->add_option("--size", check_spec.size, "Decode to SxS")->capture_default_str();
   check->add_option("--channels", check_spec.channels, "1 or 3")->capture_default_str();

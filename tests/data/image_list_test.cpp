@@ -186,6 +186,11 @@ TEST_CASE("image_list: folder per class: sorted classes, sorted images, the mapp
   // with a trailing slash on the root, and named relative to here: the same absolute paths
   require_same_samples(scan_class_folders(t / ""), l);
   require_same_samples(scan_class_folders(fs::relative(t.path()).string()), l);
+  // read_images: a folder is scanned, a file is read as a list
+  require_same_samples(read_images(t.path().string()), l);
+  REQUIRE_ERROR(read_images(t.path().string(), 5), "has 3 class folders, but 5 classes");
+  write_image_list(l, t / "all.txt");
+  require_same_samples(read_images(t / "all.txt"), l);
 }
 
 TEST_CASE("image_list: folder per class errors") {
