@@ -1,9 +1,10 @@
 // The AdamW step: two steps worked out by hand (bias correction, decoupled weight decay, the
-// loss scale), the float reference against the double one.
+// loss scale), the float reference against the double one, and fp32 masters for fp16 weights.
 #include <cmath>
 #include <vector>
 
 #include "kernels/adamw.h"
+#include "nn/optim.h"
 #include "tests/test_util.h"
 
 using namespace cutrain;
@@ -65,4 +66,39 @@ TEST_CASE("adamw: the float reference follows the double one over 20 steps (odd 
   }
   cutrain_test::require_near(cutrain_test::doubles(wf), wd, 1e-6, 1e-5);
   cutrain_test::require_near(cutrain_test::doubles(vf), vd, 1e-9, 1e-5);
+}
+
+TEST_CASE("adamw: fp16 parameters keep fp32 master weights and moments") {
+  // Each Adam step moves w by ~lr whatever the gradient's size (m^/sqrt(v^) = 1 for a constant
+  // gradient). 1e-4 is a tenth of fp16's spacing near 1: lost in fp16, kept in the fp32 master.
+  VarPtr w = make_var(Tensor::from_floats({1}, {1}, DType::f16), true, "w");
+  AdamW opt({w}, AdamWParams{1e-4, 0.9, 0.999, 1e-8, 0.0});
+  const auto state = opt.state_tensors();
+  REQUIRE(state.size() == 3);
+  REQUIRE(state[0].first == "w.master");
+  REQUIRE(state[0].second->dtype() == DType::f32);
+  REQUIRE(state[1].first == "w.adam_m");
+  REQUIRE(state[1].second->dtype() == DType::f32);
+  REQUIRE(state[2].first == "w.adam_v");
+  REQUIRE(state[2].second->dtype() == DType::f32);
+  for (int i = 0; i < 10; i++) {
+    w->grad = Tensor::from_floats({0.5f}, {1}, DType::f16);
+    REQUIRE(opt.step(1.0));
+  }
+  REQUIRE(opt.steps_taken == 10);
+  const float master = state[0].second->data<float>()[0];
+  REQUIRE(master == doctest::Approx(0.999).epsilon(1e-6));
+  REQUIRE(float(w->value.data<half_t>()[0]) == float(half_t(master)));
+  REQUIRE(float(w->value.data<half_t>()[0]) < 1.0f);
+}
+
+TEST_CASE("adamw: bad hyper-parameters are rejected") {
+  VarPtr w = make_var(Tensor::from_floats({1}, {1}), true, "w");
+  REQUIRE_ERROR(AdamW({w}, AdamWParams{0.0, 0.9, 0.999, 1e-8, 0}),
+                "learning rate must be positive");
+  REQUIRE_ERROR(AdamW({w}, AdamWParams{1e-3, 1.0, 0.999, 1e-8, 0}), "beta1 must be in [0, 1)");
+  REQUIRE_ERROR(AdamW({w}, AdamWParams{1e-3, 0.9, -0.1, 1e-8, 0}), "beta2 must be in [0, 1)");
+  REQUIRE_ERROR(AdamW({w}, AdamWParams{1e-3, 0.9, 0.999, 0, 0}), "eps must be positive");
+  REQUIRE_ERROR(AdamW({w}, AdamWParams{1e-3, 0.9, 0.999, 1e-8, -1}), "weight decay must be >= 0");
+  REQUIRE_ERROR(AdamW({}, AdamWParams{}), "AdamW: no parameters to optimize");
 }
