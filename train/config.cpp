@@ -53,9 +53,9 @@ void validate_config(const TrainConfig& c) {
        "--optimizer " + c.optimizer + ": expected sgd, nesterov or adamw");
   need(one_of(c.schedule, {"cosine", "linear", "constant", "onecycle"}),
        "--schedule " + c.schedule + ": expected cosine, linear, constant or onecycle");
-  need(c.lr > 0, "--lr must be positive, got " + str(c.lr));
+  need(c.lr >= 0, "--lr must be positive, got " + str(c.lr));
   need(c.momentum >= 0 && c.momentum < 1, "--momentum must be in [0, 1), got " + str(c.momentum));
-  need(c.wd >= 0, "--wd must be >= 0, got " + str(c.wd));
+  need(c.wd == -1 || c.wd >= 0, "--wd must be >= 0, got " + str(c.wd));
   need(c.warmup == -1 || c.warmup >= 0, "--warmup must be >= 0 epochs, got " + str(c.warmup));
   need(!(c.schedule == "onecycle" && c.warmup > 0),
        "--schedule onecycle has its own warm-up (the first 30% of the steps): leave out --warmup");
@@ -78,6 +78,13 @@ void validate_config(const TrainConfig& c) {
   std::string msg = "bad training configuration:";
   for (const std::string& p : problems) msg += "\n  " + p;
   CHECK(false, msg);
+}
+
+void resolve_defaults(TrainConfig& c) {
+  const bool adam = c.optimizer == "adamw";
+  if (c.lr == 0) c.lr = adam ? 1e-3 : 0.1;
+  if (c.wd < 0) c.wd = adam ? 0.05 : 5e-4;
+  if (c.warmup < 0) c.warmup = c.schedule == "onecycle" ? 0 : 1;
 }
 
 // One list of (key, member) pairs drives both directions, so they cannot drift apart.

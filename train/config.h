@@ -1,11 +1,10 @@
 // defines: TrainConfig (every option of `cutrain train`), its JSON form (config.json beside
-// the checkpoints and inside each one), validate_config, and resume_config (a saved
-// configuration plus the options a resumed run may change).
+// the checkpoints and inside each one), validate_config, resolve_defaults, and resume_config
+// (a saved configuration plus the options a resumed run may change).
 //
 // A configuration is written twice: as the user gave it, and resolved. Fields left "to be
-// worked out" (size 0, mean/std empty, pad -1, warmup -1, classes 0) are filled by
-// resolve_data() (train/dataset.h) and resolve_schedule() before training starts, and the
-// resolved form is what is printed, saved and put in checkpoints. So a checkpoint says exactly
+// worked out" (size 0, mean/std empty, pad -1, lr 0, wd -1, warmup -1, classes 0) are filled
+// by resolve_config() (train/dataset.h) before training starts, and the resolved form is what is printed, saved and put in checkpoints. So a checkpoint says exactly
 // how its run was made, and `--resume`, `cutrain eval` and `cutrain predict` rebuild the same
 // model with the same input normalisation without looking at the training data again.
 //
@@ -44,9 +43,11 @@ struct TrainConfig {
 
   // ---- optimisation ---------------------------------------------------------------------
   std::string optimizer = "sgd";    // sgd | nesterov | adamw
-  double lr = 0.1;                  // the peak learning rate, after the warm-up
+  double lr = 0;                    // the peak learning rate, after the warm-up;
+                                    //   0: 0.1 for sgd and nesterov, 0.001 for adamw
   double momentum = 0.9;            // sgd, nesterov
-  double wd = 5e-4;                 // weight decay (L2 for SGD, decoupled for AdamW)
+  double wd = -1;                   // weight decay (L2 for SGD, decoupled for AdamW);
+                                    //   -1: 5e-4 for sgd and nesterov, 0.05 for adamw
   std::string schedule = "cosine";  // cosine | linear | constant | onecycle
   double warmup = -1;               // epochs of linear warm-up (fractions allowed);
                                     //   -1: 1 epoch, or 0 for onecycle (it has its own)
@@ -75,6 +76,9 @@ struct TrainConfig {
 void validate_config(const TrainConfig& c);
 
 void to_json(nlohmann::json& j, const TrainConfig& c);
+// The optimizer-dependent defaults: lr, wd and warmup when left at "auto".
+void resolve_defaults(TrainConfig& c);
+
 // Unknown keys and values of the wrong type are errors naming the key; missing keys keep
 // their defaults.
 void from_json(const nlohmann::json& j, TrainConfig& c);

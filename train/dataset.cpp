@@ -140,7 +140,7 @@ void measure_mean_std(const SampleSource& source, int max_samples, std::vector<d
   }
 }
 
-std::vector<std::string> resolve_data(TrainConfig& c) {
+std::vector<std::string> resolve_config(TrainConfig& c) {
   validate_config(c);
   std::vector<std::string> notes;
   const bool pack = is_hdf5_file(c.train);
@@ -160,7 +160,7 @@ std::vector<std::string> resolve_data(TrainConfig& c) {
   }
   if (c.augment && c.pad < 0) c.pad = c.resize ? 0 : c.size / 8;
   if (c.pad < 0) c.pad = 0;
-  if (c.warmup < 0) c.warmup = c.schedule == "onecycle" ? 0 : 1;
+  resolve_defaults(c);
   validate_config(c);  // again, now that size and channels are known
 
   // Classes: the stored names, else the largest label + 1 of the training and validation data.

@@ -1,8 +1,8 @@
 // defines: the trainer's view of its data: open_source (an image list, a folder of class
 // folders or an HDF5 pack, as the loader's SampleSource, optionally only its first N
-// samples), train_image_spec / eval_image_spec, and resolve_data, which fills the
-// configuration's "from the data" fields (size, channels, classes, mean/std, pad, warmup,
-// model_text).
+// samples), train_image_spec / eval_image_spec, and resolve_config, which fills the
+// configuration's "to be worked out" fields (size, channels, classes, mean/std, pad, and the
+// defaults of resolve_defaults) and reads the model description into model_text.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -36,8 +36,8 @@ ImageSpec eval_image_spec(const TrainConfig& c);
 
 // Fills the resolved fields of `c` (see train/config.h) from the training data and the
 // validation labels, and reads the model description (model_text). Returns the lines worth
-// printing about what was decided ("size 28, channels 1: from the first image ...").
-std::vector<std::string> resolve_data(TrainConfig& c);
+// printing about what was decided ("size 28, channels 1 (from ...)"). Idempotent.
+std::vector<std::string> resolve_config(TrainConfig& c);
 
 // Per-channel mean and standard deviation of pixel values / 255 over up to max_samples
 // samples spread evenly over the source (bad samples skipped).

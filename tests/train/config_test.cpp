@@ -90,17 +90,19 @@ TEST_CASE("device: auto falls back to the CPU with one line saying why; cuda nam
   REQUIRE_ERROR(choose_device("cpu", "bf16"), "expected auto, fp16 or fp32");
 }
 
-TEST_CASE("resolve_data: Fashion-MNIST JPEGs give 28x28x1, 10 named classes, measured mean/std") {
+TEST_CASE("resolve_config: Fashion-MNIST JPEGs give 28x28x1, 10 named classes, measured mean/std") {
   const FashionMnistFiles& fm = fashion_mnist_jpegs();
   TrainConfig c;
   c.train = fm.train, c.val = fm.test, c.augment = true, c.limit_train = 2000;
-  resolve_data(c);
+  resolve_config(c);
   REQUIRE(c.size == 28);
   REQUIRE(c.channels == 1);
   REQUIRE(c.classes == 10);
   REQUIRE(c.class_names == fashion_mnist_classes());
   REQUIRE(c.pad == 3);  // size / 8 with --augment
   REQUIRE(c.warmup == 1);
+  REQUIRE(c.lr == 0.1);
+  REQUIRE(c.wd == 5e-4);
   REQUIRE(c.model_text == builtin_model_text("default"));
   // Fashion-MNIST's well-known statistics: mean 0.2860, std 0.3530 (all 60,000 images).
   REQUIRE(c.mean.size() == 1);
@@ -108,7 +110,7 @@ TEST_CASE("resolve_data: Fashion-MNIST JPEGs give 28x28x1, 10 named classes, mea
   REQUIRE(std::abs(c.std[0] - 0.353) < 0.01);
   // Resolving a resolved configuration changes nothing.
   TrainConfig again = c;
-  resolve_data(again);
+  resolve_config(again);
   REQUIRE(config_to_json_text(again) == config_to_json_text(c));
 
   REQUIRE(open_source(fm.train, eval_image_spec(c), 123)->size() == 123);
@@ -117,10 +119,10 @@ TEST_CASE("resolve_data: Fashion-MNIST JPEGs give 28x28x1, 10 named classes, mea
   REQUIRE(!eval_image_spec(c).random_crop);
 
   c.model = "no-such-model", c.model_text.clear();
-  REQUIRE_ERROR(resolve_data(c), "--model no-such-model: no such built-in model or file");
+  REQUIRE_ERROR(resolve_config(c), "--model no-such-model: no such built-in model or file");
 }
 
-TEST_CASE("resolve_data: a pack gives its stored size, channels and class names") {
+TEST_CASE("resolve_config: a pack gives its stored size, channels and class names") {
   const FashionMnistFiles& fm = fashion_mnist_jpegs();
   TempDir dir;
   ImageList list = read_images(fm.test);
@@ -132,7 +134,7 @@ TEST_CASE("resolve_data: a pack gives its stored size, channels and class names"
   REQUIRE(!is_hdf5_file(fm.test));
   TrainConfig c;
   c.train = dir / "test.h5";
-  resolve_data(c);
+  resolve_config(c);
   REQUIRE((c.size == 28 && c.channels == 1 && c.classes == 10));
   REQUIRE(c.class_names == fashion_mnist_classes());
   REQUIRE(open_source(c.train, eval_image_spec(c), 50)->size() == 50);
