@@ -29,8 +29,11 @@ PKGS     := hdf5 libturbojpeg stb zlib
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
-CXXFLAGS += -std=c++17 -O2 -g -Wall -Wextra -pthread -MMD -MP -I. $(PKG_CFLAGS)
-LDFLAGS  += -pthread
+# -fopenmp: the CPU kernels split their outer loops over threads (conv2d, linear, batchnorm,
+# pooling; see kernels/README.md). Each thread owns whole outputs, so results are the same
+# bit for bit whatever the thread count; OMP_NUM_THREADS caps it.
+CXXFLAGS += -std=c++17 -O2 -g -Wall -Wextra -pthread -fopenmp -MMD -MP -I. $(PKG_CFLAGS)
+LDFLAGS  += -pthread -fopenmp
 LDLIBS   := $(PKG_LIBS)
 
 ifeq ($(USE_CUDA),1)
