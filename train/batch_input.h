@@ -1,7 +1,8 @@
 // defines: Normalization and input_tensor: a loader batch (uint8 NHWC) as the model's input,
 // normalised per channel, in the model's dtype.
 //
-// math: x[n][h][w][c] = (pixel / 255 - mean[c]) / std[c], computed in float, stored as T.
+// math: x[n][h][w][c] = (pixel / 255 - mean[c]) / std[c]: kernels/input.h (input_normalize_cpu)
+// on the tensor of a new batch.
 #pragma once
 #include <cstdint>
 #include <vector>
