@@ -83,6 +83,7 @@ class Tracer {
   // Writes the trace to `path` (temp file + rename, so a reader never sees half a file).
   // Never throws: safe from a destructor, an exit path or a catch block; returns false and
   // says why in *why. Recording may go on during and after a write; later writes include it.
+  // Not from a signal handler (it allocates): let the handler set a flag, write after it.
   bool write(const std::string& path, std::string* why = nullptr) const noexcept;
 
   Clock::time_point origin() const { return origin_; }
