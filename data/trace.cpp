@@ -45,7 +45,13 @@ void Tracer::name_thread(const std::string& name) {
   nvtxNameOsThreadA(uint32_t(syscall(SYS_gettid)), name.c_str());
 #endif
   std::lock_guard<std::mutex> lock(mu_);
-  row_names_[size_t(thread_track_locked() - 1)] = name;
+  int tid = thread_track_locked();
+  if (!row_names_[size_t(tid - 1)].empty() && row_names_[size_t(tid - 1)] != name) {
+    row_names_.emplace_back();  // a new row for the new name
+    tid = int(row_names_.size());
+    thread_tid_[std::this_thread::get_id()] = tid;
+  }
+  row_names_[size_t(tid - 1)] = name;
 }
 
 int Tracer::track(const std::string& name) {

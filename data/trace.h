@@ -58,7 +58,9 @@ class Tracer {
   void set_enabled(bool on) { enabled_.store(on, std::memory_order_relaxed); }
 
   // Names the calling thread's row ("main", "loader worker 3"). Unnamed threads that record
-  // show as "thread <tid>". Naming again renames.
+  // show as "thread <tid>". A thread that takes another name starts a new row, its earlier
+  // spans keep the old one: the OS reuses the ids of finished threads, so a new thread may
+  // look like an old one (an evaluation loader's worker like a training loader's).
   void name_thread(const std::string& name);
 
   // A row that is not an OS thread, e.g. "compute stream (GPU, from events)". Returns its id

@@ -150,6 +150,27 @@ TEST_CASE("trace: nested spans, args, thread names and escaping survive a write 
   REQUIRE(trace.at("otherData").at("dropped_events") == 0);
 }
 
+TEST_CASE("trace: a thread that takes another name starts a new row; its old spans stay") {
+  TempDir dir;
+  Tracer tracer;
+  tracer.name_thread("training loader worker");
+  { TraceSpan s(&tracer, "first", "test"); }
+  tracer.name_thread("training loader worker");  // the same name: the same row
+  { TraceSpan s(&tracer, "second", "test"); }
+  tracer.name_thread("evaluation loader worker");
+  { TraceSpan s(&tracer, "third", "test"); }
+  REQUIRE(tracer.write(dir.file("t.json")));
+  const json trace = read_json(dir.file("t.json"));
+  const auto names = row_names(trace);
+  REQUIRE(names.size() == 2);
+  auto row_of = [&](const char* span) {
+    return names.at(spans_named(trace, span).at(0).at("tid").get<int>());
+  };
+  REQUIRE(row_of("first") == "training loader worker");
+  REQUIRE(row_of("second") == "training loader worker");
+  REQUIRE(row_of("third") == "evaluation loader worker");
+}
+
 TEST_CASE("trace: a disabled or null tracer records nothing") {
   Tracer tracer;
   tracer.set_enabled(false);
