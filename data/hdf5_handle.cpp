@@ -7,13 +7,16 @@ namespace cutrain {
 
 std::recursive_mutex& hdf5_mutex() {
   static std::recursive_mutex mu;
-  static std::once_flag quiet;
   // HDF5 prints every failure's error stack to stderr by default; cutrain reports failures as
-  // its own errors (h5_error_text() adds HDF5's reason), so turn the printing off, once.
-  std::call_once(quiet, [] {
+  // its own errors (h5_error_text() adds HDF5's reason), so turn the printing off. A library
+  // built with H5_HAVE_THREADSAFE (the libhdf5-dev 1.10.8 of this project's Debian image is)
+  // keeps that setting per thread, so once in each thread.
+  thread_local bool quiet = false;
+  if (!quiet) {
+    quiet = true;
     std::lock_guard<std::recursive_mutex> lock(mu);
     H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  });
+  }
   return mu;
 }
 

@@ -9,8 +9,10 @@
 // the closes H5Handle makes. The lock is recursive, so code holding it may call helpers that
 // take it again, and a handle may be destroyed with or without it held.
 //
-// The first H5Lock also turns off HDF5's habit of printing its error stack to stderr: failures
-// become cutrain::Error messages that name the file, with h5_error_text() for the detail.
+// The first H5Lock of each thread also turns off HDF5's habit of printing its error stack to
+// stderr (in each thread: a build with H5_HAVE_THREADSAFE keeps that setting per thread), so
+// failures become cutrain::Error messages that name the file, with h5_error_text() for the
+// detail.
 #pragma once
 #include <hdf5.h>
 

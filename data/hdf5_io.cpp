@@ -1,4 +1,4 @@
-// Typed HDF5 helpers: scalar attributes, string and number datasets, dataset checks.
+// Typed HDF5 helpers: scalar attributes, groups, string and number datasets, dataset checks.
 #include "data/hdf5_io.h"
 
 #include <cstring>
@@ -89,6 +89,11 @@ void h5_write_string_attribute(hid_t obj, const std::string& name, const std::st
   write_scalar_attribute(obj, name, type.get(), type.get(), &p);
 }
 
+void h5_write_double_attribute(hid_t obj, const std::string& name, double value) {
+  H5Lock lock;
+  write_scalar_attribute(obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &value);
+}
+
 bool h5_has_attribute(hid_t obj, const std::string& name) {
   H5Lock lock;
   return H5Aexists(obj, name.c_str()) > 0;
@@ -132,6 +137,48 @@ std::string h5_read_string_attribute(hid_t obj, const std::string& name,
   return s.substr(0, std::strlen(s.c_str()));
 }
 
+double h5_read_double_attribute(hid_t obj, const std::string& name, const std::string& where) {
+  H5Lock lock;
+  H5Handle attr = open_scalar_attribute(obj, name, H5T_FLOAT, "a float", where);
+  double v = 0;
+  h5_check(H5Aread(attr.get(), H5T_NATIVE_DOUBLE, &v),
+           where + ": cannot read attribute '" + name + "'");
+  return v;
+}
+
+std::vector<std::string> h5_attribute_names(hid_t obj, const std::string& where) {
+  H5Lock lock;
+  std::vector<std::string> names;
+  auto add = [](hid_t, const char* name, const H5A_info_t*, void* out) -> herr_t {
+    static_cast<std::vector<std::string>*>(out)->push_back(name);
+    return 0;
+  };
+  h5_check(H5Aiterate2(obj, H5_INDEX_NAME, H5_ITER_INC, nullptr, add, &names),
+           where + ": cannot list attributes");
+  return names;
+}
+
+H5Handle h5_create_group(hid_t loc, const std::string& name) {
+  H5Lock lock;
+  return h5_owned(H5Gcreate2(loc, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                  H5Gclose, "cannot create group '" + name + "'");
+}
+
+H5Handle h5_open_group(hid_t loc, const std::string& name, const std::string& where) {
+  H5Lock lock;
+  CHECK(H5Lexists(loc, name.c_str(), H5P_DEFAULT) > 0,
+        where << ": group '" << name << "' is missing");
+  return h5_owned(H5Gopen2(loc, name.c_str(), H5P_DEFAULT), H5Gclose,
+                  where + ": '" + name + "' is not a group");
+}
+
+int64_t h5_group_size(hid_t group, const std::string& where) {
+  H5Lock lock;
+  H5G_info_t info;
+  h5_check(H5Gget_info(group, &info), where + ": cannot read a group");
+  return int64_t(info.nlinks);
+}
+
 void h5_write_strings(hid_t loc, const std::string& name,
                       const std::vector<std::string>& values) {
   H5Lock lock;
@@ -173,15 +220,66 @@ std::vector<std::string> h5_read_strings(hid_t loc, const std::string& name,
 
 void h5_write_vector(hid_t loc, const std::string& name, const void* data, int64_t n,
                      hid_t mem_type, hid_t file_type) {
+  h5_write_array(loc, name, data, {hsize_t(n)}, mem_type, file_type);
+}
+
+H5Handle h5_float16_type() {
   H5Lock lock;
-  const hsize_t dims = hsize_t(n);
-  H5Handle space = h5_owned(H5Screate_simple(1, &dims, nullptr), H5Sclose, "dataspace");
+  // binary16: sign bit 15, exponent bits 10-14 (bias 15), mantissa bits 0-9. Derived from the
+  // 32-bit IEEE type as h5py does: shrink the precision first, then the size.
+  const std::string what = "cannot make a float16 type";
+  H5Handle t = h5_owned(H5Tcopy(H5T_IEEE_F32LE), H5Tclose, what);
+  h5_check(H5Tset_fields(t.get(), 15, 10, 5, 0, 10), what);
+  h5_check(H5Tset_precision(t.get(), 16), what);
+  h5_check(H5Tset_size(t.get(), 2), what);
+  h5_check(H5Tset_ebias(t.get(), 15), what);
+  return t;
+}
+
+H5Handle h5_write_array(hid_t loc, const std::string& name, const void* data,
+                        const std::vector<hsize_t>& dims, hid_t mem_type, hid_t file_type) {
+  H5Lock lock;
+  H5Handle space = dims.empty()
+                       ? h5_owned(H5Screate(H5S_SCALAR), H5Sclose, "dataspace")
+                       : h5_owned(H5Screate_simple(int(dims.size()), dims.data(), nullptr),
+                                  H5Sclose, "dataspace");
   H5Handle ds = h5_owned(H5Dcreate2(loc, name.c_str(), file_type, space.get(), H5P_DEFAULT,
                                     H5P_DEFAULT, H5P_DEFAULT),
                          H5Dclose, "cannot create dataset '" + name + "'");
-  if (n == 0) return;
+  if (H5Sget_simple_extent_npoints(space.get()) == 0) return ds;
   h5_check(H5Dwrite(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data),
            "cannot write dataset '" + name + "'");
+  return ds;
+}
+
+H5Handle h5_open_dataset(hid_t loc, const std::string& name, const std::string& where) {
+  H5Lock lock;
+  CHECK(H5Lexists(loc, name.c_str(), H5P_DEFAULT) > 0,
+        where << ": dataset '" << name << "' is missing");
+  return h5_owned(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), H5Dclose,
+                  where + ": '" + name + "' is not a dataset");
+}
+
+H5DatasetInfo h5_dataset_info(hid_t dataset, const std::string& where) {
+  H5Lock lock;
+  H5DatasetInfo info;
+  info.type = h5_owned(H5Dget_type(dataset), H5Tclose, where + ": dataset type");
+  const hid_t t = info.type.get();
+  info.type_class = H5Tget_class(t);
+  info.type_bytes = H5Tget_size(t);
+  info.is_signed = info.type_class == H5T_INTEGER && H5Tget_sign(t) == H5T_SGN_2;
+  info.type_name = describe_type(t);
+  H5Handle space = h5_owned(H5Dget_space(dataset), H5Sclose, where + ": dataset shape");
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  CHECK(rank >= 0, where << ": cannot read a dataset's shape");
+  info.dims.resize(size_t(rank));
+  if (rank > 0) H5Sget_simple_extent_dims(space.get(), info.dims.data(), nullptr);
+  return info;
+}
+
+void h5_read_array(hid_t dataset, hid_t mem_type, void* out, const std::string& what) {
+  H5Lock lock;
+  h5_check(H5Dread(dataset, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out), what);
 }
 
 std::vector<hsize_t> h5_check_int_dataset(hid_t loc, const std::string& name,

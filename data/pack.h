@@ -20,10 +20,11 @@
 // Class names and bad files are datasets, not attributes: HDF5 attributes are meant to be
 // small (64 KiB in the default file format), and a list may have thousands of either.
 //
-// Crash safety: write_pack writes OUT.h5.tmp-<pid>, closes it, fsyncs it, renames it to
-// OUT.h5 and fsyncs the folder. A reader sees the old pack or the whole new one, and a killed
-// or crashed packer leaves no file under the final name. It may leave its temporary file; the
-// next write_pack of the same OUT removes temporary files of processes that no longer run.
+// Crash safety (data/atomic_file.h): write_pack writes OUT.h5.tmp-<pid>, closes it, fsyncs
+// it, renames it to OUT.h5 and fsyncs the folder. A reader sees the old pack or the whole new
+// one, and a killed or crashed packer leaves no file under the final name. It may leave its
+// temporary file; the next write_pack of the same OUT removes temporary files of processes
+// that no longer run.
 #pragma once
 #include <cstdint>
 #include <functional>

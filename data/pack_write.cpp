@@ -5,21 +5,15 @@
 // in case other threads use HDF5 meanwhile). Workers decode image i into slot i % window of a
 // bounded window; the writer takes the images in list order, so the pack's order is the list's
 // whatever the thread count, and memory stays at `window` images however long the list is.
-#include <fcntl.h>
-#include <signal.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cctype>
-#include <cerrno>
 #include <chrono>
 #include <condition_variable>
-#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <mutex>
 #include <thread>
 
+#include "data/atomic_file.h"
 #include "data/hdf5_io.h"
 #include "data/pack.h"
 #include "kernels/check.h"
@@ -265,32 +259,6 @@ void write_pack_file(const ImageList& list, const std::string& path, const PackO
   CHECK(file.close(), "cannot finish writing '" << path << "': " << h5_error_text());
 }
 
-// open + fsync + close: the file's (or folder's) data and metadata are on the disk.
-void fsync_path(const std::string& path, int flags) {
-  const int fd = ::open(path.c_str(), flags);
-  CHECK(fd >= 0, "cannot open '" << path << "' to sync it: " << std::strerror(errno));
-  const int status = ::fsync(fd);
-  const int saved_errno = errno;
-  ::close(fd);
-  CHECK(status == 0, "cannot sync '" << path << "' to disk: " << std::strerror(saved_errno));
-}
-
-// Removes OUT.tmp-<pid> files left by packers that were killed: those whose process no longer
-// exists. A live process's file (another packer of the same OUT, racing) is left alone.
-void remove_stale_temp_files(const fs::path& out) {
-  const fs::path dir = out.has_parent_path() ? out.parent_path() : fs::path(".");
-  const std::string prefix = out.filename().string() + ".tmp-";
-  std::error_code ec;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    const std::string pid = name.substr(std::min(prefix.size(), name.size()));
-    if (name.compare(0, prefix.size(), prefix) != 0 || pid.empty() || pid.size() > 9 ||
-        !std::all_of(pid.begin(), pid.end(), [](unsigned char c) { return std::isdigit(c); }))
-      continue;
-    if (::kill(pid_t(std::stol(pid)), 0) != 0 && errno == ESRCH) fs::remove(e.path(), ec);
-  }
-}
-
 }  // namespace
 
 PackSummary write_pack(const ImageList& list, const std::string& out_path,
@@ -307,24 +275,13 @@ PackSummary write_pack(const ImageList& list, const std::string& out_path,
   CHECK(!fs::equivalent(out_path, list.source, ec),
         "the pack '" << out_path << "' would overwrite its own image list");
 
-  remove_stale_temp_files(out_path);
-  const std::string tmp = out_path + ".tmp-" + std::to_string(::getpid());
   PackSummary summary;
   summary.listed = int64_t(list.samples.size());
-  try {
+  // Atomic: a reader opening out_path gets the old pack or the new one; one that has the old
+  // pack open keeps reading it (its inode lives on until closed). See data/atomic_file.h.
+  write_atomically(out_path, [&](const std::string& tmp) {
     write_pack_file(list, tmp, opt, progress, summary);
-    fsync_path(tmp, O_RDONLY);
-    // Atomic: a reader opening out_path gets the old pack or the new one; one that has the
-    // old pack open keeps reading it (its inode lives on until closed).
-    CHECK(::rename(tmp.c_str(), out_path.c_str()) == 0,
-          "cannot rename '" << tmp << "' to '" << out_path << "': " << std::strerror(errno));
-  } catch (...) {
-    fs::remove(tmp, ec);
-    throw;
-  }
-  const fs::path dir = fs::path(out_path).has_parent_path() ? fs::path(out_path).parent_path()
-                                                            : fs::path(".");
-  fsync_path(dir.string(), O_RDONLY | O_DIRECTORY);  // the rename itself is durable
+  });
   summary.bytes_on_disk = int64_t(fs::file_size(out_path));
   summary.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

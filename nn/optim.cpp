@@ -1,55 +1,156 @@
 #include "nn/optim.h"
 
+#include <cmath>
+
 #include "nn/dispatch.h"
 
 namespace cutrain {
 
-SGD::SGD(std::vector<VarPtr> params, SgdParams h) : hp(h) {
-  CHECK(h.lr > 0, "SGD: learning rate must be positive, got " << h.lr);
-  CHECK(h.momentum >= 0 && h.momentum < 1, "SGD: momentum must be in [0, 1), got " << h.momentum);
-  CHECK(h.weight_decay >= 0, "SGD: weight decay must be >= 0, got " << h.weight_decay);
-  for (VarPtr& p : params) {
-    CHECK(p && p->requires_grad, "SGD: parameter '" << (p ? p->name : "null")
-                                                    << "' does not require a gradient");
-    check_cpu("SGD", p->value);
+// ---- Optimizer: masters, the whole-step inf/NaN check, names ----
+
+Optimizer::Optimizer(const char* who, std::vector<VarPtr> params, double lr_)
+    : lr(lr_), who_(who), params_(std::move(params)) {
+  CHECK(std::isfinite(lr) && lr > 0, who_ << ": learning rate must be positive, got " << lr);
+  CHECK(!params_.empty(), who_ << ": no parameters to optimize");
+  for (const VarPtr& p : params_) {
+    CHECK(p && p->requires_grad, who_ << ": parameter '" << (p ? p->name : "null")
+                                      << "' does not require a gradient");
+    check_cpu(who_, p->value);
     const DType acc = acc_dtype(p->value.dtype());
-    Slot s;
-    s.param = p;
-    s.master = p->value.dtype() == acc ? p->value : p->value.to(acc);
-    s.velocity = Tensor::zeros(p->value.shape(), acc);
-    slots_.push_back(std::move(s));
+    masters_.push_back(p->value.dtype() == acc ? p->value : p->value.to(acc));
   }
 }
 
-bool SGD::step(double loss_scale) {
-  CHECK(loss_scale > 0, "SGD: loss scale must be positive, got " << loss_scale);
+bool Optimizer::step(double loss_scale) {
+  CHECK(std::isfinite(loss_scale) && loss_scale > 0,
+        who_ << ": loss scale must be positive, got " << loss_scale);
+  CHECK(std::isfinite(lr) && lr >= 0, who_ << ": learning rate must be >= 0, got " << lr);
   const double inv = 1.0 / loss_scale;
   // First decide for the whole model, then update: a skipped step changes nothing at all.
-  for (const Slot& s : slots_) {
-    if (!s.param->grad.defined()) continue;  // unused this step: zero gradient
+  first_nonfinite_.clear();
+  for (size_t i = 0; i < params_.size(); i++) {
+    const Tensor& g = params_[i]->grad;
+    if (!g.defined()) continue;  // unused this step: zero gradient
     bool finite = true;
-    dispatch_float(s.param->value.dtype(), [&](auto tag) {
+    dispatch_float(g.dtype(), [&](auto tag) {
       using T = decltype(tag);
-      finite = grads_finite_cpu<T>(s.param->grad.numel(), s.param->grad.template data<T>(), inv);
+      finite = grads_finite_cpu<T>(g.numel(), g.template data<T>(), inv);
     });
-    if (!finite) return false;
+    if (!finite) {
+      first_nonfinite_ = param_name(i);
+      return false;
+    }
   }
-  for (Slot& s : slots_) {
-    Tensor& g = s.param->grad_buffer();
-    dispatch_float(s.param->value.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      using A = acc_t<T>;
-      const bool separate = s.master.raw() != s.param->value.raw();
-      sgd_step_cpu<T>(g.numel(), g.template data<T>(), inv, s.master.template data<A>(),
-                      s.velocity.template data<A>(),
-                      separate ? s.param->value.template data<T>() : nullptr, hp);
-    });
-  }
+  update(inv);
+  steps_taken++;
   return true;
 }
 
-void SGD::zero_grad() {
-  for (Slot& s : slots_) s.param->zero_grad();
+void Optimizer::zero_grad() {
+  for (VarPtr& p : params_) p->zero_grad();
+}
+
+void Optimizer::add_masters(std::vector<std::pair<std::string, Tensor*>>& out, size_t i) {
+  if (masters_[i].raw() != params_[i]->value.raw())
+    out.emplace_back(param_name(i) + ".master", &masters_[i]);
+}
+
+std::vector<Tensor> Optimizer::acc_zeros() const {
+  std::vector<Tensor> out;
+  for (const Tensor& m : masters_) out.push_back(Tensor::zeros(m.shape(), m.dtype()));
+  return out;
+}
+
+std::string Optimizer::param_name(size_t i) const {
+  const std::string& n = params_[i]->name;
+  return n.empty() ? "parameter " + std::to_string(i) : n;
+}
+
+// ---- SGD ----
+
+SGD::SGD(std::vector<VarPtr> params, SgdParams h)
+    : Optimizer("SGD", std::move(params), h.lr), hp_(h) {
+  CHECK(h.momentum >= 0 && h.momentum < 1, "SGD: momentum must be in [0, 1), got " << h.momentum);
+  CHECK(h.weight_decay >= 0, "SGD: weight decay must be >= 0, got " << h.weight_decay);
+  CHECK(!h.nesterov || h.momentum > 0, "SGD: Nesterov needs a momentum > 0");
+  velocity_ = acc_zeros();
+}
+
+void SGD::update(double inv_scale) {
+  SgdParams p = hp_;
+  p.lr = lr;
+  for (size_t i = 0; i < params_.size(); i++) {
+    Tensor& g = grad(i);
+    dispatch_float(g.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      using A = acc_t<T>;
+      sgd_step_cpu<T>(g.numel(), g.template data<T>(), inv_scale, masters_[i].template data<A>(),
+                      velocity_[i].template data<A>(), working<T>(i), p);
+    });
+  }
+}
+
+std::vector<std::pair<std::string, Tensor*>> SGD::state_tensors() {
+  std::vector<std::pair<std::string, Tensor*>> out;
+  for (size_t i = 0; i < params_.size(); i++) {
+    add_masters(out, i);
+    out.emplace_back(param_name(i) + ".momentum", &velocity_[i]);
+  }
+  return out;
+}
+
+// ---- AdamW ----
+
+AdamW::AdamW(std::vector<VarPtr> params, AdamWParams h)
+    : Optimizer("AdamW", std::move(params), h.lr), hp_(h) {
+  CHECK(h.beta1 >= 0 && h.beta1 < 1, "AdamW: beta1 must be in [0, 1), got " << h.beta1);
+  CHECK(h.beta2 >= 0 && h.beta2 < 1, "AdamW: beta2 must be in [0, 1), got " << h.beta2);
+  CHECK(h.eps > 0, "AdamW: eps must be positive, got " << h.eps);
+  CHECK(h.weight_decay >= 0, "AdamW: weight decay must be >= 0, got " << h.weight_decay);
+  m_ = acc_zeros();
+  v_ = acc_zeros();
+}
+
+void AdamW::update(double inv_scale) {
+  AdamWParams p = hp_;
+  p.lr = lr;
+  for (size_t i = 0; i < params_.size(); i++) {
+    Tensor& g = grad(i);
+    dispatch_float(g.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      using A = acc_t<T>;
+      adamw_step_cpu<T>(g.numel(), g.template data<T>(), inv_scale,
+                        masters_[i].template data<A>(), m_[i].template data<A>(),
+                        v_[i].template data<A>(), working<T>(i), p, steps_taken + 1);
+    });
+  }
+}
+
+std::vector<std::pair<std::string, Tensor*>> AdamW::state_tensors() {
+  std::vector<std::pair<std::string, Tensor*>> out;
+  for (size_t i = 0; i < params_.size(); i++) {
+    add_masters(out, i);
+    out.emplace_back(param_name(i) + ".adam_m", &m_[i]);
+    out.emplace_back(param_name(i) + ".adam_v", &v_[i]);
+  }
+  return out;
+}
+
+// ---- make_optimizer ----
+
+std::unique_ptr<Optimizer> make_optimizer(const std::string& name, std::vector<VarPtr> params,
+                                          double lr, double momentum, double weight_decay) {
+  if (name == "sgd" || name == "nesterov")
+    return std::make_unique<SGD>(std::move(params),
+                                 SgdParams{lr, momentum, weight_decay, name == "nesterov"});
+  if (name == "adamw") {
+    AdamWParams h;
+    h.lr = lr;
+    h.weight_decay = weight_decay;
+    return std::make_unique<AdamW>(std::move(params), h);
+  }
+  CHECK(false, "unknown optimizer '" << name << "' (expected sgd, nesterov or adamw)");
+  return nullptr;
 }
 
 }  // namespace cutrain

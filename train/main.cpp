@@ -12,6 +12,7 @@
 #include "kernels/check.h"
 #include "kernels/gpu.h"
 #include "nn/model.h"
+#include "train/commands.h"
 #include "train/progress.h"
 
 using namespace cutrain;
@@ -172,6 +173,13 @@ int main(int argc, char** argv) {
   PackArgs pack_args;
   auto* pack = add_pack_command(app, pack_args);
 
+  TrainArgs train_args;
+  auto* train = add_train_command(app, train_args);
+  EvalArgs eval_args;
+  auto* eval = add_eval_command(app, eval_args);
+  PredictArgs predict_args;
+  auto* predict = add_predict_command(app, predict_args);
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (*info) return cmd_info();
@@ -179,6 +187,9 @@ int main(int argc, char** argv) {
     if (*import_fm) return cmd_import_fashion_mnist(import_from, import_out, import_opt);
     if (*pack) return cmd_pack(pack_args);
     if (*check) return cmd_check_data(check_list, check_classes, check_spec, check_threads, check_bad);
+    if (*train) return cmd_train(train_args);
+    if (*eval) return cmd_eval(eval_args);
+    if (*predict) return cmd_predict(predict_args);
   } catch (const Error& e) {
     std::fprintf(stderr, "cutrain: %s\n", e.what());
     return 1;

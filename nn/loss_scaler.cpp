@@ -1,0 +1,79 @@
+#include "nn/loss_scaler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <iomanip>
+
+#include "kernels/check.h"
+
+namespace cutrain {
+
+void validate_loss_scaler_config(const LossScalerConfig& c) {
+  CHECK(std::isfinite(c.init) && c.init > 0, "loss scaler: init must be positive, got " << c.init);
+  CHECK(c.max_consecutive_skips >= 1,
+        "loss scaler: max_consecutive_skips must be >= 1, got " << c.max_consecutive_skips);
+  if (!c.dynamic) return;  // a fixed scale: the growth and bounds are not used
+  CHECK(std::isfinite(c.min_scale) && c.min_scale > 0,
+        "loss scaler: min_scale must be positive, got " << c.min_scale);
+  CHECK(std::isfinite(c.max_scale) && c.max_scale >= c.min_scale,
+        "loss scaler: max_scale (" << c.max_scale << ") must be >= min_scale (" << c.min_scale
+                                   << ")");
+  CHECK(c.init >= c.min_scale && c.init <= c.max_scale,
+        "loss scaler: init (" << c.init << ") must be within [min_scale, max_scale] = ["
+                              << c.min_scale << ", " << c.max_scale << "]");
+  CHECK(std::isfinite(c.growth) && c.growth >= 1,
+        "loss scaler: growth must be >= 1, got " << c.growth);
+  CHECK(c.backoff > 0 && c.backoff <= 1, "loss scaler: backoff must be in (0, 1], got "
+                                             << c.backoff);
+  CHECK(c.growth_interval >= 1,
+        "loss scaler: growth_interval must be >= 1, got " << c.growth_interval);
+}
+
+LossScalerState loss_scaler_next(const LossScalerConfig& c, LossScalerState s, bool overflow) {
+  if (overflow) {
+    s.consecutive_skips++;
+    s.skipped_total++;
+    s.clean_steps = 0;
+    if (c.dynamic) s.scale = std::max(c.min_scale, s.scale * c.backoff);
+    return s;
+  }
+  s.consecutive_skips = 0;
+  if (!c.dynamic) return s;
+  if (++s.clean_steps >= c.growth_interval) {
+    s.scale = std::min(c.max_scale, s.scale * c.growth);
+    s.clean_steps = 0;
+  }
+  return s;
+}
+
+LossScaler::LossScaler(const LossScalerConfig& config) : c_(config) {
+  validate_loss_scaler_config(c_);
+  s_.scale = c_.init;
+}
+
+void LossScaler::update(bool overflow, int64_t step) {
+  s_ = loss_scaler_next(c_, s_, overflow);
+  CHECK(s_.consecutive_skips < c_.max_consecutive_skips,
+        "step " << step << ": " << s_.consecutive_skips
+                << " consecutive steps overflowed (inf/NaN gradients) and were skipped (loss "
+                   "scale now "
+                << std::setprecision(12) << s_.scale
+                << "); training has diverged or the data holds inf/NaN: try a lower learning "
+                   "rate, a longer warm-up, or --precision fp32");
+}
+
+void LossScaler::restore(const LossScalerState& s) {
+  CHECK(std::isfinite(s.scale) && s.scale > 0,
+        "loss scaler: saved scale must be positive, got " << s.scale);
+  CHECK(!c_.dynamic || (s.scale >= c_.min_scale && s.scale <= c_.max_scale),
+        "loss scaler: saved scale " << s.scale << " is outside [min_scale, max_scale] = ["
+                                    << c_.min_scale << ", " << c_.max_scale << "]");
+  CHECK(s.clean_steps >= 0 && s.consecutive_skips >= 0 && s.skipped_total >= 0,
+        "loss scaler: saved counters must be >= 0");
+  CHECK(!c_.dynamic || s.clean_steps < c_.growth_interval,
+        "loss scaler: saved clean_steps " << s.clean_steps << " must be below growth_interval "
+                                          << c_.growth_interval);
+  s_ = s;
+}
+
+}  // namespace cutrain
