@@ -77,6 +77,10 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
   t->add_option("--keep", c.keep, "Checkpoints kept besides the best")->group("Run");
   t->add_option("--resume", c.resume, "Continue the run in this folder from its newest "
                                       "checkpoint, exactly")->group("Run");
+  t->add_option("--metrics", c.metrics, "Metrics as JSON lines (default: OUT/metrics.jsonl)")
+      ->group("Run");
+  t->add_option("--trace", c.trace, "Write a Chrome/Perfetto trace of the run to this file "
+                                    "(ui.perfetto.dev)")->group("Run");
   t->add_option("--log-every", c.log_every, "Steps between progress lines in a log")
       ->group("Run");
   t->add_option("--checkpoint-every", c.checkpoint_every,

@@ -98,7 +98,8 @@ void for_each_field(Config& c, F&& f) {
   f("momentum", c.momentum), f("wd", c.wd), f("schedule", c.schedule), f("warmup", c.warmup);
   f("epochs", c.epochs), f("batch", c.batch), f("accum", c.accum);
   f("label_smoothing", c.label_smoothing), f("seed", c.seed), f("threads", c.threads);
-  f("out", c.out), f("keep", c.keep), f("resume", c.resume), f("log_every", c.log_every);
+  f("out", c.out), f("keep", c.keep), f("resume", c.resume), f("metrics", c.metrics);
+  f("trace", c.trace), f("log_every", c.log_every);
   f("checkpoint_every", c.checkpoint_every), f("classes", c.classes);
   f("class_names", c.class_names), f("model_text", c.model_text);
 }
@@ -155,7 +156,8 @@ std::string option_key(const std::string& option) {
 
 bool may_change_on_resume(const std::string& key) {
   static const std::set<std::string> ok = {"epochs", "threads", "out", "keep", "resume",
-                                           "log_every", "checkpoint_every", "device"};
+                                           "metrics", "trace", "log_every", "checkpoint_every",
+                                           "device"};
   return ok.count(key) > 0;
 }
 
@@ -170,8 +172,8 @@ TrainConfig resume_config(const TrainConfig& saved, const TrainConfig& cli,
     } else if (c[key] != s[key]) {
       CHECK(false, "--" << key << " " << c[key].dump() << " differs from the checkpoint's "
                         << s[key].dump() << ": a resumed run continues the computation it "
-                        << "started, so only --epochs, --threads, --out, --keep, --log-every, "
-                        << "--checkpoint-every and --device may change");
+                        << "started, so only --epochs, --threads, --out, --keep, --metrics, --trace, "
+                        << "--log-every, --checkpoint-every and --device may change");
     }
   }
   return merged.get<TrainConfig>();

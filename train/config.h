@@ -62,6 +62,8 @@ struct TrainConfig {
   std::string out = "runs/train";   // checkpoints, metrics, config.json
   int keep = 3;                     // checkpoints kept besides the best
   std::string resume;               // a run folder: continue from its newest checkpoint
+  std::string metrics;              // JSON lines of steps and evaluations ("": OUT/metrics.jsonl)
+  std::string trace;                // a Chrome/Perfetto trace of the run ("": none)
   int log_every = 50;               // steps between progress lines
   int checkpoint_every = 0;         // steps between extra checkpoints (0: after each epoch only)
 
@@ -90,8 +92,8 @@ TrainConfig config_from_json_text(const std::string& text, const std::string& wh
 std::string option_key(const std::string& option);
 
 // The options a resumed run may change: they do not alter what is computed, only how long it
-// runs and where and how it reports (--epochs, --threads, --out, --keep, --log-every,
-// --checkpoint-every, --device).
+// runs and where and how it reports (--epochs, --threads, --out, --keep, --metrics, --trace,
+// --log-every, --checkpoint-every, --device).
 bool may_change_on_resume(const std::string& key);
 
 // The configuration of a resumed run: `saved` (from the checkpoint) with the keys in `given`

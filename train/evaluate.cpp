@@ -57,6 +57,7 @@ EvalResult evaluate(Model& model, std::shared_ptr<const SampleSource> data,
   LoaderConfig lc;
   lc.threads = opt.threads;
   lc.strict = opt.strict;
+  lc.tracer = opt.tracer;
   lc.print_bad = 3;
   Loader loader(data, sc, lc);
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "data/source.h"
+#include "data/trace.h"
 #include "nn/model.h"
 #include "train/batch_input.h"
 
@@ -35,6 +36,7 @@ struct EvalOptions {
   int threads = 0;      // decode threads (0: hardware threads - 1)
   bool strict = false;  // a bad file stops evaluation instead of being skipped
   Normalization norm;
+  Tracer* tracer = nullptr;  // the loader's spans (data/trace.h); null: none
 };
 
 // Every sample of `data` through the model. data->spec() must match the model's input.

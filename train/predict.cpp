@@ -25,6 +25,7 @@ std::vector<Prediction> predict(Model& model, std::shared_ptr<const SampleSource
   LoaderConfig lc;
   lc.threads = opt.threads;
   lc.strict = opt.strict;
+  lc.tracer = opt.tracer;
   Loader loader(data, sc, lc);
   std::vector<Prediction> out;
   for (int64_t b = 0; b < loader.sampler().batches_per_epoch(); b++) {

@@ -67,6 +67,7 @@ void Trainer::start_loader() {
   LoaderConfig lc;
   lc.threads = cfg_.threads;
   lc.strict = cfg_.strict;
+  lc.tracer = tracer;
   if (!cfg_.out.empty()) lc.bad_files_path = cfg_.out + "/bad_files.txt";
   loader_ = std::make_unique<Loader>(train_, sc, lc, cursor_);
 }
@@ -75,6 +76,7 @@ LoaderStats Trainer::loader_stats() const { return loader_ ? loader_->stats() : 
 
 StepResult Trainer::step() {
   if (!loader_) start_loader();
+  TraceSpan span(tracer, "step", "train");
   StepResult r;
   r.step = step_;
 
@@ -96,13 +98,24 @@ StepResult Trainer::step() {
     const int n = std::min(micro, batch.n - begin);
     const double share = double(n) / double(batch.n);  // of the batch's mean loss
     Tape tape;
-    VarPtr x = make_var(input_tensor(batch.images + size_t(begin) * image_bytes, n, S, C,
-                                     norm_, device_.dtype));                    // (n,S,S,C)
+    VarPtr x;
+    {
+      TraceSpan s(tracer, "input", "train");
+      x = make_var(input_tensor(batch.images + size_t(begin) * image_bytes, n, S, C, norm_,
+                                device_.dtype));                                // (n,S,S,C)
+    }
     const Tensor labels = Tensor::from_ints(
         std::vector<int32_t>(batch.labels + begin, batch.labels + begin + n), {n});
-    VarPtr logits = model_->forward(tape, x, true);                             // (n,classes)
-    VarPtr loss = softmax_cross_entropy(tape, logits, labels, cfg_.label_smoothing);  // fp32
-    tape.backward(loss, r.loss_scale * share);
+    VarPtr logits, loss;
+    {
+      TraceSpan s(tracer, "forward", "train");
+      logits = model_->forward(tape, x, true);                                  // (n,classes)
+      loss = softmax_cross_entropy(tape, logits, labels, cfg_.label_smoothing);  // (1) fp32
+    }
+    {
+      TraceSpan s(tracer, "backward", "train");
+      tape.backward(loss, r.loss_scale * share);
+    }
     r.loss += loss->value.item() * share;
     r.correct += top1_correct(logits->value, labels);
   }
@@ -110,6 +123,7 @@ StepResult Trainer::step() {
 
   // 3. The update, unless some gradient is inf/NaN: then nothing changes at all.
   if (batch.n > 0) {
+    TraceSpan s(tracer, "optimizer", "train");
     r.taken = optimizer_->step(r.loss_scale);
     if (!r.taken) r.overflow = optimizer_->first_nonfinite();
     // 4. The loss scale follows (throws after too many overflows in a row).
@@ -126,11 +140,13 @@ StepResult Trainer::step() {
 
 EvalResult Trainer::evaluate() {
   CHECK(val_, "evaluate: no validation data (--val)");
+  TraceSpan span(tracer, "evaluate", "train");
   EvalOptions opt;
   opt.batch = std::max(cfg_.batch, 256);
   opt.threads = cfg_.threads;
   opt.strict = cfg_.strict;
   opt.norm = norm_;
+  opt.tracer = tracer;
   return cutrain::evaluate(*model_, val_, opt);
 }
 

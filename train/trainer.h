@@ -30,6 +30,7 @@
 #include <string>
 
 #include "data/loader.h"
+#include "data/trace.h"
 #include "nn/checkpoint.h"
 #include "nn/loss_scaler.h"
 #include "nn/model.h"
@@ -93,6 +94,10 @@ class Trainer {
   const ScheduleConfig& schedule() const { return schedule_; }
   const SampleSource& train_data() const { return *train_; }
   LoaderStats loader_stats() const;  // of the current loader (since it was made)
+
+  // Spans of the steps ("step", "input", "forward", "backward", "optimizer"), evaluations and
+  // the loader's workers go here (data/trace.h); null: none. Set before the first step.
+  Tracer* tracer = nullptr;
 
   // Called in step() after the last backward and before the optimizer step: the gradients of
   // model().parameters() hold the batch's loss-scaled gradients. For tests (injecting an inf).

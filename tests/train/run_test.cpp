@@ -12,6 +12,9 @@
 #include <sstream>
 #include <thread>
 
+#include <map>
+#include <nlohmann/json.hpp>
+
 #include "nn/checkpoint.h"
 #include "tests/test_util.h"
 #include "tests/train/train_fixture.h"
@@ -36,6 +39,14 @@ std::string slurp(const std::string& path) {
   return ss.str();
 }
 
+// The "step" spans of a trace file.
+int step_spans(const std::string& path) {
+  const nlohmann::json trace = nlohmann::json::parse(slurp(path));
+  int n = 0;
+  for (const auto& e : trace["traceEvents"]) n += e.value("name", "") == "step";
+  return n;
+}
+
 struct DevNull {
   FILE* f = std::fopen("/dev/null", "w");
   ~DevNull() { std::fclose(f); }
@@ -55,7 +66,7 @@ TEST_CASE("SIGINT during training: the process saves, exits 130, and the run res
       exe, "train", "--train", fm.train, "--val", fm.test, "--limit-train", "640",
       "--limit-val", "100", "--model", dir / "tiny.model", "--batch", "32", "--accum", "2",
       "--augment", "--epochs", "3", "--lr", "0.05", "--warmup", "0.4", "--seed", "7",
-      "--threads", "2", "--log-every", "1", "--out", run};
+      "--threads", "2", "--log-every", "1", "--out", run, "--trace", dir / "trace.json"};
   const pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {  // the child: exec at once (nothing of the test process runs here)
@@ -98,6 +109,8 @@ TEST_CASE("SIGINT during training: the process saves, exits 130, and the run res
   REQUIRE(c.step >= 3);
   REQUIRE(c.step < 60);
 
+  REQUIRE(step_spans(dir / "trace.json") == c.step);
+
   // Resume in this process, to the end.
   DevNull devnull;
   TrainConfig cli;
@@ -115,6 +128,23 @@ TEST_CASE("SIGINT during training: the process saves, exits 130, and the run res
   std::vector<double> losses;
   for (int i = 0; i < 60; i++) losses.push_back(unbroken.step().loss);
   REQUIRE(s.losses == std::vector<double>(losses.begin() + c.step, losses.end()));
+
+  // What the two processes reported: traces (the interrupted one wrote its trace on the way
+  // out, above), and one metrics file, appended to by the resumed run: a record every step,
+  // an evaluation per epoch, each checkpoint.
+  REQUIRE(step_spans(dir / "trace.json") == 60 - c.step);  // --trace was kept: rewritten
+  std::map<std::string, int> kinds;
+  int64_t last_step = 0;
+  std::istringstream lines(slurp(run + "/metrics.jsonl"));
+  for (std::string line; std::getline(lines, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    kinds[j["kind"]]++;
+    if (j["kind"] == "step") last_step = j["step"];
+  }
+  REQUIRE(kinds["step"] == c.step + 1);  // every step before the signal (--log-every 1), then the last
+  REQUIRE(last_step == 60);
+  REQUIRE(kinds["eval"] == 3);
+  REQUIRE(kinds["checkpoint"] == 4);  // the SIGINT one and one per epoch
 
   // A new run into the same folder is refused: it would mix two runs' checkpoints.
   TrainConfig again = s.config;
