@@ -187,3 +187,46 @@ TEST_CASE("fp16 and fp32 training from the same start stay close") {
   REQUIRE(worst_loss < 0.02);
   REQUIRE(diff < 0.05 * moved);
 }
+
+TEST_CASE("gradient accumulation: 4 micro-batches of 8 step like one batch of 32") {
+  // Without BatchNorm (which sees each micro-batch alone) the step is the same up to the
+  // order of the float sums: each micro-batch's backward is seeded with its share of the batch.
+  TempDir dir;
+  TrainConfig one = tiny_run_config(dir / "run");
+  one.model_text = "conv 8 3x3 pad=1\nrelu\nmaxpool 4x4\nflatten\nlinear classes\n";
+  one.accum = 1;
+  TrainConfig four = one;
+  four.accum = 4;
+  Trainer a(one, cpu(DType::f32)), b(four, cpu(DType::f32));
+  const Checkpoint start = a.snapshot();
+  for (int s = 0; s < 3; s++) {
+    const StepResult ra = a.step(), rb = b.step();
+    REQUIRE(std::abs(ra.loss - rb.loss) < 1e-5);
+    REQUIRE(ra.correct == rb.correct);
+  }
+  double moved = 0, diff = 0;
+  const Checkpoint sa = a.snapshot(), sb = b.snapshot();
+  for (const VarPtr& p : a.model().parameters()) {
+    const auto w0 = start.tensor(p->name).to_doubles(), wa = sa.tensor(p->name).to_doubles(),
+               wb = sb.tensor(p->name).to_doubles();
+    for (size_t i = 0; i < w0.size(); i++) {
+      moved = std::max(moved, std::abs(wa[i] - w0[i]));
+      diff = std::max(diff, std::abs(wa[i] - wb[i]));
+    }
+  }
+  INFO("moved " << moved << ", differ " << diff);
+  REQUIRE(moved > 1e-3);
+  REQUIRE(diff < 1e-5);
+}
+
+TEST_CASE("a run whose every gradient overflows stops with an error naming the step") {
+  TempDir dir;
+  Trainer t(tiny_run_config(dir / "run", 320, 10), cpu(DType::f16));
+  t.after_backward = [](Trainer& tr) {
+    tr.model().parameters().back()->grad_buffer().data<half_t>()[0] = half_t(std::nanf(""));
+  };
+  for (int s = 0; s < 29; s++) REQUIRE(!t.step().taken);
+  REQUIRE(t.scaler().scale() == 1);  // halved from 2^16 down to its minimum, 1
+  REQUIRE(t.scaler().consecutive_skips() == 29);
+  REQUIRE_ERROR(t.step(), "step 29: 30 consecutive");  // the 30th overflow in a row ends it
+}
