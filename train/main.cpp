@@ -13,6 +13,7 @@
 #include "kernels/gpu.h"
 #include "nn/model.h"
 #include "train/commands.h"
+#include "train/device.h"
 #include "train/progress.h"
 
 using namespace cutrain;
@@ -24,6 +25,12 @@ static int cmd_info() {
   } else {
     std::printf("  no GPU: %s\n", gpu_unavailable_reason().c_str());
   }
+  // What `cutrain train` would use: the same choice the trainer makes (make demo reads it).
+  const RunDevice run = choose_device("auto", "auto");
+  std::printf("  training (--device auto): %s\n", run.describe().c_str());
+  const std::string prefix = "cutrain: running on the CPU: ";
+  if (run.notice.rfind(prefix, 0) == 0)
+    std::printf("  not on a GPU because: %s\n", run.notice.substr(prefix.size()).c_str());
   return 0;
 }
 
