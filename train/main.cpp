@@ -200,6 +200,9 @@ int main(int argc, char** argv) {
   } catch (const Error& e) {
     std::fprintf(stderr, "cutrain: %s\n", e.what());
     return 1;
+  } catch (const std::exception& e) {  // the standard library's (a file system error, ...)
+    std::fprintf(stderr, "cutrain: %s\n", e.what());
+    return 1;
   }
   return 0;
 }
