@@ -67,12 +67,14 @@ TEST_CASE("SIGINT during training: the process saves, exits 130, and the run res
       "--limit-val", "100", "--model", dir / "tiny.model", "--batch", "32", "--accum", "2",
       "--augment", "--epochs", "3", "--lr", "0.05", "--warmup", "0.4", "--seed", "7",
       "--threads", "2", "--log-every", "1", "--out", run, "--trace", dir / "trace.json"};
+  // Everything the child needs is made before fork(): between fork and exec a child of a
+  // multithreaded process may only make async-signal-safe calls (no malloc).
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
   const pid_t pid = fork();
   REQUIRE(pid >= 0);
-  if (pid == 0) {  // the child: exec at once (nothing of the test process runs here)
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
+  if (pid == 0) {  // the child: open, dup2, exec
     const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ::dup2(fd, 1), ::dup2(fd, 2);
     ::execv(exe.c_str(), argv.data());
