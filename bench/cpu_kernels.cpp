@@ -87,16 +87,33 @@ std::vector<BenchLayer> gemm_layers(const ModelSpec& spec, const ModelOptions& o
   return out;
 }
 
-double median_ms(int repeats, const std::function<void()>& f) {
+double cpu_seconds() {  // CPU time of the whole process: every thread, spinning included
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+struct Timing {
+  double ms = 0;     // median wall-clock time of one run
+  double cores = 0;  // CPU time / wall time over the timed runs: the cores this process got.
+                     // N threads can only beat 1 when this is near N; on a shared machine
+                     // other work may leave fewer.
+};
+
+Timing time_runs(int repeats, const std::function<void()>& f) {
   f();  // warm-up: caches, page faults, the OpenMP thread pool
   std::vector<double> ms;
+  double wall = 0, cpu = 0;
   for (int i = 0; i < repeats; i++) {
     const auto t0 = Clock::now();
+    const double c0 = cpu_seconds();
     f();
+    cpu += cpu_seconds() - c0;
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    wall += ms.back() / 1000;
   }
   std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  return {ms[ms.size() / 2], cpu / wall};
 }
 
 template <typename T> std::vector<T> random_vec(size_t n, uint64_t seed) {
@@ -110,7 +127,7 @@ template <typename T> bool same_bits(const std::vector<T>& a, const std::vector<
 }
 
 struct PassTimes {
-  double ms[3][2] = {};  // [forward, backward data, backward filter][1 thread, N threads]
+  Timing t[3][2];  // [forward, backward data, backward filter][1 thread, N threads]
 };
 
 // Validates (N threads == 1 thread, bit for bit), then times the three passes of one layer.
@@ -155,7 +172,7 @@ template <typename T> PassTimes time_layer(const BenchLayer& L, int threads, int
   PassTimes pt;
   for (int ti = 0; ti < 2; ti++) {
     omp_set_num_threads(ti == 0 ? 1 : threads);
-    for (int p = 0; p < 3; p++) pt.ms[p][ti] = median_ms(repeats, pass[p]);
+    for (int p = 0; p < 3; p++) pt.t[p][ti] = time_runs(repeats, pass[p]);
   }
   return pt;
 }
@@ -164,7 +181,7 @@ template <typename T> PassTimes time_layer(const BenchLayer& L, int threads, int
 // Returns the median ms on 1 and on N threads, after checking that both give the same loss
 // and gradients bit for bit.
 void time_step(const ModelSpec& spec, ModelOptions o, int batch, int threads, int repeats,
-               double ms[2]) {
+               Timing t[2]) {
   auto model = build_model(spec, o);
   std::vector<double> xs(size_t(batch) * o.H * o.W * o.C);
   for (size_t i = 0; i < xs.size(); i++) xs[i] = rng_uniform(7, i) * 2 - 1;
@@ -187,7 +204,7 @@ void time_step(const ModelSpec& spec, ModelOptions o, int batch, int threads, in
     step();
     losses[ti] = loss;
     for (const VarPtr& p : model->parameters()) grads[ti].push_back(p->grad.to_doubles());
-    ms[ti] = median_ms(repeats, step);
+    t[ti] = time_runs(repeats, step);
   }
   CHECK(losses[0] == losses[1] && grads[0] == grads[1],
         "whole step: " << threads << " threads do not give the 1-thread loss and gradients");
@@ -218,30 +235,34 @@ void run(const ModelSpec& spec, const ModelOptions& o, int batch, int threads, i
               cpu_name().c_str(), omp_get_num_procs(), load_average().c_str());
   std::printf("model %s, input %dx%dx%d, batch %d, %s, median of %d; N = %d threads\n\n",
               spec.source.c_str(), o.H, o.W, o.C, batch, dtype_name(o.dtype), repeats, threads);
-  std::printf("| layer | pass | MFLOP | 1 thread ms | GFLOP/s | %d threads ms | GFLOP/s | speedup |\n"
-              "| --- | --- | --- | --- | --- | --- | --- | --- |\n", threads);
+  std::printf("| layer | pass | MFLOP | 1 thread ms | GFLOP/s | %d threads ms | GFLOP/s | "
+              "speedup | cores busy |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+              threads);
   const char* pass_name[3] = {"forward", "backward data", "backward filter"};
   double total[2] = {0, 0};
   for (const BenchLayer& L : gemm_layers(spec, o, batch)) {
     const PassTimes pt = time_layer<T>(L, threads, repeats);
     const double mflop = double(L.s.forward_flops()) / 1e6;  // each pass costs the same
     for (int p = 0; p < 3; p++) {
-      std::printf("| %s `%s` | %s | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", L.name.c_str(),
-                  L.text.c_str(), pass_name[p], mflop, pt.ms[p][0], mflop / pt.ms[p][0],
-                  pt.ms[p][1], mflop / pt.ms[p][1], pt.ms[p][0] / pt.ms[p][1]);
-      total[0] += pt.ms[p][0], total[1] += pt.ms[p][1];
+      const Timing &one = pt.t[p][0], &many = pt.t[p][1];
+      std::printf("| %s `%s` | %s | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n",
+                  L.name.c_str(), L.text.c_str(), pass_name[p], mflop, one.ms, mflop / one.ms,
+                  many.ms, mflop / many.ms, one.ms / many.ms, many.cores);
+      total[0] += one.ms, total[1] += many.ms;
     }
   }
-  std::printf("| all conv + linear | | | %.1f | | %.1f | | %.2f |\n\n", total[0], total[1],
+  std::printf("| all conv + linear | | | %.1f | | %.1f | | %.2f | |\n\n", total[0], total[1],
               total[0] / total[1]);
-  double step[2];
+  Timing step[2];
   time_step(spec, o, batch, threads, repeats, step);
   std::printf("| whole training step (batch %d) | 1 thread | %d threads | speedup |\n"
               "| --- | --- | --- | --- |\n", batch, threads);
-  std::printf("| ms | %.1f | %.1f | %.2f |\n", step[0], step[1], step[0] / step[1]);
-  std::printf("| images/s | %.0f | %.0f | |\n", batch * 1000 / step[0], batch * 1000 / step[1]);
-  std::printf("| conv + linear share | %.0f%% | %.0f%% | |\n", 100 * total[0] / step[0],
-              100 * total[1] / step[1]);
+  std::printf("| ms | %.1f | %.1f | %.2f |\n", step[0].ms, step[1].ms, step[0].ms / step[1].ms);
+  std::printf("| images/s | %.0f | %.0f | |\n", batch * 1000 / step[0].ms,
+              batch * 1000 / step[1].ms);
+  std::printf("| conv + linear share | %.0f%% | %.0f%% | |\n", 100 * total[0] / step[0].ms,
+              100 * total[1] / step[1].ms);
+  std::printf("| cores busy | %.2f | %.2f | |\n", step[0].cores, step[1].cores);
   std::printf("\nidentical: every layer and the whole step give the same bits on 1 and %d "
               "threads\nload average at the end: %s\n", threads, load_average().c_str());
 }
