@@ -116,7 +116,8 @@ template <typename T> std::vector<T> random_values(size_t n, uint64_t seed) {
   return v;
 }
 
-template <typename T> void require_same_bits(const std::vector<T>& got, const std::vector<T>& want) {
+template <typename T>
+void require_same_bits(const std::vector<T>& got, const std::vector<T>& want) {
   REQUIRE(got.size() == want.size());
   for (size_t i = 0; i < got.size(); i++) {
     INFO("element " << i << ": got " << double(got[i]) << ", plain loop " << double(want[i]));

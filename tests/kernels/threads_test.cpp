@@ -103,10 +103,11 @@ TEST_CASE_TEMPLATE("conv2d CPU: the same bytes on 1 and 4 threads", T, float, ha
 TEST_CASE_TEMPLATE("linear CPU: the same bytes on 1 and 4 threads", T, float, half_t) {
   const int N = 37, C = 29, K = 31;
   REQUIRE(worth_threads(int64_t(N) * C * K));
-  const std::vector<T> x = random_values<T>(size_t(N) * C, 1), w = random_values<T>(size_t(K) * C, 2),
-                       b = random_values<T>(size_t(K), 3), dy = random_values<T>(size_t(N) * K, 4);
-  std::vector<T> y(size_t(N) * K), dx = random_values<T>(size_t(N) * C, 5),
-                 dw = random_values<T>(size_t(K) * C, 6), db = random_values<T>(size_t(K), 7);
+  const size_t nx = size_t(N) * C, nw = size_t(K) * C, ny = size_t(N) * K;
+  const std::vector<T> x = random_values<T>(nx, 1), w = random_values<T>(nw, 2),
+                       b = random_values<T>(size_t(K), 3), dy = random_values<T>(ny, 4);
+  std::vector<T> y(ny), dx = random_values<T>(nx, 5), dw = random_values<T>(nw, 6),
+                 db = random_values<T>(size_t(K), 7);
   require_same_on_1_and_4_threads("linear forward", {bytes(y)}, [&] {
     linear_forward_cpu<T>(N, C, K, x.data(), w.data(), b.data(), y.data());
   });
