@@ -14,10 +14,11 @@
 
 namespace cutrain {
 
-// Whether a loop doing `work` units (multiply-adds, or elements touched) is worth splitting:
-// starting a parallel region costs microseconds, and waking a sleeping thread on a busy
-// machine can cost far more, so tiny calls (gradient checks, the classifier of a small
+// Whether a loop doing `work` units (flops, or elements touched) is worth splitting: starting
+// a parallel region costs microseconds, and on a machine whose cores are busy with other work
+// every thread of the team must be scheduled before the region ends, which can take
+// milliseconds. So calls under ~0.1 ms of work (gradient checks, the classifier of a small
 // model) stay on the calling thread. Used as `#pragma omp parallel if (worth_threads(w))`.
-inline bool worth_threads(int64_t work) { return work >= (int64_t(1) << 15); }
+inline bool worth_threads(int64_t work) { return work >= (int64_t(1) << 18); }
 
 }  // namespace cutrain

@@ -79,7 +79,7 @@ void require_same_on_1_and_4_threads(const char* what, const std::vector<Bytes>&
 TEST_CASE_TEMPLATE("conv2d CPU: the same bytes on 1 and 4 threads", T, float, half_t) {
   for (const int stride : {1, 2}) {
     Conv2dShape s;
-    s.N = 3, s.H = 13, s.W = 11, s.C = 5, s.K = 7, s.R = 3, s.S = 3;
+    s.N = 5, s.H = 13, s.W = 11, s.C = 9, s.K = 11, s.R = 3, s.S = 3;
     s.stride_h = s.stride_w = stride, s.pad_h = s.pad_w = 1;
     REQUIRE(worth_threads(s.forward_flops()));
     const size_t nx = size_t(s.N) * s.H * s.W * s.C, nw = size_t(s.K) * s.R * s.S * s.C;
@@ -101,7 +101,7 @@ TEST_CASE_TEMPLATE("conv2d CPU: the same bytes on 1 and 4 threads", T, float, ha
 }
 
 TEST_CASE_TEMPLATE("linear CPU: the same bytes on 1 and 4 threads", T, float, half_t) {
-  const int N = 37, C = 29, K = 31;
+  const int N = 67, C = 63, K = 65;
   REQUIRE(worth_threads(int64_t(N) * C * K));
   const size_t nx = size_t(N) * C, nw = size_t(K) * C, ny = size_t(N) * K;
   const std::vector<T> x = random_values<T>(nx, 1), w = random_values<T>(nw, 2),
@@ -119,7 +119,7 @@ TEST_CASE_TEMPLATE("linear CPU: the same bytes on 1 and 4 threads", T, float, ha
 
 TEST_CASE_TEMPLATE("batchnorm CPU: the same bytes on 1 and 4 threads", T, float, half_t) {
   using A = acc_t<T>;
-  const int64_t M = 3 * 19 * 17;  // N*H*W
+  const int64_t M = 5 * 41 * 37;  // N*H*W
   const int C = 37;               // two whole blocks of 16 channels and a tail of 5
   REQUIRE(worth_threads(M * C));
   const size_t n = size_t(M) * C, Cs = size_t(C);
@@ -156,7 +156,7 @@ TEST_CASE_TEMPLATE("batchnorm CPU: the same bytes on 1 and 4 threads", T, float,
 
 TEST_CASE_TEMPLATE("pooling CPU: the same bytes on 1 and 4 threads", T, float, half_t) {
   Pool2dShape s;  // overlapping 3x3 windows, stride 2: inputs under two windows sum gradients
-  s.N = 3, s.H = 19, s.W = 17, s.C = 37, s.R = 3, s.S = 3;
+  s.N = 9, s.H = 19, s.W = 17, s.C = 37, s.R = 3, s.S = 3;
   s.stride_h = s.stride_w = 2, s.pad_h = s.pad_w = 1;
   REQUIRE(worth_threads(s.output_numel() * s.R * s.S));
   const std::vector<T> x = random_values<T>(size_t(s.input_numel()), 1),
@@ -167,7 +167,7 @@ TEST_CASE_TEMPLATE("pooling CPU: the same bytes on 1 and 4 threads", T, float, h
   require_same_on_1_and_4_threads("maxpool backward", {bytes(dx)}, [&] {
     maxpool2d_backward_cpu<T>(s, x.data(), dy.data(), dx.data());
   });
-  const int N = 7, H = 13, W = 11, C = 37;
+  const int N = 7, H = 31, W = 33, C = 37;
   REQUIRE(worth_threads(int64_t(N) * H * W * C));
   const std::vector<T> gx = random_values<T>(size_t(N) * H * W * C, 4),
                        gdy = random_values<T>(size_t(N) * C, 5);
@@ -181,7 +181,7 @@ TEST_CASE_TEMPLATE("pooling CPU: the same bytes on 1 and 4 threads", T, float, h
 }
 
 TEST_CASE_TEMPLATE("elementwise CPU: the same bytes on 1 and 4 threads", T, float, half_t) {
-  const int64_t n = 40001;
+  const int64_t n = 300007;
   REQUIRE(worth_threads(n));
   const std::vector<T> a = random_values<T>(size_t(n), 1), b = random_values<T>(size_t(n), 2);
   std::vector<T> y(static_cast<size_t>(n)), dx = random_values<T>(size_t(n), 3);
@@ -196,7 +196,7 @@ TEST_CASE_TEMPLATE("elementwise CPU: the same bytes on 1 and 4 threads", T, floa
 }
 
 TEST_CASE_TEMPLATE("input_normalize CPU: the same bytes on 1 and 4 threads", T, float, half_t) {
-  const int N = 13, S = 29, C = 3;
+  const int N = 37, S = 49, C = 3;
   REQUIRE(worth_threads(int64_t(N) * S * S * C));
   std::vector<uint8_t> x(size_t(N) * S * S * C);
   for (size_t i = 0; i < x.size(); i++) x[i] = uint8_t(rng_u64(1, i));
