@@ -104,6 +104,11 @@ TEST_CASE("checkpoint: every dtype and shape, scalars, cursor and config come ba
   REQUIRE(read_checkpoint(path).tensor("bn1.gamma").raw() != c.tensor("bn1.gamma").raw());
   REQUIRE_ERROR(c.tensor("bn2"), "the checkpoint has no tensor 'bn2'");
 
+  // Nothing at all: no tensors, no scalars, an empty config.
+  write_checkpoint(Checkpoint(), dir / "empty.h5");
+  require_identical(read_checkpoint(dir / "empty.h5"), Checkpoint());
+  fs::remove(dir / "empty.h5");
+
   // Writing again replaces the file whole.
   const Checkpoint other = small_checkpoint(5);
   write_checkpoint(other, path);

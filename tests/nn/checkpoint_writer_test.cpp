@@ -84,6 +84,12 @@ TEST_CASE("checkpoint writer: with one write in flight and one waiting, submit()
   CheckpointWriter writer(dir.str());
   std::atomic<bool> third_returned{false};
   std::thread third;
+  struct Joiner {  // joins `third` however the test ends (a failed REQUIRE throws)
+    std::thread& t;
+    ~Joiner() {
+      if (t.joinable()) t.join();
+    }
+  } joiner{third};
   {
     H5Lock lock;  // stalls the writer thread at its first HDF5 call
     writer.submit(small_checkpoint(1), 1, false);
@@ -95,7 +101,7 @@ TEST_CASE("checkpoint writer: with one write in flight and one waiting, submit()
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     REQUIRE(!third_returned);  // step 1 cannot finish, step 2 waits: no room for step 3
   }
-  third.join();
+  third.join();  // returns once the lock is gone: step 1 is written, step 2 taken up
   REQUIRE(third_returned);
   writer.wait();
   REQUIRE(files_in(dir.str()) == std::set<std::string>{step_name(1), step_name(2), step_name(3)});
