@@ -109,18 +109,20 @@ struct ImageSpec {
   int channels = 1;
   int resize = 0;  // shorter side before cropping; 0 = size
   bool random_crop = false;
+  int pad = 0;       // random_crop only: the window may reach pad pixels beyond each edge,
+                     // which read as 0 (pad-and-crop, as in CIFAR training); < size
   bool random_flip = false;
   int64_t max_pixels = 64LL << 20;
 };
 
 // Throws cutrain::Error naming the bad field: size < 1, channels not 1 or 3, resize < size,
-// max_pixels < 1.
+// max_pixels < 1, pad outside [0, size).
 void check_image_spec(const ImageSpec& spec);
 
 // The crop-and-flip of one sample, from its augmentation key:
 //   corner: centred ((h - size) / 2, (w - size) / 2), or with random_crop drawn from
-//           r = rng_u64(aug_key, 0): y0 = (r & 0xffffffff) % (h - size + 1),
-//           x0 = (r >> 32) % (w - size + 1);
+//           r = rng_u64(aug_key, 0): y0 = (r & 0xffffffff) % (h - size + 2 pad + 1) - pad,
+//           x0 = (r >> 32) % (w - size + 2 pad + 1) - pad (pad 0: inside the image);
 //   flip:   random_flip and rng_u64(aug_key, 1) is odd.
 struct CropPlan {
   int y0 = 0, x0 = 0;

@@ -112,19 +112,34 @@ void vertical_pass(const uint32_t* rows, size_t row_len, const Axis& ay, uint64_
   }
 }
 
+// The window may reach `pad` pixels beyond each edge of the image; those pixels are 0 (the
+// zero-padded random crop of CIFAR-style training).
 void crop_flip_raw(const uint8_t* in, int h, int w, int c, int size, int y0, int x0, bool flip,
-                   uint8_t* out) {
-  CHECK(size >= 1 && y0 >= 0 && x0 >= 0 && y0 + size <= h && x0 + size <= w,
+                   uint8_t* out, int pad = 0) {
+  CHECK(size >= 1 && pad >= 0 && y0 >= -pad && x0 >= -pad && y0 + size <= h + pad &&
+            x0 + size <= w + pad,
         "crop_flip: a " << size << "x" << size << " window at (" << y0 << ", " << x0
-                        << ") does not fit in a " << h << "x" << w << " image");
+                        << ") does not fit in a " << h << "x" << w << " image"
+                        << (pad ? " padded by " + std::to_string(pad) : std::string()));
+  const bool inside = y0 >= 0 && x0 >= 0 && y0 + size <= h && x0 + size <= w;
   for (int y = 0; y < size; y++) {
-    const uint8_t* src = in + (size_t(y0 + y) * w + x0) * c;
     uint8_t* dst = out + size_t(y) * size * c;
-    if (!flip) {
-      std::memcpy(dst, src, size_t(size) * c);
-    } else {
-      for (int x = 0; x < size; x++)
-        std::memcpy(dst + size_t(x) * c, src + size_t(size - 1 - x) * c, size_t(c));
+    const int sy = y0 + y;
+    if (sy < 0 || sy >= h) {
+      std::memset(dst, 0, size_t(size) * c);
+      continue;
+    }
+    const uint8_t* row = in + size_t(sy) * w * c;  // in[sy][0][:]
+    if (inside && !flip) {
+      std::memcpy(dst, row + size_t(x0) * c, size_t(size) * c);
+      continue;
+    }
+    for (int x = 0; x < size; x++) {
+      const int sx = x0 + (flip ? size - 1 - x : x);
+      if (sx < 0 || sx >= w)
+        std::memset(dst + size_t(x) * c, 0, size_t(c));
+      else
+        std::memcpy(dst + size_t(x) * c, row + size_t(sx) * c, size_t(c));
     }
   }
 }
@@ -185,6 +200,8 @@ void check_image_spec(const ImageSpec& spec) {
         "image spec: resize (" << spec.resize << ") must be 0 or >= size (" << spec.size
                                << "): the crop is cut from the resized image");
   CHECK(spec.max_pixels >= 1, "image spec: max_pixels must be >= 1, got " << spec.max_pixels);
+  CHECK(spec.pad >= 0 && spec.pad < spec.size,
+        "image spec: pad must be in [0, size), got " << spec.pad << " for size " << spec.size);
 }
 
 CropPlan plan_crop(int h, int w, const ImageSpec& spec, uint64_t aug_key) {
@@ -193,8 +210,9 @@ CropPlan plan_crop(int h, int w, const ImageSpec& spec, uint64_t aug_key) {
   CropPlan p;
   if (spec.random_crop) {
     const uint64_t r = rng_u64(aug_key, 0);
-    p.y0 = int((r & 0xffffffffu) % uint64_t(h - spec.size + 1));
-    p.x0 = int((r >> 32) % uint64_t(w - spec.size + 1));
+    const int pad = spec.pad;
+    p.y0 = int((r & 0xffffffffu) % uint64_t(h - spec.size + 2 * pad + 1)) - pad;
+    p.x0 = int((r >> 32) % uint64_t(w - spec.size + 2 * pad + 1)) - pad;
   } else {
     p.y0 = (h - spec.size) / 2;
     p.x0 = (w - spec.size) / 2;
@@ -224,7 +242,8 @@ DecodeResult load_sample(const std::string& path, const ImageSpec& spec, uint64_
   if (!r.ok()) return r;
   resize_shorter_side(img, target, img);
   const CropPlan p = plan_crop(img.h, img.w, spec, aug_key);
-  crop_flip(img, spec.size, p.y0, p.x0, p.flip, out);
+  crop_flip_raw(img.pixels.data(), img.h, img.w, img.c, spec.size, p.y0, p.x0, p.flip, out,
+                spec.pad);
   lap(times ? &times->augment_s : nullptr);
   return r;
 }
@@ -235,7 +254,7 @@ void augment_square(const uint8_t* in, int in_size, int channels, const ImageSpe
   CHECK(channels == spec.channels, "augment_square: the image has " << channels
                                        << " channels, the spec asks for " << spec.channels);
   const CropPlan p = plan_crop(in_size, in_size, spec, aug_key);
-  crop_flip_raw(in, in_size, in_size, channels, spec.size, p.y0, p.x0, p.flip, out);
+  crop_flip_raw(in, in_size, in_size, channels, spec.size, p.y0, p.x0, p.flip, out, spec.pad);
 }
 
 }  // namespace cutrain

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "data/trace.h"
 #include "kernels/check.h"
 
 namespace cutrain {
@@ -90,7 +91,7 @@ Loader::Loader(std::shared_ptr<const SampleSource> source, const SamplerConfig& 
     std::lock_guard<std::mutex> lock(mu_);
     for (int i = 0; i < cfg_.ring; i++) assign_locked(i);
   }
-  for (int t = 0; t < cfg_.threads; t++) workers_.emplace_back([this] { worker_main(); });
+  for (int t = 0; t < cfg_.threads; t++) workers_.emplace_back([this, t] { worker_main(t); });
 }
 
 Loader::~Loader() {
@@ -129,8 +130,9 @@ void Loader::assign_locked(int slot) {
   work_cv_.notify_all();
 }
 
-void Loader::worker_main() {
+void Loader::worker_main(int index) {
   if (cfg_.gpu >= 0) set_device(cfg_.gpu);  // the current device is per thread
+  if (cfg_.tracer) cfg_.tracer->name_thread("loader worker " + std::to_string(index));
   StageTimes times;
   double idle = 0, slot_wait = 0;
   for (;;) {
@@ -148,11 +150,15 @@ void Loader::worker_main() {
     }
     Slot& s = *slots_[size_t(task.slot)];
     if (wait_consumed) {  // the batch this slot held may still be read by the GPU
+      TraceSpan span(cfg_.tracer, "wait for slot", "loader");
       const auto t0 = std::chrono::steady_clock::now();
       s.consumed->synchronize();
       slot_wait += seconds_since(t0);
     }
     try {
+      TraceSpan span(cfg_.tracer, "decode", "loader");  // read + decode + augment of the run
+      span.arg("batch", s.seq);
+      span.arg("samples", task.end - task.begin);
       for (int pos = task.begin; pos < task.end; pos++) {
         const int64_t index = s.indices[size_t(pos)];
         bool ok = false;
@@ -207,6 +213,10 @@ void Loader::complete(int slot) {
   s.indices.resize(size_t(n));
   s.n = n;
   if (cfg_.gpu >= 0 && n > 0) {
+    // Traced on the host: the issue of the copy, not the copy. Timing the copy itself needs
+    // its event pair read back, which only happens in release() (LoaderStats::copy_ms).
+    TraceSpan span(cfg_.tracer, "copy issue", "copy");
+    span.arg("batch", s.seq);
     cudaStream_t cs = copy_stream_->get();
     s.copy_start->record(cs);
     copy_async(s.d_images.data(), s.images, size_t(n) * sample_bytes_, cs);
@@ -220,7 +230,9 @@ void Loader::complete(int slot) {
 }
 
 Batch Loader::next(cudaStream_t compute) {
+  TraceSpan span(cfg_.tracer, "wait for batch", "loader");  // made before the lock, ends after
   std::unique_lock<std::mutex> lock(mu_);
+  span.arg("batch", next_deliver_seq_);
   for (const auto& s : slots_) occupancy_sum_ += s->state == Slot::State::full;
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t seq = next_deliver_seq_;

@@ -43,6 +43,8 @@
 
 namespace cutrain {
 
+class Tracer;
+
 struct LoaderConfig {
   int threads = 0;              // decode workers; 0: hardware threads - 1, at least 1
   int ring = 4;                 // batch slots; 1 works (no prefetch), 3-4 keep workers busy
@@ -50,6 +52,12 @@ struct LoaderConfig {
   bool strict = false;          // a bad file stops the run instead of being skipped
   std::string bad_files_path;   // every bad file is appended here as it is found ("": none)
   int print_bad = 10;           // how many bad files to name on stderr
+  Tracer* tracer = nullptr;     // record spans here (data/trace.h); must outlive the loader.
+                                // Rows "loader worker <i>": "decode" (one task: a run of
+                                // samples), "wait for slot", "copy issue" (GPU: the host-side
+                                // issue of the batch's copy; the copy itself runs later on the
+                                // copy stream, timed in LoaderStats::copy_ms). On the thread
+                                // calling next(): "wait for batch".
 };
 
 // One batch, valid from next() until release().
@@ -103,7 +111,7 @@ class Loader {
     int begin, end;
   };
 
-  void worker_main();
+  void worker_main(int index);
   void assign_locked(int slot);             // give a free slot the next batch, queue its tasks
   void complete(int slot);                  // last sample done: compact, copy, mark full
   bool known_bad(int64_t index);

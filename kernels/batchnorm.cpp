@@ -1,12 +1,38 @@
 #include "kernels/batchnorm.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
+
+#include "kernels/parallel.h"
 
 namespace cutrain {
 
 // The loops run over pixels m outside and channels c inside, so x is read in memory order
-// (NHWC) and each channel keeps its own running sum in a small vector of C accumulators.
+// (NHWC) and each channel keeps its own running sum.
+//
+// Threads (kernels/parallel.h): the per-element passes (y, dx) hand each thread whole pixel
+// rows; the per-channel sums hand each thread whole channels (channel_sums below), never a
+// share of the pixels, so every sum runs over m in order, as on one thread.
+
+namespace {
+// out[c] = sum over m = 0, 1, ..., M-1 in order of term(m, c), for every channel c.
+// Each thread owns a block of kBlock channels: it reads the pixels in memory order but only
+// its channels of each (16 fp32 values: one 64-byte cache line), summing into local
+// accumulators, and writes its sums once at the end.
+constexpr int kBlock = 16;
+template <typename A, typename Term>
+void channel_sums(int64_t M, int C, A* out, Term term) {
+#pragma omp parallel for schedule(static) if (worth_threads(M * C))
+  for (int c0 = 0; c0 < C; c0 += kBlock) {
+    const int c1 = std::min(C, c0 + kBlock);
+    A sum[kBlock] = {};
+    for (int64_t m = 0; m < M; m++)
+      for (int c = c0; c < c1; c++) sum[c - c0] += term(m, c);
+    for (int c = c0; c < c1; c++) out[c] = sum[c - c0];
+  }
+}
+}  // namespace
 
 template <typename T>
 void batchnorm_forward_train_cpu(int64_t M, int C, const T* x, const acc_t<T>* gamma,
@@ -23,19 +49,13 @@ void batchnorm_forward_train_cpu(int64_t M, int C, const T* x, const acc_t<T>* g
   // negative, making sqrt() a NaN. Subtracting the mean first keeps the deviations small, so
   // their squares keep full precision. (Welford's one-pass update is as accurate; two plain
   // passes are easier to read, and a CPU reference does not mind reading x twice.)
-  std::vector<A> mean(Cs, A(0)), var(Cs, A(0));
-  for (int64_t m = 0; m < M; m++) {
-    const T* xr = x + m * C;
-    for (size_t c = 0; c < Cs; c++) mean[c] += A(xr[c]);
-  }
+  std::vector<A> mean(Cs), var(Cs);
+  channel_sums(M, C, mean.data(), [&](int64_t m, int c) { return A(x[m * C + c]); });
   for (size_t c = 0; c < Cs; c++) mean[c] /= A(M);
-  for (int64_t m = 0; m < M; m++) {
-    const T* xr = x + m * C;
-    for (size_t c = 0; c < Cs; c++) {
-      const A d = A(xr[c]) - mean[c];
-      var[c] += d * d;
-    }
-  }
+  channel_sums(M, C, var.data(), [&](int64_t m, int c) {
+    const A d = A(x[m * C + c]) - mean[size_t(c)];
+    return d * d;
+  });
   const A mom = A(momentum);
   for (size_t c = 0; c < Cs; c++) {
     var[c] /= A(M);  // biased: the variance of this batch
@@ -45,6 +65,8 @@ void batchnorm_forward_train_cpu(int64_t M, int C, const T* x, const acc_t<T>* g
     running_mean[c] = (A(1) - mom) * running_mean[c] + mom * mean[c];
     running_var[c] = (A(1) - mom) * running_var[c] + mom * unbiased;
   }
+  // Each thread owns whole pixel rows y[m][:].
+#pragma omp parallel for schedule(static) if (worth_threads(M * C))
   for (int64_t m = 0; m < M; m++) {
     const T* xr = x + m * C;
     T* yr = y + m * C;
@@ -63,6 +85,8 @@ void batchnorm_forward_eval_cpu(int64_t M, int C, const T* x, const acc_t<T>* ga
   for (size_t c = 0; c < Cs; c++) invstd[c] = A(1) / std::sqrt(running_var[c] + A(eps));
   // (x - mean) * scale rather than the folded x * scale + shift: the fold cancels badly when
   // |x| is large next to its deviation from the mean (the case the two passes above guard).
+  // Each thread owns whole pixel rows y[m][:].
+#pragma omp parallel for schedule(static) if (worth_threads(M * C))
   for (int64_t m = 0; m < M; m++) {
     const T* xr = x + m * C;
     T* yr = y + m * C;
@@ -78,17 +102,12 @@ void sum_dy_dyxhat(int64_t M, int C, const T* x, const T* dy, const acc_t<T>* me
                    const acc_t<T>* invstd, std::vector<acc_t<T>>& sdy,
                    std::vector<acc_t<T>>& sdyx) {
   using A = acc_t<T>;
-  sdy.assign(size_t(C), A(0));
-  sdyx.assign(size_t(C), A(0));
-  for (int64_t m = 0; m < M; m++) {
-    const T* xr = x + m * C;
-    const T* gr = dy + m * C;
-    for (size_t c = 0; c < size_t(C); c++) {
-      const A g = A(gr[c]);
-      sdy[c] += g;
-      sdyx[c] += g * ((A(xr[c]) - mean[c]) * invstd[c]);
-    }
-  }
+  sdy.resize(size_t(C));
+  sdyx.resize(size_t(C));
+  channel_sums(M, C, sdy.data(), [&](int64_t m, int c) { return A(dy[m * C + c]); });
+  channel_sums(M, C, sdyx.data(), [&](int64_t m, int c) {
+    return A(dy[m * C + c]) * ((A(x[m * C + c]) - mean[c]) * invstd[c]);
+  });
 }
 
 template <typename T>
@@ -116,6 +135,8 @@ void batchnorm_backward_train_cpu(int64_t M, int C, const T* x, const T* dy,
   const A Ma = A(M);
   std::vector<A> k(Cs);  // gamma * invstd / M
   for (size_t c = 0; c < Cs; c++) k[c] = gamma[c] * save_invstd[c] / Ma;
+  // Each thread owns whole pixel rows dx[m][:].
+#pragma omp parallel for schedule(static) if (worth_threads(M * C))
   for (int64_t m = 0; m < M; m++) {
     const T* xr = x + m * C;
     const T* gr = dy + m * C;
@@ -143,6 +164,8 @@ void batchnorm_backward_eval_cpu(int64_t M, int C, const T* x, const T* dy,
     accumulate_param_grads<T>(C, sdy, sdyx, dgamma, dbeta);
   }
   if (!dx) return;
+  // Each thread owns whole pixel rows dx[m][:].
+#pragma omp parallel for schedule(static) if (worth_threads(M * C))
   for (int64_t m = 0; m < M; m++) {
     const T* gr = dy + m * C;
     T* dxr = dx + m * C;

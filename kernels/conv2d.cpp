@@ -1,15 +1,22 @@
 // conv2d CPU reference: forward, backward-data, backward-filter (math in conv2d.h).
 //
-// Loop order: NHWC activations and KRSC filters both keep C contiguous, so every inner loop
-// runs over c, reading one contiguous row of x (or dx, dy) and one of w (or dw). Each function
-// is a "gather": it sums everything that lands on one output element in an acc_t<T> buffer and
-// rounds to T once, so fp16 storage gives the fp32 sum rounded to half, as the GPU does.
+// Each function is a "gather": it sums everything that lands on one output element in an
+// acc_t<T> buffer and rounds to T once, so fp16 storage gives the fp32 sum rounded to half, as
+// the GPU does. NHWC activations and KRSC filters both keep C contiguous; every inner loop runs
+// over a contiguous row (of c, or of k in the forward) whose lanes are independent sums, so the
+// compiler may vectorise it (omp simd) without changing the order of any sum.
+//
+// Threads (kernels/parallel.h): each thread owns whole outputs (rows of y, rows of dx, whole
+// filters of dw) and sums each in the 1-thread order, so the bits do not depend on the count.
 #include "kernels/conv2d.h"
 
+#include <algorithm>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/check.h"
+#include "kernels/parallel.h"
 
 namespace cutrain {
 
@@ -43,105 +50,183 @@ void conv2d_check_shape(const Conv2dShape& s) {
         "conv2d: padded input " << Hp << "x" << Wp << " is too large");
 }
 
-// One output pixel y[n][p][q][:] at a time: acc[k] starts at the bias, then every tap (r,s)
-// that falls inside the image adds dot(x[n][h][w][:], w[k][r][s][:]) for each k. The x row
-// (C values) stays in cache while it meets all K filter rows.
+namespace {
+// p[0..n) in the accumulation type A. When T is A already, that is p itself; otherwise
+// (half_t -> float) the values are widened once into buf, so the inner loops below read plain
+// floats instead of converting the same value again for every output it meets.
+template <typename A, typename T>
+const A* widen(const T* p, size_t n, std::vector<A>& buf) {
+  if constexpr (std::is_same_v<T, A>) {
+    (void)n, (void)buf;
+    return p;
+  } else {
+    buf.resize(n);
+    for (size_t i = 0; i < n; i++) buf[i] = A(p[i]);
+    return buf.data();
+  }
+}
+
+// The taps r in [begin, end) of output row p that fall inside the image, 0 <= p*stride - pad
+// + r < H: the plain loop's "if (h < 0 || h >= H) continue" worked out once per row.
+struct Taps {
+  int begin, end;
+};
+inline Taps taps_inside(int p, int stride, int pad, int R, int H) {
+  const int h0 = p * stride - pad;  // the input row under tap 0
+  return {std::max(0, -h0), std::min(R, H - h0)};
+}
+}  // namespace
+
+// One output pixel y[n][p][q][:] at a time: acc[k] starts at the bias, then every tap (r,t)
+// that falls inside the image adds d[k] = dot(x[n][h][wi][:], w[k][r][t][:]).
+// That is the plain loop
+//   for k: acc = b[k]; for (r,t) inside: { d = 0; for c: d += x[c] * w[k][r][t][c]; acc += d; }
+// with the k loop moved inside: the filter is first copied to wt (R,S,C,K) in A, so for each
+// c one x value meets a contiguous row of K weights and all K dot products step together
+// (SIMD lanes, no half->float conversions). Every d[k] still sums over c in order from 0 and
+// every acc[k] over the taps in (r,t) order, so the bits are those of the plain loop.
 template <typename T>
 void conv2d_forward_cpu(const Conv2dShape& s, const T* x, const T* w, const T* b, T* y) {
   using A = acc_t<T>;
   const int P = s.P(), Q = s.Q(), C = s.C, K = s.K;
-  std::vector<A> acc(static_cast<size_t>(K));
-  for (int n = 0; n < s.N; n++)
-    for (int p = 0; p < P; p++)
-      for (int q = 0; q < Q; q++) {
-        for (int k = 0; k < K; k++) acc[size_t(k)] = b ? A(b[k]) : A(0);
-        for (int r = 0; r < s.R; r++) {
-          const int h = p * s.stride_h - s.pad_h + r;
-          if (h < 0 || h >= s.H) continue;  // zero padding contributes nothing
-          for (int t = 0; t < s.S; t++) {
-            const int wi = q * s.stride_w - s.pad_w + t;
-            if (wi < 0 || wi >= s.W) continue;
-            const T* xr = x + ((size_t(n) * s.H + h) * s.W + wi) * C;  // x[n][h][wi][:]
-            for (int k = 0; k < K; k++) {
-              const T* wr = w + ((size_t(k) * s.R + r) * s.S + t) * C;  // w[k][r][t][:]
-              A d = 0;
-              for (int c = 0; c < C; c++) d += A(xr[c]) * A(wr[c]);
-              acc[size_t(k)] += d;
+  std::vector<A> wt(size_t(s.R) * s.S * C * K);  // wt[r][t][c][k] = w[k][r][t][c]
+  for (int k = 0; k < K; k++)
+    for (int rtc = 0; rtc < s.R * s.S * C; rtc++)  // (r,t,c) flattened: the same in both
+      wt[size_t(rtc) * K + k] = A(w[size_t(k) * s.R * s.S * C + rtc]);
+#pragma omp parallel if (worth_threads(s.forward_flops()))
+  {
+    const size_t Ks = static_cast<size_t>(K);
+    std::vector<A> acc(Ks), d(Ks), xbuf;  // this thread's scratch
+    // Each thread owns whole output rows y[n][p][:][:]. dynamic: rows go to threads as they
+    // come free (a core taken by other work slows only its rows), and the bits do not depend
+    // on which thread computes a row.
+#pragma omp for collapse(2) schedule(dynamic)
+    for (int n = 0; n < s.N; n++)
+      for (int p = 0; p < P; p++) {
+        // only taps inside the image: zero padding contributes nothing
+        const Taps rs = taps_inside(p, s.stride_h, s.pad_h, s.R, s.H);
+        for (int q = 0; q < Q; q++) {
+          const Taps ts = taps_inside(q, s.stride_w, s.pad_w, s.S, s.W);
+          for (int k = 0; k < K; k++) acc[size_t(k)] = b ? A(b[k]) : A(0);
+          for (int r = rs.begin; r < rs.end; r++) {
+            const int h = p * s.stride_h - s.pad_h + r;
+            for (int t = ts.begin; t < ts.end; t++) {
+              const int wi = q * s.stride_w - s.pad_w + t;
+              const A* xr = widen(x + ((size_t(n) * s.H + h) * s.W + wi) * C, size_t(C),
+                                  xbuf);  // x[n][h][wi][:]
+              const A* wrt = wt.data() + (size_t(r) * s.S + t) * C * K;  // wt[r][t][:][:]
+              for (int k = 0; k < K; k++) d[size_t(k)] = A(0);
+              for (int c = 0; c < C; c++) {
+                const A xc = xr[c];
+                const A* wc = wrt + size_t(c) * K;  // w[:][r][t][c]
+#pragma omp simd
+                for (int k = 0; k < K; k++) d[size_t(k)] += xc * wc[k];
+              }
+              for (int k = 0; k < K; k++) acc[size_t(k)] += d[size_t(k)];
             }
           }
+          T* yr = y + ((size_t(n) * P + p) * Q + q) * K;
+          for (int k = 0; k < K; k++) yr[k] = T(acc[size_t(k)]);
         }
-        T* yr = y + ((size_t(n) * P + p) * Q + q) * K;
-        for (int k = 0; k < K; k++) yr[k] = T(acc[size_t(k)]);
       }
+  }
 }
 
 // One input pixel dx[n][h][wi][:] at a time: the taps that read it are the (p, r) with
 // h = p*Sh - Ph + r (and likewise (q, s) for the column); each adds dy[n][p][q][k] * w[k][r][s][:].
+// The inner loop runs over c: C independent sums (SIMD lanes), each in (r, t, k) order.
 template <typename T>
 void conv2d_backward_data_cpu(const Conv2dShape& s, const T* dy, const T* w, T* dx) {
   using A = acc_t<T>;
   const int P = s.P(), Q = s.Q(), C = s.C, K = s.K;
-  std::vector<A> acc(static_cast<size_t>(C));
-  for (int n = 0; n < s.N; n++)
-    for (int h = 0; h < s.H; h++)
-      for (int wi = 0; wi < s.W; wi++) {
-        T* dxr = dx + ((size_t(n) * s.H + h) * s.W + wi) * C;  // dx[n][h][wi][:]
-        for (int c = 0; c < C; c++) acc[size_t(c)] = A(dxr[c]);
-        for (int r = 0; r < s.R; r++) {
-          const int ph = h + s.pad_h - r;  // = p * stride_h for the output row p that uses it
-          if (ph < 0 || ph % s.stride_h != 0 || ph / s.stride_h >= P) continue;
-          const int p = ph / s.stride_h;
-          for (int t = 0; t < s.S; t++) {
-            const int qw = wi + s.pad_w - t;
-            if (qw < 0 || qw % s.stride_w != 0 || qw / s.stride_w >= Q) continue;
-            const int q = qw / s.stride_w;
-            const T* dyr = dy + ((size_t(n) * P + p) * Q + q) * K;  // dy[n][p][q][:]
-            for (int k = 0; k < K; k++) {
-              const A g = A(dyr[k]);
-              const T* wr = w + ((size_t(k) * s.R + r) * s.S + t) * C;  // w[k][r][t][:]
-              for (int c = 0; c < C; c++) acc[size_t(c)] += g * A(wr[c]);
+  std::vector<A> wbuf;
+  const A* wa = widen(w, size_t(K) * s.R * s.S * C, wbuf);  // w in A, widened once
+#pragma omp parallel if (worth_threads(s.forward_flops()))
+  {
+    std::vector<A> acc(static_cast<size_t>(C));  // this thread's scratch
+    // Each thread owns whole input rows dx[n][h][:][:] (dynamic, as in the forward).
+#pragma omp for collapse(2) schedule(dynamic)
+    for (int n = 0; n < s.N; n++)
+      for (int h = 0; h < s.H; h++)
+        for (int wi = 0; wi < s.W; wi++) {
+          T* dxr = dx + ((size_t(n) * s.H + h) * s.W + wi) * C;  // dx[n][h][wi][:]
+          for (int c = 0; c < C; c++) acc[size_t(c)] = A(dxr[c]);
+          for (int r = 0; r < s.R; r++) {
+            const int ph = h + s.pad_h - r;  // = p * stride_h for the output row p that uses it
+            if (ph < 0 || ph % s.stride_h != 0 || ph / s.stride_h >= P) continue;
+            const int p = ph / s.stride_h;
+            for (int t = 0; t < s.S; t++) {
+              const int qw = wi + s.pad_w - t;
+              if (qw < 0 || qw % s.stride_w != 0 || qw / s.stride_w >= Q) continue;
+              const int q = qw / s.stride_w;
+              const T* dyr = dy + ((size_t(n) * P + p) * Q + q) * K;  // dy[n][p][q][:]
+              for (int k = 0; k < K; k++) {
+                const A g = A(dyr[k]);
+                const A* wr = wa + ((size_t(k) * s.R + r) * s.S + t) * C;  // w[k][r][t][:]
+#pragma omp simd
+                for (int c = 0; c < C; c++) acc[size_t(c)] += g * wr[c];
+              }
             }
           }
+          for (int c = 0; c < C; c++) dxr[c] = T(acc[size_t(c)]);
         }
-        for (int c = 0; c < C; c++) dxr[c] = T(acc[size_t(c)]);
-      }
+  }
 }
 
-// dw is small (K*R*S*C), so it is summed whole in an acc_t buffer: one pass over the output
-// pixels, each adding dy[n][p][q][k] * x[n][h][wi][:] to the rows dw[k][r][t][:]. The x row is
-// read once per tap and reused for all K. db sums dy over the same pass. Written back once.
+// One filter k at a time: dw[k][r][t][:] += dy[n][p][q][k] * x[n][h][wi][:] over every
+// output pixel and every tap inside the image, and db[k] += dy[n][p][q][k]. The filter is
+// small (R*S*C), so it is summed whole in an acc_t buffer and written back once; every dw and
+// db element sums over (n, p, q) in order. dy is first transposed to dyt (K, N*P*Q) in A, so
+// filter k reads its gradients contiguously. The inner loop runs over c: C independent sums.
 template <typename T>
 void conv2d_backward_filter_cpu(const Conv2dShape& s, const T* x, const T* dy, T* dw, T* db) {
   using A = acc_t<T>;
   const int P = s.P(), Q = s.Q(), C = s.C, K = s.K;
-  const size_t wsize = size_t(K) * s.R * s.S * C;
-  std::vector<A> dw_acc(dw ? wsize : 0), db_acc(db ? size_t(K) : 0);
-  for (size_t i = 0; i < dw_acc.size(); i++) dw_acc[i] = A(dw[i]);
-  for (size_t k = 0; k < db_acc.size(); k++) db_acc[k] = A(db[k]);
-  for (int n = 0; n < s.N; n++)
-    for (int p = 0; p < P; p++)
-      for (int q = 0; q < Q; q++) {
-        const T* dyr = dy + ((size_t(n) * P + p) * Q + q) * K;  // dy[n][p][q][:]
-        if (db)
-          for (int k = 0; k < K; k++) db_acc[size_t(k)] += A(dyr[k]);
-        if (!dw) continue;
-        for (int r = 0; r < s.R; r++) {
-          const int h = p * s.stride_h - s.pad_h + r;
-          if (h < 0 || h >= s.H) continue;
-          for (int t = 0; t < s.S; t++) {
-            const int wi = q * s.stride_w - s.pad_w + t;
-            if (wi < 0 || wi >= s.W) continue;
-            const T* xr = x + ((size_t(n) * s.H + h) * s.W + wi) * C;  // x[n][h][wi][:]
-            for (int k = 0; k < K; k++) {
-              const A g = A(dyr[k]);
-              A* dwr = dw_acc.data() + ((size_t(k) * s.R + r) * s.S + t) * C;  // dw[k][r][t][:]
-              for (int c = 0; c < C; c++) dwr[c] += g * A(xr[c]);
+  const int64_t pixels = int64_t(s.N) * P * Q;
+  const size_t filter = size_t(s.R) * s.S * C;
+  std::vector<A> xbuf, dyt(size_t(K) * size_t(pixels));
+  const A* xa = widen(x, size_t(s.N) * s.H * s.W * C, xbuf);  // x in A, widened once
+#pragma omp parallel if (worth_threads(s.forward_flops()))
+  {
+    // Each thread owns the pixels m it transposes: dyt[:][m] = dy[m][:].
+#pragma omp for schedule(static)
+    for (int64_t m = 0; m < pixels; m++)
+      for (int k = 0; k < K; k++) dyt[size_t(k) * size_t(pixels) + size_t(m)] = A(dy[m * K + k]);
+    std::vector<A> acc(filter);  // this thread's scratch
+    // Each thread owns whole filters: dw[k][:][:][:] and db[k]. dynamic: filters go to threads
+    // as they come free, and the bits do not depend on which thread sums a filter.
+#pragma omp for schedule(dynamic)
+    for (int k = 0; k < K; k++) {
+      const A* g = dyt.data() + size_t(k) * size_t(pixels);  // dy[:][:][:][k]
+      if (db) {
+        A sum = A(db[k]);
+        for (int64_t m = 0; m < pixels; m++) sum += g[m];
+        db[k] = T(sum);
+      }
+      if (!dw) continue;
+      T* dwk = dw + size_t(k) * filter;  // dw[k][:][:][:]
+      for (size_t i = 0; i < filter; i++) acc[i] = A(dwk[i]);
+      for (int n = 0; n < s.N; n++)
+        for (int p = 0; p < P; p++) {
+          const Taps rs = taps_inside(p, s.stride_h, s.pad_h, s.R, s.H);
+          for (int q = 0; q < Q; q++) {
+            const Taps ts = taps_inside(q, s.stride_w, s.pad_w, s.S, s.W);
+            const A gk = g[(size_t(n) * P + p) * Q + q];  // dy[n][p][q][k]
+            // For one r, the taps t and channels c in dw[k][r][t][c] and in the x pixels under
+            // them x[n][h][wi0 + t][c] are both contiguous: one loop over (t, c) covers them.
+            const int wi0 = q * s.stride_w - s.pad_w, len = (ts.end - ts.begin) * C;
+            for (int r = rs.begin; r < rs.end; r++) {
+              const int h = p * s.stride_h - s.pad_h + r;
+              const A* xr = xa + ((size_t(n) * s.H + h) * s.W + wi0 + ts.begin) * C;
+              A* dwr = acc.data() + (size_t(r) * s.S + ts.begin) * C;  // dw[k][r][t][:]
+#pragma omp simd
+              for (int i = 0; i < len; i++) dwr[i] += gk * xr[i];
             }
           }
         }
-      }
-  for (size_t i = 0; i < dw_acc.size(); i++) dw[i] = T(dw_acc[i]);
-  for (size_t k = 0; k < db_acc.size(); k++) db[k] = T(db_acc[k]);
+      for (size_t i = 0; i < filter; i++) dwk[i] = T(acc[i]);
+    }
+  }
 }
 
 #define CUTRAIN_INSTANTIATE(T)                                                                \

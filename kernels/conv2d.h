@@ -12,6 +12,7 @@
 //   db[k]          += sum_{n,p,q} dy[n][p][q][k]
 // flops: 2*N*P*Q*K*R*S*C forward; the same again for each of dx and dw.
 // precision: products summed in acc_t<T> (fp32 for fp16 storage), rounded once to T.
+// threads: OpenMP over independent outputs; the same bits on any thread count.
 #pragma once
 #include <cstdint>
 

@@ -1,24 +1,32 @@
+// elementwise CPU reference (math in elementwise.h). Threads (kernels/parallel.h): each
+// thread owns a contiguous run of elements; no element depends on another.
 #include "kernels/elementwise.h"
+
+#include "kernels/parallel.h"
 
 namespace cutrain {
 
 template <typename T> void relu_forward_cpu(int64_t n, const T* x, T* y) {
+#pragma omp parallel for schedule(static) if (worth_threads(n))
   for (int64_t i = 0; i < n; i++) y[i] = acc_t<T>(x[i]) > 0 ? x[i] : T(0.0f);
 }
 
 template <typename T> void relu_backward_cpu(int64_t n, const T* y, const T* dy, T* dx) {
   using A = acc_t<T>;
+#pragma omp parallel for schedule(static) if (worth_threads(n))
   for (int64_t i = 0; i < n; i++)
     if (A(y[i]) > 0) dx[i] = T(A(dx[i]) + A(dy[i]));
 }
 
 template <typename T> void add_forward_cpu(int64_t n, const T* a, const T* b, T* y) {
   using A = acc_t<T>;
+#pragma omp parallel for schedule(static) if (worth_threads(n))
   for (int64_t i = 0; i < n; i++) y[i] = T(A(a[i]) + A(b[i]));
 }
 
 template <typename T> void accumulate_cpu(int64_t n, const T* dy, T* dx) {
   using A = acc_t<T>;
+#pragma omp parallel for schedule(static) if (worth_threads(n))
   for (int64_t i = 0; i < n; i++) dx[i] = T(A(dx[i]) + A(dy[i]));
 }
 

@@ -1,9 +1,12 @@
+// pooling CPU reference (math in pool.h). Threads (kernels/parallel.h): each thread owns
+// whole outputs: rows of y, or whole images of dx; every sum runs in the 1-thread order.
 #include "kernels/pool.h"
 
 #include <cmath>
 #include <vector>
 
 #include "kernels/check.h"
+#include "kernels/parallel.h"
 
 namespace cutrain {
 
@@ -57,6 +60,9 @@ int64_t window_argmax(const Pool2dShape& sh, const T* x, int n, int p, int q, in
 
 template <typename T> void maxpool2d_forward_cpu(const Pool2dShape& sh, const T* x, T* y) {
   const int P = sh.P(), Q = sh.Q();
+  // Each thread owns whole output rows y[n][p][:][:].
+#pragma omp parallel for collapse(2) schedule(static) \
+    if (worth_threads(sh.output_numel() * sh.R * sh.S))
   for (int n = 0; n < sh.N; n++)
     for (int p = 0; p < P; p++)
       for (int q = 0; q < Q; q++)
@@ -71,17 +77,22 @@ void maxpool2d_backward_cpu(const Pool2dShape& sh, const T* x, const T* dy, T* d
   const int64_t image = int64_t(sh.H) * sh.W * sh.C;  // elements of one input image
   // One image's dx in acc_t: an input that is the argmax of several overlapping windows sums
   // their gradients there and is rounded to T once.
-  std::vector<A> acc(static_cast<size_t>(image));
-  for (int n = 0; n < sh.N; n++) {
-    T* dxn = dx + n * image;
-    for (int64_t i = 0; i < image; i++) acc[size_t(i)] = A(dxn[i]);
-    for (int p = 0; p < P; p++)
-      for (int q = 0; q < Q; q++)
-        for (int c = 0; c < sh.C; c++) {
-          const int64_t i = window_argmax(sh, x, n, p, q, c) - n * image;
-          acc[size_t(i)] += A(dy[((int64_t(n) * P + p) * Q + q) * sh.C + c]);
-        }
-    for (int64_t i = 0; i < image; i++) dxn[i] = T(acc[size_t(i)]);
+#pragma omp parallel if (worth_threads(sh.output_numel() * sh.R * sh.S))
+  {
+    std::vector<A> acc(static_cast<size_t>(image));  // this thread's scratch
+    // Each thread owns whole images dx[n][:][:][:].
+#pragma omp for schedule(static)
+    for (int n = 0; n < sh.N; n++) {
+      T* dxn = dx + n * image;
+      for (int64_t i = 0; i < image; i++) acc[size_t(i)] = A(dxn[i]);
+      for (int p = 0; p < P; p++)
+        for (int q = 0; q < Q; q++)
+          for (int c = 0; c < sh.C; c++) {
+            const int64_t i = window_argmax(sh, x, n, p, q, c) - n * image;
+            acc[size_t(i)] += A(dy[((int64_t(n) * P + p) * Q + q) * sh.C + c]);
+          }
+      for (int64_t i = 0; i < image; i++) dxn[i] = T(acc[size_t(i)]);
+    }
   }
 }
 
@@ -89,13 +100,18 @@ template <typename T>
 void global_avgpool_forward_cpu(int N, int H, int W, int C, const T* x, T* y) {
   using A = acc_t<T>;
   const int64_t HW = int64_t(H) * W;
-  std::vector<A> sum(static_cast<size_t>(C));
-  for (int n = 0; n < N; n++) {
-    for (int c = 0; c < C; c++) sum[size_t(c)] = A(0);
-    const T* xn = x + n * HW * C;
-    for (int64_t i = 0; i < HW; i++)  // i = h*W + w: the pixels of image n in order
-      for (int c = 0; c < C; c++) sum[size_t(c)] += A(xn[i * C + c]);
-    for (int c = 0; c < C; c++) y[int64_t(n) * C + c] = T(sum[size_t(c)] / A(HW));
+#pragma omp parallel if (worth_threads(N * HW * C))
+  {
+    std::vector<A> sum(static_cast<size_t>(C));  // this thread's scratch
+    // Each thread owns whole rows y[n][:].
+#pragma omp for schedule(static)
+    for (int n = 0; n < N; n++) {
+      for (int c = 0; c < C; c++) sum[size_t(c)] = A(0);
+      const T* xn = x + n * HW * C;
+      for (int64_t i = 0; i < HW; i++)  // i = h*W + w: the pixels of image n in order
+        for (int c = 0; c < C; c++) sum[size_t(c)] += A(xn[i * C + c]);
+      for (int c = 0; c < C; c++) y[int64_t(n) * C + c] = T(sum[size_t(c)] / A(HW));
+    }
   }
 }
 
@@ -103,6 +119,8 @@ template <typename T>
 void global_avgpool_backward_cpu(int N, int H, int W, int C, const T* dy, T* dx) {
   using A = acc_t<T>;
   const int64_t HW = int64_t(H) * W;
+  // Each thread owns whole images dx[n][:][:][:].
+#pragma omp parallel for schedule(static) if (worth_threads(N * HW * C))
   for (int n = 0; n < N; n++)
     for (int64_t i = 0; i < HW; i++)
       for (int c = 0; c < C; c++) {

@@ -12,6 +12,8 @@
 #include "kernels/check.h"
 #include "kernels/gpu.h"
 #include "nn/model.h"
+#include "train/commands.h"
+#include "train/device.h"
 #include "train/progress.h"
 
 using namespace cutrain;
@@ -23,6 +25,12 @@ static int cmd_info() {
   } else {
     std::printf("  no GPU: %s\n", gpu_unavailable_reason().c_str());
   }
+  // What `cutrain train` would use: the same choice the trainer makes (make demo reads it).
+  const RunDevice run = choose_device("auto", "auto");
+  std::printf("  training (--device auto): %s\n", run.describe().c_str());
+  const std::string prefix = "cutrain: running on the CPU: ";
+  if (run.notice.rfind(prefix, 0) == 0)
+    std::printf("  not on a GPU because: %s\n", run.notice.substr(prefix.size()).c_str());
   return 0;
 }
 
@@ -172,6 +180,13 @@ int main(int argc, char** argv) {
   PackArgs pack_args;
   auto* pack = add_pack_command(app, pack_args);
 
+  TrainArgs train_args;
+  auto* train = add_train_command(app, train_args);
+  EvalArgs eval_args;
+  auto* eval = add_eval_command(app, eval_args);
+  PredictArgs predict_args;
+  auto* predict = add_predict_command(app, predict_args);
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (*info) return cmd_info();
@@ -179,7 +194,13 @@ int main(int argc, char** argv) {
     if (*import_fm) return cmd_import_fashion_mnist(import_from, import_out, import_opt);
     if (*pack) return cmd_pack(pack_args);
     if (*check) return cmd_check_data(check_list, check_classes, check_spec, check_threads, check_bad);
+    if (*train) return cmd_train(train_args);
+    if (*eval) return cmd_eval(eval_args);
+    if (*predict) return cmd_predict(predict_args);
   } catch (const Error& e) {
+    std::fprintf(stderr, "cutrain: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {  // the standard library's (a file system error, ...)
     std::fprintf(stderr, "cutrain: %s\n", e.what());
     return 1;
   }

@@ -1,19 +1,17 @@
 #include "train/progress.h"
 
-#include <unistd.h>
-
 #include <cstdio>
 
 namespace cutrain {
 
 Progress::Progress(std::string verb, std::string unit)
-    : verb_(std::move(verb)), unit_(std::move(unit)), tty_(isatty(fileno(stderr)) != 0),
+    : verb_(std::move(verb)), unit_(std::move(unit)), line_(std::make_shared<StatusLine>(stderr)),
       start_(std::chrono::steady_clock::now()), last_draw_(start_) {}
 
 void Progress::operator()(int64_t done, int64_t total) {
   const auto now = std::chrono::steady_clock::now();
   const bool finished = done >= total;
-  if (tty_) {
+  if (line_->tty()) {
     // redraw at most 10 times a second, and once at the end
     if (!finished && now - last_draw_ < std::chrono::milliseconds(100)) return;
   } else {
@@ -24,16 +22,18 @@ void Progress::operator()(int64_t done, int64_t total) {
   last_draw_ = now;
   const double s = std::chrono::duration<double>(now - start_).count();
   const double rate = s > 0 ? double(done) / s : 0;
-  std::fprintf(stderr, "%s  %s %lld / %lld %s  %.0f/s", tty_ ? "\r" : "", verb_.c_str(),
-               (long long)done, (long long)total, unit_.c_str(), rate);
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "  %s %lld / %lld %s  %.0f/s", verb_.c_str(), (long long)done,
+                (long long)total, unit_.c_str(), rate);
+  std::string text = buf;
   if (finished) {
-    std::fprintf(stderr, "  in %.1f s", s);
+    std::snprintf(buf, sizeof buf, "  in %.1f s", s);
+    text += buf;
   } else {
-    const int left = rate > 0 ? int(double(total - done) / rate) : 0;
-    std::fprintf(stderr, "  %d:%02d left", left / 60, left % 60);
+    text += "  " + format_hms(rate > 0 ? double(total - done) / rate : -1) + " left";
   }
-  if (!tty_ || finished) std::fputc('\n', stderr);
-  std::fflush(stderr);
+  line_->show(text);
+  if (finished) line_->end_line();
 }
 
 }  // namespace cutrain

@@ -192,6 +192,39 @@ TEST_CASE("plan_crop: centred, or random in range and varying with the key") {
   REQUIRE_ERROR(plan_crop(4, 12, spec, 0), "a 5x5 crop does not fit in 4x12");
 }
 
+TEST_CASE("plan_crop and augment_square with pad: the window reaches past the edges, zeros there") {
+  ImageSpec spec;
+  spec.size = 3, spec.channels = 1, spec.random_crop = true, spec.pad = 2;
+  std::set<int> ys, xs;
+  for (uint64_t key = 0; key < 3000; key++) {
+    const CropPlan p = plan_crop(4, 4, spec, key);
+    REQUIRE((p.y0 >= -2 && p.y0 <= 3 && p.x0 >= -2 && p.x0 <= 3));
+    ys.insert(p.y0), xs.insert(p.x0);
+  }
+  REQUIRE(ys.size() == 6);  // -2 .. 4 - 3 + 2: every position is reached
+  REQUIRE(xs.size() == 6);
+  // Find a key whose window starts at (-1, 2): its first row and last column are padding.
+  const std::vector<uint8_t> in = {1, 2, 3, 4,  5, 6, 7, 8,  9, 10, 11, 12,  13, 14, 15, 16};
+  uint64_t key = 0;
+  while (!(plan_crop(4, 4, spec, key).y0 == -1 && plan_crop(4, 4, spec, key).x0 == 2)) key++;
+  std::vector<uint8_t> out(9);
+  augment_square(in.data(), 4, 1, spec, key, out.data());
+  require_equal(doubles(out), {0, 0, 0,  3, 4, 0,  7, 8, 0});
+  spec.random_flip = true;  // mirrored: the padding column comes first
+  for (key = 0;; key++) {
+    const CropPlan p = plan_crop(4, 4, spec, key);
+    if (p.y0 == -1 && p.x0 == 2 && p.flip) break;
+  }
+  augment_square(in.data(), 4, 1, spec, key, out.data());
+  require_equal(doubles(out), {0, 0, 0,  0, 4, 3,  0, 8, 7});
+  // Without random_crop, pad does nothing: the centred window.
+  spec.random_crop = spec.random_flip = false;
+  const CropPlan c = plan_crop(4, 4, spec, 7);
+  REQUIRE((c.y0 == 0 && c.x0 == 0));
+  spec.pad = 3;
+  REQUIRE_ERROR(check_image_spec(spec), "pad must be in [0, size)");
+}
+
 TEST_CASE("image spec: bad fields are refused by name") {
   TempDir dir;
   std::vector<uint8_t> out(28 * 28 * 3);

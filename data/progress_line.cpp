@@ -1,0 +1,88 @@
+#include "data/progress_line.h"
+
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <cmath>
+
+namespace cutrain {
+
+std::string format_hms(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "-:--:--";
+  const long long s = std::llround(seconds);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", s / 3600, s / 60 % 60, s % 60);
+  return buf;
+}
+
+std::string format_train_progress(const StepMetrics& m, int epochs, int64_t steps, double eta_s) {
+  char buf[256];
+  int n = std::snprintf(buf, sizeof buf,
+                        "epoch %d/%d  step %lld/%lld  loss %.4f  acc %.2f%%  %.0f img/s  "
+                        "data wait %.1f%%",
+                        m.epoch, epochs, (long long)m.step, (long long)steps, m.loss,
+                        100 * m.accuracy, m.images_per_s, m.data_wait_pct);
+  if (m.loss_scale != 0 && n > 0 && size_t(n) < sizeof buf) {
+    // powers of two (the dynamic scale) print whole: 65536, not 6.554e+04
+    const bool whole = m.loss_scale == std::floor(m.loss_scale) && std::fabs(m.loss_scale) < 1e15;
+    n += std::snprintf(buf + n, sizeof buf - size_t(n), whole ? "  scale %.0f" : "  scale %g",
+                       m.loss_scale);
+  }
+  return std::string(buf) + "  ETA " + format_hms(eta_s);
+}
+
+StatusLine::StatusLine(FILE* out) : StatusLine(out, isatty(fileno(out)) != 0, -1) {}
+
+StatusLine::StatusLine(FILE* out, bool tty, int width) : out_(out), tty_(tty), width_(width) {}
+
+StatusLine::~StatusLine() { end_line(); }
+
+void StatusLine::show(const std::string& text) {
+  if (!tty_) {
+    std::fprintf(out_, "%s\n", text.c_str());
+    std::fflush(out_);
+    return;
+  }
+  int width = width_;
+  if (width < 0) {  // ask the terminal each time: it may have been resized
+    struct winsize ws;
+    width = ioctl(fileno(out_), TIOCGWINSZ, &ws) == 0 ? int(ws.ws_col) : 0;
+  }
+  // A line as wide as the terminal wraps, and "\r" then returns to the wrapped part only.
+  const size_t keep = width > 1 ? size_t(width - 1) : text.size();
+  std::fprintf(out_, "\r%s\033[K", text.substr(0, keep).c_str());
+  std::fflush(out_);
+  drawn_ = true;
+}
+
+void StatusLine::end_line() {
+  if (!drawn_) return;
+  std::fputc('\n', out_);
+  std::fflush(out_);
+  drawn_ = false;
+}
+
+TrainProgress::TrainProgress(int epochs, int64_t steps, int64_t log_every, FILE* out)
+    : epochs_(epochs), steps_(steps), log_every_(log_every), line_(out) {}
+
+TrainProgress::TrainProgress(int epochs, int64_t steps, int64_t log_every, FILE* out, bool tty,
+                             int width)
+    : epochs_(epochs), steps_(steps), log_every_(log_every), line_(out, tty, width) {}
+
+bool TrainProgress::update(const StepMetrics& m, double eta_s, Clock::time_point now) {
+  const bool last = m.step >= steps_;
+  bool due;
+  if (line_.tty())
+    due = last || !drawn_ || now - last_draw_ >= redraw;
+  else  // the step crossed a multiple of log_every since the last line (however often called)
+    due = last || (log_every_ > 0 && m.step / log_every_ > last_logged_ / log_every_);
+  if (!due) return false;
+  line_.show(format_train_progress(m, epochs_, steps_, eta_s));
+  if (last) line_.end_line();
+  drawn_ = true;
+  last_draw_ = now;
+  last_logged_ = m.step;
+  return true;
+}
+
+}  // namespace cutrain

@@ -1,0 +1,81 @@
+// input_normalize_cpu against hand-computed values, the f16 rounding rule, and the argument
+// checks.
+#include <cmath>
+#include <vector>
+
+#include "kernels/input.h"
+#include "tests/test_util.h"
+
+using namespace cutrain;
+using cutrain_test::doubles;
+using cutrain_test::require_equal;
+using cutrain_test::require_near;
+
+namespace {
+// Three channels with dyadic mean and stddev, so that x = 0 and x = 255 (x/255 = 0 and 1,
+// exact) give exact results in every type:
+//   c0: mean 0.5,  stddev 0.25   y = (v - 0.5) / 0.25   v = 0 -> -2,   v = 1 -> 2
+//   c1: mean 0.25, stddev 0.5    y = (v - 0.25) / 0.5   v = 0 -> -0.5, v = 1 -> 1.5
+//   c2: mean 0,    stddev 2      y = v / 2              v = 0 -> 0,    v = 1 -> 0.5
+const std::vector<float> kMean = {0.5f, 0.25f, 0.0f}, kStd = {0.25f, 0.5f, 2.0f};
+
+// x (2,2,2,3): image 0 is black then white pixels, image 1 holds 51 (v = 0.2) and 102
+// (v = 0.4), which x/255 cannot represent exactly: those are compared to the real values.
+const std::vector<uint8_t> kX = {0,   0,   0,   255, 255, 255, 0,   255, 0,   255, 0,   255,
+                                 51,  51,  51,  102, 102, 102, 51,  102, 51,  102, 51,  102};
+
+template <typename T> std::vector<double> normalize(const std::vector<uint8_t>& x, int N, int S) {
+  std::vector<T> y(x.size(), T(-999.0f));  // poisoned
+  input_normalize_cpu<T>(N, S, 3, x.data(), kMean, kStd, y.data());
+  return doubles(y);
+}
+}  // namespace
+
+TEST_CASE_TEMPLATE("input_normalize_cpu: (x/255 - mean) / stddev, per channel", T, float, double,
+                   half_t) {
+  const std::vector<double> y = normalize<T>(kX, 2, 2);
+  // image 0, exact: pixels (0,0,0), (255,255,255), (0,255,0), (255,0,255)
+  require_equal(std::vector<double>(y.begin(), y.begin() + 12),
+                {-2, -0.5, 0, 2, 1.5, 0.5, -2, 1.5, 0, 2, -0.5, 0.5});
+  // image 1: v = 0.2 gives (-1.2, -0.1, 0.1); v = 0.4 gives (-0.4, 0.3, 0.2)
+  //   pixels (51,51,51), (102,102,102), (51,102,51), (102,51,102)
+  const double tol = sizeof(T) == 2 ? 1e-3 : sizeof(T) == 4 ? 1e-6 : 1e-14;
+  require_near(std::vector<double>(y.begin() + 12, y.end()),
+               {-1.2, -0.1, 0.1, -0.4, 0.3, 0.2, -1.2, 0.3, 0.1, -0.4, -0.1, 0.2}, tol);
+}
+
+TEST_CASE("input_normalize_cpu f16: the fp32 result rounded to half, for every byte value") {
+  std::vector<uint8_t> x(256 * 3);
+  for (size_t i = 0; i < x.size(); i++) x[i] = uint8_t(i / 3);  // pixel i holds value i
+  std::vector<float> yf(x.size());
+  std::vector<half_t> yh(x.size());
+  input_normalize_cpu<float>(1, 16, 3, x.data(), kMean, kStd, yf.data());
+  input_normalize_cpu<half_t>(1, 16, 3, x.data(), kMean, kStd, yh.data());
+  for (size_t i = 0; i < x.size(); i++) {
+    INFO("element " << i << ": f16 " << float(yh[i]) << ", f32 " << yf[i]);
+    REQUIRE(yh[i].bits == half_t(yf[i]).bits);
+  }
+  // and the f32 result is the formula in fp32, divisions and all
+  REQUIRE(yf[3 * 51] == (51.0f / 255.0f - 0.5f) / 0.25f);
+}
+
+TEST_CASE("input_normalize_cpu refuses wrong mean/stddev sizes and stddev <= 0, clearly") {
+  std::vector<float> y(kX.size());
+  const auto run = [&](const std::vector<float>& mean, const std::vector<float>& stddev) {
+    input_normalize_cpu<float>(2, 2, 3, kX.data(), mean, stddev, y.data());
+  };
+  run(kMean, kStd);  // the right sizes pass
+  REQUIRE_ERROR(run({0.5f}, kStd), "mean has 1 values but the images have 3 channels");
+  REQUIRE_ERROR(run(kMean, {0.1f, 0.2f, 0.3f, 0.4f}),
+                "std has 4 values but the images have 3 channels");
+  REQUIRE_ERROR(run(kMean, {0.25f, 0.0f, 2.0f}), "std[1] = 0 must be a finite number > 0");
+  REQUIRE_ERROR(run(kMean, {0.25f, 0.5f, -2.0f}), "std[2] = -2 must be a finite number > 0");
+  REQUIRE_ERROR(run(kMean, {NAN, 0.5f, 2.0f}), "std[0] = nan must be a finite number > 0");
+  REQUIRE_ERROR(run({0.5f, INFINITY, 0.0f}, kStd), "mean[1] = inf is not finite");
+  REQUIRE_ERROR(input_normalize_cpu<float>(2, 0, 3, kX.data(), kMean, kStd, y.data()),
+                "sizes must be positive, got (N,S,S,C) = (2,0,0,3)");
+  // the check alone, as the trainer calls it when it reads its options
+  input_check_norm(1, {0.286f}, {0.353f});
+  REQUIRE_ERROR(input_check_norm(1, {}, {0.353f}),
+                "mean has 0 values but the images have 1 channel");
+}

@@ -1,0 +1,141 @@
+// TrainConfig: validation messages, the JSON round trip, what a resumed run may change, the
+// device choice, and the fields resolved from real data (Fashion-MNIST JPEGs and a pack).
+#include <nlohmann/json.hpp>
+
+#include "data/pack.h"
+#include "nn/model_spec.h"
+#include "tests/test_util.h"
+#include "tests/train/fashion_mnist_data.h"
+#include "train/config.h"
+#include "train/dataset.h"
+#include "train/device.h"
+
+using namespace cutrain;
+using namespace cutrain_test;
+
+TEST_CASE("config: the defaults are valid once --train is given; every problem is listed") {
+  TrainConfig c;
+  REQUIRE_ERROR(validate_config(c), "--train is required");
+  c.train = "train.txt";
+  validate_config(c);
+  c.batch = 100, c.accum = 3, c.lr = -1, c.device = "gpu", c.schedule = "onecycle", c.warmup = 2;
+  std::string msg;
+  try {
+    validate_config(c);
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  INFO(msg);
+  REQUIRE(msg.find("--batch 100 is not a multiple of --accum 3") != std::string::npos);
+  REQUIRE(msg.find("--lr must be positive") != std::string::npos);
+  REQUIRE(msg.find("--device gpu: expected auto, cpu or cuda") != std::string::npos);
+  REQUIRE(msg.find("onecycle has its own warm-up") != std::string::npos);
+  TrainConfig d;
+  d.train = "x", d.channels = 3, d.mean = {0.5}, d.std = {0.5};
+  REQUIRE_ERROR(validate_config(d), "1 values for 3 channels");
+  d.mean = {0.5, 0.5, 0.5}, d.std = {0.2, 0, 0.2};
+  REQUIRE_ERROR(validate_config(d), "--std values must be positive");
+}
+
+TEST_CASE("config: JSON round trip; unknown keys and wrong types are refused by name") {
+  TrainConfig c;
+  c.train = "a/train.txt", c.val = "a/test.txt", c.size = 32, c.channels = 3;
+  c.mean = {0.1, 0.2, 0.3}, c.std = {0.4, 0.5, 0.6}, c.augment = true, c.pad = 4;
+  c.optimizer = "adamw", c.lr = 0.003, c.seed = 0xfedcba9876543210ull, c.class_names = {"a", "b"};
+  c.classes = 2, c.model_text = "conv 8 3x3\nlinear classes\n", c.limit_train = 5000;
+  const std::string text = config_to_json_text(c);
+  const TrainConfig back = config_from_json_text(text, "config.json");
+  REQUIRE(config_to_json_text(back) == text);
+  REQUIRE(back.seed == c.seed);  // 64-bit seeds survive JSON
+  REQUIRE(back.mean == c.mean);
+  REQUIRE(back.model_text == c.model_text);
+
+  nlohmann::json j = c;
+  j["learning_rate"] = 0.1;
+  REQUIRE_ERROR(config_from_json_text(j.dump(), "x.json"), "unknown key 'learning_rate'");
+  j.erase("learning_rate");
+  j["batch"] = "big";
+  REQUIRE_ERROR(config_from_json_text(j.dump(), "x.json"), "configuration key 'batch'");
+  REQUIRE_ERROR(config_from_json_text("{", "x.json"), "x.json: not valid JSON");
+  REQUIRE(option_key("--label-smoothing") == "label_smoothing");
+}
+
+TEST_CASE("config: a resumed run may change how long it runs, not what it computes") {
+  TrainConfig saved;
+  saved.train = "t.txt", saved.epochs = 5, saved.lr = 0.1;
+  TrainConfig cli;
+  cli.train = "t.txt", cli.epochs = 8, cli.lr = 0.1, cli.threads = 3;
+  const TrainConfig r = resume_config(saved, cli, {"epochs", "threads", "lr", "train"});
+  REQUIRE(r.epochs == 8);   // may change
+  REQUIRE(r.threads == 3);
+  REQUIRE(r.lr == 0.1);     // given, but equal to the saved value: fine
+  cli.lr = 0.05;
+  REQUIRE_ERROR(resume_config(saved, cli, {"lr"}), "--lr 0.05 differs from the checkpoint's 0.1");
+  cli.lr = 0.1, cli.batch = 64;
+  REQUIRE_ERROR(resume_config(saved, cli, {"batch"}), "--batch 64 differs");
+  // Not given: the saved value stands even when the command line's default differs.
+  REQUIRE(resume_config(saved, cli, {}).batch == saved.batch);
+}
+
+TEST_CASE("device: auto falls back to the CPU with one line saying why; cuda names what is missing") {
+  const RunDevice a = choose_device("auto", "auto");
+  REQUIRE(a.device == Device::cpu);  // no CUDA kernels for the ops yet, GPU or not
+  REQUIRE(a.dtype == DType::f32);
+  REQUIRE(a.notice.rfind("cutrain: running on the CPU: ", 0) == 0);
+  REQUIRE(a.notice.find('\n') == std::string::npos);
+  REQUIRE(choose_device("cpu", "fp16").dtype == DType::f16);  // fp16 storage on the CPU: tests
+  REQUIRE(choose_device("cpu", "auto").notice.empty());
+  REQUIRE_ERROR(choose_device("cuda", "auto"), "--device cuda: ");
+  REQUIRE_ERROR(choose_device("gpu", "auto"), "expected auto, cpu or cuda");
+  REQUIRE_ERROR(choose_device("cpu", "bf16"), "expected auto, fp16 or fp32");
+}
+
+TEST_CASE("resolve_config: Fashion-MNIST JPEGs give 28x28x1, 10 named classes, measured mean/std") {
+  const FashionMnistFiles& fm = fashion_mnist_jpegs();
+  TrainConfig c;
+  c.train = fm.train, c.val = fm.test, c.augment = true, c.limit_train = 2000;
+  resolve_config(c);
+  REQUIRE(c.size == 28);
+  REQUIRE(c.channels == 1);
+  REQUIRE(c.classes == 10);
+  REQUIRE(c.class_names == fashion_mnist_classes());
+  REQUIRE(c.pad == 3);  // size / 8 with --augment
+  REQUIRE(c.warmup == 1);
+  REQUIRE(c.lr == 0.1);
+  REQUIRE(c.wd == 5e-4);
+  REQUIRE(c.model_text == builtin_model_text("default"));
+  // Fashion-MNIST's well-known statistics: mean 0.2860, std 0.3530 (all 60,000 images).
+  REQUIRE(c.mean.size() == 1);
+  REQUIRE(std::abs(c.mean[0] - 0.286) < 0.01);
+  REQUIRE(std::abs(c.std[0] - 0.353) < 0.01);
+  // Resolving a resolved configuration changes nothing.
+  TrainConfig again = c;
+  resolve_config(again);
+  REQUIRE(config_to_json_text(again) == config_to_json_text(c));
+
+  REQUIRE(open_source(fm.train, eval_image_spec(c), 123)->size() == 123);
+  REQUIRE(open_source(fm.train, eval_image_spec(c))->size() == 60000);
+  REQUIRE(train_image_spec(c).random_crop);
+  REQUIRE(!eval_image_spec(c).random_crop);
+
+  c.model = "no-such-model", c.model_text.clear();
+  REQUIRE_ERROR(resolve_config(c), "--model no-such-model: no such built-in model or file");
+}
+
+TEST_CASE("resolve_config: a pack gives its stored size, channels and class names") {
+  const FashionMnistFiles& fm = fashion_mnist_jpegs();
+  TempDir dir;
+  ImageList list = read_images(fm.test);
+  list.samples.resize(300);
+  PackOptions po;
+  po.size = 28, po.channels = 1, po.threads = 2;
+  write_pack(list, dir / "test.h5", po);
+  REQUIRE(is_hdf5_file(dir / "test.h5"));
+  REQUIRE(!is_hdf5_file(fm.test));
+  TrainConfig c;
+  c.train = dir / "test.h5";
+  resolve_config(c);
+  REQUIRE((c.size == 28 && c.channels == 1 && c.classes == 10));
+  REQUIRE(c.class_names == fashion_mnist_classes());
+  REQUIRE(open_source(c.train, eval_image_spec(c), 50)->size() == 50);
+}

@@ -1,0 +1,91 @@
+// evaluate(): the ranking rules by hand, and the metrics over real Fashion-MNIST images equal
+// what one forward over all of them in a single batch gives, whatever the batch size.
+#include <cmath>
+
+#include "data/image_list.h"
+#include "nn/model.h"
+#include "tests/test_util.h"
+#include "tests/train/fashion_mnist_data.h"
+#include "train/batch_input.h"
+#include "train/dataset.h"
+#include "train/evaluate.h"
+
+using namespace cutrain;
+using namespace cutrain_test;
+
+TEST_CASE("label_rank and top_k: larger logits first, ties to the lower class") {
+  const float z[5] = {0.5f, 2.0f, 0.5f, -1.0f, 2.0f};
+  REQUIRE(label_rank(z, 5, 1) == 0);
+  REQUIRE(label_rank(z, 5, 4) == 1);  // tied with class 1, which comes first
+  REQUIRE(label_rank(z, 5, 0) == 2);
+  REQUIRE(label_rank(z, 5, 2) == 3);
+  REQUIRE(label_rank(z, 5, 3) == 4);
+  REQUIRE(top_k(z, 5, 3) == std::vector<int>{1, 4, 0});
+  REQUIRE(top_k(z, 5, 9) == std::vector<int>{1, 4, 0, 2, 3});
+  const std::vector<double> p = softmax_row(z, 5);
+  double s = 0;
+  for (double v : p) s += v;
+  REQUIRE(std::abs(s - 1) < 1e-12);
+  REQUIRE(std::abs(p[1] / p[3] - std::exp(3.0)) < 1e-9);
+}
+
+TEST_CASE("input_tensor: (pixel / 255 - mean) / std per channel, in f32 and f16") {
+  const uint8_t px[6] = {0, 255, 51, 102, 204, 255};  // (1,1,2,3)
+  Normalization norm{{0.5, 0.2, 0.0}, {0.5, 0.4, 1.0}};
+  const Tensor x = input_tensor(px, 1, 1, 3, norm, DType::f32);  // the first 1x1 image
+  REQUIRE(x.shape() == Shape{1, 1, 1, 3});
+  require_near(x.to_doubles(), {-1.0, (1.0 - 0.2) / 0.4, 0.2}, 1e-6);
+  const Tensor h = input_tensor(px, 2, 1, 3, norm, DType::f16);
+  REQUIRE(h.dtype() == DType::f16);
+  require_near(h.to_doubles(), {-1.0, 2.0, 0.2, -0.2, 1.5, 1.0}, 2e-3);
+  REQUIRE_ERROR(input_tensor(px, 1, 1, 1, norm, DType::f32), "1 channels but 3 means");
+}
+
+TEST_CASE("evaluate: batches of 7 (a short last one) give the metrics of one forward over all") {
+  const FashionMnistFiles& fm = fashion_mnist_jpegs();
+  ImageSpec spec;  // 28x28x1, centred
+  auto data = open_source(fm.test, spec, 61);
+  ModelOptions mo;
+  mo.seed = 5;
+  auto model = build_model(parse_model_spec("conv 4 3x3 pad=1\nbn\nrelu\nmaxpool 4x4\nflatten\n"
+                                            "linear classes\n", "tiny"),
+                           mo);
+  EvalOptions opt;
+  opt.batch = 7, opt.threads = 2, opt.norm = {{0.3}, {0.35}};
+  const EvalResult r = evaluate(*model, data, opt);
+  REQUIRE(r.images == 61);
+
+  // The same by hand: every image in one batch, in list order.
+  std::vector<uint8_t> px(61 * 784);
+  std::vector<int32_t> y(61);
+  StageTimes t;
+  for (int i = 0; i < 61; i++) {
+    REQUIRE(data->load(i, 0, &px[size_t(i) * 784], t).ok());
+    y[size_t(i)] = data->label(i);
+  }
+  Tape tape(false);
+  VarPtr logits = model->forward(tape, make_var(input_tensor(px.data(), 61, 28, 1, opt.norm,
+                                                             DType::f32)), false);
+  const Tensor labels = Tensor::from_ints(y, {61});
+  const double loss = softmax_cross_entropy(tape, logits, labels, 0.0)->value.item();
+  REQUIRE(r.top1 == top1_correct(logits->value, labels));
+  REQUIRE(std::abs(r.loss - loss) < 1e-5);
+  const std::vector<float> z = logits->value.to_floats();
+  int64_t top5 = 0, per_class0 = 0, class0 = 0;
+  for (int i = 0; i < 61; i++) {
+    const int rank = label_rank(&z[size_t(i) * 10], 10, y[size_t(i)]);
+    top5 += rank < 5;
+    class0 += y[size_t(i)] == 0;
+    per_class0 += y[size_t(i)] == 0 && rank == 0;
+  }
+  REQUIRE(r.top5 == top5);
+  REQUIRE(r.top5 >= r.top1);
+  REQUIRE(r.class_images[0] == class0);
+  REQUIRE(r.class_top1[0] == per_class0);
+  int64_t sum = 0;
+  for (int64_t n : r.class_images) sum += n;
+  REQUIRE(sum == 61);
+  const std::string report = per_class_report(r, fashion_mnist_classes());
+  REQUIRE(report.find("Ankle boot") != std::string::npos);
+  REQUIRE(eval_summary(r).find("(61 images") != std::string::npos);
+}

@@ -1,0 +1,232 @@
+// The training step on real Fashion-MNIST images: exact resume through a checkpoint file, an
+// injected inf/NaN gradient skipping the step (scale halved, nothing else changed), and fp16
+// against fp32 training from the same start.
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "nn/checkpoint.h"
+#include "tests/test_util.h"
+#include "tests/train/train_fixture.h"
+#include "train/trainer.h"
+
+using namespace cutrain;
+using namespace cutrain_test;
+
+namespace {
+
+RunDevice cpu(DType dtype) {
+  RunDevice d;
+  d.dtype = dtype;
+  return d;
+}
+
+// Every tensor of two snapshots equal bit for bit, and every scalar equal.
+void require_same_state(const Checkpoint& a, const Checkpoint& b) {
+  REQUIRE(a.tensors.size() == b.tensors.size());
+  for (size_t i = 0; i < a.tensors.size(); i++) {
+    INFO("tensor " << a.tensors[i].first);
+    REQUIRE(a.tensors[i].first == b.tensors[i].first);
+    const Tensor &x = a.tensors[i].second, &y = b.tensors[i].second;
+    REQUIRE(x.shape() == y.shape());
+    REQUIRE(x.dtype() == y.dtype());
+    REQUIRE(std::memcmp(x.raw(), y.raw(), x.bytes()) == 0);
+  }
+  REQUIRE(a.scalars == b.scalars);
+  REQUIRE(a.step == b.step);
+  REQUIRE(a.cursor == b.cursor);
+}
+
+// The tensors a skipped step must leave alone: weights, masters, optimizer state (not the
+// BatchNorm running statistics, which the forward pass updates whether or not the step is taken).
+std::vector<std::pair<std::string, Tensor>> weights_and_state(const Checkpoint& c) {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const auto& t : c.tensors)
+    if (t.first.find("running_") == std::string::npos) out.push_back(t);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("resume: losses and final weights after a reload equal those of an unbroken run") {
+  // Through a real checkpoint file, mid-epoch (step 11: epoch 2, batch 1, of 5 per epoch),
+  // with augmentation, 2 micro-batches per step, and the warm-up and cosine schedule.
+  struct Variant {
+    const char* name;
+    DType dtype;
+    const char* optimizer;
+  };
+  for (const Variant v : {Variant{"fp32 sgd", DType::f32, "sgd"},
+                          Variant{"fp16 adamw", DType::f16, "adamw"}}) {
+    INFO(std::string(v.name));
+    TempDir dir;
+    TrainConfig cfg = tiny_run_config(dir / "run", 160, 4);  // 5 steps per epoch, 20 steps
+    cfg.optimizer = v.optimizer;
+    cfg.lr = v.dtype == DType::f16 ? 3e-3 : 0.05;
+    const int k = 11, N = 20;
+    Trainer a(cfg, cpu(v.dtype));
+    REQUIRE(a.total_steps() == N);
+    std::vector<double> losses;
+    for (int s = 0; s < N; s++) {
+      if (s == k) write_checkpoint(a.snapshot(), dir / "k.h5");
+      losses.push_back(a.step().loss);
+    }
+    const Checkpoint ck = read_checkpoint(dir / "k.h5");
+    REQUIRE(ck.step == k);
+    REQUIRE(ck.cursor == SamplerCursor{2, 1});
+    Trainer b(config_from_json_text(ck.config_json, "k.h5"), cpu(v.dtype));
+    b.restore(ck);
+    for (int s = k; s < N; s++) {
+      INFO("step " << s);
+      const StepResult r = b.step();
+      REQUIRE(r.step == s);
+      REQUIRE(r.loss == losses[size_t(s)]);  // exactly: same batches, weights, state, lr
+    }
+    require_same_state(a.snapshot(), b.snapshot());
+    // The comparison has teeth: an unbroken run does move the weights and the losses.
+    REQUIRE(losses.front() != losses.back());
+  }
+}
+
+TEST_CASE("restore refuses a checkpoint of another model, with the tensor's name") {
+  TempDir dir;
+  TrainConfig cfg = tiny_run_config(dir / "run");
+  Trainer a(cfg, cpu(DType::f32));
+  Checkpoint c = a.snapshot();
+  TrainConfig other = cfg;
+  other.model_text = kSmallModel;
+  Trainer b(other, cpu(DType::f32));
+  REQUIRE_ERROR(b.restore(c), "checkpoint tensor 'conv2.w'");
+  Trainer h(cfg, cpu(DType::f16));  // fp16 has master weights the fp32 checkpoint lacks
+  REQUIRE_ERROR(h.restore(c), "is f32 cpu");
+  c.tensors.emplace_back("extra", Tensor::zeros({1}, DType::f32));
+  REQUIRE_ERROR(a.restore(c), "a tensor 'extra' that this model does not");
+}
+
+TEST_CASE("an inf or NaN in one gradient skips the step: scale halved, weights and state unchanged") {
+  TempDir dir;
+  const TrainConfig cfg = tiny_run_config(dir / "run");
+  // Run A is clean: it shows that step 3 overflows nowhere by itself, so what run B sees
+  // comes from the injection alone.
+  Trainer a(cfg, cpu(DType::f16));
+  for (int s = 0; s < 3; s++) a.step();
+  const StepResult clean = a.step();
+  REQUIRE(clean.taken);
+
+  for (const float bad : {std::numeric_limits<float>::infinity(), std::nanf("")}) {
+    INFO("injected " << bad);
+    Trainer b(cfg, cpu(DType::f16));
+    for (int s = 0; s < 3; s++) b.step();
+    b.after_backward = [&](Trainer& t) {
+      for (const VarPtr& p : t.model().parameters())
+        if (p->name == "conv2.w") p->grad_buffer().data<half_t>()[5] = half_t(bad);
+    };
+    const Checkpoint before = b.snapshot();
+    const double scale = b.scaler().scale();
+    const int64_t taken = b.optimizer().steps_taken;
+    const StepResult r = b.step();
+    REQUIRE(!r.taken);
+    REQUIRE(r.overflow == "conv2.w");
+    REQUIRE(r.loss_scale == scale);
+    REQUIRE(b.scaler().scale() == scale / 2);
+    REQUIRE(b.scaler().consecutive_skips() == 1);
+    REQUIRE(b.optimizer().steps_taken == taken);
+    const Checkpoint after = b.snapshot();
+    const auto w0 = weights_and_state(before), w1 = weights_and_state(after);
+    REQUIRE(w0.size() == w1.size());
+    REQUIRE(w0.size() > b.model().parameters().size());  // masters and Adam/SGD state included
+    for (size_t i = 0; i < w0.size(); i++) {
+      INFO(w0[i].first);
+      REQUIRE(std::memcmp(w0[i].second.raw(), w1[i].second.raw(), w0[i].second.bytes()) == 0);
+    }
+    // The batch is consumed and the clock moves on; the next (clean) step is taken.
+    REQUIRE(b.steps_done() == 4);
+    b.after_backward = nullptr;
+    const StepResult next = b.step();
+    REQUIRE(next.taken);
+    REQUIRE(b.scaler().consecutive_skips() == 0);
+  }
+}
+
+TEST_CASE("fp16 and fp32 training from the same start stay close") {
+  TempDir dir;
+  const TrainConfig cfg = tiny_run_config(dir / "run", 320);
+  Trainer h(cfg, cpu(DType::f16)), f(cfg, cpu(DType::f32));
+  const Checkpoint start = f.snapshot();
+  const int steps = 8;
+  double worst_loss = 0;
+  for (int s = 0; s < steps; s++) {
+    const StepResult rh = h.step(), rf = f.step();
+    REQUIRE(rh.taken);
+    worst_loss = std::max(worst_loss, std::abs(rh.loss - rf.loss));
+  }
+  // The fp16 run's fp32 master weights against the fp32 run's weights: the difference (the
+  // L2 norm over all parameters) is a small fraction of how far training moved them. A broken
+  // fp16 path (a loss scale not divided out, masters not updated, gradients flushed to zero)
+  // gives a difference as large as the move itself.
+  const Checkpoint hs = h.snapshot(), fs = f.snapshot();
+  double moved = 0, diff = 0;  // sums of squares
+  for (const VarPtr& p : f.model().parameters()) {
+    const std::vector<double> w0 = start.tensor(p->name).to_doubles();
+    const std::vector<double> w32 = fs.tensor(p->name).to_doubles();
+    // fp16 weights have an fp32 master; BatchNorm's parameters are fp32 themselves.
+    bool has_master = false;
+    for (const auto& t : hs.tensors) has_master = has_master || t.first == p->name + ".master";
+    const Tensor& m = hs.tensor(has_master ? p->name + ".master" : p->name);
+    REQUIRE(m.dtype() == DType::f32);
+    const std::vector<double> w16 = m.to_doubles();
+    for (size_t i = 0; i < w0.size(); i++) {
+      moved += (w32[i] - w0[i]) * (w32[i] - w0[i]);
+      diff += (w16[i] - w32[i]) * (w16[i] - w32[i]);
+    }
+  }
+  moved = std::sqrt(moved), diff = std::sqrt(diff);
+  INFO("largest loss difference " << worst_loss << ", |w32 - w0| = " << moved
+                                  << ", |w16 - w32| = " << diff);
+  REQUIRE(moved > 0.1);
+  REQUIRE(worst_loss < 0.02);
+  REQUIRE(diff < 0.05 * moved);
+}
+
+TEST_CASE("gradient accumulation: 4 micro-batches of 8 step like one batch of 32") {
+  // Without BatchNorm (which sees each micro-batch alone) the step is the same up to the
+  // order of the float sums: each micro-batch's backward is seeded with its share of the batch.
+  TempDir dir;
+  TrainConfig one = tiny_run_config(dir / "run");
+  one.model_text = "conv 8 3x3 pad=1\nrelu\nmaxpool 4x4\nflatten\nlinear classes\n";
+  one.accum = 1;
+  TrainConfig four = one;
+  four.accum = 4;
+  Trainer a(one, cpu(DType::f32)), b(four, cpu(DType::f32));
+  const Checkpoint start = a.snapshot();
+  for (int s = 0; s < 3; s++) {
+    const StepResult ra = a.step(), rb = b.step();
+    REQUIRE(std::abs(ra.loss - rb.loss) < 1e-5);
+    REQUIRE(ra.correct == rb.correct);
+  }
+  double moved = 0, diff = 0;
+  const Checkpoint sa = a.snapshot(), sb = b.snapshot();
+  for (const VarPtr& p : a.model().parameters()) {
+    const auto w0 = start.tensor(p->name).to_doubles(), wa = sa.tensor(p->name).to_doubles(),
+               wb = sb.tensor(p->name).to_doubles();
+    for (size_t i = 0; i < w0.size(); i++) {
+      moved = std::max(moved, std::abs(wa[i] - w0[i]));
+      diff = std::max(diff, std::abs(wa[i] - wb[i]));
+    }
+  }
+  INFO("moved " << moved << ", differ " << diff);
+  REQUIRE(moved > 1e-3);
+  REQUIRE(diff < 1e-5);
+}
+
+TEST_CASE("a run whose every gradient overflows stops with an error naming the step") {
+  TempDir dir;
+  Trainer t(tiny_run_config(dir / "run", 320, 10), cpu(DType::f16));
+  t.after_backward = [](Trainer& tr) {
+    tr.model().parameters().back()->grad_buffer().data<half_t>()[0] = half_t(std::nanf(""));
+  };
+  for (int s = 0; s < 29; s++) REQUIRE(!t.step().taken);
+  REQUIRE(t.scaler().scale() == 1);  // halved from 2^16 down to its minimum, 1
+  REQUIRE(t.scaler().consecutive_skips() == 29);
+  REQUIRE_ERROR(t.step(), "step 29: 30 consecutive");  // the 30th overflow in a row ends it
+}

@@ -1,0 +1,212 @@
+#include "train/commands.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+
+#include "kernels/check.h"
+#include "nn/checkpoint.h"
+#include "train/dataset.h"
+#include "train/device.h"
+#include "train/predict.h"
+#include "train/run.h"
+#include "train/trainer.h"
+
+namespace cutrain {
+
+// ---- train -------------------------------------------------------------------------------
+
+CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
+  TrainConfig& c = a.cfg;
+  auto* t = app.add_subcommand("train", "Train a model on a list, a folder of class folders or "
+                                        "a pack; checkpoints, metrics and config.json go to --out");
+  a.cmd = t;
+  t->option_defaults()->always_capture_default();
+  // data
+  t->add_option("--train", c.train, "Training data: an image list, a folder with a folder per "
+                                    "class, or an HDF5 pack (cutrain pack)")->group("Data");
+  t->add_option("--val", c.val, "Validation data (same kinds), evaluated after each epoch")
+      ->group("Data");
+  t->add_option("--size", c.size, "Images are SIZExSIZE (0: from the data)")->group("Data");
+  t->add_option("--channels", c.channels, "1 or 3 (0: from the data)")->group("Data");
+  t->add_option("--mean", c.mean, "Per-channel mean of pixel/255, e.g. 0.49,0.48,0.45 "
+                                  "(default: measured on the training images)")
+      ->delimiter(',')->group("Data");
+  t->add_option("--std", c.std, "Per-channel standard deviation of pixel/255 (default: measured)")
+      ->delimiter(',')->group("Data");
+  t->add_flag("--augment", c.augment, "Random crop and horizontal flip of training images")
+      ->group("Data");
+  t->add_option("--pad", c.pad, "Random crops may reach PAD pixels past the edges (zeros) "
+                                "(-1: SIZE/8 with --augment and no --resize)")->group("Data");
+  t->add_option("--resize", c.resize, "Shorter side before cropping (0: SIZE)")->group("Data");
+  t->add_option("--limit-train", c.limit_train, "Use only the first N training images (0: all)")
+      ->group("Data");
+  t->add_option("--limit-val", c.limit_val, "Use only the first N validation images (0: all)")
+      ->group("Data");
+  t->add_flag("--strict", c.strict, "Stop at the first bad image instead of skipping it")
+      ->group("Data");
+  // model and device
+  t->add_option("--model", c.model, "A built-in model (default, resnet) or a description file")
+      ->group("Model");
+  t->add_option("--device", c.device, "auto, cpu or cuda")->group("Model");
+  t->add_option("--precision", c.precision, "auto (fp16 on cuda, fp32 on cpu), fp16 or fp32")
+      ->group("Model");
+  // optimisation
+  t->add_option("--optimizer", c.optimizer, "sgd, nesterov or adamw")->group("Optimization");
+  t->add_option("--lr", c.lr, "Peak learning rate (0: 0.1 for sgd/nesterov, 0.001 for adamw)")
+      ->group("Optimization");
+  t->add_option("--momentum", c.momentum, "SGD momentum")->group("Optimization");
+  t->add_option("--wd", c.wd, "Weight decay (-1: 5e-4 for sgd/nesterov, 0.05 for adamw)")
+      ->group("Optimization");
+  t->add_option("--schedule", c.schedule, "cosine, linear, constant or onecycle")
+      ->group("Optimization");
+  t->add_option("--warmup", c.warmup, "Epochs of linear warm-up (-1: 1, or 0 for onecycle)")
+      ->group("Optimization");
+  t->add_option("--epochs", c.epochs, "Epochs to train")->group("Optimization");
+  t->add_option("--batch", c.batch, "Images per optimizer step")->group("Optimization");
+  t->add_option("--accum", c.accum, "Compute each step as this many micro-batches "
+                                    "(gradient accumulation; divides --batch)")
+      ->group("Optimization");
+  t->add_option("--label-smoothing", c.label_smoothing, "Label smoothing of the loss")
+      ->group("Optimization");
+  t->add_option("--seed", c.seed, "Seed of the weights, the batch order and the augmentation")
+      ->group("Optimization");
+  // the run
+  t->add_option("--threads", c.threads, "Decode threads (0: hardware threads - 1)")->group("Run");
+  t->add_option("--out", c.out, "Folder for checkpoints, metrics and config.json")->group("Run");
+  t->add_option("--keep", c.keep, "Checkpoints kept besides the best")->group("Run");
+  t->add_option("--resume", c.resume, "Continue the run in this folder from its newest "
+                                      "checkpoint, exactly")->group("Run");
+  t->add_option("--metrics", c.metrics, "Metrics as JSON lines (default: OUT/metrics.jsonl)")
+      ->group("Run");
+  t->add_option("--trace", c.trace, "Write a Chrome/Perfetto trace of the run to this file "
+                                    "(ui.perfetto.dev)")->group("Run");
+  t->add_option("--log-every", c.log_every, "Steps between progress lines in a log")
+      ->group("Run");
+  t->add_option("--checkpoint-every", c.checkpoint_every,
+                "Steps between extra checkpoints (0: after each epoch only)")->group("Run");
+  return t;
+}
+
+int cmd_train(const TrainArgs& a) {
+  std::vector<std::string> given;  // for --resume: which options the command line set
+  for (const CLI::Option* o : a.cmd->get_options())
+    if (o->count() > 0 && !o->get_lnames().empty()) given.push_back(option_key(o->get_name()));
+  const RunSummary s = run_training(a.cfg, given);
+  return s.exit_code;
+}
+
+// ---- eval and predict --------------------------------------------------------------------
+
+namespace {
+
+struct Loaded {
+  std::string path;
+  Checkpoint ckpt;
+  TrainConfig cfg;
+  std::unique_ptr<Model> model;
+};
+
+Loaded load_for_inference(const std::string& checkpoint, const std::string& device,
+                          const std::string& precision) {
+  Loaded l;
+  l.path = resolve_checkpoint_arg(checkpoint);
+  l.ckpt = read_checkpoint(l.path);
+  l.cfg = config_from_json_text(l.ckpt.config_json, l.path);
+  const RunDevice d = choose_device(device, precision);
+  if (!d.notice.empty()) std::fprintf(stderr, "%s\n", d.notice.c_str());
+  l.model = load_model(l.ckpt, l.cfg, d.dtype);
+  std::printf("%s: step %lld, epoch %lld, %s, %dx%dx%d, %d classes; %s\n", l.path.c_str(),
+              (long long)l.ckpt.step, (long long)l.ckpt.epoch, l.cfg.model.c_str(), l.cfg.size,
+              l.cfg.size, l.cfg.channels, l.cfg.classes, d.describe().c_str());
+  return l;
+}
+
+EvalOptions eval_options(const TrainConfig& cfg, int batch, int threads, bool strict) {
+  EvalOptions o;
+  o.batch = batch;
+  o.threads = threads;
+  o.strict = strict;
+  o.norm = Normalization{cfg.mean, cfg.std};
+  return o;
+}
+
+}  // namespace
+
+CLI::App* add_eval_command(CLI::App& app, EvalArgs& a) {
+  auto* e = app.add_subcommand("eval", "Evaluate a checkpoint: loss, top-1 and top-5 accuracy, "
+                                       "per-class accuracy");
+  e->option_defaults()->always_capture_default();
+  e->add_option("--checkpoint", a.checkpoint, "A checkpoint file, or a run folder (its best.h5, "
+                                              "else its newest checkpoint)")->required();
+  e->add_option("--data", a.data, "An image list, a folder of class folders or a pack")
+      ->required();
+  e->add_option("--limit", a.limit, "Only the first N images (0: all)");
+  e->add_option("--batch", a.batch, "Images per batch");
+  e->add_option("--threads", a.threads, "Decode threads (0: hardware threads - 1)");
+  e->add_option("--device", a.device, "auto, cpu or cuda");
+  e->add_option("--precision", a.precision, "auto, fp16 or fp32");
+  e->add_flag("--strict", a.strict, "Stop at the first bad image instead of skipping it");
+  return e;
+}
+
+int cmd_eval(const EvalArgs& a) {
+  Loaded l = load_for_inference(a.checkpoint, a.device, a.precision);
+  const auto data = open_source(a.data, eval_image_spec(l.cfg), a.limit);
+  std::printf("eval: %s (%lld images)\n", a.data.c_str(), (long long)data->size());
+  std::fflush(stdout);
+  const EvalResult r = evaluate(*l.model, data, eval_options(l.cfg, a.batch, a.threads, a.strict));
+  std::printf("%s\n%s", eval_summary(r).c_str(), per_class_report(r, l.cfg.class_names).c_str());
+  return 0;
+}
+
+CLI::App* add_predict_command(CLI::App& app, PredictArgs& a) {
+  auto* p = app.add_subcommand("predict", "The most likely classes of images, with names and "
+                                          "probabilities");
+  p->option_defaults()->always_capture_default();
+  p->add_option("--checkpoint", a.checkpoint, "A checkpoint file, or a run folder (its best.h5, "
+                                              "else its newest checkpoint)")->required();
+  p->add_option("images", a.images, "Image files");
+  p->add_option("--list", a.list, "An image list or a folder of class folders, instead of files "
+                                  "(the listed labels are shown beside the predictions)");
+  p->add_option("--top", a.top, "How many classes to show per image");
+  p->add_option("--batch", a.batch, "Images per batch");
+  p->add_option("--threads", a.threads, "Decode threads (0: hardware threads - 1)");
+  p->add_option("--device", a.device, "auto, cpu or cuda");
+  p->add_option("--precision", a.precision, "auto, fp16 or fp32");
+  return p;
+}
+
+int cmd_predict(const PredictArgs& a) {
+  CHECK(a.images.empty() != a.list.empty(), "predict: give image files or --list, not "
+                                                << (a.images.empty() ? "neither" : "both"));
+  Loaded l = load_for_inference(a.checkpoint, a.device, a.precision);
+  ImageList list;
+  const bool labelled = !a.list.empty();
+  if (labelled) {
+    list = read_images(a.list);
+  } else {
+    for (const std::string& path : a.images) list.samples.push_back(Sample{path, 0});
+    list.source = "the command line";
+  }
+  const auto data = std::make_shared<ListSource>(list, eval_image_spec(l.cfg));
+  const std::vector<Prediction> preds =
+      predict(*l.model, data, eval_options(l.cfg, a.batch, a.threads, false), a.top);
+  auto name = [&](int k) {
+    return size_t(k) < l.cfg.class_names.size() ? l.cfg.class_names[size_t(k)] : std::to_string(k);
+  };
+  for (const Prediction& p : preds) {
+    const Sample& s = list.samples[size_t(p.index)];
+    std::printf("%s", s.path.c_str());
+    if (labelled)
+      std::printf("  [label %s%s]", name(s.label).c_str(), p.classes[0] == s.label ? "" : ", wrong");
+    std::printf("\n");
+    for (size_t i = 0; i < p.classes.size(); i++)
+      std::printf("  %zu. %-20s %6.2f%%\n", i + 1, name(p.classes[i]).c_str(), 100 * p.probs[i]);
+  }
+  const size_t bad = list.samples.size() - preds.size();
+  if (bad) std::printf("%zu image%s could not be read (see above)\n", bad, bad == 1 ? "" : "s");
+  return bad ? 2 : 0;
+}
+
+}  // namespace cutrain

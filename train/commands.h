@@ -1,0 +1,46 @@
+// defines: the train, eval and predict subcommands of the cutrain program: their options
+// (CLI11) and what each runs. main.cpp adds them and dispatches.
+//
+//   cutrain train --train LIST|FOLDER|PACK.h5 [--val ...] [options]      train/run.h
+//   cutrain eval --checkpoint FILE|DIR --data LIST|FOLDER|PACK.h5          loss, top-1/5, per class
+//   cutrain predict --checkpoint FILE|DIR (IMAGE... | --list LIST) [--top K]
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "train/config.h"
+
+namespace CLI {
+class App;
+}
+
+namespace cutrain {
+
+struct TrainArgs {
+  TrainConfig cfg;
+  CLI::App* cmd = nullptr;
+};
+CLI::App* add_train_command(CLI::App& app, TrainArgs& a);
+int cmd_train(const TrainArgs& a);
+
+struct EvalArgs {
+  std::string checkpoint, data;
+  std::string device = "auto", precision = "auto";
+  int batch = 256, threads = 0;
+  int64_t limit = 0;
+  bool strict = false;
+};
+CLI::App* add_eval_command(CLI::App& app, EvalArgs& a);
+int cmd_eval(const EvalArgs& a);
+
+struct PredictArgs {
+  std::string checkpoint, list;
+  std::vector<std::string> images;
+  std::string device = "auto", precision = "auto";
+  int top = 5, batch = 256, threads = 0;
+};
+CLI::App* add_predict_command(CLI::App& app, PredictArgs& a);
+int cmd_predict(const PredictArgs& a);
+
+}  // namespace cutrain

@@ -1,0 +1,182 @@
+#include "train/config.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "kernels/check.h"
+
+namespace cutrain {
+
+namespace {
+bool one_of(const std::string& v, std::initializer_list<const char*> choices) {
+  for (const char* c : choices)
+    if (v == c) return true;
+  return false;
+}
+}  // namespace
+
+void validate_config(const TrainConfig& c) {
+  std::vector<std::string> problems;
+  auto need = [&](bool ok, const std::string& what) {
+    if (!ok) problems.push_back(what);
+  };
+  auto str = [](double v) {
+    std::ostringstream os;
+    os << v;
+    return os.str();
+  };
+  need(!c.train.empty(), "--train is required: an image list, a folder of class folders or a pack");
+  need(c.size >= 0, "--size must be positive, got " + std::to_string(c.size));
+  need(c.channels == 0 || c.channels == 1 || c.channels == 3,
+       "--channels must be 1 or 3, got " + std::to_string(c.channels));
+  need(c.mean.size() == c.std.size(), "--mean and --std need one value per channel each, got " +
+                                          std::to_string(c.mean.size()) + " and " +
+                                          std::to_string(c.std.size()) + " values");
+  if (c.channels > 0 && !c.mean.empty())
+    need(int(c.mean.size()) == c.channels,
+         "--mean/--std have " + std::to_string(c.mean.size()) + " values for " +
+             std::to_string(c.channels) + " channels");
+  for (double s : c.std) need(s > 0, "--std values must be positive, got " + str(s));
+  need(c.pad >= -1, "--pad must be >= 0, got " + std::to_string(c.pad));
+  need(c.resize >= 0, "--resize must be >= 0, got " + std::to_string(c.resize));
+  if (c.size > 0 && c.resize > 0)
+    need(c.resize >= c.size, "--resize " + std::to_string(c.resize) + " is smaller than --size " +
+                                 std::to_string(c.size) + ": the crop is cut from the resized image");
+  need(c.limit_train >= 0 && c.limit_val >= 0, "--limit-train and --limit-val must be >= 0");
+  need(!c.model.empty(), "--model must name a built-in model or a description file");
+  need(one_of(c.device, {"auto", "cpu", "cuda"}), "--device " + c.device + ": expected auto, cpu or cuda");
+  need(one_of(c.precision, {"auto", "fp16", "fp32"}),
+       "--precision " + c.precision + ": expected auto, fp16 or fp32");
+  need(one_of(c.optimizer, {"sgd", "nesterov", "adamw"}),
+       "--optimizer " + c.optimizer + ": expected sgd, nesterov or adamw");
+  need(one_of(c.schedule, {"cosine", "linear", "constant", "onecycle"}),
+       "--schedule " + c.schedule + ": expected cosine, linear, constant or onecycle");
+  need(c.lr >= 0, "--lr must be positive, got " + str(c.lr));
+  need(c.momentum >= 0 && c.momentum < 1, "--momentum must be in [0, 1), got " + str(c.momentum));
+  need(c.wd == -1 || c.wd >= 0, "--wd must be >= 0, got " + str(c.wd));
+  need(c.warmup == -1 || c.warmup >= 0, "--warmup must be >= 0 epochs, got " + str(c.warmup));
+  need(!(c.schedule == "onecycle" && c.warmup > 0),
+       "--schedule onecycle has its own warm-up (the first 30% of the steps): leave out --warmup");
+  need(c.epochs >= 1, "--epochs must be >= 1, got " + std::to_string(c.epochs));
+  need(c.batch >= 1, "--batch must be >= 1, got " + std::to_string(c.batch));
+  need(c.accum >= 1, "--accum must be >= 1, got " + std::to_string(c.accum));
+  if (c.batch >= 1 && c.accum >= 1)
+    need(c.batch % c.accum == 0, "--batch " + std::to_string(c.batch) +
+                                     " is not a multiple of --accum " + std::to_string(c.accum) +
+                                     ": each step is --accum micro-batches of equal size");
+  need(c.label_smoothing >= 0 && c.label_smoothing < 1,
+       "--label-smoothing must be in [0, 1), got " + str(c.label_smoothing));
+  need(c.threads >= 0, "--threads must be >= 0, got " + std::to_string(c.threads));
+  need(!c.out.empty(), "--out must name a folder");
+  need(c.keep >= 1, "--keep must be >= 1, got " + std::to_string(c.keep));
+  need(c.log_every >= 1, "--log-every must be >= 1, got " + std::to_string(c.log_every));
+  need(c.checkpoint_every >= 0, "--checkpoint-every must be >= 0, got " +
+                                    std::to_string(c.checkpoint_every));
+  if (problems.empty()) return;
+  std::string msg = "bad training configuration:";
+  for (const std::string& p : problems) msg += "\n  " + p;
+  CHECK(false, msg);
+}
+
+void resolve_defaults(TrainConfig& c) {
+  const bool adam = c.optimizer == "adamw";
+  if (c.lr == 0) c.lr = adam ? 1e-3 : 0.1;
+  if (c.wd < 0) c.wd = adam ? 0.05 : 5e-4;
+  if (c.warmup < 0) c.warmup = c.schedule == "onecycle" ? 0 : 1;
+}
+
+// One list of (key, member) pairs drives both directions, so they cannot drift apart.
+template <typename Config, typename F>
+void for_each_field(Config& c, F&& f) {
+  f("train", c.train), f("val", c.val), f("size", c.size), f("channels", c.channels);
+  f("mean", c.mean), f("std", c.std), f("augment", c.augment), f("pad", c.pad);
+  f("resize", c.resize), f("limit_train", c.limit_train), f("limit_val", c.limit_val);
+  f("strict", c.strict), f("model", c.model), f("device", c.device);
+  f("precision", c.precision), f("optimizer", c.optimizer), f("lr", c.lr);
+  f("momentum", c.momentum), f("wd", c.wd), f("schedule", c.schedule), f("warmup", c.warmup);
+  f("epochs", c.epochs), f("batch", c.batch), f("accum", c.accum);
+  f("label_smoothing", c.label_smoothing), f("seed", c.seed), f("threads", c.threads);
+  f("out", c.out), f("keep", c.keep), f("resume", c.resume), f("metrics", c.metrics);
+  f("trace", c.trace), f("log_every", c.log_every);
+  f("checkpoint_every", c.checkpoint_every), f("classes", c.classes);
+  f("class_names", c.class_names), f("model_text", c.model_text);
+}
+
+void to_json(nlohmann::json& j, const TrainConfig& c) {
+  j = nlohmann::json::object();
+  for_each_field(c, [&](const char* key, const auto& v) { j[key] = v; });
+}
+
+void from_json(const nlohmann::json& j, TrainConfig& c) {
+  CHECK(j.is_object(), "a training configuration must be a JSON object, got " << j.type_name());
+  std::set<std::string> known;
+  for_each_field(c, [&](const char* key, auto& v) {
+    known.insert(key);
+    auto it = j.find(key);
+    if (it == j.end()) return;
+    try {
+      it->get_to(v);
+    } catch (const nlohmann::json::exception& e) {
+      CHECK(false, "configuration key '" << key << "': " << it->dump() << " is not a "
+                                          << "value of the right type (" << e.what() << ")");
+    }
+  });
+  for (auto it = j.begin(); it != j.end(); ++it)
+    CHECK(known.count(it.key()), "configuration: unknown key '" << it.key() << "'");
+}
+
+std::string config_to_json_text(const TrainConfig& c) {
+  nlohmann::json j = c;
+  return j.dump(2) + "\n";
+}
+
+TrainConfig config_from_json_text(const std::string& text, const std::string& where) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    CHECK(false, where << ": not valid JSON: " << e.what());
+  }
+  TrainConfig c;
+  try {
+    from_json(j, c);
+  } catch (const Error& e) {
+    CHECK(false, where << ": " << e.what());
+  }
+  return c;
+}
+
+std::string option_key(const std::string& option) {
+  std::string k = option.substr(option.find_first_not_of('-'));
+  std::replace(k.begin(), k.end(), '-', '_');
+  return k;
+}
+
+bool may_change_on_resume(const std::string& key) {
+  static const std::set<std::string> ok = {"epochs", "threads", "out", "keep", "resume",
+                                           "metrics", "trace", "log_every", "checkpoint_every",
+                                           "device"};
+  return ok.count(key) > 0;
+}
+
+TrainConfig resume_config(const TrainConfig& saved, const TrainConfig& cli,
+                          const std::vector<std::string>& given) {
+  const nlohmann::json s = saved, c = cli;
+  nlohmann::json merged = s;
+  for (const std::string& key : given) {
+    CHECK(c.contains(key), "resume: '" << key << "' is not a training option");
+    if (may_change_on_resume(key)) {
+      merged[key] = c[key];
+    } else if (c[key] != s[key]) {
+      CHECK(false, "--" << key << " " << c[key].dump() << " differs from the checkpoint's "
+                        << s[key].dump() << ": a resumed run continues the computation it "
+                        << "started, so only --epochs, --threads, --out, --keep, --metrics, --trace, "
+                        << "--log-every, --checkpoint-every and --device may change");
+    }
+  }
+  return merged.get<TrainConfig>();
+}
+
+}  // namespace cutrain

@@ -1,0 +1,186 @@
+#include "train/run.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include "data/atomic_file.h"
+#include "kernels/check.h"
+#include "nn/checkpoint.h"
+#include "train/dataset.h"
+#include "data/trace.h"
+#include "train/device.h"
+#include "train/reporter.h"
+#include "train/signals.h"
+#include "train/trainer.h"
+
+namespace cutrain {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+void write_text_file(const std::string& path, const std::string& text) {
+  write_atomically(path, [&](const std::string& tmp) {
+    std::ofstream f(tmp, std::ios::binary);
+    f << text;
+    f.close();
+    CHECK(f.good(), "cannot write " << tmp);
+  });
+}
+
+// The checkpoint --resume continues from, and the configuration of the resumed run.
+Checkpoint load_resume_point(TrainConfig& cfg, const std::vector<std::string>& given, FILE* out) {
+  const std::string dir = cfg.resume;
+  const std::string path = newest_checkpoint(dir);
+  CHECK(!path.empty(), "--resume " << dir << ": no complete checkpoint there");
+  Checkpoint c = read_checkpoint(path);
+  const TrainConfig saved = config_from_json_text(c.config_json, path);
+  cfg = resume_config(saved, cfg, given);
+  // Checkpoints go on where they were unless --out says otherwise.
+  if (std::find(given.begin(), given.end(), "out") == given.end()) cfg.out = dir;
+  cfg.resume = dir;
+  std::fprintf(out, "resuming from %s: step %lld, epoch %lld, next batch %s\n", path.c_str(),
+               (long long)c.step, (long long)c.epoch, cursor_to_string(c.cursor).c_str());
+  return c;
+}
+
+}  // namespace
+
+RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, FILE* out) {
+  const auto t_start = Clock::now();
+  RunSummary sum;
+
+  // ---- the configuration ---------------------------------------------------------------
+  Checkpoint resume_point;
+  const bool resuming = !cfg.resume.empty();
+  if (resuming) resume_point = load_resume_point(cfg, given, out);
+  const std::vector<std::string> notes = resolve_config(cfg);
+  const RunDevice device = choose_device(cfg.device, cfg.precision);
+  if (!device.notice.empty()) std::fprintf(stderr, "%s\n", device.notice.c_str());
+  if (!resuming) {
+    std::vector<std::string> skipped;
+    const std::string existing = newest_checkpoint(cfg.out, &skipped);
+    CHECK(existing.empty(), "--out " << cfg.out << " holds checkpoints of an earlier run ("
+                                     << existing << "): continue it with --resume " << cfg.out
+                                     << ", or choose another --out");
+  }
+  std::filesystem::create_directories(cfg.out);
+  const std::string config_text = config_to_json_text(cfg);
+  write_text_file(cfg.out + "/config.json", config_text);
+  std::fprintf(out, "cutrain train: %s, configuration (saved as %s/config.json):\n%s",
+               device.describe().c_str(), cfg.out.c_str(), config_text.c_str());
+  for (const std::string& n : notes) std::fprintf(out, "  %s\n", n.c_str());
+  sum.config = cfg;
+
+  // ---- the trainer ---------------------------------------------------------------------
+  std::unique_ptr<Tracer> tracer;  // before the trainer: its loader's workers record into it
+  if (!cfg.trace.empty()) {
+    tracer = std::make_unique<Tracer>();
+    tracer->name_thread("main");
+  }
+  Trainer t(cfg, device);
+  t.tracer = tracer.get();
+  if (resuming) t.restore(resume_point);
+  std::fputs(t.model().table().c_str(), out);
+  std::fprintf(out, "data: %lld training images (%lld steps of %d per epoch, %d epochs)%s\n",
+               (long long)t.train_data().size(), (long long)t.steps_per_epoch(), cfg.batch,
+               cfg.epochs, cfg.val.empty() ? ", no validation data (--val)" : "");
+  std::fflush(out);
+
+  double best_top1 = -1;
+  if (resuming && resume_point.scalars.count("best_top1"))
+    best_top1 = resume_point.scalars.at("best_top1");
+  sum.first_step = t.steps_done();
+
+  RunReporter report(cfg, t.steps_done(), t.total_steps(), out);
+  CheckpointWriter writer(cfg.out, cfg.keep);
+  auto save = [&](bool is_best, std::map<std::string, double> extra) {
+    extra["best_top1"] = best_top1;
+    double waited = 0;
+    {
+      TraceSpan span(tracer.get(), "checkpoint snapshot", "train");
+      waited = writer.submit(t.snapshot(extra), t.steps_done(), is_best);
+    }
+    sum.last_checkpoint = checkpoint_path(cfg.out, t.steps_done());
+    report.checkpoint(t.steps_done(), sum.last_checkpoint, is_best);
+    if (waited > 1.0)
+      report.note("cutrain: waited " + std::to_string(waited) + " s for the checkpoint writer");
+  };
+
+  // ---- the loop ------------------------------------------------------------------------
+  StopSignals signals;
+  while (t.steps_done() < t.total_steps()) {
+    const auto t_step = Clock::now();
+    const StepResult r = t.step();
+    sum.train_seconds += seconds_since(t_step);
+    sum.losses.push_back(r.loss);
+    report.step(r, t.steps_done(), device.dtype == DType::f16 ? t.scaler().scale() : 0.0);
+
+    if (t.steps_done() % t.steps_per_epoch() == 0) {  // the end of an epoch
+      std::map<std::string, double> extra;
+      bool is_best = false;
+      if (t.has_validation()) {
+        sum.final_eval = t.evaluate();
+        const EvalResult& e = sum.final_eval;
+        extra = {{"val_loss", e.loss}, {"val_top1", e.top1_accuracy()},
+                 {"val_top5", e.top5_accuracy()}};
+        is_best = e.top1_accuracy() > best_top1;
+        if (is_best) best_top1 = e.top1_accuracy();
+      }
+      report.epoch(t.epochs_done(), cfg.epochs, t.steps_done(),
+                   t.has_validation() ? &sum.final_eval : nullptr, cfg.class_names);
+      save(is_best, extra);
+    } else if (signals.received() ||
+               (cfg.checkpoint_every > 0 && t.steps_done() % cfg.checkpoint_every == 0)) {
+      save(false, {});
+    }
+    if (signals.received()) {
+      writer.wait();
+      report.end_line();
+      std::fprintf(out, "stopped by %s after step %lld; checkpoint %s\n"
+                        "continue with: cutrain train --resume %s\n",
+                   signals.name(), (long long)t.steps_done(), sum.last_checkpoint.c_str(),
+                   cfg.out.c_str());
+      sum.exit_code = 128 + signals.received();
+      break;
+    }
+  }
+  writer.wait();
+  sum.steps = t.steps_done();
+  sum.seconds = seconds_since(t_start);
+  if (tracer) {
+    std::string why;
+    if (tracer->write(cfg.trace, &why))
+      std::fprintf(out, "trace: %s (open it in ui.perfetto.dev or chrome://tracing)\n",
+                   cfg.trace.c_str());
+    else
+      report.note("cutrain: could not write the trace: " + why);
+  }
+  if (sum.exit_code != 0) return sum;
+
+  // ---- the final report ----------------------------------------------------------------
+  if (sum.first_step == t.total_steps())
+    std::fprintf(out, "the run was already complete (%lld steps)\n", (long long)t.steps_done());
+  if (t.has_validation()) {
+    if (sum.final_eval.images == 0) sum.final_eval = t.evaluate();
+    std::fprintf(out, "final: %s\n%s", eval_summary(sum.final_eval).c_str(),
+                 per_class_report(sum.final_eval, cfg.class_names).c_str());
+  }
+  std::fprintf(out, "trained %lld steps in %.1f s (%.0f images/s in the steps); checkpoints in "
+                    "%s (best: %s); metrics: %s\n",
+               (long long)(t.steps_done() - sum.first_step), sum.seconds,
+               sum.train_seconds > 0
+                   ? double((t.steps_done() - sum.first_step) * cfg.batch) / sum.train_seconds
+                   : 0.0,
+               cfg.out.c_str(), best_checkpoint_path(cfg.out).c_str(),
+               report.metrics_path().c_str());
+  return sum;
+}
+
+}  // namespace cutrain

@@ -1,0 +1,133 @@
+// defines: Trainer, one training run's state (data, model, optimizer, loss scaler, schedule,
+// where it is) and its step: the body of the training loop. StepResult, what one step did.
+//
+// One step, top to bottom (Trainer::step, trainer.cpp):
+//   1. the next batch from the Loader (decoded and augmented by its worker threads);
+//   2. for each of the `accum` micro-batches: the uint8 NHWC pixels to the model's input,
+//      normalised, in the model's dtype; forward; softmax cross-entropy with label smoothing
+//      (in fp32); backward seeded with the loss scale times the micro-batch's share of the
+//      batch, so the gradients add up to those of the whole batch's mean loss;
+//   3. the optimizer step at the schedule's learning rate: the gradients unscaled, checked
+//      for inf/NaN and, only if all are finite, applied to the fp32 master weights (which
+//      write the fp16 working copy); otherwise the step is skipped as a whole and the first
+//      parameter at fault is named;
+//   4. the loss scaler sees whether the step overflowed (halve and retry, or count towards
+//      growth; abort after too many skips in a row); the gradients are zeroed;
+//   5. the batch goes back to the Loader, whose workers refill its slot.
+// The epoch loop around it (evaluation, checkpoints, signals, progress) is run_training
+// (train/run.h).
+//
+// Exact resume: a run is a pure function of its configuration. The batches are fixed by
+// (seed, epoch, batch) and the augmentation by (seed, epoch, sample); the weights, master
+// weights, optimizer state, BatchNorm statistics and loss-scaler state are saved bit for bit
+// (snapshot) and restored (restore), as are the step counter (the schedule's clock) and the
+// sampler cursor. So a run resumed from a checkpoint computes exactly the losses and weights
+// of one that never stopped.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "data/loader.h"
+#include "data/trace.h"
+#include "nn/checkpoint.h"
+#include "nn/loss_scaler.h"
+#include "nn/model.h"
+#include "nn/optim.h"
+#include "nn/schedule.h"
+#include "train/batch_input.h"
+#include "train/config.h"
+#include "train/device.h"
+#include "train/evaluate.h"
+
+namespace cutrain {
+
+struct StepResult {
+  int64_t step = 0;           // this step's number (0-based): the schedule's clock
+  SamplerCursor batch;        // the batch it trained on
+  int images = 0;             // in the batch (bad files removed)
+  double loss = 0;            // the batch's mean loss (with label smoothing, as optimised)
+  int64_t correct = 0;        // top-1 correct in the batch
+  double lr = 0;              // the learning rate it used
+  double loss_scale = 1;      // the loss scale its backward used
+  bool taken = true;          // false: an inf/NaN gradient, the step was skipped
+  std::string overflow;       // then: the first parameter whose gradient overflowed
+  double data_wait_s = 0;     // waiting for the loader's next batch
+};
+
+class Trainer {
+ public:
+  // cfg must be resolved (resolve_config): the data are opened, the model built and
+  // initialised from cfg.seed, the optimizer, the scaler and the schedule set up.
+  Trainer(const TrainConfig& cfg, const RunDevice& device);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  // One optimizer step on the next batch (see the top of this file). Throws when the loss
+  // scaler gives up (too many overflows in a row), naming the step.
+  StepResult step();
+
+  // The model on the validation data (cfg.val; an error when there is none).
+  EvalResult evaluate();
+  bool has_validation() const { return bool(val_); }
+
+  // Everything a resumed run needs, as copies (the writer thread owns them): see
+  // trainer_state.cpp for the names. scalars also carry `extra` (e.g. best_top1).
+  Checkpoint snapshot(const std::map<std::string, double>& extra = {}) const;
+  // Puts a checkpoint's state into this trainer, made from the checkpoint's configuration.
+  // Every tensor must be there with the right shape and dtype, and nothing else; the next
+  // step() trains on the checkpoint's cursor.
+  void restore(const Checkpoint& c);
+
+  int64_t steps_done() const { return step_; }      // optimizer steps attempted so far
+  int64_t steps_per_epoch() const { return steps_per_epoch_; }
+  int64_t total_steps() const { return steps_per_epoch_ * cfg_.epochs; }
+  int epochs_done() const { return int(step_ / steps_per_epoch_); }
+  SamplerCursor cursor() const { return cursor_; }  // the batch the next step trains on
+  const TrainConfig& config() const { return cfg_; }
+  const RunDevice& device() const { return device_; }
+  Model& model() { return *model_; }
+  Optimizer& optimizer() { return *optimizer_; }
+  LossScaler& scaler() { return *scaler_; }
+  const ScheduleConfig& schedule() const { return schedule_; }
+  const SampleSource& train_data() const { return *train_; }
+  LoaderStats loader_stats() const;  // of the current loader (since it was made)
+
+  // Spans of the steps ("step", "input", "forward", "backward", "optimizer"), evaluations and
+  // the loader's workers go here (data/trace.h); null: none. Set before the first step.
+  Tracer* tracer = nullptr;
+
+  // Called in step() after the last backward and before the optimizer step: the gradients of
+  // model().parameters() hold the batch's loss-scaled gradients. For tests (injecting an inf).
+  std::function<void(Trainer&)> after_backward;
+
+ private:
+  void start_loader();  // at cursor_
+
+  TrainConfig cfg_;
+  RunDevice device_;
+  Normalization norm_;
+  std::shared_ptr<const SampleSource> train_, val_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<LossScaler> scaler_;
+  ScheduleConfig schedule_;
+  std::unique_ptr<Loader> loader_;
+  int64_t steps_per_epoch_ = 0;
+  int64_t step_ = 0;
+  SamplerCursor cursor_;
+};
+
+// The scaler of a run: dynamic from 2^16 for fp16; fixed at 1 for fp32 (an inf/NaN gradient
+// still skips the step and counts towards the abort).
+LossScalerConfig loss_scaler_config(DType dtype);
+
+// A model as a checkpoint saved it, for evaluation and prediction: built from the checkpoint's
+// configuration in `dtype`, weights and BatchNorm statistics loaded. For a dtype other than
+// the training one, the fp32 master weights are used when the checkpoint has them, else the
+// weights are converted.
+std::unique_ptr<Model> load_model(const Checkpoint& c, const TrainConfig& cfg, DType dtype);
+
+}  // namespace cutrain

@@ -1,0 +1,125 @@
+// What a checkpoint holds of a run, and putting it back.
+//
+// Tensors (names as the model and the optimizer give them):
+//   "<param>"                  every parameter: the working weights, in the training dtype
+//   "<param>.master", ...      the optimizer's state_tensors(): fp32 masters (fp16 training),
+//                              "<param>.momentum" (SGD), "<param>.adam_m", "<param>.adam_v"
+//   "<bn>.running_mean", "<bn>.running_var"   BatchNorm statistics (fp32)
+// Scalars: "loss_scale", "scaler_clean_steps", "scaler_consecutive_skips",
+//   "scaler_skipped_total", "optimizer_steps_taken", plus what the caller adds (best_top1, the
+//   epoch's validation metrics).
+// Metadata: step (steps attempted: the schedule's clock), epoch (epochs completed), cursor
+// (the next batch), seed, and the resolved configuration as JSON.
+#include <cstring>
+#include <set>
+
+#include "kernels/check.h"
+#include "train/trainer.h"
+
+namespace cutrain {
+
+namespace {
+
+// Copies `from` into `to` bit for bit; both must have the same shape and dtype.
+void copy_into(Tensor& to, const Tensor& from, const std::string& name) {
+  CHECK(from.shape() == to.shape() && from.dtype() == to.dtype(),
+        "checkpoint tensor '" << name << "' is " << from.str() << ", but this run has "
+                              << to.str() << ": the checkpoint is of another model or precision");
+  std::memcpy(to.raw(), from.raw(), to.bytes());
+}
+
+// Every tensor of a run's state, by name, pointing at the live tensors.
+std::vector<std::pair<std::string, Tensor*>> state_tensors(Model& model, Optimizer& opt) {
+  std::vector<std::pair<std::string, Tensor*>> all;
+  for (const VarPtr& p : model.parameters()) all.emplace_back(p->name, &p->value);
+  for (auto& t : opt.state_tensors()) all.push_back(t);
+  for (auto& [name, bn] : model.batchnorm_states()) {
+    all.emplace_back(name + ".running_mean", &bn->running_mean);
+    all.emplace_back(name + ".running_var", &bn->running_var);
+  }
+  return all;
+}
+
+double scalar(const Checkpoint& c, const char* name) {
+  auto it = c.scalars.find(name);
+  CHECK(it != c.scalars.end(), "the checkpoint has no scalar '" << name << "'");
+  return it->second;
+}
+
+}  // namespace
+
+Checkpoint Trainer::snapshot(const std::map<std::string, double>& extra) const {
+  Checkpoint c;
+  c.config_json = config_to_json_text(cfg_);
+  c.step = step_;
+  c.epoch = epochs_done();
+  c.cursor = cursor_;
+  c.seed = cfg_.seed;
+  for (auto& [name, t] : state_tensors(*model_, *optimizer_)) c.tensors.emplace_back(name, t->clone());
+  const LossScalerState s = scaler_->state();
+  c.scalars = extra;
+  c.scalars["loss_scale"] = s.scale;
+  c.scalars["scaler_clean_steps"] = s.clean_steps;
+  c.scalars["scaler_consecutive_skips"] = s.consecutive_skips;
+  c.scalars["scaler_skipped_total"] = double(s.skipped_total);
+  c.scalars["optimizer_steps_taken"] = double(optimizer_->steps_taken);
+  return c;
+}
+
+void Trainer::restore(const Checkpoint& c) {
+  CHECK(c.seed == cfg_.seed, "checkpoint seed " << c.seed << " differs from the run's " << cfg_.seed);
+  CHECK(c.step >= 0 && c.step <= total_steps(),
+        "checkpoint step " << c.step << " is outside this run's " << total_steps() << " steps");
+  CHECK(c.cursor.epoch * steps_per_epoch_ + c.cursor.batch == c.step,
+        "checkpoint cursor (" << cursor_to_string(c.cursor) << ") does not match its step "
+                              << c.step << " at " << steps_per_epoch_
+                              << " steps per epoch: the data or --batch changed");
+  auto live = state_tensors(*model_, *optimizer_);
+  std::set<std::string> expected;
+  for (auto& [name, t] : live) {
+    expected.insert(name);
+    copy_into(*t, c.tensor(name), name);
+  }
+  for (const auto& [name, t] : c.tensors)
+    CHECK(expected.count(name), "the checkpoint has a tensor '" << name
+                                                                << "' that this model does not");
+  LossScalerState s;
+  s.scale = scalar(c, "loss_scale");
+  s.clean_steps = int32_t(scalar(c, "scaler_clean_steps"));
+  s.consecutive_skips = int32_t(scalar(c, "scaler_consecutive_skips"));
+  s.skipped_total = int64_t(scalar(c, "scaler_skipped_total"));
+  scaler_->restore(s);
+  optimizer_->steps_taken = int64_t(scalar(c, "optimizer_steps_taken"));
+  step_ = c.step;
+  cursor_ = c.cursor;
+  loader_.reset();  // the next step starts a loader at the restored cursor
+}
+
+std::unique_ptr<Model> load_model(const Checkpoint& c, const TrainConfig& cfg, DType dtype) {
+  ModelOptions mo;
+  mo.H = mo.W = cfg.size;
+  mo.C = cfg.channels;
+  mo.classes = cfg.classes;
+  mo.dtype = dtype;
+  mo.seed = cfg.seed;
+  auto model = build_model(parse_model_spec(cfg.model_text, cfg.model), mo);
+  for (const VarPtr& p : model->parameters()) {
+    const Tensor& saved = c.tensor(p->name);
+    const std::string master = p->name + ".master";
+    bool has_master = false;
+    for (const auto& t : c.tensors) has_master = has_master || t.first == master;
+    if (saved.dtype() == p->value.dtype())
+      copy_into(p->value, saved, p->name);
+    else if (has_master && c.tensor(master).dtype() == p->value.dtype())
+      copy_into(p->value, c.tensor(master), master);
+    else
+      copy_into(p->value, saved.to(p->value.dtype()), p->name);
+  }
+  for (auto& [name, bn] : model->batchnorm_states()) {
+    copy_into(bn->running_mean, c.tensor(name + ".running_mean"), name + ".running_mean");
+    copy_into(bn->running_var, c.tensor(name + ".running_var"), name + ".running_var");
+  }
+  return model;
+}
+
+}  // namespace cutrain
