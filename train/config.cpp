@@ -53,9 +53,10 @@ void validate_config(const TrainConfig& c) {
        "--optimizer " + c.optimizer + ": expected sgd, nesterov or adamw");
   need(one_of(c.schedule, {"cosine", "linear", "constant", "onecycle"}),
        "--schedule " + c.schedule + ": expected cosine, linear, constant or onecycle");
-  need(c.lr >= 0, "--lr must be positive, got " + str(c.lr));
+  need(c.lr >= 0, "--lr must be > 0 (or 0: the optimizer's default), got " + str(c.lr));
   need(c.momentum >= 0 && c.momentum < 1, "--momentum must be in [0, 1), got " + str(c.momentum));
-  need(c.wd == -1 || c.wd >= 0, "--wd must be >= 0, got " + str(c.wd));
+  need(c.wd == -1 || c.wd >= 0, "--wd must be >= 0 (or -1: the optimizer's default), got " +
+                                    str(c.wd));
   need(c.warmup == -1 || c.warmup >= 0, "--warmup must be >= 0 epochs, got " + str(c.warmup));
   need(!(c.schedule == "onecycle" && c.warmup > 0),
        "--schedule onecycle has its own warm-up (the first 30% of the steps): leave out --warmup");

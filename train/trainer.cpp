@@ -116,6 +116,8 @@ StepResult Trainer::step() {
       TraceSpan s(tracer, "backward", "train");
       tape.backward(loss, r.loss_scale * share);
     }
+    // Read back at once: free on the CPU. On a GPU this would stall the stream every step;
+    // there the loss and accuracy stay on the device and are read every few steps.
     r.loss += loss->value.item() * share;
     r.correct += top1_correct(logits->value, labels);
   }

@@ -27,7 +27,7 @@ TEST_CASE("config: the defaults are valid once --train is given; every problem i
   }
   INFO(msg);
   REQUIRE(msg.find("--batch 100 is not a multiple of --accum 3") != std::string::npos);
-  REQUIRE(msg.find("--lr must be positive") != std::string::npos);
+  REQUIRE(msg.find("--lr must be > 0 (or 0: the optimizer's default), got -1") != std::string::npos);
   REQUIRE(msg.find("--device gpu: expected auto, cpu or cuda") != std::string::npos);
   REQUIRE(msg.find("onecycle has its own warm-up") != std::string::npos);
   TrainConfig d;
@@ -138,4 +138,17 @@ TEST_CASE("resolve_config: a pack gives its stored size, channels and class name
   REQUIRE((c.size == 28 && c.channels == 1 && c.classes == 10));
   REQUIRE(c.class_names == fashion_mnist_classes());
   REQUIRE(open_source(c.train, eval_image_spec(c), 50)->size() == 50);
+}
+
+TEST_CASE("config: the optimizer's defaults fill lr, wd and warmup when left at auto") {
+  TrainConfig c;
+  c.optimizer = "adamw", c.schedule = "onecycle";
+  resolve_defaults(c);
+  REQUIRE(c.lr == 1e-3);
+  REQUIRE(c.wd == 0.05);
+  REQUIRE(c.warmup == 0);  // onecycle's warm-up is part of the preset
+  TrainConfig d;
+  d.lr = 0.02, d.wd = 0, d.warmup = 2.5;  // given: kept
+  resolve_defaults(d);
+  REQUIRE((d.lr == 0.02 && d.wd == 0 && d.warmup == 2.5));
 }
