@@ -13,7 +13,7 @@ std::vector<Prediction> predict(Model& model, std::shared_ptr<const SampleSource
   CHECK(k >= 1, "predict: --top must be >= 1, got " << k);
   const ModelOptions& mo = model.options();
   const ImageSpec& spec = data->spec();
-  CHECK(spec.size == mo.H && spec.channels == mo.C,
+  CHECK(spec.size == mo.H && spec.size == mo.W && spec.channels == mo.C,
         "predict: the data gives " << spec.size << "x" << spec.size << "x" << spec.channels
                                    << " images, the model takes " << mo.H << "x" << mo.W
                                    << "x" << mo.C);
