@@ -228,6 +228,7 @@ std::string cpu_name() {
 
 template <typename T>
 void run(const ModelSpec& spec, const ModelOptions& o, int batch, int threads, int repeats) {
+  const std::vector<BenchLayer> layers = gemm_layers(spec, o, batch);  // may throw: first
   const std::time_t now = std::time(nullptr);
   char date[32];
   std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
@@ -240,7 +241,7 @@ void run(const ModelSpec& spec, const ModelOptions& o, int batch, int threads, i
               threads);
   const char* pass_name[3] = {"forward", "backward data", "backward filter"};
   double total[2] = {0, 0};
-  for (const BenchLayer& L : gemm_layers(spec, o, batch)) {
+  for (const BenchLayer& L : layers) {
     const PassTimes pt = time_layer<T>(L, threads, repeats);
     const double mflop = double(L.s.forward_flops()) / 1e6;  // each pass costs the same
     for (int p = 0; p < 3; p++) {
@@ -263,6 +264,11 @@ void run(const ModelSpec& spec, const ModelOptions& o, int batch, int threads, i
   std::printf("| conv + linear share | %.0f%% | %.0f%% | |\n", 100 * total[0] / step[0].ms,
               100 * total[1] / step[1].ms);
   std::printf("| cores busy | %.2f | %.2f | |\n", step[0].cores, step[1].cores);
+  if (threads > 1 && step[1].cores < 0.9 * threads)
+    std::printf("\nnote: the %d-thread step kept only %.2f cores busy; other work held the rest, "
+                "so the %d-thread column does not measure scaling here. (On a shared machine, "
+                "OMP_WAIT_POLICY=passive keeps idle OpenMP threads from spinning.)\n",
+                threads, step[1].cores, threads);
   std::printf("\nidentical: every layer and the whole step give the same bits on 1 and %d "
               "threads\nload average at the end: %s\n", threads, load_average().c_str());
 }
