@@ -16,11 +16,8 @@ CheckReport check_data(const ImageList& list, const ImageSpec& spec, int threads
   rep.histogram.assign(size_t(classes), 0);
 
   auto src = std::make_shared<ListSource>(list, spec);
-  SamplerConfig sc;
-  sc.num_samples = rep.images;
-  sc.batch_size = std::min<int64_t>(256, rep.images);
-  sc.shuffle = false;  // in list order: the report reads like the list
-  sc.last_batch = LastBatch::partial;
+  // in list order: the report reads like the list
+  const SamplerConfig sc = in_order(rep.images, std::min<int64_t>(256, rep.images));
   LoaderConfig lc;
   lc.threads = threads;
   lc.print_bad = 0;    // the report names them all

@@ -1,9 +1,9 @@
 #include "data/image_list.h"
 
-#include <unistd.h>
+#include "data/atomic_file.h"
+
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cctype>
 #include <charconv>
@@ -114,25 +114,16 @@ std::string absolute_normal(const fs::path& p) {
   return fs::absolute(p).lexically_normal().string();
 }
 
-// Writes `text` to a temporary file beside `path`, flushes and fsyncs it, then renames it over
-// `path`: readers see the old file or the whole new one, never a torn one.
+// The list and classes.txt appear whole or not at all (data/atomic_file.h).
 void write_file_atomically(const std::string& path, const std::string& text) {
-  static std::atomic<uint64_t> counter{0};
-  const std::string tmp = path + ".tmp." + std::to_string(getpid()) + "." +
-                          std::to_string(counter++);
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  CHECK(f, "cannot create '" << tmp << "': " << std::strerror(errno));
-  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  ok = std::fflush(f) == 0 && ok;
-  ok = fsync(fileno(f)) == 0 && ok;
-  const int saved_errno = errno;
-  ok = std::fclose(f) == 0 && ok;
-  std::error_code ec;
-  if (ok) fs::rename(tmp, path, ec);
-  if (!ok || ec) {
-    fs::remove(tmp, ec);
-    CHECK(false, "cannot write '" << path << "': " << std::strerror(ok ? EIO : saved_errno));
-  }
+  write_atomically(path, [&](const std::string& tmp) {
+    FILE* f = std::fopen(tmp.c_str(), "wb");
+    CHECK(f, "cannot create '" << tmp << "': " << std::strerror(errno));
+    bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    const int saved_errno = errno;
+    ok = std::fclose(f) == 0 && ok;
+    CHECK(ok, "cannot write '" << tmp << "': " << std::strerror(saved_errno ? saved_errno : EIO));
+  });
 }
 
 bool has_outer_space(const std::string& s) {

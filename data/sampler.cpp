@@ -139,4 +139,13 @@ SamplerCursor Sampler::next(const SamplerCursor& c) const {
   return {c.epoch + 1, 0};
 }
 
+SamplerConfig in_order(int64_t num_samples, int64_t batch_size) {
+  SamplerConfig c;
+  c.num_samples = num_samples;
+  c.batch_size = batch_size;
+  c.shuffle = false;
+  c.last_batch = LastBatch::partial;
+  return c;
+}
+
 }  // namespace cutrain

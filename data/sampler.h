@@ -44,6 +44,10 @@ struct SamplerConfig {
   LastBatch last_batch = LastBatch::drop;
 };
 
+// Every sample once, in list order, the last batch smaller: what evaluation, prediction and
+// check-data read with.
+SamplerConfig in_order(int64_t num_samples, int64_t batch_size);
+
 // The next batch a run will train on. Save it after a step has finished (and after the
 // checkpoint's weights were taken), restore it, and the run continues with the very batch it
 // would have trained on next. A cursor means the same batch for any replica count, but only

@@ -49,11 +49,7 @@ EvalResult evaluate(Model& model, std::shared_ptr<const SampleSource> data,
                                     << " images, the model takes " << mo.H << "x" << mo.W
                                     << "x" << mo.C);
   const int K = mo.classes;
-  SamplerConfig sc;
-  sc.num_samples = data->size();
-  sc.batch_size = opt.batch;
-  sc.shuffle = false;
-  sc.last_batch = LastBatch::partial;
+  const SamplerConfig sc = in_order(data->size(), opt.batch);
   LoaderConfig lc;
   lc.threads = opt.threads;
   lc.strict = opt.strict;

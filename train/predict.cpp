@@ -17,11 +17,7 @@ std::vector<Prediction> predict(Model& model, std::shared_ptr<const SampleSource
         "predict: the data gives " << spec.size << "x" << spec.size << "x" << spec.channels
                                    << " images, the model takes " << mo.H << "x" << mo.W
                                    << "x" << mo.C);
-  SamplerConfig sc;
-  sc.num_samples = data->size();
-  sc.batch_size = opt.batch;
-  sc.shuffle = false;
-  sc.last_batch = LastBatch::partial;
+  const SamplerConfig sc = in_order(data->size(), opt.batch);
   LoaderConfig lc;
   lc.threads = opt.threads;
   lc.strict = opt.strict;
