@@ -43,8 +43,17 @@ ifeq ($(USE_CUDA),1)
   CXXFLAGS  += -DCUTRAIN_CUDA=1 -isystem $(CUDA_INC)
   NVCCFLAGS += -std=c++17 -O2 -g -lineinfo -DCUTRAIN_CUDA=1 -I. $(CUDA_ARCH) \
                -Xcompiler -Wall,-Wextra -MMD -MP
+  # cuBLAS always (part of the toolkit); cuDNN when its header is there (CUTRAIN_CUDNN).
+  # Both are shared libraries: found through the rpath here, LD_LIBRARY_PATH elsewhere.
+  CUDNN_H   := $(wildcard $(CUDA_INC)/cudnn.h)
+  ifneq ($(CUDNN_H),)
+    CXXFLAGS  += -DCUTRAIN_CUDNN=1
+    NVCCFLAGS += -DCUTRAIN_CUDNN=1
+    CUDNN_LIB := -lcudnn
+  endif
   # static cudart: the binaries need no libcudart at run time, only the driver
-  LDLIBS    += -L$(CUDA_LIB) -lcudart_static -ldl -lrt
+  LDLIBS    += -L$(CUDA_LIB) -Wl,-rpath,$(abspath $(CUDA_LIB)) -lcublas $(CUDNN_LIB) \
+               -lcudart_static -ldl -lrt
 else
   MODE      := cpu
   $(info cutrain: CPU-only build ($(if $(filter 1,$(CPU_ONLY)),CPU_ONLY=1,no nvcc found)): GPU code left out, GPU tests will be skipped)
@@ -59,7 +68,9 @@ LIB_DIRS := kernels nn data train
 APP_CPP  := train/main.cpp
 LIB_CPP  := $(filter-out $(APP_CPP),$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cpp)))
 LIB_CU   := $(if $(filter 1,$(USE_CUDA)),$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cu)))
-TEST_CPP := $(wildcard tests/*.cpp tests/*/*.cpp)
+# tests/*/*_gpu_test.cpp call the CUDA launchers: CUDA builds only (they skip without a device).
+TEST_GPU_CPP := $(wildcard tests/*/*_gpu_test.cpp)
+TEST_CPP := $(filter-out $(if $(filter 1,$(USE_CUDA)),,$(TEST_GPU_CPP)),$(wildcard tests/*.cpp tests/*/*.cpp))
 TEST_CU  := $(if $(filter 1,$(USE_CUDA)),$(wildcard tests/*.cu tests/*/*.cu))
 BENCH_CPP := $(wildcard bench/*.cpp)
 BENCH_BIN := $(patsubst bench/%.cpp,bin/bench_%,$(BENCH_CPP))

@@ -16,7 +16,9 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/gpu.h"
 #include "kernels/half.h"
+#include "kernels/impl.h"
 
 namespace cutrain {
 
@@ -46,5 +48,44 @@ void conv2d_backward_data_cpu(const Conv2dShape& s, const T* dy, const T* w, T* 
 // dw += ..., db += ... (either may be null when that gradient is not wanted)
 template <typename T>
 void conv2d_backward_filter_cpu(const Conv2dShape& s, const T* x, const T* dy, T* dw, T* db);
+
+// --- GPU (CUDA builds only; device pointers; queued on `stream`, never synchronising) ---
+// Same math, shapes and accumulate rule (+=) as the CPU functions above, T = float or half_t.
+// Sums run in fp32 (acc_t<half_t> = float); the order differs from the CPU's, so results agree
+// within a per-dtype tolerance, not bit for bit.
+
+// direct (kernels/conv2d.cu): one thread per output element, the math above as plain loops.
+template <typename T>
+void conv2d_forward_direct_gpu(const Conv2dShape& s, const T* x, const T* w, const T* b, T* y,
+                               cudaStream_t stream);
+template <typename T>
+void conv2d_backward_data_direct_gpu(const Conv2dShape& s, const T* dy, const T* w, T* dx,
+                                     cudaStream_t stream);
+template <typename T>
+void conv2d_backward_filter_direct_gpu(const Conv2dShape& s, const T* x, const T* dy, T* dw,
+                                       T* db, cudaStream_t stream);
+
+// tc (kernels/conv2d.cu): implicit GEMM on tensor cores, fp16 in, fp32 accumulate.
+//   forward  y  (NPQ x K)   = im2col(x) (NPQ x RSC) * w^T (RSC x K)
+//   dgrad    dx (NHW x C)  += gather(dy) (NHW x RSK) * w' (RSK x C)
+//   wgrad    dw (K x RSC)  += dy^T (K x NPQ) * im2col(x) (NPQ x RSC)
+void conv2d_forward_tc_gpu(const Conv2dShape& s, const half_t* x, const half_t* w,
+                           const half_t* b, half_t* y, cudaStream_t stream);
+void conv2d_backward_data_tc_gpu(const Conv2dShape& s, const half_t* dy, const half_t* w,
+                                 half_t* dx, cudaStream_t stream);
+void conv2d_backward_filter_tc_gpu(const Conv2dShape& s, const half_t* x, const half_t* dy,
+                                   half_t* dw, half_t* db, cudaStream_t stream);
+
+// The switch (kernels/matmul_gpu.cpp): runs `impl`; tc with float throws (tc is fp16 only),
+// cudnn throws when this build has no cuDNN (kernels/vendor.h).
+template <typename T>
+void conv2d_forward_gpu(ConvImpl impl, const Conv2dShape& s, const T* x, const T* w,
+                        const T* b, T* y, cudaStream_t stream);
+template <typename T>
+void conv2d_backward_data_gpu(ConvImpl impl, const Conv2dShape& s, const T* dy, const T* w,
+                              T* dx, cudaStream_t stream);
+template <typename T>
+void conv2d_backward_filter_gpu(ConvImpl impl, const Conv2dShape& s, const T* x, const T* dy,
+                                T* dw, T* db, cudaStream_t stream);
 
 }  // namespace cutrain

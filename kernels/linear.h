@@ -8,7 +8,9 @@
 // b / db may be null (no bias). Backward outputs accumulate; any of dx, dw may be null when
 // that gradient is not wanted.
 #pragma once
+#include "kernels/gpu.h"
 #include "kernels/half.h"
+#include "kernels/impl.h"
 
 namespace cutrain {
 
@@ -18,5 +20,31 @@ void linear_forward_cpu(int N, int C, int K, const T* x, const T* w, const T* b,
 template <typename T>
 void linear_backward_cpu(int N, int C, int K, const T* x, const T* w, const T* dy, T* dx,
                          T* dw, T* db);
+
+// --- GPU (CUDA builds only; device pointers; queued on `stream`, never synchronising) ---
+// Same math and accumulate rule as above, T = float or half_t, sums in fp32.
+
+// direct (kernels/linear.cu): one thread per output element.
+template <typename T>
+void linear_forward_direct_gpu(int N, int C, int K, const T* x, const T* w, const T* b, T* y,
+                               cudaStream_t stream);
+template <typename T>
+void linear_backward_direct_gpu(int N, int C, int K, const T* x, const T* w, const T* dy,
+                                T* dx, T* dw, T* db, cudaStream_t stream);
+
+// tc (kernels/linear.cu): the tensor-core GEMM of conv2d's tc path, fp16 only.
+void linear_forward_tc_gpu(int N, int C, int K, const half_t* x, const half_t* w,
+                           const half_t* b, half_t* y, cudaStream_t stream);
+void linear_backward_tc_gpu(int N, int C, int K, const half_t* x, const half_t* w,
+                            const half_t* dy, half_t* dx, half_t* dw, half_t* db,
+                            cudaStream_t stream);
+
+// The switch (kernels/matmul_gpu.cpp), as for conv2d.
+template <typename T>
+void linear_forward_gpu(LinearImpl impl, int N, int C, int K, const T* x, const T* w,
+                        const T* b, T* y, cudaStream_t stream);
+template <typename T>
+void linear_backward_gpu(LinearImpl impl, int N, int C, int K, const T* x, const T* w,
+                         const T* dy, T* dx, T* dw, T* db, cudaStream_t stream);
 
 }  // namespace cutrain
