@@ -1,5 +1,5 @@
 // defines: the layers a Model is made of (Conv, BatchNorm, Relu, MaxPool, Gap, Flatten, Linear,
-// ResBlock), FeatureShape, and make_layer, which builds one layer from a line of a ModelSpec.
+// ResBlock) and make_layer, which builds one layer from a line of a ModelSpec.
 //
 // A layer is built knowing the shape of its input, so its constructor checks that it fits,
 // creates its parameters, and knows its output shape, parameter count and FLOPs before any
@@ -16,18 +16,6 @@
 #include "nn/ops.h"
 
 namespace cutrain {
-
-// The shape of one image's activations: (H,W,C) while spatial, (C) after gap/flatten/linear.
-struct FeatureShape {
-  int H = 0, W = 0, C = 0;
-  bool flat = false;
-
-  static FeatureShape spatial(int H, int W, int C) { return {H, W, C, false}; }
-  static FeatureShape vector(int C) { return {1, 1, C, true}; }
-  std::string str() const;            // "(28,28,32)" or "(10)"
-  Shape batch(int N) const;           // (N,H,W,C) or (N,C)
-  bool operator==(const FeatureShape& o) const;
-};
 
 // Creates the parameters and registers the BatchNorm states of a model under construction.
 class ParamFactory {
@@ -51,16 +39,6 @@ class ParamFactory {
   std::vector<VarPtr>* params_;
   std::vector<std::pair<std::string, BatchNormState*>>* bn_states_;
   std::vector<std::pair<std::string, int>> counts_;
-};
-
-// One row of Model::table().
-struct TableRow {
-  int depth = 0;            // 0: a line of the description; 1: a part of a resblock
-  std::string name;         // "conv1", "block2.conv1"
-  std::string text;         // "conv 32 3x3 pad=1"
-  FeatureShape out;
-  int64_t params = 0;
-  int64_t flops = 0;        // forward, one image
 };
 
 class Layer {

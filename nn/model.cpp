@@ -75,9 +75,13 @@ std::string mflops_str(int64_t flops) {
 }
 }  // namespace
 
-std::string Model::table() const {
+std::vector<TableRow> Model::rows() const {
   std::vector<TableRow> rows;
   for (const auto& layer : layers_) layer->table_rows(rows, 0);
+  return rows;
+}
+
+std::string Model::table() const {
 
   // Cells first, then columns padded to their widest cell: names and text left-aligned,
   // numbers right-aligned.
@@ -85,7 +89,7 @@ std::string Model::table() const {
   std::vector<Cells> cells = {{"layer", "description", "output", "params", "MFLOP"}};
   cells.push_back({"input", "", FeatureShape::spatial(options_.H, options_.W, options_.C).str(),
                    "", ""});
-  for (const TableRow& r : rows)
+  for (const TableRow& r : rows())
     cells.push_back({std::string(2 * size_t(r.depth), ' ') + r.name, r.text, r.out.str(),
                      std::to_string(r.params), mflops_str(r.flops)});
   cells.push_back({"total", "", "", std::to_string(parameter_count()),

@@ -1,5 +1,5 @@
-// defines: ModelOptions, Model (layers built from a ModelSpec: forward, parameters, BatchNorm
-// state, the layer table) and build_model.
+// defines: ModelOptions, FeatureShape, TableRow, Model (layers built from a ModelSpec: forward,
+// parameters, BatchNorm state, the layer table) and build_model.
 //
 //   ModelSpec spec = load_model_spec("default");
 //   auto model = build_model(spec, {28, 28, 1, 10});      // H, W, C, classes
@@ -43,6 +43,28 @@ struct ModelOptions {
   uint64_t seed = 1;          // weight initialisation
 };
 
+// The shape of one image's activations: (H,W,C) while spatial, (C) after gap/flatten/linear.
+struct FeatureShape {
+  int H = 0, W = 0, C = 0;
+  bool flat = false;
+
+  static FeatureShape spatial(int H, int W, int C) { return {H, W, C, false}; }
+  static FeatureShape vector(int C) { return {1, 1, C, true}; }
+  std::string str() const;            // "(28,28,32)" or "(10)"
+  Shape batch(int N) const;           // (N,H,W,C) or (N,C)
+  bool operator==(const FeatureShape& o) const;
+};
+
+// One row of Model::table() and Model::rows().
+struct TableRow {
+  int depth = 0;            // 0: a line of the description; 1: a part of a resblock
+  std::string name;         // "conv1", "block2.conv1"
+  std::string text;         // "conv 32 3x3 pad=1"
+  FeatureShape out;
+  int64_t params = 0;
+  int64_t flops = 0;        // forward, one image
+};
+
 class Layer;  // nn/layers.h
 
 class Model {
@@ -71,6 +93,8 @@ class Model {
   // line, the output shape of one image (H,W,C) or (C), the parameter count and the forward
   // MFLOPs per image; then a total row.
   std::string table() const;
+  // The rows of that table (without the input and total rows), in the same order.
+  std::vector<TableRow> rows() const;
 
   const ModelSpec& spec() const { return spec_; }
   const ModelOptions& options() const { return options_; }

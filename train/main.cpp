@@ -13,6 +13,7 @@
 #include "kernels/gpu.h"
 #include "nn/model.h"
 #include "train/commands.h"
+#include "train/describe.h"
 #include "train/device.h"
 #include "train/progress.h"
 
@@ -42,11 +43,13 @@ static void parse_input_size(const std::string& s, ModelOptions& opt) {
         "--input must be HxWxC with positive sizes, like 28x28x1; got '" << s << "'");
 }
 
-static int cmd_describe(const std::string& model, const std::string& input, int classes) {
+static int cmd_describe(const std::string& model, const std::string& input, int classes,
+                        bool json) {
   ModelOptions opt;
   parse_input_size(input, opt);
   opt.classes = classes;
-  std::fputs(build_model(load_model_spec(model), opt)->table().c_str(), stdout);
+  const auto m = build_model(load_model_spec(model), opt);
+  std::fputs(json ? model_json(*m).c_str() : m->table().c_str(), stdout);
   return 0;
 }
 
@@ -153,6 +156,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   describe->add_option("--input", input, "Input image size HxWxC")->capture_default_str();
   describe->add_option("--classes", classes, "Number of classes")->capture_default_str();
+  bool describe_json = false;
+  describe->add_flag("--json", describe_json,
+                     "The table as JSON, with every parameter's name and shape (train/describe.h)");
 
   auto* import_fm = app.add_subcommand(
       "import-fashion-mnist", "Turn the Fashion-MNIST IDX files into JPEGs plus train/test lists");
@@ -190,7 +196,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     if (*info) return cmd_info();
-    if (*describe) return cmd_describe(model, input, classes);
+    if (*describe) return cmd_describe(model, input, classes, describe_json);
     if (*import_fm) return cmd_import_fashion_mnist(import_from, import_out, import_opt);
     if (*pack) return cmd_pack(pack_args);
     if (*check) return cmd_check_data(check_list, check_classes, check_spec, check_threads, check_bad);
