@@ -35,7 +35,7 @@ RunReporter::RunReporter(const TrainConfig& cfg, int64_t first_step, int64_t tot
                          FILE* out)
     : cfg_(cfg), out_(out), total_steps_(total_steps), metrics_(metrics_file(cfg)),
       progress_(cfg.epochs, total_steps, cfg.log_every), line_(first_step, total_steps),
-      record_(first_step, total_steps), last_line_(Clock::now()), epoch_start_(Clock::now()) {}
+      record_(first_step, total_steps), last_line_(Clock::now()), epoch_start_(Clock::now()), start_(Clock::now()) {}
 
 void RunReporter::step(const StepResult& r, int64_t steps_done, double loss_scale) {
   images_total_ += r.images;
@@ -92,6 +92,7 @@ void RunReporter::epoch(int epoch, int epochs, int64_t step, const EvalResult* e
     metrics_.write("eval", {{"epoch", epoch}, {"step", step}, {"loss", e->loss},
                             {"top1", e->top1_accuracy()}, {"top5", e->top5_accuracy()},
                             {"images", e->images}, {"seconds", e->seconds},
+                            {"time", std::chrono::duration<double>(Clock::now() - start_).count()},
                             {"per_class", per_class}});
   }
   std::fprintf(out_, "  |  %.1f s\n", seconds);

@@ -7,7 +7,9 @@
 // at the last step; loss and accuracy averaged over the steps since the previous record):
 //   {"kind":"skip","step":S,"parameter":"conv3.w","loss_scale":32768}    a skipped step
 //   {"kind":"eval","epoch":E,"step":S,"loss":..,"top1":..,"top5":..,"images":N,
-//    "per_class":[..]}                                                    after each epoch
+//    "seconds":..,"time":T,"per_class":[..]}                             after each epoch
+// "time" is seconds since the reporter started, the clock of the step records' "time" (the
+// evaluation included): time-to-accuracy reads straight off the eval records.
 //   {"kind":"checkpoint","step":S,"path":"..","best":true}               each checkpoint
 #pragma once
 #include <cstdint>
@@ -69,6 +71,7 @@ class RunReporter {
   double epoch_loss_ = 0, epoch_correct_ = 0;
   int64_t epoch_images_ = 0;
   std::chrono::steady_clock::time_point epoch_start_;
+  std::chrono::steady_clock::time_point start_;  // the eval records' "time" counts from here
 };
 
 }  // namespace cutrain

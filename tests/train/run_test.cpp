@@ -137,11 +137,14 @@ TEST_CASE("SIGINT during training: the process saves, exits 130, and the run res
   REQUIRE(step_spans(dir / "trace.json") == 60 - c.step);  // --trace was kept: rewritten
   std::map<std::string, int> kinds;
   int64_t last_step = 0;
+  double last_step_time = 0;
   std::istringstream lines(slurp(run + "/metrics.jsonl"));
   for (std::string line; std::getline(lines, line);) {
     const nlohmann::json j = nlohmann::json::parse(line);
     kinds[j["kind"]]++;
-    if (j["kind"] == "step") last_step = j["step"];
+    if (j["kind"] == "step") last_step = j["step"], last_step_time = j["time"];
+    // An evaluation's "time" is on the step records' clock, after the epoch's last step.
+    if (j["kind"] == "eval") REQUIRE(j["time"].get<double>() >= last_step_time);
   }
   REQUIRE(kinds["step"] == c.step + 1);  // every step before the signal (--log-every 1), then the last
   REQUIRE(last_step == 60);
