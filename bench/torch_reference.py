@@ -1,0 +1,355 @@
+#!/usr/bin/env python3
+"""cutrain's training run, done in PyTorch: the reference cutrain is measured against.
+
+It takes cutrain's own resolved configuration (OUT/config.json of a `cutrain train` run) and
+its own model description (`cutrain describe --json`, train/describe.h), so it trains the
+same model on the same data with the same recipe:
+
+  model          built layer by layer from cutrain's description, checked layer by layer
+                 (torch_ref/model.py); the same initialisation scheme
+  optimizer      sgd / nesterov (L2 weight decay on every parameter, as torch.optim.SGD) or
+                 adamw (betas 0.9, 0.999, eps 1e-8), lr, momentum, wd from the config
+  schedule       per step, nn/schedule.cpp exactly: linear warm-up, then cosine/linear decay
+                 to 0 (or constant, or onecycle)
+  loss           softmax cross-entropy with the config's label smoothing, mean over the batch
+  batches        `batch` images a step (`accum` micro-batches), shuffled each epoch, the last
+                 partial batch dropped; `epochs` epochs; evaluation after each epoch
+  data           the same image list, crop/flip/pad and mean/std (torch_ref/data.py)
+  precision      on CUDA: AMP fp16 autocast with a GradScaler (2^16, x2 per 2000 clean steps,
+                 x0.5 on overflow: cutrain's loss scaler), channels_last, cudnn.benchmark
+
+Two ways to feed it:
+  --mode dataloader  torch.utils.data.DataLoader, PIL decode in `--workers` processes (16),
+                     pin_memory, persistent workers: the usual PyTorch setup
+  --mode resident    every image decoded once into a uint8 tensor on the device, crop/flip
+                     on the device, the model under torch.compile: the strongest setting
+
+Metrics go to OUT/metrics.jsonl in cutrain's keys (data/metrics.h, train/reporter.h):
+"step" records every log_every steps (loss, accuracy, lr, loss_scale, images_per_s,
+data_wait_pct, time), "eval" records after each epoch (top1, top5, loss, images, seconds,
+time), and a closing "summary" record (wall time, time to the target accuracy, what ran).
+"time" counts from the first training step, as cutrain's does.
+
+  bench/torch_reference.py --check --model default           # layer table vs cutrain, exit
+  bench/torch_reference.py --config runs/fm/config.json --mode dataloader --out runs/torch-dl
+  bench/torch_reference.py --config runs/fm/config.json --mode resident --out runs/torch-res
+  bench/torch_reference.py --config ... --device cpu --workers 2 --epochs 1   # a CPU check
+"""
+import argparse
+import contextlib
+import json
+import math
+import os
+import random
+import sys
+import time
+
+T_PROCESS = time.time()
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from torch_ref import data as tdata  # noqa: E402
+from torch_ref import model as tmodel  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def lr_at(kind, base, warmup, total, step):
+    """nn/schedule.cpp: the lr of 0-based step `step` (final lr 0)."""
+    W = max(1, total * 3 // 10) if kind == "onecycle" else warmup
+    if step < W:
+        return base * (step + 1) / W
+    if kind == "constant":
+        return base
+    if step >= total:
+        return 0.0
+    p = (step - W) / (total - W)
+    if kind == "linear":
+        return base - base * p
+    return base * 0.5 * (1 + math.cos(math.pi * p))  # cosine, onecycle
+
+
+def autocast(amp):
+    """fp16 autocast on CUDA; nothing otherwise (CPU autocast knows only bfloat16)."""
+    return torch.autocast("cuda", dtype=torch.float16) if amp else contextlib.nullcontext()
+
+
+class Metrics:
+    def __init__(self, path):
+        self.f = open(path, "a") if path else None
+
+    def write(self, kind, **fields):
+        line = json.dumps({"kind": kind, **fields})
+        if self.f:
+            self.f.write(line + "\n")
+            self.f.flush()
+        return line
+
+
+def parse_args():
+    a = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    a.add_argument("--config", help="cutrain's resolved config.json (OUT/config.json of a run)")
+    a.add_argument("--cutrain", default=os.path.join(HERE, "..", "bin", "cutrain"),
+                   help="the cutrain program, for `describe --json`")
+    a.add_argument("--mode", choices=["dataloader", "resident"], default="dataloader")
+    a.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    a.add_argument("--workers", type=int, default=16, help="DataLoader / decode processes")
+    a.add_argument("--out", help="folder for metrics.jsonl (default: none written)")
+    a.add_argument("--epochs", type=int, help="override the config's epochs")
+    a.add_argument("--seed", type=int, help="override the config's seed")
+    a.add_argument("--limit-train", type=int, help="override the config's limit_train")
+    a.add_argument("--limit-val", type=int, help="override the config's limit_val")
+    a.add_argument("--target", type=float, default=0.93, help="time-to-accuracy target (top-1)")
+    a.add_argument("--no-amp", action="store_true", help="fp32 on CUDA too")
+    a.add_argument("--no-compile", action="store_true", help="resident mode without torch.compile")
+    a.add_argument("--compile-mode", default="default", help="torch.compile mode")
+    a.add_argument("--check", action="store_true",
+                   help="print the layer table against cutrain's and exit (1 on a difference)")
+    a.add_argument("--model", default="default", help="--check without --config: the model")
+    a.add_argument("--input", default="28x28x1", help="--check without --config: HxWxC, H = W")
+    a.add_argument("--classes", type=int, default=10, help="--check without --config")
+    return a.parse_args()
+
+
+def load_config(args):
+    if args.config:
+        with open(args.config) as f:
+            cfg = json.load(f)
+    else:
+        if not args.check:
+            sys.exit("torch_reference: --config (cutrain's config.json) is needed to train")
+        h, w, c = (int(v) for v in args.input.split("x"))
+        assert h == w, "--input: square images only"
+        cfg = {"model": args.model, "model_text": None, "size": h, "channels": c,
+               "classes": args.classes, "seed": 1}
+    for key in ("epochs", "seed", "limit_train", "limit_val"):
+        if getattr(args, key) is not None:
+            cfg[key] = getattr(args, key)
+    return cfg
+
+
+def check(desc, model):
+    print(f"model {desc['model']}: input {'x'.join(map(str, desc['input']))}, "
+          f"{desc['classes']} classes; cutrain (describe --json) against torch_ref/model.py")
+    bad = tmodel.check_against(model, desc)
+    print("check: " + ("the same model" if bad == 0 else f"{bad} DIFFERENCES"))
+    return 1 if bad else 0
+
+
+class Feeder:
+    """Batches for training and evaluation, on the device: (N,S,S,C) uint8 and (N) labels."""
+
+    def __init__(self, cfg, args, dev):
+        self.cfg, self.dev = cfg, dev
+        S, C = cfg["size"], cfg["channels"]
+        pad = cfg["pad"] if cfg["augment"] else 0
+        train = tdata.read_list(cfg["train"], cfg.get("limit_train", 0))
+        val = tdata.read_list(cfg["val"], cfg.get("limit_val", 0)) if cfg.get("val") else []
+        self.n_train, self.n_val = len(train), len(val)
+        self.eval_batch = max(cfg["batch"], 256)
+        self.mode = args.mode
+        if args.mode == "dataloader":
+            pin = dev.type == "cuda"
+            g = torch.Generator().manual_seed(cfg["seed"])
+            kw = dict(num_workers=args.workers, pin_memory=pin,
+                      persistent_workers=args.workers > 0)
+            self.train_dl = torch.utils.data.DataLoader(
+                tdata.ListDataset(train, S, C, cfg["resize"], cfg["augment"], pad),
+                batch_size=cfg["batch"], shuffle=True, drop_last=True, generator=g, **kw)
+            self.val_dl = torch.utils.data.DataLoader(
+                tdata.ListDataset(val, S, C, cfg["resize"], False, 0),
+                batch_size=self.eval_batch, shuffle=False, **kw) if val else None
+        else:
+            side = cfg["resize"] or S
+            t0 = time.time()
+            self.train_x, self.train_y = (t.to(dev) for t in
+                                          tdata.decode_all(train, C, side, args.workers))
+            self.val_x, self.val_y = ((t.to(dev) for t in
+                                       tdata.decode_all(val, C, side, args.workers))
+                                      if val else (None, None))
+            self.decode_s = time.time() - t0
+            self.gen = torch.Generator(device=dev).manual_seed(cfg["seed"])
+            self.pad = pad
+
+    def train_epoch(self):
+        if self.mode == "dataloader":
+            for x, y in self.train_dl:
+                yield (x.to(self.dev, non_blocking=True), y.to(self.dev, non_blocking=True))
+            return
+        B, S = self.cfg["batch"], self.cfg["size"]
+        perm = torch.randperm(self.n_train, device=self.dev, generator=self.gen)
+        for k in range(self.n_train // B):
+            idx = perm[k * B:(k + 1) * B]
+            x = self.train_x[idx]
+            x = (tdata.gpu_crop_flip(x, S, self.pad, self.gen) if self.cfg["augment"]
+                 else tdata.gpu_centre(x, S))
+            yield x, self.train_y[idx]
+
+    def val_batches(self):
+        if self.mode == "dataloader":
+            for x, y in self.val_dl:
+                yield (x.to(self.dev, non_blocking=True), y.to(self.dev, non_blocking=True))
+            return
+        for k in range(0, self.n_val, self.eval_batch):
+            yield (tdata.gpu_centre(self.val_x[k:k + self.eval_batch], self.cfg["size"]),
+                   self.val_y[k:k + self.eval_batch])
+
+
+def evaluate(model, feeder, prep, amp, dev):
+    t0 = time.time()
+    model.eval()
+    loss = torch.zeros((), device=dev)
+    top1 = torch.zeros((), device=dev)
+    top5 = torch.zeros((), device=dev)
+    n = 0
+    with torch.no_grad(), autocast(amp):
+        for x, y in feeder.val_batches():
+            z = model(prep(x)).float()
+            loss += F.cross_entropy(z, y, reduction="sum")  # unsmoothed, as cutrain's eval
+            k = min(5, z.shape[1])
+            best = z.topk(k, dim=1).indices
+            top1 += (best[:, 0] == y).sum()
+            top5 += (best == y[:, None]).any(dim=1).sum()
+            n += y.shape[0]
+    model.train()
+    return {"loss": loss.item() / n, "top1": top1.item() / n, "top5": top5.item() / n,
+            "images": n, "seconds": time.time() - t0}
+
+
+def main():
+    args = parse_args()
+    cfg = load_config(args)
+    cutrain = os.path.abspath(args.cutrain)
+    desc = tmodel.describe(cutrain, cfg["model"], cfg["size"], cfg["channels"], cfg["classes"],
+                           cfg.get("model_text"))
+    torch.manual_seed(cfg["seed"])
+    random.seed(cfg["seed"])
+    model = tmodel.build(desc)
+    if args.check:
+        return check(desc, model)
+    if tmodel.check_against(model, desc, out=lambda s: None):
+        return check(desc, model)  # prints the differences
+
+    dev = torch.device(args.device)
+    on_cuda = dev.type == "cuda"
+    amp = on_cuda and not args.no_amp
+    notes = []
+    if on_cuda:
+        torch.backends.cudnn.benchmark = True
+    model = model.to(dev, memory_format=torch.channels_last if on_cuda else torch.contiguous_format)
+    params = list(model.parameters())
+    opt_name, lr, wd = cfg["optimizer"], cfg["lr"], cfg["wd"]
+    if opt_name == "adamw":
+        opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=wd)
+    else:
+        opt = torch.optim.SGD(params, lr=lr, momentum=cfg["momentum"], weight_decay=wd,
+                              nesterov=opt_name == "nesterov")
+    scaler = torch.cuda.amp.GradScaler(init_scale=2.0 ** 16, growth_factor=2.0,
+                                       backoff_factor=0.5, growth_interval=2000, enabled=amp)
+    compiled = False
+    train_model = model
+    if args.mode == "resident" and not args.no_compile:
+        if hasattr(torch, "compile"):
+            train_model = torch.compile(model, mode=args.compile_mode)
+            compiled = True
+        else:
+            notes.append(f"torch {torch.__version__} has no torch.compile: resident mode runs "
+                         "without it")
+    for n_ in notes:
+        print("torch_reference: " + n_, file=sys.stderr)
+
+    feeder = Feeder(cfg, args, dev)
+    B, accum, epochs = cfg["batch"], cfg["accum"], cfg["epochs"]
+    steps_per_epoch = feeder.n_train // B
+    total = epochs * steps_per_epoch
+    warmup = min(total - 1, round(cfg["warmup"] * steps_per_epoch))  # llround: half away
+    mean = torch.tensor(cfg["mean"], device=dev)
+    std = torch.tensor(cfg["std"], device=dev)
+
+    def prep(x):
+        return tdata.normalise(x, mean, std, on_cuda)
+
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+    metrics = Metrics(os.path.join(args.out, "metrics.jsonl") if args.out else None)
+    print(f"torch_reference: {args.mode} on {dev}, torch {torch.__version__}, "
+          f"{'AMP fp16' if amp else 'fp32'}{', compiled' if compiled else ''}; "
+          f"{feeder.n_train} training images ({steps_per_epoch} steps of {B} per epoch, "
+          f"{epochs} epochs), {opt_name} lr {lr} wd {wd}, {cfg['schedule']} with "
+          f"{warmup} warm-up steps, label smoothing {cfg['label_smoothing']}, "
+          f"{desc['params']} parameters", flush=True)
+
+    log_every = cfg.get("log_every", 50)
+    t_start = time.time()  # the clock of "time", as cutrain's: from the first step
+    startup_s = t_start - T_PROCESS
+    step = 0
+    win_t, win_wait, win_images = t_start, 0.0, 0
+    loss_sum = torch.zeros((), device=dev)
+    correct = torch.zeros((), device=dev)
+    evals, time_to_target = [], None
+    micro = B // accum
+    for epoch in range(1, epochs + 1):
+        batches = feeder.train_epoch()
+        while True:
+            t0 = time.time()
+            batch = next(batches, None)
+            win_wait += time.time() - t0
+            if batch is None:
+                break
+            x, y = batch
+            lr_now = lr_at(cfg["schedule"], lr, warmup, total, step)
+            for g in opt.param_groups:
+                g["lr"] = lr_now
+            for m0 in range(0, B, micro):
+                xm, ym = prep(x[m0:m0 + micro]), y[m0:m0 + micro]
+                with autocast(amp):
+                    z = train_model(xm)
+                    loss = F.cross_entropy(z.float(), ym,
+                                           label_smoothing=cfg["label_smoothing"])
+                scaler.scale(loss * (ym.shape[0] / B)).backward()
+                loss_sum += loss.detach() * ym.shape[0]
+                correct += (z.argmax(1) == ym).sum()
+            scaler.step(opt)
+            scaler.update()
+            opt.zero_grad(set_to_none=True)
+            step += 1
+            win_images += B
+            if step % log_every == 0 or step == total:
+                now = time.time()
+                metrics.write("step", step=step, epoch=epoch, loss=loss_sum.item() / win_images,
+                              accuracy=correct.item() / win_images, lr=lr_now,
+                              loss_scale=scaler.get_scale() if amp else 0,
+                              images_per_s=win_images / (now - win_t),
+                              data_wait_pct=100 * win_wait / (now - win_t), time=now - t_start)
+                win_t, win_wait, win_images = now, 0.0, 0
+                loss_sum.zero_()
+                correct.zero_()
+        if feeder.n_val:
+            e = evaluate(train_model, feeder, prep, amp, dev)
+            e.update(epoch=epoch, step=step, time=time.time() - t_start)
+            evals.append(e)
+            metrics.write("eval", **e)
+            if time_to_target is None and e["top1"] >= args.target:
+                time_to_target = e["time"]
+            print(f"epoch {epoch}/{epochs}  val loss {e['loss']:.4f}  top-1 "
+                  f"{100 * e['top1']:.2f}%  top-5 {100 * e['top5']:.2f}%  |  "
+                  f"{e['time']:.1f} s", flush=True)
+    t_end = time.time()
+    summary = dict(mode=args.mode, device=str(dev),
+                   gpu=torch.cuda.get_device_name(dev) if on_cuda else None,
+                   torch=torch.__version__, amp=amp, compiled=compiled,
+                   channels_last=on_cuda, workers=args.workers, seed=cfg["seed"],
+                   epochs=epochs, steps=step, images=step * B,
+                   train_s=t_end - t_start, startup_s=startup_s, wall_s=t_end - T_PROCESS,
+                   decode_s=getattr(feeder, "decode_s", None),
+                   images_per_s=step * B / (t_end - t_start),
+                   final_top1=evals[-1]["top1"] if evals else None,
+                   target=args.target, time_to_target_s=time_to_target, notes=notes)
+    print(metrics.write("summary", **summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
