@@ -130,7 +130,7 @@ run() {
   "$@" > "$dir/log" 2>&1 || rc=$?
   t1=$(date +%s.%N)
   [ -n "$sampler" ] && kill "$sampler" 2>/dev/null && wait "$sampler" 2>/dev/null || true
-  echo "$t1 - $t0" | bc > "$dir/wall_s"
+  awk "BEGIN { print $t1 - $t0 }" > "$dir/wall_s"  # no bc needed
   [ "$rc" = 0 ] || { say "$1 failed (exit $rc): see $dir/log"; tail -5 "$dir/log"; exit 1; }
   say "$(basename "$dir"): $(cat "$dir/wall_s") s"
 }
