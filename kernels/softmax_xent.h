@@ -71,7 +71,7 @@ void softmax_xent_backward_gpu(int N, int K, const T* logits, const int32_t* lab
                                cudaStream_t stream);
 
 // *count (a device int64) += the rows whose first largest logit is at the label (the CPU's
-// rule: a NaN logit at k > 0 never wins; a NaN at k = 0 makes row's answer 0).
+// rule: a NaN logit at k > 0 never wins; a NaN at k = 0 makes the row's answer 0).
 template <typename T>
 void top1_correct_gpu(int N, int K, const T* logits, const int32_t* labels, int64_t* count,
                       cudaStream_t stream);
