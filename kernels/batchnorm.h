@@ -17,6 +17,7 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/gpu.h"
 #include "kernels/half.h"
 
 namespace cutrain {
@@ -77,5 +78,40 @@ void batchnorm_backward_eval_cpu(int64_t M, int C, const T* x, const T* dy,
                                  const acc_t<T>* gamma, const acc_t<T>* running_mean,
                                  const acc_t<T>* running_var, double eps, T* dx,
                                  acc_t<T>* dgamma, acc_t<T>* dbeta);
+
+// --- GPU (CUDA builds only; device pointers; queued on `stream`, never synchronising) ---
+// kernels/batchnorm.cu. T = float or half_t; every per-channel array is float (acc_t<T>).
+// The same math, running-statistics update and accumulate rule (+=; dx, dgamma, dbeta may be
+// null) as the CPU functions above, with one addition:
+//   relu = true fuses the ReLU that follows BN in the model. The forward writes
+//   y = relu(bn(x)) (bn rounded to T, then relu_forward_cpu's rule); the backward first masks
+//   dy with (y > 0), y being that fused output, which is relu_backward_cpu into a zeroed
+//   buffer followed by the BN backward. y is only read when relu is true (else may be null).
+// Determinism: every per-channel sum runs over a fixed grid (a function of M and C only): each
+// block sums a fixed set of rows into a partial per channel, written to scratch, and a
+// finalize step adds the partials in order. No atomics, so the same bits on every run. The
+// order differs from the CPU's sequential sums, so results agree within a tolerance.
+// Precision: fp32 statistics, two passes for the variance (as the CPU), y and dx rounded to T
+// once.
+template <typename T>
+void batchnorm_forward_train_gpu(int64_t M, int C, const T* x, const float* gamma,
+                                 const float* beta, double eps, double momentum, bool relu,
+                                 T* y, float* save_mean, float* save_invstd,
+                                 float* running_mean, float* running_var, cudaStream_t stream);
+template <typename T>
+void batchnorm_forward_eval_gpu(int64_t M, int C, const T* x, const float* gamma,
+                                const float* beta, const float* running_mean,
+                                const float* running_var, double eps, bool relu, T* y,
+                                cudaStream_t stream);
+template <typename T>
+void batchnorm_backward_train_gpu(int64_t M, int C, const T* x, const T* y, const T* dy,
+                                  const float* gamma, const float* save_mean,
+                                  const float* save_invstd, bool relu, T* dx, float* dgamma,
+                                  float* dbeta, cudaStream_t stream);
+template <typename T>
+void batchnorm_backward_eval_gpu(int64_t M, int C, const T* x, const T* y, const T* dy,
+                                 const float* gamma, const float* running_mean,
+                                 const float* running_var, double eps, bool relu, T* dx,
+                                 float* dgamma, float* dbeta, cudaStream_t stream);
 
 }  // namespace cutrain

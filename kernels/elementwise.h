@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/gpu.h"
 #include "kernels/half.h"
 
 namespace cutrain {
@@ -20,5 +21,18 @@ template <typename T> void relu_backward_cpu(int64_t n, const T* y, const T* dy,
 template <typename T> void add_forward_cpu(int64_t n, const T* a, const T* b, T* y);
 // dx += dy (the backward of add for either input)
 template <typename T> void accumulate_cpu(int64_t n, const T* dy, T* dx);
+
+// --- GPU (CUDA builds only; device pointers; queued on `stream`, never synchronising) ---
+// kernels/elementwise.cu. T = float or half_t; the same math, rounding and accumulate rule as
+// the CPU functions above, so the results are equal bit for bit (one fp32 operation per
+// element, rounded to T once, in both). Memory bound: 16-byte vector loads and stores when
+// every pointer is 16-byte aligned, scalar otherwise and for the tail.
+// bytes per element: relu 2*sizeof(T), relu backward 4*, add 3*, accumulate 3*.
+template <typename T> void relu_forward_gpu(int64_t n, const T* x, T* y, cudaStream_t stream);
+template <typename T>
+void relu_backward_gpu(int64_t n, const T* y, const T* dy, T* dx, cudaStream_t stream);
+template <typename T>
+void add_forward_gpu(int64_t n, const T* a, const T* b, T* y, cudaStream_t stream);
+template <typename T> void accumulate_gpu(int64_t n, const T* dy, T* dx, cudaStream_t stream);
 
 }  // namespace cutrain

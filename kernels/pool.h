@@ -24,6 +24,7 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/gpu.h"
 #include "kernels/half.h"
 
 namespace cutrain {
@@ -61,5 +62,27 @@ void global_avgpool_forward_cpu(int N, int H, int W, int C, const T* x, T* y);
 // dx += dy / (H*W), broadcast over h, w
 template <typename T>
 void global_avgpool_backward_cpu(int N, int H, int W, int C, const T* dy, T* dx);
+
+// --- GPU (CUDA builds only; device pointers; queued on `stream`, never synchronising) ---
+// kernels/pool.cu. T = float or half_t; the same math, tie and NaN rules and accumulate rule as
+// the CPU functions above, and the same order of every sum, so the results are equal to the
+// CPU's bit for bit. The max-pool shape must pass pool2d_check_shape (the launchers call it).
+//   maxpool forward: one thread per output element.
+//   maxpool backward: one thread per *input* element, gathering dy from the windows that
+//     contain it whose argmax (recomputed with the forward's rule) it is, in the CPU's window
+//     order, summed in fp32 and rounded once: deterministic, no atomics.
+//   global average pool: one thread per (n, c) summing the H*W pixels in order (forward), one
+//     thread per element of dx (backward).
+template <typename T>
+void maxpool2d_forward_gpu(const Pool2dShape& s, const T* x, T* y, cudaStream_t stream);
+template <typename T>
+void maxpool2d_backward_gpu(const Pool2dShape& s, const T* x, const T* dy, T* dx,
+                            cudaStream_t stream);
+template <typename T>
+void global_avgpool_forward_gpu(int N, int H, int W, int C, const T* x, T* y,
+                                cudaStream_t stream);
+template <typename T>
+void global_avgpool_backward_gpu(int N, int H, int W, int C, const T* dy, T* dx,
+                                 cudaStream_t stream);
 
 }  // namespace cutrain

@@ -20,6 +20,7 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/gpu.h"
 #include "kernels/half.h"
 
 namespace cutrain {
@@ -43,5 +44,36 @@ void softmax_xent_backward_cpu(int N, int K, const T* logits, const int32_t* lab
 // The number of rows whose largest logit is at the label; a tie counts for the first largest.
 template <typename T>
 int64_t top1_correct_cpu(int N, int K, const T* logits, const int32_t* labels);
+
+// --- GPU (CUDA builds only; device pointers; queued on `stream`, never synchronising) ---
+// kernels/softmax_xent.cu. T = float or half_t; the same stable formula as the CPU functions
+// above, in fp32. One warp per row; the row sums run in a different order from the CPU's, so
+// results agree within a tolerance (top-1 counts exactly).
+//
+// Labels: a kernel cannot throw, so the caller checks the host copy of the labels with
+// softmax_xent_check first (the trainer has them on the host before uploading). A label
+// outside [0,K) that slips through is never used as an index: its row's loss is NaN (so the
+// mean loss is NaN), its row of dlogits gets += NaN (so the loss scaler's inf/NaN check skips
+// the step), and it never counts as correct in top1_correct_gpu.
+// N and K must be positive and smoothing in [0,1) (checked on the host; throws).
+
+// *loss = the mean loss over the N rows (a device scalar, written, not accumulated). Per-row
+// losses go to scratch, then one block adds them in a fixed order: deterministic.
+template <typename T>
+void softmax_xent_forward_gpu(int N, int K, const T* logits, const int32_t* labels,
+                              float smoothing, float* loss, cudaStream_t stream);
+
+// dlogits += dloss * (softmax - q) / N, with dloss a device scalar (the loss scale stays on
+// the device).
+template <typename T>
+void softmax_xent_backward_gpu(int N, int K, const T* logits, const int32_t* labels,
+                               float smoothing, const float* dloss, T* dlogits,
+                               cudaStream_t stream);
+
+// *count (a device int64) += the rows whose first largest logit is at the label (the CPU's
+// rule: a NaN logit at k > 0 never wins; a NaN at k = 0 makes the row's answer 0).
+template <typename T>
+void top1_correct_gpu(int N, int K, const T* logits, const int32_t* labels, int64_t* count,
+                      cudaStream_t stream);
 
 }  // namespace cutrain

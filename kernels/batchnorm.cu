@@ -1,0 +1,324 @@
+// batch normalisation on the GPU, optionally fused with the ReLU after it (math in
+// batchnorm.h). x is (M,C): channel c of pixel m is x[m*C + c].
+//
+// Every kernel here runs on the same 2-D geometry: a block is 32 channels (threadIdx.x) by 8
+// row lanes (threadIdx.y); gridDim.x covers the channels, gridDim.y splits the rows, and each
+// thread walks its rows m = blockIdx.y*8 + threadIdx.y, + gridDim.y*8, ... for one channel c.
+// A warp is one row of 32 neighbouring channels: coalesced reads in NHWC, and no division by C
+// to find an element's channel.
+//
+// Per-channel sums (deterministic, no atomics): channel_partials_kernel sums each thread's rows
+// in fp32, adds the 8 row lanes of a block in order (shared memory), and writes one partial
+// per (row group, channel) to scratch; a finalize kernel (one thread per channel) adds the
+// gridDim.y partials in order. gridDim.y is a function of M alone (row_groups), so the order
+// of every addition, hence every bit, is the same on every run and every GPU.
+//
+// bytes: training forward reads x three times (mean, variance, y) and writes y:
+//   4*M*C*sizeof(T); training backward reads x, dy (and y when fused) twice and dx once, and
+//   writes dx. flops ~10 per element. Memory bound.
+// precision: fp32 for every sum and per-channel value; y and dx rounded to T once. The sums run
+//   in a tree order, not the CPU's sequential order: results agree with
+//   batchnorm_*_cpu (composed with relu_*_cpu when fused) within a tolerance, not bit for bit.
+#include "kernels/batchnorm.h"
+#include "kernels/cuda_util.cuh"
+
+namespace cutrain {
+
+namespace {
+
+constexpr int kTX = 32;  // channels per block
+constexpr int kTY = 8;   // row lanes per block
+
+// Row groups (gridDim.y) of the sums: at least 16 rows per thread, at most 1024 groups.
+// Depends on M only, never on the device, so the summation order is fixed.
+int row_groups(int64_t M) {
+  const int64_t g = (M + kTY * 16 - 1) / (kTY * 16);
+  return int(g < 1 ? 1 : g > 1024 ? 1024 : g);
+}
+dim3 grid_2d(int C, int groups) { return dim3((C + kTX - 1) / kTX, groups); }
+// Row groups of the per-element passes: one row per thread where possible (capped: the kernels
+// loop beyond).
+int apply_groups(int64_t M) {
+  const int64_t g = (M + kTY - 1) / kTY;
+  return int(g < 1 ? 1 : g > 4096 ? 4096 : g);
+}
+
+// partial[k][blockIdx.y][c] = sum over this block's rows m of term k at (m, c), k < kSums.
+// term(m, c, acc) adds its kSums values at (m, c) into acc[0..kSums).
+template <int kSums, typename Term>
+__global__ void channel_partials_kernel(int64_t M, int C, Term term, float* partial) {
+  __shared__ float lanes[kSums][kTY][kTX];
+  const int c = blockIdx.x * kTX + threadIdx.x;
+  float acc[kSums] = {};
+  if (c < C)
+    for (int64_t m = int64_t(blockIdx.y) * kTY + threadIdx.y; m < M;
+         m += int64_t(gridDim.y) * kTY)
+      term(m, c, acc);
+  for (int k = 0; k < kSums; k++) lanes[k][threadIdx.y][threadIdx.x] = acc[k];
+  __syncthreads();
+  if (threadIdx.y == 0 && c < C)
+    for (int k = 0; k < kSums; k++) {
+      float s = 0;
+      for (int r = 0; r < kTY; r++) s += lanes[k][r][threadIdx.x];
+      partial[(int64_t(k) * gridDim.y + blockIdx.y) * C + c] = s;
+    }
+}
+
+// out[c] = the G partials of sum k added in order (k = 0 or 1).
+__device__ float sum_partials(const float* partial, int k, int G, int C, int c) {
+  float s = 0;
+  for (int g = 0; g < G; g++) s += partial[(int64_t(k) * G + g) * C + c];
+  return s;
+}
+
+// The sums' terms.
+template <typename S> struct TermX {  // x
+  const S* x;
+  int C;
+  __device__ void operator()(int64_t m, int c, float* acc) const { acc[0] += to_acc(x[m * C + c]); }
+};
+template <typename S> struct TermSquaredDeviation {  // (x - mean)^2
+  const S* x;
+  const float* mean;
+  int C;
+  __device__ void operator()(int64_t m, int c, float* acc) const {
+    const float d = to_acc(x[m * C + c]) - mean[c];
+    acc[0] += d * d;
+  }
+};
+// The masked gradient g = dy * (y > 0 when fused) and (g, g * xhat), xhat = (x - mean)*invstd.
+template <typename S>
+__device__ float masked_dy(const S* y, const S* dy, bool relu, int64_t i) {
+  return relu && !(to_acc(y[i]) > 0.0f) ? 0.0f : to_acc(dy[i]);
+}
+template <typename S> struct TermDyDyXhat {
+  const S *x, *y, *dy;
+  const float *mean, *invstd;
+  bool relu;
+  int C;
+  __device__ void operator()(int64_t m, int c, float* acc) const {
+    const int64_t i = m * C + c;
+    const float g = masked_dy(y, dy, relu, i);
+    acc[0] += g;
+    acc[1] += g * ((to_acc(x[i]) - mean[c]) * invstd[c]);
+  }
+};
+
+// mean[c] = sum / M
+__global__ void mean_finalize_kernel(int64_t M, int C, int G, const float* partial,
+                                     float* mean) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c < C) mean[c] = sum_partials(partial, 0, G, C, c) / float(M);
+}
+
+// The biased variance of the batch -> save_invstd; the running averages (unbiased variance),
+// in the CPU's order of operations.
+__global__ void var_finalize_kernel(int64_t M, int C, int G, const float* partial, float eps,
+                                    float momentum, const float* mean, float* save_invstd,
+                                    float* running_mean, float* running_var) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  const float var = sum_partials(partial, 0, G, C, c) / float(M);
+  save_invstd[c] = 1.0f / sqrtf(var + eps);
+  const float unbiased = var * float(M) / float(M - 1);
+  running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * mean[c];
+  running_var[c] = (1.0f - momentum) * running_var[c] + momentum * unbiased;
+}
+
+// invstd[c] = 1 / sqrt(var[c] + eps) (eval: from the running variance)
+__global__ void invstd_kernel(int C, const float* var, float eps, float* invstd) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c < C) invstd[c] = 1.0f / sqrtf(var[c] + eps);
+}
+
+// sums[c] = sum dy, sums[C + c] = sum dy*xhat; dbeta += the first, dgamma += the second.
+__global__ void grad_finalize_kernel(int C, int G, const float* partial, float* sums,
+                                     float* dgamma, float* dbeta) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  const float sdy = sum_partials(partial, 0, G, C, c), sdyx = sum_partials(partial, 1, G, C, c);
+  sums[c] = sdy;
+  sums[C + c] = sdyx;
+  if (dbeta) dbeta[c] += sdy;
+  if (dgamma) dgamma[c] += sdyx;
+}
+
+// y = gamma * ((x - mean) * invstd) + beta, rounded to T; then relu's rule when fused.
+// One thread per element (2-D geometry above). Matches batchnorm_forward_*_cpu's last loop.
+template <typename S>
+__global__ void normalize_kernel(int64_t M, int C, const S* x, const float* gamma,
+                                 const float* beta, const float* mean, const float* invstd,
+                                 bool relu, S* y) {
+  const int c = blockIdx.x * kTX + threadIdx.x;
+  if (c >= C) return;
+  const float g = gamma[c], b = beta[c], mu = mean[c], is = invstd[c];
+  for (int64_t m = int64_t(blockIdx.y) * kTY + threadIdx.y; m < M; m += int64_t(gridDim.y) * kTY) {
+    const int64_t i = m * C + c;
+    S v = from_acc<S>(g * ((to_acc(x[i]) - mu) * is) + b);
+    if (relu && !(to_acc(v) > 0.0f)) v = from_acc<S>(0.0f);
+    y[i] = v;
+  }
+}
+
+// dx += (gamma*invstd/M) * (M*g - sum g - xhat * sum g*xhat), g the masked dy
+// (batchnorm_backward_train_cpu's last loop).
+template <typename S>
+__global__ void dx_train_kernel(int64_t M, int C, const S* x, const S* y, const S* dy,
+                                const float* gamma, const float* mean, const float* invstd,
+                                const float* sums, bool relu, S* dx) {
+  const int c = blockIdx.x * kTX + threadIdx.x;
+  if (c >= C) return;
+  const float Ma = float(M), mu = mean[c], is = invstd[c];
+  const float k = gamma[c] * is / Ma, sdy = sums[c], sdyx = sums[C + c];
+  for (int64_t m = int64_t(blockIdx.y) * kTY + threadIdx.y; m < M; m += int64_t(gridDim.y) * kTY) {
+    const int64_t i = m * C + c;
+    const float xhat = (to_acc(x[i]) - mu) * is;
+    const float d = k * (Ma * masked_dy(y, dy, relu, i) - sdy - xhat * sdyx);
+    dx[i] = from_acc<S>(to_acc(dx[i]) + d);
+  }
+}
+
+// dx += g * gamma * invstd, g the masked dy (batchnorm_backward_eval_cpu's last loop).
+template <typename S>
+__global__ void dx_eval_kernel(int64_t M, int C, const S* y, const S* dy, const float* gamma,
+                               const float* invstd, bool relu, S* dx) {
+  const int c = blockIdx.x * kTX + threadIdx.x;
+  if (c >= C) return;
+  const float g = gamma[c], is = invstd[c];
+  for (int64_t m = int64_t(blockIdx.y) * kTY + threadIdx.y; m < M; m += int64_t(gridDim.y) * kTY) {
+    const int64_t i = m * C + c;
+    dx[i] = from_acc<S>(to_acc(dx[i]) + masked_dy(y, dy, relu, i) * g * is);
+  }
+}
+
+const dim3 kBlock2d(kTX, kTY);
+int blocks_1d(int C) { return (C + 255) / 256; }
+
+// Scratch for kSums partials of G row groups: kSums * G * C floats from the caching pool.
+DeviceBuffer partial_buffer(int kSums, int G, int C, cudaStream_t stream) {
+  return DeviceBuffer(sizeof(float) * size_t(kSums) * size_t(G) * size_t(C), current_device(),
+                      stream);
+}
+
+// The backward's per-channel sums into sums (2C floats) and dgamma/dbeta (+=).
+template <typename S>
+void backward_sums(int64_t M, int C, const S* x, const S* y, const S* dy, const float* mean,
+                   const float* invstd, bool relu, float* sums, float* dgamma, float* dbeta,
+                   cudaStream_t stream) {
+  const int G = row_groups(M);
+  DeviceBuffer partial = partial_buffer(2, G, C, stream);
+  float* p = static_cast<float*>(partial.data());
+  TermDyDyXhat<S> term{x, y, dy, mean, invstd, relu, C};
+  channel_partials_kernel<2><<<grid_2d(C, G), kBlock2d, 0, stream>>>(M, C, term, p);
+  LAUNCH_CHECK();
+  grad_finalize_kernel<<<blocks_1d(C), 256, 0, stream>>>(C, G, p, sums, dgamma, dbeta);
+  LAUNCH_CHECK();
+}
+
+void check_sizes(const char* op, int64_t M, int C, bool relu, const void* y) {
+  CHECK(M > 0 && C > 0, op << ": needs M > 0 and C > 0, got M = " << M << ", C = " << C);
+  CHECK(!relu || y, op << ": the fused ReLU needs the forward output y");
+}
+
+}  // namespace
+
+template <typename T>
+void batchnorm_forward_train_gpu(int64_t M, int C, const T* x, const float* gamma,
+                                 const float* beta, double eps, double momentum, bool relu,
+                                 T* y, float* save_mean, float* save_invstd,
+                                 float* running_mean, float* running_var, cudaStream_t stream) {
+  CHECK(M >= 2 && C > 0, "batchnorm_forward_train_gpu: needs M >= 2 (one value has no "
+                         "variance) and C > 0, got M = " << M << ", C = " << C);
+  using S = storage_t<T>;
+  const int G = row_groups(M);
+  DeviceBuffer partial = partial_buffer(1, G, C, stream);
+  float* p = static_cast<float*>(partial.data());
+  // Pass 1: the mean, straight into save_mean.
+  channel_partials_kernel<1><<<grid_2d(C, G), kBlock2d, 0, stream>>>(
+      M, C, TermX<S>{dev(x), C}, p);
+  LAUNCH_CHECK();
+  mean_finalize_kernel<<<blocks_1d(C), 256, 0, stream>>>(M, C, G, p, save_mean);
+  LAUNCH_CHECK();
+  // Pass 2: the variance as the mean squared deviation (two passes: see batchnorm.cpp).
+  channel_partials_kernel<1><<<grid_2d(C, G), kBlock2d, 0, stream>>>(
+      M, C, TermSquaredDeviation<S>{dev(x), save_mean, C}, p);
+  LAUNCH_CHECK();
+  var_finalize_kernel<<<blocks_1d(C), 256, 0, stream>>>(M, C, G, p, float(eps), float(momentum),
+                                                        save_mean, save_invstd, running_mean,
+                                                        running_var);
+  LAUNCH_CHECK();
+  // Pass 3: y.
+  normalize_kernel<<<grid_2d(C, apply_groups(M)), kBlock2d, 0, stream>>>(
+      M, C, dev(x), gamma, beta, save_mean, save_invstd, relu, dev(y));
+  LAUNCH_CHECK();
+}
+
+template <typename T>
+void batchnorm_forward_eval_gpu(int64_t M, int C, const T* x, const float* gamma,
+                                const float* beta, const float* running_mean,
+                                const float* running_var, double eps, bool relu, T* y,
+                                cudaStream_t stream) {
+  check_sizes("batchnorm_forward_eval_gpu", M, C, false, nullptr);
+  DeviceBuffer invstd(sizeof(float) * size_t(C), current_device(), stream);
+  float* is = static_cast<float*>(invstd.data());
+  invstd_kernel<<<blocks_1d(C), 256, 0, stream>>>(C, running_var, float(eps), is);
+  LAUNCH_CHECK();
+  normalize_kernel<<<grid_2d(C, apply_groups(M)), kBlock2d, 0, stream>>>(
+      M, C, dev(x), gamma, beta, running_mean, is, relu, dev(y));
+  LAUNCH_CHECK();
+}
+
+template <typename T>
+void batchnorm_backward_train_gpu(int64_t M, int C, const T* x, const T* y, const T* dy,
+                                  const float* gamma, const float* save_mean,
+                                  const float* save_invstd, bool relu, T* dx, float* dgamma,
+                                  float* dbeta, cudaStream_t stream) {
+  check_sizes("batchnorm_backward_train_gpu", M, C, relu, y);
+  DeviceBuffer sums(sizeof(float) * 2 * size_t(C), current_device(), stream);
+  float* s = static_cast<float*>(sums.data());
+  // The sums are needed for dx even when dgamma and dbeta are not wanted.
+  backward_sums(M, C, dev(x), dev(y), dev(dy), save_mean, save_invstd, relu, s, dgamma, dbeta,
+                stream);
+  if (!dx) return;
+  dx_train_kernel<<<grid_2d(C, apply_groups(M)), kBlock2d, 0, stream>>>(
+      M, C, dev(x), dev(y), dev(dy), gamma, save_mean, save_invstd, s, relu, dev(dx));
+  LAUNCH_CHECK();
+}
+
+template <typename T>
+void batchnorm_backward_eval_gpu(int64_t M, int C, const T* x, const T* y, const T* dy,
+                                 const float* gamma, const float* running_mean,
+                                 const float* running_var, double eps, bool relu, T* dx,
+                                 float* dgamma, float* dbeta, cudaStream_t stream) {
+  check_sizes("batchnorm_backward_eval_gpu", M, C, relu, y);
+  DeviceBuffer scratch(sizeof(float) * 3 * size_t(C), current_device(), stream);
+  float* is = static_cast<float*>(scratch.data());  // invstd (C), then the sums (2C)
+  invstd_kernel<<<blocks_1d(C), 256, 0, stream>>>(C, running_var, float(eps), is);
+  LAUNCH_CHECK();
+  if (dgamma || dbeta)
+    backward_sums(M, C, dev(x), dev(y), dev(dy), running_mean, is, relu, is + C, dgamma, dbeta,
+                  stream);
+  if (!dx) return;
+  dx_eval_kernel<<<grid_2d(C, apply_groups(M)), kBlock2d, 0, stream>>>(
+      M, C, dev(y), dev(dy), gamma, is, relu, dev(dx));
+  LAUNCH_CHECK();
+}
+
+#define CUTRAIN_INSTANTIATE(T)                                                                 \
+  template void batchnorm_forward_train_gpu<T>(int64_t, int, const T*, const float*,           \
+                                               const float*, double, double, bool, T*, float*, \
+                                               float*, float*, float*, cudaStream_t);          \
+  template void batchnorm_forward_eval_gpu<T>(int64_t, int, const T*, const float*,            \
+                                              const float*, const float*, const float*, double, \
+                                              bool, T*, cudaStream_t);                         \
+  template void batchnorm_backward_train_gpu<T>(int64_t, int, const T*, const T*, const T*,    \
+                                                const float*, const float*, const float*, bool, \
+                                                T*, float*, float*, cudaStream_t);             \
+  template void batchnorm_backward_eval_gpu<T>(int64_t, int, const T*, const T*, const T*,     \
+                                               const float*, const float*, const float*,       \
+                                               double, bool, T*, float*, float*, cudaStream_t);
+CUTRAIN_INSTANTIATE(float)
+CUTRAIN_INSTANTIATE(half_t)
+#undef CUTRAIN_INSTANTIATE
+
+}  // namespace cutrain

@@ -1,0 +1,205 @@
+// softmax cross-entropy and top-1 on the GPU (math and the stable formula in softmax_xent.h).
+//
+// launch: one warp per row of logits, 8 rows (warps) per 256-thread block. The lanes stride
+// over the row's K logits (lane l takes k = l, l+32, ...), then combine with warp shuffles:
+// the row max m, S = sum exp(z - m), and (with smoothing) the gap sum_k (m - z_k).
+//   forward:  row_loss_kernel writes each row's loss to scratch, then mean_kernel (one block)
+//             adds the N losses in a fixed order: no atomics, the same bits on every run.
+//   backward: each lane writes its own dlogits[k] += dloss/N * (p_k - q_k).
+//   top1:     each lane keeps its first largest logit, the warp keeps the largest value at
+//             the smallest k; one integer atomic per block adds the block's count (integer
+//             sums are exact, so still deterministic).
+// bytes: logits read once (twice for the backward's read-modify-write of dlogits); flops
+//   about 4*N*K plus N*K expf. Tiny next to the rest of a step (N is the batch size).
+// precision: fp32 throughout, expf/logf (not the fast intrinsics); dlogits rounded to T once.
+//   Matches softmax_xent_forward_cpu / _backward_cpu within a tolerance (the sums run in a
+//   different order), and top1_correct_cpu exactly.
+#include <cmath>
+
+#include "kernels/check.h"
+#include "kernels/cuda_util.cuh"
+#include "kernels/softmax_xent.h"
+
+namespace cutrain {
+
+namespace {
+
+constexpr int kRowsPerBlock = 8;  // warps per block
+
+__device__ float warp_max(float v) {
+  for (int off = 16; off > 0; off /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
+// Every lane ends with the same bits: lane l adds a_l + a_(l^off) and lane l^off adds the same
+// two numbers, and floating-point addition is commutative.
+__device__ float warp_sum(float v) {
+  for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+
+// The row max m (fmax: a NaN logit is passed over here, and makes S NaN below, as on the CPU),
+// log S with S = sum_k exp(z_k - m), and gap = sum_k (m - z_k). Called by all 32 lanes.
+template <typename S>
+__device__ void row_stats(int K, const S* z, int lane, float& m, float& log_s, float& gap) {
+  m = -INFINITY;
+  for (int k = lane; k < K; k += 32) m = fmaxf(m, to_acc(z[k]));
+  m = warp_max(m);
+  float s = 0, g = 0;
+  for (int k = lane; k < K; k += 32) {
+    const float v = to_acc(z[k]);
+    s += expf(v - m);
+    g += m - v;
+  }
+  log_s = logf(warp_sum(s));
+  gap = warp_sum(g);
+}
+
+// row_loss[n] = log S + (1 - eps)(m - z_label) + (eps/K) * gap (gap only when eps > 0), or
+// NaN when the label is outside [0,K). One warp per row.
+template <typename S>
+__global__ void row_loss_kernel(int N, int K, const S* logits, const int32_t* labels,
+                                float smoothing, float* row_loss) {
+  const int n = blockIdx.x * kRowsPerBlock + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (n >= N) return;  // whole warps leave together: the shuffles below see full warps
+  const S* z = logits + int64_t(n) * K;
+  float m, log_s, gap;
+  row_stats(K, z, lane, m, log_s, gap);
+  const int32_t label = labels[n];
+  if (lane != 0) return;
+  if (label < 0 || label >= K) {
+    row_loss[n] = NAN;
+    return;
+  }
+  float row = log_s + (1.0f - smoothing) * (m - to_acc(z[label]));
+  if (smoothing > 0) row += smoothing / float(K) * gap;
+  row_loss[n] = row;
+}
+
+// *loss = (sum of the N row losses) / N: one block of 256 threads, each adding rows t, t+256,
+// ... in order, then a tree over the threads in shared memory. A fixed order: deterministic.
+__global__ void mean_kernel(int N, const float* row_loss, float* loss) {
+  __shared__ float part[256];
+  const int t = threadIdx.x;
+  float s = 0;
+  for (int i = t; i < N; i += 256) s += row_loss[i];
+  part[t] = s;
+  __syncthreads();
+  for (int half = 128; half > 0; half /= 2) {
+    if (t < half) part[t] += part[t + half];
+    __syncthreads();
+  }
+  if (t == 0) *loss = part[0] / float(N);
+}
+
+// dz[k] += (dloss/N) * (p_k - q_k), p_k = exp(z_k - m - log S); q_k = NaN for a bad label.
+template <typename S>
+__global__ void backward_kernel(int N, int K, const S* logits, const int32_t* labels,
+                                float smoothing, const float* dloss, S* dlogits) {
+  const int n = blockIdx.x * kRowsPerBlock + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (n >= N) return;
+  const S* z = logits + int64_t(n) * K;
+  S* dz = dlogits + int64_t(n) * K;
+  float m, log_s, gap;
+  row_stats(K, z, lane, m, log_s, gap);
+  const float off = smoothing / float(K), on = 1.0f - smoothing + off;
+  const float g = *dloss / float(N);
+  const int32_t label = labels[n];
+  const bool bad = label < 0 || label >= K;
+  for (int k = lane; k < K; k += 32) {
+    const float p = expf(to_acc(z[k]) - m - log_s);
+    const float q = bad ? NAN : k == label ? on : off;
+    dz[k] = from_acc<S>(to_acc(dz[k]) + g * (p - q));
+  }
+}
+
+// One warp per row: the first largest logit, as top1_correct_cpu's strict '>' scan finds it:
+// NaNs at k > 0 never win (every comparison with them is false); a NaN at k = 0 is never
+// beaten, so the answer is 0. The block's correct rows go to *count with one atomic.
+template <typename S>
+__global__ void top1_kernel(int N, int K, const S* logits, const int32_t* labels,
+                            unsigned long long* count) {
+  const int n = blockIdx.x * kRowsPerBlock + threadIdx.x / 32, lane = threadIdx.x % 32;
+  bool correct = false;
+  if (n < N) {  // no early return: every thread must reach __syncthreads_count
+    const S* z = logits + int64_t(n) * K;
+    float best = 0;
+    int best_k = -1;  // none yet
+    for (int k = lane; k < K; k += 32) {
+      const float v = to_acc(z[k]);
+      if (!isnan(v) && (best_k < 0 || v > best)) {
+        best = v;
+        best_k = k;
+      }
+    }
+    // The larger value wins; equal values go to the smaller k. An order on (value, k), so
+    // every lane ends with the same pair.
+    for (int off = 16; off > 0; off /= 2) {
+      const float ov = __shfl_xor_sync(0xffffffffu, best, off);
+      const int ok = __shfl_xor_sync(0xffffffffu, best_k, off);
+      if (ok >= 0 && (best_k < 0 || ov > best || (ov == best && ok < best_k))) {
+        best = ov;
+        best_k = ok;
+      }
+    }
+    if (isnan(to_acc(z[0]))) best_k = 0;
+    correct = lane == 0 && best_k == labels[n];  // a bad label never equals a k in [0,K)
+  }
+  const int block_count = __syncthreads_count(correct);
+  if (threadIdx.x == 0 && block_count > 0) atomicAdd(count, (unsigned long long)block_count);
+}
+
+void check_args(const char* op, int N, int K, float smoothing) {
+  CHECK(N > 0 && K > 0, op << ": needs N > 0 rows and K > 0 classes, got N = " << N
+                           << ", K = " << K);
+  CHECK(smoothing >= 0 && smoothing < 1,
+        op << ": label smoothing must be in [0,1), got " << smoothing);
+}
+
+int row_blocks(int N) { return (N + kRowsPerBlock - 1) / kRowsPerBlock; }
+
+}  // namespace
+
+template <typename T>
+void softmax_xent_forward_gpu(int N, int K, const T* logits, const int32_t* labels,
+                              float smoothing, float* loss, cudaStream_t stream) {
+  check_args("softmax_xent_forward_gpu", N, K, smoothing);
+  DeviceBuffer row_loss(sizeof(float) * size_t(N), current_device(), stream);
+  float* rl = static_cast<float*>(row_loss.data());
+  row_loss_kernel<<<row_blocks(N), 32 * kRowsPerBlock, 0, stream>>>(N, K, dev(logits), labels,
+                                                                     smoothing, rl);
+  LAUNCH_CHECK();
+  mean_kernel<<<1, 256, 0, stream>>>(N, rl, loss);
+  LAUNCH_CHECK();
+}
+
+template <typename T>
+void softmax_xent_backward_gpu(int N, int K, const T* logits, const int32_t* labels,
+                               float smoothing, const float* dloss, T* dlogits,
+                               cudaStream_t stream) {
+  check_args("softmax_xent_backward_gpu", N, K, smoothing);
+  backward_kernel<<<row_blocks(N), 32 * kRowsPerBlock, 0, stream>>>(
+      N, K, dev(logits), labels, smoothing, dloss, dev(dlogits));
+  LAUNCH_CHECK();
+}
+
+template <typename T>
+void top1_correct_gpu(int N, int K, const T* logits, const int32_t* labels, int64_t* count,
+                      cudaStream_t stream) {
+  check_args("top1_correct_gpu", N, K, 0.0f);
+  static_assert(sizeof(int64_t) == sizeof(unsigned long long), "count is a 64-bit integer");
+  top1_kernel<<<row_blocks(N), 32 * kRowsPerBlock, 0, stream>>>(
+      N, K, dev(logits), labels, reinterpret_cast<unsigned long long*>(count));
+  LAUNCH_CHECK();
+}
+
+#define CUTRAIN_INSTANTIATE(T)                                                                 \
+  template void softmax_xent_forward_gpu<T>(int, int, const T*, const int32_t*, float, float*, \
+                                            cudaStream_t);                                     \
+  template void softmax_xent_backward_gpu<T>(int, int, const T*, const int32_t*, float,        \
+                                             const float*, T*, cudaStream_t);                  \
+  template void top1_correct_gpu<T>(int, int, const T*, const int32_t*, int64_t*, cudaStream_t);
+CUTRAIN_INSTANTIATE(float)
+CUTRAIN_INSTANTIATE(half_t)
+#undef CUTRAIN_INSTANTIATE
+
+}  // namespace cutrain
