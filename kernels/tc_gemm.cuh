@@ -111,8 +111,11 @@ __device__ __forceinline__ void load_tile(const Op& op, int64_t mn0, int64_t kd0
   }
 }
 
+// Halves of shared memory that load_tile fills for a ROWS x BK tile.
 template <int ROWS, bool ContigKd>
-__host__ __device__ constexpr int tile_halves() { return ContigKd ? ROWS * (BK + PAD) : BK * (ROWS + PAD); }
+__host__ __device__ constexpr int tile_halves() {
+  return ContigKd ? ROWS * (BK + PAD) : BK * (ROWS + PAD);
+}
 
 // Block (BM/32)*(BN/32) warps; grid (ceil(M/BM), ceil(N/BN), splits). Slice z covers kd in
 // [z*kd_chunk, min(Kd, (z+1)*kd_chunk)); kd_chunk is a multiple of BK, so a tile never
