@@ -27,9 +27,11 @@
 //   huge) blockIdx.z takes one slice of kd, fp32 partial tiles go to a scratch buffer, and a
 //   second kernel sums the slices in a fixed order and calls epi: the same bits on every run.
 // bytes / flops: 2*M*N*Kd flops. Each block reads (BM + BN) * Kd halves: A is read N/BN times
-//   and B M/BM times (from L2 mostly), C written once. With 128x64 tiles that is ~43 flops per
-//   byte of shared-memory traffic, enough to keep the tensor cores busy on the layer sizes of
-//   the default models, which are small and mostly limited by the gathers.
+//   and B M/BM times (from L2 mostly), C written once. With 128x64 tiles a kd step moves 12 KiB
+//   from global memory for 512 kflop (~43 flops a byte); the layers of the default models are
+//   small, so the gathers (index arithmetic, padding) rather than the MMAs set the pace.
+// not (yet) here: cp.async double buffering. A block's loads and MMAs do not overlap; the
+//   other blocks resident on the SM (3-6 of them) hide the latency instead.
 // precision: products of halves are exact in fp32; sums in fp32 (WMMA accumulators), in an
 //   order that differs from the CPU's; rounded to fp16 once, in epi.
 // bounds: any M, N, Kd (no multiple of any tile needed); element offsets are int64_t.
