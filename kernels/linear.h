@@ -8,6 +8,8 @@
 // b / db may be null (no bias). Backward outputs accumulate; any of dx, dw may be null when
 // that gradient is not wanted.
 #pragma once
+#include <cstdint>
+
 #include "kernels/gpu.h"
 #include "kernels/half.h"
 #include "kernels/impl.h"
@@ -38,6 +40,12 @@ void linear_forward_tc_gpu(int N, int C, int K, const half_t* x, const half_t* w
 void linear_backward_tc_gpu(int N, int C, int K, const half_t* x, const half_t* w,
                             const half_t* dy, half_t* dx, half_t* dw, half_t* db,
                             cudaStream_t stream);
+
+// db[k] += sum_m dy[m][k], dy (M,K): the bias gradient of linear (M = N) and of conv2d
+// (M = N*P*Q), for the direct and tc paths alike (kernels/linear.cu). A two-pass fp32
+// reduction in a fixed order (the same bits on every run), rounded to T once.
+template <typename T>
+void bias_grad_gpu(int64_t M, int K, const T* dy, T* db, cudaStream_t stream);
 
 // The switch (kernels/matmul_gpu.cpp), as for conv2d.
 template <typename T>

@@ -2,10 +2,14 @@
 // DeviceBuffers, random_values<T>() (the same values on every run), and two comparisons that
 // report the first bad element and how many there are: require_same_bits (NaN matches any
 // NaN, since the NaN payload of a GPU add differs from the CPU's) and require_close_values
-// (and finite wherever the reference is finite). Included by tests/kernels/*_gpu_test.cpp.
+// (and finite wherever the reference is finite); and require_close_sum(), for outputs that are
+// sums of many products (conv2d, linear), whose tolerance follows from the number of terms.
+// Included by tests/kernels/*_gpu_test.cpp.
 #pragma once
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/gpu.h"
@@ -40,7 +44,7 @@ template <typename T> T* ptr(const cutrain::DeviceBuffer& b) { return static_cas
 
 // n values uniform in [lo, hi), rounded to T; a pure function of seed.
 template <typename T>
-std::vector<T> random_values(size_t n, uint64_t seed, double lo, double hi) {
+std::vector<T> random_values(size_t n, uint64_t seed, double lo = -1, double hi = 1) {
   std::vector<T> v(n);
   for (size_t i = 0; i < n; i++) v[i] = T(lo + (hi - lo) * double(cutrain::rng_uniform(seed, i)));
   return v;
@@ -89,6 +93,35 @@ void require_close_values(const std::vector<T>& got, const std::vector<T>& want,
            << "; first: element " << first << " got " << (got.empty() ? 0 : value_of(got[first]))
            << ", want " << (want.empty() ? 0 : value_of(want[first])));
   REQUIRE(bad == 0);
+}
+
+// GPU result against the CPU reference in the same storage type T, for outputs that each sum
+// `terms` products of values of magnitude <= `scale` (plus a bias or an old value).
+//
+// Both sides sum in fp32 (f16, f32) and round once to T, but in different orders (the GPU
+// also fuses multiply-adds). Two fp32 sums of n terms differ by at most ~n * 2^-24 * sum|t|,
+// <= n^2 * 2^-24 * scale; in practice the difference grows like sqrt(n), so
+//   atol = 2^-20 * terms * scale  (16x the typical sqrt(n)*n*2^-24 for our n <= ~2000)
+// covers it. For f16 storage, two fp32 values a hair apart can round to neighbouring halves:
+// one half ulp step, <= 2^-10 * |want| for normal results (rtol 2^-9 leaves a factor of two)
+// and 2^-24 absolute in the subnormal range. f32 storage keeps the fp32 sum: rtol 2^-20.
+// No inf / NaN may appear where the reference is finite.
+template <typename T>
+void require_close_sum(const std::vector<T>& got, const std::vector<T>& want, double terms,
+                       double scale, const char* what) {
+  const bool f16 = std::is_same<T, cutrain::half_t>::value;
+  const double atol = std::ldexp(terms * scale, -20) + (f16 ? std::ldexp(1.0, -24) : 0.0);
+  const double rtol = f16 ? std::ldexp(1.0, -9) : std::ldexp(1.0, -20);
+  REQUIRE(got.size() == want.size());
+  size_t bad = got.size();  // the first element out of tolerance
+  for (size_t i = 0; i < got.size() && bad == got.size(); i++) {
+    const double g = double(float(got[i])), w = double(float(want[i]));
+    if (std::isfinite(w) && !(std::fabs(g - w) <= atol + rtol * std::fabs(w))) bad = i;
+  }
+  // (INFO is evaluated only when the REQUIRE below fails, i.e. when bad is an element.)
+  INFO(what << " element " << bad << " of " << got.size() << ": got " << float(got[bad])
+              << ", want " << float(want[bad]) << " (atol " << atol << ", rtol " << rtol << ")");
+  REQUIRE(bad == got.size());
 }
 
 }  // namespace cutrain_test

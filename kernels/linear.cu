@@ -1,0 +1,190 @@
+// linear on the GPU (math in linear.h): the direct kernels (one thread per output element;
+// f32 and f16), the tensor-core path (three instances of tc_gemm.cuh; f16), and
+// bias_grad_gpu, the bias gradient that linear and conv2d share.
+//
+// Layouts: x (N,C), w (K,C), y / dy (N,K), row-major.
+// precision: fp32 sums, rounded to the storage type once; backward outputs accumulate (+=):
+// old value widened, sum added, rounded once.
+#include <cuda_fp16.h>
+
+#include <algorithm>
+
+#include "kernels/check.h"
+#include "kernels/device_types.cuh"
+#include "kernels/linear.h"
+#include "kernels/tc_gemm.cuh"
+
+namespace cutrain {
+
+// --- direct -------------------------------------------------------------------------------
+// Each kernel: one thread per output element (the last index fastest, so neighbouring threads
+// store neighbouring elements), grid-stride; the sum in fp32, in the CPU's order. Each output
+// reads one row of length C (or K, or N) from each operand: 2 flops per 4 (f16) or 8 (f32)
+// bytes, memory bound; the baseline, not the fast path.
+
+// y[n][k] = b[k] + sum_c x[n][c] * w[k][c]
+template <typename D>
+__global__ void linear_forward_direct_kernel(int N, int C, int K, const D* x, const D* w,
+                                             const D* b, D* y) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < int64_t(N) * K;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t n = i / K;
+    const int k = int(i % K);
+    float acc = b ? to_f(b[k]) : 0.0f;
+    for (int c = 0; c < C; c++) acc += to_f(x[n * C + c]) * to_f(w[int64_t(k) * C + c]);
+    y[i] = from_f<D>(acc);
+  }
+}
+
+// dx[n][c] += sum_k dy[n][k] * w[k][c]
+template <typename D>
+__global__ void linear_backward_data_direct_kernel(int N, int C, int K, const D* dy,
+                                                   const D* w, D* dx) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < int64_t(N) * C;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t n = i / C;
+    const int c = int(i % C);
+    float acc = to_f(dx[i]);
+    for (int k = 0; k < K; k++) acc += to_f(dy[n * K + k]) * to_f(w[int64_t(k) * C + c]);
+    dx[i] = from_f<D>(acc);
+  }
+}
+
+// dw[k][c] += sum_n dy[n][k] * x[n][c]
+template <typename D>
+__global__ void linear_backward_filter_direct_kernel(int N, int C, int K, const D* x,
+                                                     const D* dy, D* dw) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < int64_t(K) * C;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int k = int(i / C), c = int(i % C);
+    float acc = to_f(dw[i]);
+    for (int64_t n = 0; n < N; n++) acc += to_f(dy[n * K + k]) * to_f(x[n * C + c]);
+    dw[i] = from_f<D>(acc);
+  }
+}
+
+template <typename T>
+void linear_forward_direct_gpu(int N, int C, int K, const T* x, const T* w, const T* b, T* y,
+                               cudaStream_t stream) {
+  linear_forward_direct_kernel<<<blocks_for(int64_t(N) * K, 256), 256, 0, stream>>>(
+      N, C, K, dev_ptr(x), dev_ptr(w), dev_ptr(b), dev_ptr(y));
+  LAUNCH_CHECK();
+}
+
+template <typename T>
+void linear_backward_direct_gpu(int N, int C, int K, const T* x, const T* w, const T* dy,
+                                T* dx, T* dw, T* db, cudaStream_t stream) {
+  if (dx) {
+    linear_backward_data_direct_kernel<<<blocks_for(int64_t(N) * C, 256), 256, 0, stream>>>(
+        N, C, K, dev_ptr(dy), dev_ptr(w), dev_ptr(dx));
+    LAUNCH_CHECK();
+  }
+  if (dw) {
+    linear_backward_filter_direct_kernel<<<blocks_for(int64_t(K) * C, 256), 256, 0, stream>>>(
+        N, C, K, dev_ptr(x), dev_ptr(dy), dev_ptr(dw));
+    LAUNCH_CHECK();
+  }
+  if (db) bias_grad_gpu(N, K, dy, db, stream);
+}
+
+// --- bias gradient: db[k] += sum_m dy[m][k] -------------------------------------------------
+// Two passes, so that a tall dy (M = N*P*Q, ~10^5 rows) is summed by many blocks yet every
+// run adds the same numbers in the same order:
+//   pass 1: grid (ceil(K/32), chunks), block 32 x 8. Block (kb, j) sums rows of chunk j for 32
+//     columns: thread (tx, ty) adds rows ty, ty+8, ... of column kb*32 + tx (a warp reads 32
+//     neighbouring halves of one row), then the 8 lanes of a column are added in order ty =
+//     0..7 into partial[j][k] (fp32).
+//   pass 2: one thread per k: db[k] = T(float(db[k]) + sum_j partial[j][k]), j in order.
+// bytes: M*K*sizeof(T) read once; flops: M*K adds. Memory bound.
+
+constexpr int kBiasRows = 8;  // row lanes of a pass-1 block
+
+template <typename D>
+__global__ void bias_grad_partial_kernel(int64_t M, int K, int64_t rows_per_chunk, const D* dy,
+                                         float* partial) {
+  __shared__ float lane[kBiasRows][33];  // 33: no bank conflicts on the column reads
+  const int k = blockIdx.x * 32 + threadIdx.x;
+  const int64_t begin = blockIdx.y * rows_per_chunk;
+  const int64_t end = begin + rows_per_chunk < M ? begin + rows_per_chunk : M;
+  float s = 0;
+  if (k < K)
+    for (int64_t m = begin + threadIdx.y; m < end; m += kBiasRows) s += to_f(dy[m * K + k]);
+  lane[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && k < K) {
+    float t = 0;
+    for (int j = 0; j < kBiasRows; j++) t += lane[j][threadIdx.x];
+    partial[int64_t(blockIdx.y) * K + k] = t;
+  }
+}
+
+template <typename D>
+__global__ void bias_grad_finish_kernel(int K, int chunks, const float* partial, D* db) {
+  const int k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k >= K) return;
+  float s = 0;
+  for (int j = 0; j < chunks; j++) s += partial[int64_t(j) * K + k];
+  db[k] = from_f<D>(to_f(db[k]) + s);
+}
+
+template <typename T>
+void bias_grad_gpu(int64_t M, int K, const T* dy, T* db, cudaStream_t stream) {
+  if (M <= 0 || K <= 0) return;  // db += 0
+  // ~256 rows a chunk (32 per thread), at most 1024 chunks: the chunking depends on M only.
+  const int64_t want = std::min<int64_t>(1024, (M + 255) / 256);
+  const int64_t rows_per_chunk = (M + want - 1) / want;
+  const int chunks = int((M + rows_per_chunk - 1) / rows_per_chunk);
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  DeviceBuffer partial(size_t(chunks) * size_t(K) * sizeof(float), device, stream);
+  float* p = static_cast<float*>(partial.data());
+  const dim3 grid(unsigned((K + 31) / 32), unsigned(chunks)), block(32, kBiasRows);
+  bias_grad_partial_kernel<<<grid, block, 0, stream>>>(M, K, rows_per_chunk, dev_ptr(dy), p);
+  LAUNCH_CHECK();
+  bias_grad_finish_kernel<<<(K + 127) / 128, 128, 0, stream>>>(K, chunks, p, dev_ptr(db));
+  LAUNCH_CHECK();
+}
+
+// --- tc: three instances of tc_gemm (fp16) --------------------------------------------------
+
+namespace {
+const __half* hp(const half_t* p) { return reinterpret_cast<const __half*>(p); }
+__half* hp(half_t* p) { return reinterpret_cast<__half*>(p); }
+}  // namespace
+
+// y (N x K) = x (N x C) * w^T (C x K) + b
+void linear_forward_tc_gpu(int N, int C, int K, const half_t* x, const half_t* w,
+                           const half_t* b, half_t* y, cudaStream_t stream) {
+  const auto a = tc::Dense<true>::make(hp(x), N, C, C);   // A(n, c) = x[n][c]
+  const auto bw = tc::Dense<true>::make(hp(w), K, C, C);  // B(c, k) = w[k][c]
+  tc_gemm(N, K, C, a, bw, EpiBias{hp(y), hp(b), K}, stream);
+}
+
+// dx (N x C) += dy (N x K) * w (K x C);  dw (K x C) += dy^T (K x N) * x (N x C);  db.
+void linear_backward_tc_gpu(int N, int C, int K, const half_t* x, const half_t* w,
+                            const half_t* dy, half_t* dx, half_t* dw, half_t* db,
+                            cudaStream_t stream) {
+  if (dx) {
+    const auto a = tc::Dense<true>::make(hp(dy), N, K, K);   // A(n, k) = dy[n][k]
+    const auto b = tc::Dense<false>::make(hp(w), C, K, C);   // B(k, c) = w[k][c]
+    tc_gemm(N, C, K, a, b, EpiAccumulate{hp(dx), C}, stream);
+  }
+  if (dw) {
+    const auto a = tc::Dense<false>::make(hp(dy), K, N, K);  // A(k, n) = dy[n][k]
+    const auto b = tc::Dense<false>::make(hp(x), C, N, C);   // B(n, c) = x[n][c]
+    tc_gemm(K, C, N, a, b, EpiAccumulate{hp(dw), C}, stream);
+  }
+  if (db) bias_grad_gpu(N, K, dy, db, stream);
+}
+
+#define CUTRAIN_INSTANTIATE(T)                                                                 \
+  template void linear_forward_direct_gpu<T>(int, int, int, const T*, const T*, const T*, T*, \
+                                             cudaStream_t);                                    \
+  template void linear_backward_direct_gpu<T>(int, int, int, const T*, const T*, const T*, T*, \
+                                              T*, T*, cudaStream_t);                           \
+  template void bias_grad_gpu<T>(int64_t, int, const T*, T*, cudaStream_t);
+CUTRAIN_INSTANTIATE(float)
+CUTRAIN_INSTANTIATE(half_t)
+#undef CUTRAIN_INSTANTIATE
+
+}  // namespace cutrain

@@ -1,0 +1,288 @@
+// defines: tc_gemm(), the one tiled tensor-core GEMM behind conv2d's and linear's tc paths,
+// and Dense<>, the operand that is a plain row-major matrix.
+//
+// math:  C (M x N) = A (M x Kd) * B (Kd x N), fp16 in, fp32 accumulate; then, for every
+//        (m, n), epi(m, n, C[m][n]) stores the result (adds a bias, or accumulates into an
+//        existing output, and rounds to fp16 once).
+// plain-loop meaning:
+//   for m < M: for n < N: { float acc = 0; for kd < Kd: acc += A(m,kd) * B(kd,n); epi(m,n,acc); }
+//
+// A and B are never materialised: each is an "operand", a small device struct that knows where
+// element (mn, kd) lives (mn = the row m of A, or the column n of B) and returns 0 outside the
+// matrix. That is what makes a convolution a GEMM without an im2col buffer (conv2d.cu). An
+// operand has
+//   static constexpr bool kContigKd;   // true: its memory is contiguous along kd, else along mn
+//   __device__ void load8(int64_t mn, int64_t kd, __half* dst) const;
+// load8 writes 8 consecutive elements along the contiguous direction, (mn, kd..kd+7) or
+// (mn..mn+7, kd), into shared memory (dst is 16-byte aligned): one 16-byte load when the 8
+// are inside the matrix, contiguous and aligned, else 8 scalar reads with zeros outside.
+//
+// launch: one block computes one BM x BN tile of C (BM, BN in {128, 64, 32} x {64, 32});
+//   one warp computes a 32 x 32 piece of it as 2 x 2 WMMA 16x16x16 fragments (half x half ->
+//   float); (BM/32) x (BN/32) warps. The block walks kd in steps of BK = 32: all threads copy
+//   the A tile (BM x 32) and the B tile (32 x BN) into shared memory, sync, each warp does
+//   2 (kd halves) x 2 x 2 mma_sync, sync. At the end the fragments go through shared memory
+//   (as floats) so that each thread hands consecutive n to the epilogue (coalesced stores).
+// split-K: when the tiles alone cannot fill the GPU (a weight gradient: M*N small, Kd = N*P*Q
+//   huge) blockIdx.z takes one slice of kd, fp32 partial tiles go to a scratch buffer, and a
+//   second kernel sums the slices in a fixed order and calls epi: the same bits on every run.
+// bytes / flops: 2*M*N*Kd flops. Each block reads (BM + BN) * Kd halves: A is read N/BN times
+//   and B M/BM times (from L2 mostly), C written once. With 128x64 tiles a kd step moves 12 KiB
+//   from global memory for 512 kflop (~43 flops a byte); the layers of the default models are
+//   small, so the gathers (index arithmetic, padding) rather than the MMAs set the pace.
+// not (yet) here: cp.async double buffering. A block's loads and MMAs do not overlap; the
+//   other blocks resident on the SM (3-6 of them) hide the latency instead.
+// precision: products of halves are exact in fp32; sums in fp32 (WMMA accumulators), in an
+//   order that differs from the CPU's; rounded to fp16 once, in epi.
+// bounds: any M, N, Kd (no multiple of any tile needed); element offsets are int64_t.
+#pragma once
+#include <cuda_fp16.h>
+#include <mma.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/check.h"
+#include "kernels/device_types.cuh"
+#include "kernels/gpu.h"
+
+namespace cutrain {
+namespace tc {
+
+constexpr int BK = 32;  // kd step of the main loop: 2 WMMA k-steps of 16
+constexpr int PAD = 8;  // halves added to each shared-memory row: spreads rows over banks and
+                        // keeps every row 16-byte aligned (WMMA wants ldm % 8 == 0)
+
+// --- small helpers for operands ---------------------------------------------------------
+
+__device__ __forceinline__ void zero8(__half* dst) {
+  *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
+}
+__device__ __forceinline__ void copy8(__half* dst, const __half* src) {  // 16 bytes, aligned
+  *reinterpret_cast<uint4*>(dst) = __ldg(reinterpret_cast<const uint4*>(src));
+}
+inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+// A plain matrix as an operand. ContigKd: element (mn, kd) at p[mn * ld + kd] (rows of mn,
+// contiguous along kd); otherwise at p[kd * ld + mn] (contiguous along mn). Out of range -> 0.
+template <bool ContigKd>
+struct Dense {
+  static constexpr bool kContigKd = ContigKd;
+  const __half* p;
+  int64_t MN, Kd, ld;
+  bool vec;  // 16-byte loads allowed: p aligned and ld % 8 == 0
+
+  static Dense make(const __half* p, int64_t MN, int64_t Kd, int64_t ld) {
+    return {p, MN, Kd, ld, aligned16(p) && ld % 8 == 0};
+  }
+  __device__ void load8(int64_t mn, int64_t kd, __half* dst) const {
+    if constexpr (ContigKd) {
+      if (mn >= MN) return zero8(dst);
+      const __half* row = p + mn * ld;
+      if (vec && kd + 8 <= Kd) return copy8(dst, row + kd);
+      for (int j = 0; j < 8; j++) dst[j] = kd + j < Kd ? row[kd + j] : __half(0.0f);
+    } else {
+      if (kd >= Kd) return zero8(dst);
+      const __half* row = p + kd * ld;
+      if (vec && mn + 8 <= MN) return copy8(dst, row + mn);
+      for (int j = 0; j < 8; j++) dst[j] = mn + j < MN ? row[mn + j] : __half(0.0f);
+    }
+  }
+};
+
+// --- the kernel --------------------------------------------------------------------------
+
+// Copies the ROWS x BK tile of `op` at (mn0, kd0) into shared memory: [ROWS][BK+PAD] when the
+// operand is contiguous along kd, else [BK][ROWS+PAD]. Every thread of the block takes runs of
+// 8 in turn, so neighbouring threads read neighbouring 16 bytes.
+template <int ROWS, int THREADS, class Op>
+__device__ __forceinline__ void load_tile(const Op& op, int64_t mn0, int64_t kd0, __half* s) {
+  if constexpr (Op::kContigKd) {
+    constexpr int runs_per_row = BK / 8;
+    for (int i = threadIdx.x; i < ROWS * runs_per_row; i += THREADS) {
+      const int r = i / runs_per_row, k8 = (i % runs_per_row) * 8;
+      op.load8(mn0 + r, kd0 + k8, s + r * (BK + PAD) + k8);
+    }
+  } else {
+    constexpr int runs_per_row = ROWS / 8;
+    for (int i = threadIdx.x; i < BK * runs_per_row; i += THREADS) {
+      const int k = i / runs_per_row, r8 = (i % runs_per_row) * 8;
+      op.load8(mn0 + r8, kd0 + k, s + k * (ROWS + PAD) + r8);
+    }
+  }
+}
+
+// Halves of shared memory that load_tile fills for a ROWS x BK tile.
+template <int ROWS, bool ContigKd>
+__host__ __device__ constexpr int tile_halves() {
+  return ContigKd ? ROWS * (BK + PAD) : BK * (ROWS + PAD);
+}
+
+// Block (BM/32)*(BN/32) warps; grid (ceil(M/BM), ceil(N/BN), splits). Slice z covers kd in
+// [z*kd_chunk, min(Kd, (z+1)*kd_chunk)); kd_chunk is a multiple of BK, so a tile never
+// straddles two slices. Calls epi(m, n, z, acc) for every (m, n) inside C.
+template <int BM, int BN, class OpA, class OpB, class Epi>
+__global__ void __launch_bounds__((BM / 32) * (BN / 32) * 32)
+    tc_gemm_kernel(int64_t M, int64_t N, int64_t Kd, int64_t kd_chunk, OpA a, OpB b, Epi epi) {
+  using namespace nvcuda;
+  constexpr int WARPS_N = BN / 32, THREADS = (BM / 32) * WARPS_N * 32;
+  constexpr int A_HALVES = tile_halves<BM, OpA::kContigKd>();
+  constexpr int B_HALVES = tile_halves<BN, OpB::kContigKd>();
+  constexpr int LDC = BN + 4;  // floats; WMMA wants ldm % 4 == 0 for float
+  constexpr int AB_BYTES = (A_HALVES + B_HALVES) * 2, C_BYTES = BM * LDC * 4;
+  // The A/B tiles during the main loop, the fp32 C tile after it: the same bytes.
+  __shared__ __align__(128) unsigned char smem[AB_BYTES > C_BYTES ? AB_BYTES : C_BYTES];
+  __half* sA = reinterpret_cast<__half*>(smem);
+  __half* sB = sA + A_HALVES;  // A_HALVES * 2 bytes is a multiple of 32: WMMA alignment holds
+  float* sC = reinterpret_cast<float*>(smem);
+
+  const int64_t m0 = int64_t(blockIdx.x) * BM, n0 = int64_t(blockIdx.y) * BN;
+  const int64_t kd_begin = int64_t(blockIdx.z) * kd_chunk;
+  const int64_t kd_end = kd_begin + kd_chunk < Kd ? kd_begin + kd_chunk : Kd;
+  const int warp = threadIdx.x / 32;
+  const int wm = (warp / WARPS_N) * 32, wn = (warp % WARPS_N) * 32;  // this warp's 32x32
+
+  // A tile [BM][BK+PAD] is row-major A; [BK][BM+PAD] is column-major A. B tile [BN][BK+PAD]
+  // holds B^T row-major, i.e. column-major B; [BK][BN+PAD] is row-major B.
+  using LayoutA = std::conditional_t<OpA::kContigKd, wmma::row_major, wmma::col_major>;
+  using LayoutB = std::conditional_t<OpB::kContigKd, wmma::col_major, wmma::row_major>;
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, LayoutA> fa[2];
+  wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, LayoutB> fb[2];
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 2; j++) wmma::fill_fragment(acc[i][j], 0.0f);
+
+  for (int64_t kd0 = kd_begin; kd0 < kd_end; kd0 += BK) {
+    // kd >= Kd reads as 0 inside the operands; kd in [kd_end, Kd) only happens in the last
+    // slice's last tile, where kd_end == Kd.
+    load_tile<BM, THREADS>(a, m0, kd0, sA);
+    load_tile<BN, THREADS>(b, n0, kd0, sB);
+    __syncthreads();
+    for (int kk = 0; kk < BK; kk += 16) {
+      for (int i = 0; i < 2; i++) {
+        const int row = wm + 16 * i;
+        if constexpr (OpA::kContigKd)
+          wmma::load_matrix_sync(fa[i], sA + row * (BK + PAD) + kk, BK + PAD);
+        else
+          wmma::load_matrix_sync(fa[i], sA + kk * (BM + PAD) + row, BM + PAD);
+      }
+      for (int j = 0; j < 2; j++) {
+        const int col = wn + 16 * j;
+        if constexpr (OpB::kContigKd)
+          wmma::load_matrix_sync(fb[j], sB + col * (BK + PAD) + kk, BK + PAD);
+        else
+          wmma::load_matrix_sync(fb[j], sB + kk * (BN + PAD) + col, BN + PAD);
+      }
+      for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
+    }
+    __syncthreads();  // before the next tile overwrites sA / sB
+  }
+
+  // The loop ended on a __syncthreads (or never ran): sA/sB are free to reuse as sC.
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 2; j++)
+      wmma::store_matrix_sync(sC + (wm + 16 * i) * LDC + wn + 16 * j, acc[i][j], LDC,
+                              wmma::mem_row_major);
+  __syncthreads();
+  for (int i = threadIdx.x; i < BM * BN; i += THREADS) {
+    const int r = i / BN, c = i % BN;
+    const int64_t m = m0 + r, n = n0 + c;
+    if (m < M && n < N) epi(m, n, int(blockIdx.z), sC[r * LDC + c]);
+  }
+}
+
+// Split-K, pass 1's epilogue: the slice's fp32 partial sum to ws[z][m][n].
+struct StorePartial {
+  float* ws;
+  int64_t M, N;
+  __device__ void operator()(int64_t m, int64_t n, int z, float acc) const {
+    ws[(int64_t(z) * M + m) * N + n] = acc;
+  }
+};
+
+// Split-K, pass 2: one thread per (m, n), slices summed in order 0, 1, ..., then epi.
+template <class Epi>
+__global__ void tc_splitk_finish_kernel(int64_t M, int64_t N, int splits, const float* ws,
+                                        Epi epi) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < M * N;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float s = 0;
+    for (int z = 0; z < splits; z++) s += ws[int64_t(z) * M * N + i];
+    epi(i / N, i % N, 0, s);
+  }
+}
+
+// Runs one tile configuration: chooses the split, launches, checks.
+template <int BM, int BN, class OpA, class OpB, class Epi>
+void launch(int64_t M, int64_t N, int64_t Kd, const OpA& a, const OpB& b, const Epi& epi,
+            cudaStream_t stream) {
+  constexpr int THREADS = (BM / 32) * (BN / 32) * 32;
+  const int64_t tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+  const int64_t tiles = tiles_m * tiles_n, ksteps = (Kd + BK - 1) / BK;
+  CHECK(tiles_n <= 65535, "tc_gemm: N = " << N << " is too large");
+  int device = 0, sms = 1;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  // Split kd only when the tiles leave the GPU mostly idle and each slice keeps >= 8 steps.
+  int64_t splits = 1;
+  if (tiles < sms && ksteps >= 16)
+    splits = std::min<int64_t>({(2 * sms + tiles - 1) / tiles, ksteps / 8, 64});
+  const int64_t kd_chunk = std::max<int64_t>(1, (ksteps + splits - 1) / splits) * BK;
+  splits = std::max<int64_t>(1, (Kd + kd_chunk - 1) / kd_chunk);  // no empty slice
+  const dim3 grid{unsigned(tiles_m), unsigned(tiles_n), unsigned(splits)};
+  if (splits == 1) {
+    tc_gemm_kernel<BM, BN><<<grid, THREADS, 0, stream>>>(M, N, Kd, kd_chunk, a, b, epi);
+    LAUNCH_CHECK();
+    return;
+  }
+  DeviceBuffer ws(size_t(splits * M * N) * sizeof(float), device, stream);
+  const StorePartial part{static_cast<float*>(ws.data()), M, N};
+  tc_gemm_kernel<BM, BN><<<grid, THREADS, 0, stream>>>(M, N, Kd, kd_chunk, a, b, part);
+  LAUNCH_CHECK();
+  tc_splitk_finish_kernel<<<blocks_for(M * N, 256), 256, 0, stream>>>(
+      M, N, int(splits), part.ws, epi);
+  LAUNCH_CHECK();
+  // ws goes back to the pool here; the pool hands it out again only to work queued later on
+  // this stream, i.e. after the finish kernel (kernels/caching_allocator.h).
+}
+
+}  // namespace tc
+
+// C = A * B through epi (see the top of this file). Picks the tile shape from M and N: narrow
+// outputs (N <= 32: conv layers with K = 32, the classifier) get 32-wide tiles, short ones
+// (M <= 64: weight gradients) 64-high tiles, everything else 128 x 64.
+template <class OpA, class OpB, class Epi>
+void tc_gemm(int64_t M, int64_t N, int64_t Kd, const OpA& a, const OpB& b, const Epi& epi,
+             cudaStream_t stream) {
+  if (M <= 0 || N <= 0) return;
+  if (N <= 32) tc::launch<128, 32>(M, N, Kd, a, b, epi, stream);
+  else if (M <= 64) tc::launch<64, 64>(M, N, Kd, a, b, epi, stream);
+  else tc::launch<128, 64>(M, N, Kd, a, b, epi, stream);
+}
+
+// --- epilogues: the conv2d and linear outputs are all row-major (M x N) with stride ld -----
+
+// out[m][n] = half(acc + bias[n]) (bias may be null): the forward passes.
+struct EpiBias {
+  __half* out;
+  const __half* bias;
+  int64_t ld;
+  __device__ void operator()(int64_t m, int64_t n, int, float acc) const {
+    if (bias) acc += __half2float(bias[n]);
+    out[m * ld + n] = __float2half_rn(acc);
+  }
+};
+
+// out[m][n] = half(float(out[m][n]) + acc): the backward passes accumulate (+=), rounding once.
+struct EpiAccumulate {
+  __half* out;
+  int64_t ld;
+  __device__ void operator()(int64_t m, int64_t n, int, float acc) const {
+    __half* o = out + m * ld + n;
+    *o = __float2half_rn(__half2float(*o) + acc);
+  }
+};
+
+}  // namespace cutrain
