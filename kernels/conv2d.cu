@@ -9,7 +9,7 @@
 
 #include "kernels/check.h"
 #include "kernels/conv2d.h"
-#include "kernels/device_types.cuh"
+#include "kernels/cuda_util.cuh"
 #include "kernels/linear.h"
 #include "kernels/tc_gemm.cuh"
 
@@ -32,7 +32,7 @@ __global__ void conv2d_forward_direct_kernel(Conv2dShape s, int P, int Q, const 
     const int k = int(i % s.K);
     const int64_t pix = i / s.K;  // (n, p, q)
     const int q = int(pix % Q), p = int(pix / Q % P), n = int(pix / (int64_t(Q) * P));
-    float acc = b ? to_f(b[k]) : 0.0f;
+    float acc = b ? to_acc(b[k]) : 0.0f;
     for (int r = 0; r < s.R; r++) {
       const int h = p * s.stride_h - s.pad_h + r;
       if (h < 0 || h >= s.H) continue;  // zero padding
@@ -42,11 +42,11 @@ __global__ void conv2d_forward_direct_kernel(Conv2dShape s, int P, int Q, const 
         const D* xr = x + ((int64_t(n) * s.H + h) * s.W + wi) * s.C;  // x[n][h][wi][:]
         const D* wr = w + ((int64_t(k) * s.R + r) * s.S + t) * s.C;   // w[k][r][t][:]
         float d = 0;
-        for (int c = 0; c < s.C; c++) d += to_f(xr[c]) * to_f(wr[c]);
+        for (int c = 0; c < s.C; c++) d += to_acc(xr[c]) * to_acc(wr[c]);
         acc += d;
       }
     }
-    y[i] = from_f<D>(acc);
+    y[i] = from_acc<D>(acc);
   }
 }
 
@@ -63,7 +63,7 @@ __global__ void conv2d_backward_data_direct_kernel(Conv2dShape s, int P, int Q, 
     const int c = int(i % s.C);
     const int64_t pix = i / s.C;  // (n, h, wi)
     const int wi = int(pix % s.W), h = int(pix / s.W % s.H), n = int(pix / (int64_t(s.W) * s.H));
-    float acc = to_f(dx[i]);
+    float acc = to_acc(dx[i]);
     for (int r = 0; r < s.R; r++) {
       const int ph = h + s.pad_h - r;  // = p * stride_h for the output row p that reads h
       if (ph < 0 || ph % s.stride_h != 0 || ph / s.stride_h >= P) continue;
@@ -75,10 +75,10 @@ __global__ void conv2d_backward_data_direct_kernel(Conv2dShape s, int P, int Q, 
         const D* dyr = dy + ((int64_t(n) * P + p) * Q + q) * s.K;  // dy[n][p][q][:]
         const D* wc = w + (int64_t(r) * s.S + t) * s.C + c;         // w[0][r][t][c]
         const int64_t kstride = int64_t(s.R) * s.S * s.C;            // one filter
-        for (int k = 0; k < s.K; k++) acc += to_f(dyr[k]) * to_f(wc[k * kstride]);
+        for (int k = 0; k < s.K; k++) acc += to_acc(dyr[k]) * to_acc(wc[k * kstride]);
       }
     }
-    dx[i] = from_f<D>(acc);
+    dx[i] = from_acc<D>(acc);
   }
 }
 
@@ -94,7 +94,7 @@ __global__ void conv2d_backward_filter_direct_kernel(Conv2dShape s, int P, int Q
        i += int64_t(gridDim.x) * blockDim.x) {
     const int c = int(i % s.C), t = int(i / s.C % s.S), r = int(i / (int64_t(s.C) * s.S) % s.R);
     const int k = int(i / (int64_t(s.C) * s.S * s.R));
-    float acc = to_f(dw[i]);
+    float acc = to_acc(dw[i]);
     for (int n = 0; n < s.N; n++)
       for (int p = 0; p < P; p++) {
         const int h = p * s.stride_h - s.pad_h + r;
@@ -102,11 +102,11 @@ __global__ void conv2d_backward_filter_direct_kernel(Conv2dShape s, int P, int Q
         for (int q = 0; q < Q; q++) {
           const int wi = q * s.stride_w - s.pad_w + t;
           if (wi < 0 || wi >= s.W) continue;
-          acc += to_f(dy[((int64_t(n) * P + p) * Q + q) * s.K + k]) *
-                 to_f(x[((int64_t(n) * s.H + h) * s.W + wi) * s.C + c]);
+          acc += to_acc(dy[((int64_t(n) * P + p) * Q + q) * s.K + k]) *
+                 to_acc(x[((int64_t(n) * s.H + h) * s.W + wi) * s.C + c]);
         }
       }
-    dw[i] = from_f<D>(acc);
+    dw[i] = from_acc<D>(acc);
   }
 }
 
@@ -114,8 +114,8 @@ template <typename T>
 void conv2d_forward_direct_gpu(const Conv2dShape& s, const T* x, const T* w, const T* b, T* y,
                                cudaStream_t stream) {
   const int64_t total = int64_t(s.N) * s.P() * s.Q() * s.K;
-  conv2d_forward_direct_kernel<<<blocks_for(total, 256), 256, 0, stream>>>(
-      s, s.P(), s.Q(), dev_ptr(x), dev_ptr(w), dev_ptr(b), dev_ptr(y));
+  conv2d_forward_direct_kernel<<<grid_size(total, 256), 256, 0, stream>>>(
+      s, s.P(), s.Q(), dev(x), dev(w), dev(b), dev(y));
   LAUNCH_CHECK();
 }
 
@@ -123,8 +123,8 @@ template <typename T>
 void conv2d_backward_data_direct_gpu(const Conv2dShape& s, const T* dy, const T* w, T* dx,
                                      cudaStream_t stream) {
   const int64_t total = int64_t(s.N) * s.H * s.W * s.C;
-  conv2d_backward_data_direct_kernel<<<blocks_for(total, 256), 256, 0, stream>>>(
-      s, s.P(), s.Q(), dev_ptr(dy), dev_ptr(w), dev_ptr(dx));
+  conv2d_backward_data_direct_kernel<<<grid_size(total, 256), 256, 0, stream>>>(
+      s, s.P(), s.Q(), dev(dy), dev(w), dev(dx));
   LAUNCH_CHECK();
 }
 
@@ -133,8 +133,8 @@ void conv2d_backward_filter_direct_gpu(const Conv2dShape& s, const T* x, const T
                                        T* db, cudaStream_t stream) {
   if (dw) {
     const int64_t total = int64_t(s.K) * s.R * s.S * s.C;
-    conv2d_backward_filter_direct_kernel<<<blocks_for(total, 256), 256, 0, stream>>>(
-        s, s.P(), s.Q(), dev_ptr(x), dev_ptr(dy), dev_ptr(dw));
+    conv2d_backward_filter_direct_kernel<<<grid_size(total, 256), 256, 0, stream>>>(
+        s, s.P(), s.Q(), dev(x), dev(dy), dev(dw));
     LAUNCH_CHECK();
   }
   if (db) bias_grad_gpu(int64_t(s.N) * s.P() * s.Q(), s.K, dy, db, stream);

@@ -10,7 +10,7 @@
 #include <algorithm>
 
 #include "kernels/check.h"
-#include "kernels/device_types.cuh"
+#include "kernels/cuda_util.cuh"
 #include "kernels/linear.h"
 #include "kernels/tc_gemm.cuh"
 
@@ -30,9 +30,9 @@ __global__ void linear_forward_direct_kernel(int N, int C, int K, const D* x, co
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t n = i / K;
     const int k = int(i % K);
-    float acc = b ? to_f(b[k]) : 0.0f;
-    for (int c = 0; c < C; c++) acc += to_f(x[n * C + c]) * to_f(w[int64_t(k) * C + c]);
-    y[i] = from_f<D>(acc);
+    float acc = b ? to_acc(b[k]) : 0.0f;
+    for (int c = 0; c < C; c++) acc += to_acc(x[n * C + c]) * to_acc(w[int64_t(k) * C + c]);
+    y[i] = from_acc<D>(acc);
   }
 }
 
@@ -44,9 +44,9 @@ __global__ void linear_backward_data_direct_kernel(int N, int C, int K, const D*
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t n = i / C;
     const int c = int(i % C);
-    float acc = to_f(dx[i]);
-    for (int k = 0; k < K; k++) acc += to_f(dy[n * K + k]) * to_f(w[int64_t(k) * C + c]);
-    dx[i] = from_f<D>(acc);
+    float acc = to_acc(dx[i]);
+    for (int k = 0; k < K; k++) acc += to_acc(dy[n * K + k]) * to_acc(w[int64_t(k) * C + c]);
+    dx[i] = from_acc<D>(acc);
   }
 }
 
@@ -57,17 +57,17 @@ __global__ void linear_backward_filter_direct_kernel(int N, int C, int K, const 
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < int64_t(K) * C;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int k = int(i / C), c = int(i % C);
-    float acc = to_f(dw[i]);
-    for (int64_t n = 0; n < N; n++) acc += to_f(dy[n * K + k]) * to_f(x[n * C + c]);
-    dw[i] = from_f<D>(acc);
+    float acc = to_acc(dw[i]);
+    for (int64_t n = 0; n < N; n++) acc += to_acc(dy[n * K + k]) * to_acc(x[n * C + c]);
+    dw[i] = from_acc<D>(acc);
   }
 }
 
 template <typename T>
 void linear_forward_direct_gpu(int N, int C, int K, const T* x, const T* w, const T* b, T* y,
                                cudaStream_t stream) {
-  linear_forward_direct_kernel<<<blocks_for(int64_t(N) * K, 256), 256, 0, stream>>>(
-      N, C, K, dev_ptr(x), dev_ptr(w), dev_ptr(b), dev_ptr(y));
+  linear_forward_direct_kernel<<<grid_size(int64_t(N) * K, 256), 256, 0, stream>>>(
+      N, C, K, dev(x), dev(w), dev(b), dev(y));
   LAUNCH_CHECK();
 }
 
@@ -75,13 +75,13 @@ template <typename T>
 void linear_backward_direct_gpu(int N, int C, int K, const T* x, const T* w, const T* dy,
                                 T* dx, T* dw, T* db, cudaStream_t stream) {
   if (dx) {
-    linear_backward_data_direct_kernel<<<blocks_for(int64_t(N) * C, 256), 256, 0, stream>>>(
-        N, C, K, dev_ptr(dy), dev_ptr(w), dev_ptr(dx));
+    linear_backward_data_direct_kernel<<<grid_size(int64_t(N) * C, 256), 256, 0, stream>>>(
+        N, C, K, dev(dy), dev(w), dev(dx));
     LAUNCH_CHECK();
   }
   if (dw) {
-    linear_backward_filter_direct_kernel<<<blocks_for(int64_t(K) * C, 256), 256, 0, stream>>>(
-        N, C, K, dev_ptr(x), dev_ptr(dy), dev_ptr(dw));
+    linear_backward_filter_direct_kernel<<<grid_size(int64_t(K) * C, 256), 256, 0, stream>>>(
+        N, C, K, dev(x), dev(dy), dev(dw));
     LAUNCH_CHECK();
   }
   if (db) bias_grad_gpu(N, K, dy, db, stream);
@@ -108,7 +108,7 @@ __global__ void bias_grad_partial_kernel(int64_t M, int K, int64_t rows_per_chun
   const int64_t end = begin + rows_per_chunk < M ? begin + rows_per_chunk : M;
   float s = 0;
   if (k < K)
-    for (int64_t m = begin + threadIdx.y; m < end; m += kBiasRows) s += to_f(dy[m * K + k]);
+    for (int64_t m = begin + threadIdx.y; m < end; m += kBiasRows) s += to_acc(dy[m * K + k]);
   lane[threadIdx.y][threadIdx.x] = s;
   __syncthreads();
   if (threadIdx.y == 0 && k < K) {
@@ -124,7 +124,7 @@ __global__ void bias_grad_finish_kernel(int K, int chunks, const float* partial,
   if (k >= K) return;
   float s = 0;
   for (int j = 0; j < chunks; j++) s += partial[int64_t(j) * K + k];
-  db[k] = from_f<D>(to_f(db[k]) + s);
+  db[k] = from_acc<D>(to_acc(db[k]) + s);
 }
 
 template <typename T>
@@ -139,9 +139,9 @@ void bias_grad_gpu(int64_t M, int K, const T* dy, T* db, cudaStream_t stream) {
   DeviceBuffer partial(size_t(chunks) * size_t(K) * sizeof(float), device, stream);
   float* p = static_cast<float*>(partial.data());
   const dim3 grid(unsigned((K + 31) / 32), unsigned(chunks)), block(32, kBiasRows);
-  bias_grad_partial_kernel<<<grid, block, 0, stream>>>(M, K, rows_per_chunk, dev_ptr(dy), p);
+  bias_grad_partial_kernel<<<grid, block, 0, stream>>>(M, K, rows_per_chunk, dev(dy), p);
   LAUNCH_CHECK();
-  bias_grad_finish_kernel<<<(K + 127) / 128, 128, 0, stream>>>(K, chunks, p, dev_ptr(db));
+  bias_grad_finish_kernel<<<(K + 127) / 128, 128, 0, stream>>>(K, chunks, p, dev(db));
   LAUNCH_CHECK();
 }
 

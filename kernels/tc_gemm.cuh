@@ -44,7 +44,7 @@
 #include <type_traits>
 
 #include "kernels/check.h"
-#include "kernels/device_types.cuh"
+#include "kernels/cuda_util.cuh"
 #include "kernels/gpu.h"
 
 namespace cutrain {
@@ -241,7 +241,7 @@ void launch(int64_t M, int64_t N, int64_t Kd, const OpA& a, const OpB& b, const 
   const StorePartial part{static_cast<float*>(ws.data()), M, N};
   tc_gemm_kernel<BM, BN><<<grid, THREADS, 0, stream>>>(M, N, Kd, kd_chunk, a, b, part);
   LAUNCH_CHECK();
-  tc_splitk_finish_kernel<<<blocks_for(M * N, 256), 256, 0, stream>>>(
+  tc_splitk_finish_kernel<<<grid_size(M * N, 256), 256, 0, stream>>>(
       M, N, int(splits), part.ws, epi);
   LAUNCH_CHECK();
   // ws goes back to the pool here; the pool hands it out again only to work queued later on
