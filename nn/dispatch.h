@@ -5,7 +5,14 @@
 //     using T = decltype(tag);
 //     relu_forward_cpu<T>(n, x.data<T>(), y.data<T>());
 //   });
+//
+// and op_device() / ON_GPU(): the same template calls the op's GPU launcher when its tensors
+// are on cuda (queued on this thread's GpuContext stream, nn/gpu_context.h).
 #pragma once
+#include <cstdlib>
+#include <initializer_list>
+#include <type_traits>
+
 #include "kernels/check.h"
 #include "kernels/half.h"
 #include "nn/tensor.h"
@@ -22,12 +29,52 @@ void dispatch_float(DType t, F&& f) {
   }
 }
 
-// The ops of nn/ run on the CPU in this build of cutrain; CUDA kernels come with the kernels
-// module. This names the op and the tensor so the message says exactly what was refused.
+// Code that runs on the CPU only (the optimizer, until its device step is wired in) refuses
+// cuda tensors with a message naming the op and the tensor.
 inline void check_cpu(const char* op, const Tensor& t) {
   CHECK(t.device() == Device::cpu,
-        op << ": no CUDA kernel for this op yet; got a tensor " << t.str());
+        op << ": runs on the CPU only so far; got a tensor " << t.str());
 }
+
+// The device an op runs on: that of its tensors, which must all be on one device (undefined
+// tensors, such as a missing bias, are ignored).
+inline Device op_device(const char* op, std::initializer_list<const Tensor*> ts) {
+  const Tensor* first = nullptr;
+  for (const Tensor* t : ts) {
+    if (!t || !t->defined()) continue;
+    if (!first) first = t;
+    CHECK(t->device() == first->device(),
+          op << ": tensors on different devices: " << first->str() << " and " << t->str());
+  }
+  return first ? first->device() : Device::cpu;
+}
+
+// The GPU kernels exist for f32 and f16; f64 tensors live on the CPU only (tensor.h), so an
+// op on cuda never sees one.
+template <typename T>
+constexpr bool gpu_dtype = std::is_same<T, float>::value || std::is_same<T, half_t>::value;
+
+[[noreturn]] inline void no_gpu_kernel(const char* op) {
+  CHECK(false, op << ": no GPU kernel here (a CPU-only build, or a dtype other than f32/f16)");
+  std::abort();  // not reached: CHECK threw
+}
+
+// ON_GPU(op, T, call...): an op's GPU branch, written inside dispatch_float beside the CPU call:
+//
+//   if (on_gpu) ON_GPU("relu", T, relu_forward_gpu<T>(n, x, y, gpu_context().stream));
+//   else relu_forward_cpu<T>(n, x, y);
+//
+// A CPU-only build has no GPU kernels to call and no cuda tensors (Tensor::empty refuses
+// them), so there the branch compiles to an error and `call` is not compiled at all.
+#if defined(CUTRAIN_CUDA)
+#define ON_GPU(op, T, ...)                                            \
+  do {                                                                \
+    if constexpr (::cutrain::gpu_dtype<T>) { __VA_ARGS__; }           \
+    else ::cutrain::no_gpu_kernel(op);                                \
+  } while (0)
+#else
+#define ON_GPU(op, T, ...) ::cutrain::no_gpu_kernel(op)
+#endif
 
 inline void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
   CHECK(a.dtype() == b.dtype(), op << ": dtypes differ: " << a.str() << " and " << b.str());

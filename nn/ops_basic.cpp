@@ -4,50 +4,75 @@
 #include "kernels/elementwise.h"
 #include "kernels/linear.h"
 #include "nn/dispatch.h"
+#include "nn/gpu_context.h"
 #include "nn/ops.h"
 
 namespace cutrain {
 
+namespace {
+// dx += dy, on the device the tensors live on: the backward of add and flatten.
+void accumulate_into(int64_t n, Tensor& dy, Tensor& dx) {
+  const bool gpu = op_device("accumulate", {&dy, &dx}) == Device::cuda;
+  dispatch_float(dx.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if (gpu)
+      ON_GPU("accumulate", T, accumulate_gpu<T>(n, dy.data<T>(), dx.data<T>(), gpu_context().stream));
+    else
+      accumulate_cpu<T>(n, dy.data<T>(), dx.data<T>());
+  });
+}
+}  // namespace
+
 VarPtr relu(Tape& tape, const VarPtr& x) {
-  check_cpu("relu", x->value);
   const Tensor& X = x->value;
-  VarPtr y = make_var(Tensor::empty(X.shape(), X.dtype()), x->requires_grad);
+  const bool gpu = op_device("relu", {&X}) == Device::cuda;
+  VarPtr y = make_var(Tensor::empty(X.shape(), X.dtype(), X.device()), x->requires_grad);
   dispatch_float(X.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    relu_forward_cpu<T>(X.numel(), X.data<T>(), y->value.data<T>());
+    if (gpu)
+      ON_GPU("relu", T, relu_forward_gpu<T>(X.numel(), X.data<T>(), y->value.data<T>(),
+                                            gpu_context().stream));
+    else
+      relu_forward_cpu<T>(X.numel(), X.data<T>(), y->value.data<T>());
   });
   if (tape.wants({x.get()}))
-    tape.record("relu", [x, y] {
+    tape.record("relu", [x, y, gpu] {
       dispatch_float(y->value.dtype(), [&](auto tag) {
         using T = decltype(tag);
-        relu_backward_cpu<T>(y->value.numel(), y->value.data<T>(), y->grad_buffer().data<T>(),
-                             x->grad_buffer().data<T>());
+        const int64_t n = y->value.numel();
+        const T* yv = y->value.data<T>();
+        const T* dy = y->grad_buffer().data<T>();
+        T* dx = x->grad_buffer().data<T>();
+        if (gpu)
+          ON_GPU("relu", T, relu_backward_gpu<T>(n, yv, dy, dx, gpu_context().stream));
+        else
+          relu_backward_cpu<T>(n, yv, dy, dx);
       });
     });
   return y;
 }
 
 VarPtr add(Tape& tape, const VarPtr& a, const VarPtr& b) {
-  check_cpu("add", a->value);
-  check_cpu("add", b->value);
+  const bool gpu = op_device("add", {&a->value, &b->value}) == Device::cuda;
   check_same_dtype("add", a->value, b->value);
   CHECK(a->value.shape() == b->value.shape(), "add: shapes differ: "
                                                   << shape_str(a->value.shape()) << " and "
                                                   << shape_str(b->value.shape()));
   const Tensor &A = a->value, &B = b->value;
-  VarPtr y = make_var(Tensor::empty(A.shape(), A.dtype()), a->requires_grad || b->requires_grad);
+  VarPtr y = make_var(Tensor::empty(A.shape(), A.dtype(), A.device()),
+                      a->requires_grad || b->requires_grad);
   dispatch_float(A.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    add_forward_cpu<T>(A.numel(), A.data<T>(), B.data<T>(), y->value.data<T>());
+    if (gpu)
+      ON_GPU("add", T, add_forward_gpu<T>(A.numel(), A.data<T>(), B.data<T>(),
+                                          y->value.data<T>(), gpu_context().stream));
+    else
+      add_forward_cpu<T>(A.numel(), A.data<T>(), B.data<T>(), y->value.data<T>());
   });
   if (tape.wants({a.get(), b.get()}))
     tape.record("add", [a, b, y] {
-      dispatch_float(y->value.dtype(), [&](auto tag) {
-        using T = decltype(tag);
-        const T* dy = y->grad_buffer().data<T>();
-        if (a->requires_grad) accumulate_cpu<T>(y->value.numel(), dy, a->grad_buffer().data<T>());
-        if (b->requires_grad) accumulate_cpu<T>(y->value.numel(), dy, b->grad_buffer().data<T>());
-      });
+      for (const VarPtr& in : {a, b})
+        if (in->requires_grad) accumulate_into(y->value.numel(), y->grad_buffer(), in->grad_buffer());
     });
   return y;
 }
@@ -61,19 +86,14 @@ VarPtr flatten(Tape& tape, const VarPtr& x) {
   VarPtr y = make_var(X.reshape({N, rest}), x->requires_grad);
   if (tape.wants({x.get()}))
     tape.record("flatten", [x, y] {
-      dispatch_float(y->value.dtype(), [&](auto tag) {
-        using T = decltype(tag);
-        accumulate_cpu<T>(y->value.numel(), y->grad_buffer().data<T>(),
-                          x->grad_buffer().data<T>());
-      });
+      accumulate_into(y->value.numel(), y->grad_buffer(), x->grad_buffer());
     });
   return y;
 }
 
 VarPtr linear(Tape& tape, const VarPtr& x, const VarPtr& w, const VarPtr& b) {
   const Tensor &X = x->value, &Wt = w->value;
-  check_cpu("linear", X);
-  check_cpu("linear", Wt);
+  const bool gpu = op_device("linear", {&X, &Wt, b ? &b->value : nullptr}) == Device::cuda;
   CHECK(X.rank() == 2, "linear: x must be (N,C), got " << X.str());
   CHECK(Wt.rank() == 2, "linear: w must be (K,C), got " << Wt.str());
   CHECK(Wt.dim(1) == X.dim(1), "linear: x " << shape_str(X.shape()) << " has C = " << X.dim(1)
@@ -82,27 +102,37 @@ VarPtr linear(Tape& tape, const VarPtr& x, const VarPtr& w, const VarPtr& b) {
   check_same_dtype("linear", X, Wt);
   const int N = X.dim(0), C = X.dim(1), K = Wt.dim(0);
   if (b) {
-    check_cpu("linear", b->value);
     check_same_dtype("linear", X, b->value);
     CHECK(b->value.shape() == Shape{K},
           "linear: bias must be (" << K << "), got " << shape_str(b->value.shape()));
   }
   const bool rg = x->requires_grad || w->requires_grad || (b && b->requires_grad);
-  VarPtr y = make_var(Tensor::empty({N, K}, X.dtype()), rg);
+  VarPtr y = make_var(Tensor::empty({N, K}, X.dtype(), X.device()), rg);  // (N,K)
   dispatch_float(X.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    linear_forward_cpu<T>(N, C, K, X.data<T>(), Wt.data<T>(), b ? b->value.data<T>() : nullptr,
-                          y->value.data<T>());
+    const T* bv = b ? b->value.data<T>() : nullptr;
+    if (gpu)
+      ON_GPU("linear", T, linear_forward_gpu<T>(linear_impl<T>(), N, C, K, X.data<T>(),
+                                                Wt.data<T>(), bv, y->value.data<T>(),
+                                                gpu_context().stream));
+    else
+      linear_forward_cpu<T>(N, C, K, X.data<T>(), Wt.data<T>(), bv, y->value.data<T>());
   });
   if (tape.wants({x.get(), w.get(), b.get()}))
-    tape.record("linear", [x, w, b, y, N, C, K] {
+    tape.record("linear", [x, w, b, y, N, C, K, gpu] {
       dispatch_float(y->value.dtype(), [&](auto tag) {
         using T = decltype(tag);
-        linear_backward_cpu<T>(N, C, K, x->value.data<T>(), w->value.data<T>(),
-                               y->grad_buffer().data<T>(),
-                               x->requires_grad ? x->grad_buffer().data<T>() : nullptr,
-                               w->requires_grad ? w->grad_buffer().data<T>() : nullptr,
-                               b && b->requires_grad ? b->grad_buffer().data<T>() : nullptr);
+        const T* xv = x->value.data<T>();
+        const T* wv = w->value.data<T>();
+        const T* dy = y->grad_buffer().data<T>();
+        T* dx = x->requires_grad ? x->grad_buffer().data<T>() : nullptr;
+        T* dw = w->requires_grad ? w->grad_buffer().data<T>() : nullptr;
+        T* db = b && b->requires_grad ? b->grad_buffer().data<T>() : nullptr;
+        if (gpu)
+          ON_GPU("linear", T, linear_backward_gpu<T>(linear_impl<T>(), N, C, K, xv, wv, dy, dx,
+                                                     dw, db, gpu_context().stream));
+        else
+          linear_backward_cpu<T>(N, C, K, xv, wv, dy, dx, dw, db);
       });
     });
   return y;

@@ -3,6 +3,7 @@
 //   4. if any input needs a gradient, record a closure that accumulates into the inputs' grads.
 #include "kernels/conv2d.h"
 #include "nn/dispatch.h"
+#include "nn/gpu_context.h"
 #include "nn/ops.h"
 
 namespace cutrain {
@@ -10,8 +11,7 @@ namespace cutrain {
 VarPtr conv2d(Tape& tape, const VarPtr& x, const VarPtr& w, const VarPtr& b,
               int stride_h, int stride_w, int pad_h, int pad_w) {
   const Tensor &X = x->value, &Wt = w->value;  // (N,H,W,C), (K,R,S,C)
-  check_cpu("conv2d", X);
-  check_cpu("conv2d", Wt);
+  const bool gpu = op_device("conv2d", {&X, &Wt, b ? &b->value : nullptr}) == Device::cuda;
   CHECK(X.rank() == 4, "conv2d: x must be (N,H,W,C), got " << X.str());
   CHECK(Wt.rank() == 4, "conv2d: w must be (K,R,S,C), got " << Wt.str());
   CHECK(Wt.dim(3) == X.dim(3), "conv2d: x " << shape_str(X.shape()) << " has C = " << X.dim(3)
@@ -23,7 +23,6 @@ VarPtr conv2d(Tape& tape, const VarPtr& x, const VarPtr& w, const VarPtr& b,
   s.K = Wt.dim(0), s.R = Wt.dim(1), s.S = Wt.dim(2);
   s.stride_h = stride_h, s.stride_w = stride_w, s.pad_h = pad_h, s.pad_w = pad_w;
   if (b) {
-    check_cpu("conv2d", b->value);
     check_same_dtype("conv2d", X, b->value);
     CHECK(b->value.shape() == Shape{s.K},
           "conv2d: bias must be (" << s.K << "), got " << shape_str(b->value.shape()));
@@ -31,22 +30,36 @@ VarPtr conv2d(Tape& tape, const VarPtr& x, const VarPtr& w, const VarPtr& b,
   conv2d_check_shape(s);  // sizes, stride, padding, filter fits the padded input
 
   const bool rg = x->requires_grad || w->requires_grad || (b && b->requires_grad);
-  VarPtr y = make_var(Tensor::empty({s.N, s.P(), s.Q(), s.K}, X.dtype()), rg);  // (N,P,Q,K)
+  VarPtr y = make_var(Tensor::empty({s.N, s.P(), s.Q(), s.K}, X.dtype(), X.device()),
+                      rg);  // (N,P,Q,K)
   dispatch_float(X.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    conv2d_forward_cpu<T>(s, X.data<T>(), Wt.data<T>(), b ? b->value.data<T>() : nullptr,
-                          y->value.data<T>());
+    const T* bv = b ? b->value.data<T>() : nullptr;
+    if (gpu)
+      ON_GPU("conv2d", T, conv2d_forward_gpu<T>(conv_impl<T>(), s, X.data<T>(), Wt.data<T>(), bv,
+                                                y->value.data<T>(), gpu_context().stream));
+    else
+      conv2d_forward_cpu<T>(s, X.data<T>(), Wt.data<T>(), bv, y->value.data<T>());
   });
   if (tape.wants({x.get(), w.get(), b.get()}))
-    tape.record("conv2d", [x, w, b, y, s] {
+    tape.record("conv2d", [x, w, b, y, s, gpu] {
       dispatch_float(y->value.dtype(), [&](auto tag) {
         using T = decltype(tag);
         const T* dy = y->grad_buffer().data<T>();
-        if (x->requires_grad)
-          conv2d_backward_data_cpu<T>(s, dy, w->value.data<T>(), x->grad_buffer().data<T>());
+        const T* wv = w->value.data<T>();
+        const T* xv = x->value.data<T>();
+        T* dx = x->requires_grad ? x->grad_buffer().data<T>() : nullptr;
         T* dw = w->requires_grad ? w->grad_buffer().data<T>() : nullptr;
         T* db = b && b->requires_grad ? b->grad_buffer().data<T>() : nullptr;
-        if (dw || db) conv2d_backward_filter_cpu<T>(s, x->value.data<T>(), dy, dw, db);
+        if (gpu) {
+          if (dx) ON_GPU("conv2d", T, conv2d_backward_data_gpu<T>(conv_impl<T>(), s, dy, wv, dx, gpu_context().stream));
+          if (dw || db)
+            ON_GPU("conv2d", T,
+                   conv2d_backward_filter_gpu<T>(conv_impl<T>(), s, xv, dy, dw, db, gpu_context().stream));
+        } else {
+          if (dx) conv2d_backward_data_cpu<T>(s, dy, wv, dx);
+          if (dw || db) conv2d_backward_filter_cpu<T>(s, xv, dy, dw, db);
+        }
       });
     });
   return y;

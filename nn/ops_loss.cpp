@@ -2,21 +2,28 @@
 // kernels/softmax_xent.h. The loss is kept in the accumulation dtype (f32 for f16 logits).
 #include "kernels/softmax_xent.h"
 #include "nn/dispatch.h"
+#include "nn/gpu_context.h"
 #include "nn/ops.h"
 
 namespace cutrain {
 
 namespace {
-// logits (N,K) floating, labels (N) i32, both on the CPU.
-void check_logits_labels(const char* op, const Tensor& logits, const Tensor& labels) {
-  check_cpu(op, logits);
-  check_cpu(op, labels);
+// logits (N,K) floating, labels (N) i32, both on one device. Labels on the CPU are checked
+// against [0, K) here; labels on a GPU cannot be without a copy back, so whoever put them
+// there checked them on the host (the loader's labels come from a checked image list), and the
+// GPU kernels do not read out of bounds on a bad one (kernels/softmax_xent.h).
+bool check_logits_labels(const char* op, const Tensor& logits, const Tensor& labels,
+                         double smoothing) {
+  const bool gpu = op_device(op, {&logits, &labels}) == Device::cuda;
   CHECK(logits.rank() == 2, op << ": logits must be (N,K), got " << logits.str());
   CHECK(logits.dtype() != DType::i32, op << ": logits must be floating, got " << logits.str());
   CHECK(labels.dtype() == DType::i32, op << ": labels must be i32, got " << labels.str());
   CHECK(labels.shape() == Shape{logits.dim(0)},
         op << ": labels must be (N) = (" << logits.dim(0) << ") for logits "
            << shape_str(logits.shape()) << ", got " << shape_str(labels.shape()));
+  if (!gpu)
+    softmax_xent_check(logits.dim(0), logits.dim(1), labels.data<int32_t>(), smoothing, op);
+  return gpu;
 }
 }  // namespace
 
@@ -24,26 +31,37 @@ VarPtr softmax_cross_entropy(Tape& tape, const VarPtr& logits, const Tensor& lab
                              double smoothing) {
   const char* op = "softmax_cross_entropy";
   const Tensor& Z = logits->value;  // (N,K)
-  check_logits_labels(op, Z, labels);
+  const bool gpu = check_logits_labels(op, Z, labels, smoothing);
   const int N = Z.dim(0), K = Z.dim(1);
-  softmax_xent_check(N, K, labels.data<int32_t>(), smoothing, op);  // here, to name the op
-  VarPtr loss = make_var(Tensor::empty({1}, acc_dtype(Z.dtype())), logits->requires_grad);
+  VarPtr loss = make_var(Tensor::empty({1}, acc_dtype(Z.dtype()), Z.device()),
+                         logits->requires_grad);  // (1) f32 for f16 logits
   dispatch_float(Z.dtype(), [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
-    softmax_xent_forward_cpu<T>(N, K, Z.data<T>(), labels.data<int32_t>(), A(smoothing),
-                                loss->value.data<A>());
+    if (gpu)
+      ON_GPU(op, T, softmax_xent_forward_gpu<T>(N, K, Z.data<T>(), labels.data<int32_t>(),
+                                                float(smoothing), loss->value.data<A>(),
+                                                gpu_context().stream));
+    else
+      softmax_xent_forward_cpu<T>(N, K, Z.data<T>(), labels.data<int32_t>(), A(smoothing),
+                                  loss->value.data<A>());
   });
   if (tape.wants({logits.get()})) {
     // A copy: the caller may refill its label buffer with the next batch before backward.
     const Tensor y = labels.clone();
-    tape.record(op, [logits, loss, y, smoothing, N, K] {
+    tape.record(op, [logits, loss, y, smoothing, N, K, gpu, op] {
       dispatch_float(logits->value.dtype(), [&](auto tag) {
         using T = decltype(tag);
         using A = acc_t<T>;
-        const A dloss = loss->grad_buffer().data<A>()[0];  // the seed: 1, or the loss scale
-        softmax_xent_backward_cpu<T>(N, K, logits->value.data<T>(), y.data<int32_t>(),
-                                     A(smoothing), dloss, logits->grad_buffer().data<T>());
+        const T* z = logits->value.data<T>();
+        T* dz = logits->grad_buffer().data<T>();
+        // The seed: 1, or the loss scale. On a GPU it stays there: the kernel reads it.
+        const A* dloss = loss->grad_buffer().data<A>();
+        if (gpu)
+          ON_GPU(op, T, softmax_xent_backward_gpu<T>(N, K, z, y.data<int32_t>(), float(smoothing),
+                                                     dloss, dz, gpu_context().stream));
+        else
+          softmax_xent_backward_cpu<T>(N, K, z, y.data<int32_t>(), A(smoothing), dloss[0], dz);
       });
     });
   }
@@ -51,13 +69,27 @@ VarPtr softmax_cross_entropy(Tape& tape, const VarPtr& logits, const Tensor& lab
 }
 
 int64_t top1_correct(const Tensor& logits, const Tensor& labels) {
-  check_logits_labels("top1_correct", logits, labels);
-  softmax_xent_check(logits.dim(0), logits.dim(1), labels.data<int32_t>(), 0.0, "top1_correct");
+  const bool gpu = check_logits_labels("top1_correct", logits, labels, 0.0);
+  const int N = logits.dim(0), K = logits.dim(1);
   int64_t correct = 0;
   dispatch_float(logits.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    correct = top1_correct_cpu<T>(logits.dim(0), logits.dim(1), logits.data<T>(),
-                                  labels.data<int32_t>());
+    if (gpu) {
+      // The count comes back to the host: evaluation reads it once per batch.
+      ON_GPU("top1_correct", T, {
+        const cudaStream_t st = gpu_context().stream;
+        DeviceBuffer count(sizeof(int64_t), 0, st);  // the kernel adds to it
+        memset_async(count.data(), 0, sizeof(int64_t), st);
+        top1_correct_gpu<T>(N, K, logits.data<T>(), labels.data<int32_t>(),
+                            static_cast<int64_t*>(count.data()), st);
+        copy_async(&correct, count.data(), sizeof(correct), st);
+        Event done;
+        done.record(st);
+        done.synchronize();
+      });
+    } else {
+      correct = top1_correct_cpu<T>(N, K, logits.data<T>(), labels.data<int32_t>());
+    }
   });
   return correct;
 }

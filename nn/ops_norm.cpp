@@ -5,6 +5,7 @@
 //    for the backward in tensors that the closure owns.
 #include "kernels/batchnorm.h"
 #include "nn/dispatch.h"
+#include "nn/gpu_context.h"
 #include "nn/ops.h"
 
 namespace cutrain {
@@ -12,13 +13,14 @@ namespace cutrain {
 namespace {
 const char* const kOp = "batchnorm2d";
 
-// gamma, beta and the running statistics: defined, on the CPU, (C), in x's accumulation dtype.
+// gamma, beta and the running statistics: defined, on x's device, (C), in x's accumulation
+// dtype.
 void check_per_channel(const Tensor& t, const char* name, const Tensor& x, int C) {
   const DType acc = acc_dtype(x.dtype());
   CHECK(t.defined(), kOp << ": " << name << " is undefined; it must be a (" << C << ") "
                          << dtype_name(acc) << " tensor (running_mean starts as zeros, "
                          << "running_var as ones)");
-  check_cpu(kOp, t);
+  op_device(kOp, {&x, &t});
   CHECK(t.shape() == Shape{C}, kOp << ": " << name << " must be (" << C << ") to match x "
                                    << x.str() << ", got " << shape_str(t.shape()));
   CHECK(t.dtype() == acc, kOp << ": " << name << " must be " << dtype_name(acc)
@@ -31,7 +33,6 @@ VarPtr batchnorm2d(Tape& tape, const VarPtr& x, const VarPtr& gamma, const VarPt
                    BatchNormState& state, bool training) {
   CHECK(x && gamma && beta, kOp << ": x, gamma and beta must all be given (got a null Var)");
   const Tensor& X = x->value;
-  check_cpu(kOp, X);
   CHECK(X.dtype() == DType::f32 || X.dtype() == DType::f16 || X.dtype() == DType::f64,
         kOp << ": x must be floating point, got " << X.str());
   CHECK(X.rank() == 4 || X.rank() == 2,
@@ -54,15 +55,16 @@ VarPtr batchnorm2d(Tape& tape, const VarPtr& x, const VarPtr& gamma, const VarPt
   const double eps = state.eps;
   const bool rg = x->requires_grad || gamma->requires_grad || beta->requires_grad;
   const bool record = tape.wants({x.get(), gamma.get(), beta.get()});
-  VarPtr y = make_var(Tensor::empty(X.shape(), X.dtype()), rg);
+  const bool gpu = X.device() == Device::cuda;
+  VarPtr y = make_var(Tensor::empty(X.shape(), X.dtype(), X.device()), rg);
   // What the backward needs besides x and gamma: in training the batch mean and invstd
   // (C) acc; in eval a copy of the running statistics as this forward saw them, so a later
   // training step that moves them cannot change this op's gradient.
   Tensor saved_mean, saved_invstd;  // training
   Tensor seen_mean, seen_var;        // eval
   if (training) {
-    saved_mean = Tensor::empty({C}, acc);
-    saved_invstd = Tensor::empty({C}, acc);
+    saved_mean = Tensor::empty({C}, acc, X.device());
+    saved_invstd = Tensor::empty({C}, acc, X.device());
   } else if (record) {
     seen_mean = state.running_mean.clone();
     seen_var = state.running_var.clone();
@@ -73,7 +75,18 @@ VarPtr batchnorm2d(Tape& tape, const VarPtr& x, const VarPtr& gamma, const VarPt
     using A = acc_t<T>;
     const A* g = gamma->value.data<A>();
     const A* b = beta->value.data<A>();
-    if (training)
+    if (gpu && training)
+      ON_GPU(kOp, T, batchnorm_forward_train_gpu<T>(
+                         M, C, X.data<T>(), g, b, eps, state.momentum, /*relu=*/false,
+                         y->value.data<T>(), saved_mean.data<A>(), saved_invstd.data<A>(),
+                         state.running_mean.data<A>(), state.running_var.data<A>(),
+                         gpu_context().stream));
+    else if (gpu)
+      ON_GPU(kOp, T, batchnorm_forward_eval_gpu<T>(
+                         M, C, X.data<T>(), g, b, state.running_mean.data<A>(),
+                         state.running_var.data<A>(), eps, /*relu=*/false, y->value.data<T>(),
+                         gpu_context().stream));
+    else if (training)
       batchnorm_forward_train_cpu<T>(M, C, X.data<T>(), g, b, eps, state.momentum,
                                      y->value.data<T>(), saved_mean.data<A>(),
                                      saved_invstd.data<A>(),
@@ -85,7 +98,7 @@ VarPtr batchnorm2d(Tape& tape, const VarPtr& x, const VarPtr& gamma, const VarPt
 
   if (record)
     tape.record(kOp, [x, gamma, beta, y, M, C, training, eps, saved_mean,
-                     saved_invstd, seen_mean, seen_var] {
+                     saved_invstd, seen_mean, seen_var, gpu] {
       dispatch_float(y->value.dtype(), [&](auto tag) {
         using T = decltype(tag);
         using A = acc_t<T>;
@@ -95,7 +108,15 @@ VarPtr batchnorm2d(Tape& tape, const VarPtr& x, const VarPtr& gamma, const VarPt
         T* dx = x->requires_grad ? x->grad_buffer().data<T>() : nullptr;
         A* dg = gamma->requires_grad ? gamma->grad_buffer().data<A>() : nullptr;
         A* db = beta->requires_grad ? beta->grad_buffer().data<A>() : nullptr;
-        if (training)
+        if (gpu && training)
+          ON_GPU(kOp, T, batchnorm_backward_train_gpu<T>(
+                             M, C, xv, /*y=*/nullptr, dy, g, saved_mean.data<A>(),
+                             saved_invstd.data<A>(), /*relu=*/false, dx, dg, db, gpu_context().stream));
+        else if (gpu)
+          ON_GPU(kOp, T, batchnorm_backward_eval_gpu<T>(
+                             M, C, xv, /*y=*/nullptr, dy, g, seen_mean.data<A>(),
+                             seen_var.data<A>(), eps, /*relu=*/false, dx, dg, db, gpu_context().stream));
+        else if (training)
           batchnorm_backward_train_cpu<T>(M, C, xv, dy, g, saved_mean.data<A>(),
                                           saved_invstd.data<A>(), dx, dg, db);
         else

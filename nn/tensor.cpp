@@ -8,6 +8,7 @@
 #include "kernels/check.h"
 #include "kernels/gpu.h"
 #include "nn/dispatch.h"
+#include "nn/gpu_context.h"
 
 namespace cutrain {
 
@@ -63,7 +64,7 @@ struct Storage {
       CHECK(ptr, "out of host memory allocating " << n << " bytes");
     } else {
       CHECK(gpu_usable(), "cannot place a tensor on cuda: " << gpu_unavailable_reason());
-      dev = DeviceBuffer(n > 0 ? n : 1, 0);
+      dev = DeviceBuffer(n > 0 ? n : 1, 0, gpu_context().stream);
       ptr = dev.data();
     }
   }
@@ -73,6 +74,17 @@ struct Storage {
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 };
+
+// A copy to or from a device, queued on this thread's stream (nn/gpu_context.h) and waited
+// for: so it comes after the kernels that thread queued there. (A plain cudaMemcpy runs on the
+// legacy default stream, which does not wait for the non-blocking streams cutrain uses.)
+static void copy_ordered(void* dst, const void* src, size_t bytes) {
+  const cudaStream_t stream = gpu_context().stream;
+  copy_async(dst, src, bytes, stream);
+  Event done;
+  done.record(stream);
+  done.synchronize();
+}
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   for (int d : shape) CHECK(d >= 0, "negative dimension in shape " << shape_str(shape));
@@ -153,7 +165,7 @@ Tensor Tensor::reshape(const Shape& shape) const {
 Tensor Tensor::to(Device device) const {
   if (device == device_) return *this;
   Tensor t = empty(shape_, dtype_, device);
-  copy_sync(t.raw(), raw(), bytes());
+  copy_ordered(t.raw(), raw(), bytes());
   return t;
 }
 
@@ -163,9 +175,9 @@ Tensor Tensor::to(DType dtype) const {
   const int64_t n = numel();
   if (device_ == Device::cuda) {
     if (dtype_ == DType::f32 && dtype == DType::f16)
-      cast_f32_to_f16_gpu(n, data<float>(), t.data<half_t>(), nullptr);
+      cast_f32_to_f16_gpu(n, data<float>(), t.data<half_t>(), gpu_context().stream);
     else if (dtype_ == DType::f16 && dtype == DType::f32)
-      cast_f16_to_f32_gpu(n, data<half_t>(), t.data<float>(), nullptr);
+      cast_f16_to_f32_gpu(n, data<half_t>(), t.data<float>(), gpu_context().stream);
     else
       CHECK(false, "no GPU cast from " << dtype_name(dtype_) << " to " << dtype_name(dtype));
     return t;
@@ -188,7 +200,7 @@ Tensor Tensor::clone() const {
   if (device_ == Device::cpu)
     std::memcpy(t.raw(), raw(), bytes());
   else
-    copy_sync(t.raw(), raw(), bytes());
+    copy_ordered(t.raw(), raw(), bytes());
   return t;
 }
 
@@ -196,7 +208,7 @@ void Tensor::zero_() {
   if (device_ == Device::cpu)
     std::memset(raw(), 0, bytes());  // all-zero bits are +0 in every dtype
   else
-    memset_async(raw(), 0, bytes(), nullptr);
+    memset_async(raw(), 0, bytes(), gpu_context().stream);
 }
 
 void Tensor::fill_(double value) {
