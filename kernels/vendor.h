@@ -21,7 +21,7 @@ namespace cutrain {
 bool cudnn_built();
 bool cublas_built();
 
-// conv2d through cuDNN (kernels/cudnn.cu); the algorithm is cuDNN's fastest for the shape,
+// conv2d through cuDNN (kernels/cudnn.cpp); the algorithm is cuDNN's fastest for the shape,
 // found once per shape and remembered, within a workspace cap.
 template <typename T>
 void conv2d_forward_cudnn(const Conv2dShape& s, const T* x, const T* w, const T* b, T* y,
@@ -33,8 +33,9 @@ template <typename T>
 void conv2d_backward_filter_cudnn(const Conv2dShape& s, const T* x, const T* dy, T* dw, T* db,
                                   cudaStream_t stream);
 
-// batchnorm through cuDNN (spatial mode over M = N*H*W pixels): the arguments of
-// batchnorm_forward_train_cpu and friends (kernels/batchnorm.h); per-channel values in fp32.
+// batchnorm through cuDNN (kernels/cudnn_batchnorm.cpp; spatial mode over M = N*H*W pixels):
+// the arguments of batchnorm_forward_train_cpu and friends (kernels/batchnorm.h); per-channel
+// values in fp32.
 template <typename T>
 void batchnorm_forward_train_cudnn(int64_t M, int C, const T* x, const float* gamma,
                                    const float* beta, double eps, double momentum, T* y,
@@ -51,7 +52,7 @@ void batchnorm_backward_train_cudnn(int64_t M, int C, const T* x, const T* dy,
                                     const float* save_invstd, double eps, T* dx, float* dgamma,
                                     float* dbeta, cudaStream_t stream);
 
-// linear through cuBLAS (kernels/cublas.cu): cublasGemmEx, fp32 compute.
+// linear through cuBLAS (kernels/cublas.cpp): cublasGemmEx, fp32 compute.
 template <typename T>
 void linear_forward_cublas(int N, int C, int K, const T* x, const T* w, const T* b, T* y,
                            cudaStream_t stream);
