@@ -33,6 +33,10 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 # pooling; see kernels/README.md). Each thread owns whole outputs, so results are the same
 # bit for bit whatever the thread count; OMP_NUM_THREADS caps it.
 CXXFLAGS += -std=c++17 -O2 -g -Wall -Wextra -pthread -fopenmp -MMD -MP -I. $(PKG_CFLAGS)
+# -ffp-contract=off: never fuse a*b + c into an fma (g++ does so by default in C++ on targets
+# that have one). The GPU kernels that must give the CPU reference's bits rely on it
+# (kernels/hd.h); on x86-64 without -march flags there is no fma to fuse into anyway.
+CXXFLAGS += -ffp-contract=off
 LDFLAGS  += -pthread -fopenmp
 LDLIBS   := $(PKG_LIBS)
 

@@ -17,12 +17,23 @@
 // w, m and v are acc_t<T> (fp32 master weights and moments for fp16 training); g and working
 // are T. The scalars (1 - beta1), (1 - beta2) and the bias corrections are computed once per
 // step in double and rounded to acc_t<T>: in float, 1 - 0.999f keeps only ~4 correct digits.
+// beta^t is computed by repeated squaring in double (adamw_power), not std::pow, so that the
+// host and the device compute the same bits. Squaring doubles a relative error, so beta^t is
+// off by up to ~t ulps, but t beta^t stays small (at most 1 / (e ln(1/beta)): 368 for
+// beta = 0.999), so 1 - beta^t is off by ~1e-14 at worst: invisible once rounded to float.
 // bytes: per element read g, w, m, v and write w, m, v, working: 2+3*4+3*4+2 for fp16.
 // flops: ~14 and one square root.
+// precision: in acc_t<T>, each operation rounded once in the order written (adamw_update
+// below, the one copy of this math, shared by the CPU reference and the GPU kernel: the GPU
+// gives the CPU's bits exactly).
+// GPU: the step t and the skip flag live on the device (see sgd.h), so the step never waits
+// for the host.
 #pragma once
 #include <cstdint>
 
+#include "kernels/gpu.h"
 #include "kernels/half.h"
+#include "kernels/hd.h"
 
 namespace cutrain {
 
@@ -34,10 +45,61 @@ struct AdamWParams {
   double weight_decay = 0.01;
 };
 
+// The per-step scalars in the accumulation type A: the hyper-parameters, and 1 - beta and
+// lr * weight_decay computed in double, each rounded once.
+template <typename A> struct AdamWScalars {
+  A lr, beta1, beta2, eps, one_minus_beta1, one_minus_beta2, lr_wd;
+};
+template <typename A> inline AdamWScalars<A> adamw_scalars(const AdamWParams& p) {
+  return {A(p.lr),       A(p.beta1),       A(p.beta2),         A(p.eps),
+          A(1 - p.beta1), A(1 - p.beta2), A(p.lr * p.weight_decay)};
+}
+
+// beta^t for t >= 0 by repeated squaring in double (the same operations on host and device).
+CUTRAIN_HD inline double adamw_power(double beta, int64_t t) {
+  double r = 1, b = beta;
+  for (; t > 0; t >>= 1) {
+    if (t & 1) r = mul_rn(r, b);
+    b = mul_rn(b, b);
+  }
+  return r;
+}
+
+// The bias correction 1 - beta^t, computed in double, rounded once to A.
+template <typename A> CUTRAIN_HD inline A adamw_bias_correction(double beta, int64_t t) {
+  return A(sub_rn(1.0, adamw_power(beta, t)));
+}
+
+// One element of the step (the math above): updates the master weight w and the moments m, v
+// from the stored gradient `grad`; bc1, bc2 are the bias corrections of this step.
+template <typename A>
+CUTRAIN_HD inline void adamw_update(A grad, A inv_scale, const AdamWScalars<A>& k, A bc1, A bc2,
+                                    A& w, A& m, A& v) {
+  const A g = mul_rn(grad, inv_scale);
+  const A mi = add_rn(mul_rn(k.beta1, m), mul_rn(k.one_minus_beta1, g));
+  const A vi = add_rn(mul_rn(k.beta2, v), mul_rn(mul_rn(k.one_minus_beta2, g), g));
+  m = mi;
+  v = vi;
+  // w - lr_wd*w - lr * (m / bc1) / (sqrt(v / bc2) + eps), left to right
+  const A delta = div_rn(mul_rn(k.lr, div_rn(mi, bc1)), add_rn(sqrt_rn(div_rn(vi, bc2)), k.eps));
+  w = sub_rn(sub_rn(w, mul_rn(k.lr_wd, w)), delta);
+}
+
 // working may be null when the master weights are themselves the working copy (f32, f64).
 // step is t above: 1 for the first step taken.
 template <typename T>
 void adamw_step_cpu(int64_t n, const T* grad, double inv_scale, acc_t<T>* master, acc_t<T>* m,
                     acc_t<T>* v, T* working, const AdamWParams& p, int64_t step);
+
+// --- GPU (CUDA builds only; device pointers; queued on stream) ---
+
+// adamw_step_cpu on the device, bit for bit, unless *skip != 0: then nothing changes at all.
+// T = float or half_t; master, m and v are fp32. inv_scale (float), skip (int32, from
+// grads_nonfinite_gpu in sgd.h) and step (int64, t >= 1: the caller's step counter, kept on
+// the device) are scalars in device memory. working may be null (f32 training).
+template <typename T>
+void adamw_step_gpu(int64_t n, const T* grad, const float* inv_scale, const int32_t* skip,
+                    float* master, float* m, float* v, T* working, const AdamWParams& p,
+                    const int64_t* step, cudaStream_t stream);
 
 }  // namespace cutrain

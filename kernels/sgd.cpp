@@ -1,6 +1,5 @@
+// SGD step, CPU reference (math in sgd.h; the per-element update is sgd_update there).
 #include "kernels/sgd.h"
-
-#include <cmath>
 
 namespace cutrain {
 
@@ -8,7 +7,7 @@ template <typename T>
 bool grads_finite_cpu(int64_t n, const T* grad, double inv_scale) {
   using A = acc_t<T>;
   for (int64_t i = 0; i < n; i++)
-    if (!std::isfinite(A(grad[i]) * A(inv_scale))) return false;
+    if (!scaled_finite(A(grad[i]), A(inv_scale))) return false;
   return true;
 }
 
@@ -16,12 +15,10 @@ template <typename T>
 void sgd_step_cpu(int64_t n, const T* grad, double inv_scale, acc_t<T>* master,
                   acc_t<T>* velocity, T* working, const SgdParams& p) {
   using A = acc_t<T>;
-  const A lr = A(p.lr), mu = A(p.momentum), wd = A(p.weight_decay), s = A(inv_scale);
+  const SgdScalars<A> k = sgd_scalars<A>(p);
+  const A s = A(inv_scale);
   for (int64_t i = 0; i < n; i++) {
-    const A g = A(grad[i]) * s + wd * master[i];
-    const A v = mu * velocity[i] + g;
-    velocity[i] = v;
-    master[i] -= lr * (p.nesterov ? g + mu * v : v);
+    sgd_update(A(grad[i]), s, k, master[i], velocity[i]);
     if (working) working[i] = T(master[i]);
   }
 }

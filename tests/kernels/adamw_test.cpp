@@ -102,3 +102,22 @@ TEST_CASE("adamw: bad hyper-parameters are rejected") {
   REQUIRE_ERROR(AdamW({w}, AdamWParams{1e-3, 0.9, 0.999, 1e-8, -1}), "weight decay must be >= 0");
   REQUIRE_ERROR(AdamW({}, AdamWParams{}), "AdamW: no parameters to optimize");
 }
+
+TEST_CASE("adamw: beta^t by repeated squaring (host = device) is std::pow to ~t ulps") {
+  // t = 1 and 2 take one exact / one correctly rounded product: the same as std::pow
+  REQUIRE(adamw_power(0.999, 1) == 0.999);
+  REQUIRE(adamw_power(0.999, 2) == std::pow(0.999, 2.0));
+  REQUIRE(adamw_power(0.9, 0) == 1.0);
+  // each squaring doubles the relative error, so beta^t is off by up to ~t ulps; but
+  // t beta^t stays small (at most 1 / (e ln(1/beta)): 368 for beta = 0.999), so the bias
+  // correction 1 - beta^t is off by ~1e-14 at worst, invisible once rounded to float
+  for (int64_t t : {3, 10, 1000, 123457, 10000000}) {
+    INFO("t = " << t);
+    for (double beta : {0.9, 0.999, 0.9999}) {
+      const double want = std::pow(beta, double(t));
+      REQUIRE(std::fabs(adamw_power(beta, t) - want) <= 2 * double(t) * 0x1p-53 * want);
+      REQUIRE(std::fabs(adamw_power(beta, t) - want) <= 1e-13);
+      REQUIRE(adamw_bias_correction<float>(beta, t) == float(1 - want));
+    }
+  }
+}

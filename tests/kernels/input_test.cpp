@@ -79,3 +79,87 @@ TEST_CASE("input_normalize_cpu refuses wrong mean/stddev sizes and stddev <= 0, 
   REQUIRE_ERROR(input_check_norm(1, {}, {0.353f}),
                 "mean has 0 values but the images have 1 channel");
 }
+
+// --- crop and flip ---
+
+namespace {
+// Two 3x4 images of two channels: byte (n, h, w, c) = 120 n + 10 (4 h + w) + c, so the value
+// names the pixel it came from.
+std::vector<uint8_t> numbered_images() {
+  std::vector<uint8_t> x;
+  for (int n = 0; n < 2; n++)
+    for (int p = 0; p < 12; p++)
+      for (int c = 0; c < 2; c++) x.push_back(uint8_t(120 * n + 10 * p + c));
+  return x;
+}
+
+// The formula on byte v with mean 0.5 and stddev 0.25 (both channels), in acc_t<T>.
+template <typename T> double want(int v) {
+  using A = acc_t<T>;
+  return double(T((A(v) / A(255) - A(0.5)) / A(0.25)));
+}
+}  // namespace
+
+TEST_CASE_TEMPLATE("input_normalize_crop_cpu: each sample's window and flip, by hand", T, float,
+                   double, half_t) {
+  const std::vector<uint8_t> x = numbered_images();  // (2,3,4,2)
+  // sample 0: the 2x2 window at row 1, column 2: pixels (1,2) (1,3) (2,2) (2,3) = 6 7 10 11
+  // sample 1: at row 0, column 1, flipped: columns 2 then 1: pixels (0,2) (0,1) (1,2) (1,1)
+  //           = 2 1 6 5, plus 120 for image 1
+  const InputCrop crop[2] = {{1, 2, 0}, {0, 1, 1}};
+  std::vector<T> y(2 * 2 * 2 * 2, T(-999.0f));
+  input_normalize_crop_cpu<T>(2, 3, 4, 2, 2, x.data(), crop, {0.5f, 0.5f}, {0.25f, 0.25f},
+                              y.data());
+  std::vector<double> expect;
+  for (int p : {6, 7, 10, 11, 12 + 2, 12 + 1, 12 + 6, 12 + 5})
+    for (int c = 0; c < 2; c++) expect.push_back(want<T>(10 * (p % 12) + 120 * (p / 12) + c));
+  require_equal(doubles(y), expect);
+}
+
+TEST_CASE("input_normalize_crop_cpu: a flip of the whole image mirrors each row") {
+  // one 3x3 single-channel image, the whole of it (S = 3) flipped
+  const std::vector<uint8_t> x = {0, 51, 102, 153, 204, 255, 1, 2, 3};
+  const InputCrop flip[1] = {{0, 0, 1}};
+  std::vector<float> y(9), want_y(9);
+  input_normalize_crop_cpu<float>(1, 3, 3, 1, 3, x.data(), flip, {0.0f}, {1.0f}, y.data());
+  const std::vector<uint8_t> mirrored = {102, 51, 0, 255, 204, 153, 3, 2, 1};
+  input_normalize_cpu<float>(1, 3, 1, mirrored.data(), {0.0f}, {1.0f}, want_y.data());
+  require_equal(doubles(y), doubles(want_y));
+}
+
+TEST_CASE("input_normalize_cpu equals input_normalize_crop_cpu with zero crops") {
+  const int N = 3, S = 7, C = 3;
+  std::vector<uint8_t> x(size_t(N) * S * S * C);
+  for (size_t i = 0; i < x.size(); i++) x[i] = uint8_t(i * 37 + 11);
+  const std::vector<InputCrop> zero(N);
+  std::vector<half_t> a(x.size()), b(x.size());
+  input_normalize_cpu<half_t>(N, S, C, x.data(), kMean, kStd, a.data());
+  input_normalize_crop_cpu<half_t>(N, S, S, C, S, x.data(), zero.data(), kMean, kStd, b.data());
+  for (size_t i = 0; i < x.size(); i++) REQUIRE(a[i].bits == b[i].bits);
+}
+
+TEST_CASE("input_normalize_crop_cpu refuses a window outside the image, naming the sample") {
+  const std::vector<uint8_t> x = numbered_images();  // (2,3,4,2)
+  std::vector<float> y(2 * 2 * 2 * 2);
+  const auto run = [&](InputCrop second, int S = 2) {
+    const InputCrop crop[2] = {{0, 0, 0}, second};
+    input_normalize_crop_cpu<float>(2, 3, 4, 2, S, x.data(), crop, {0.5f, 0.5f},
+                                    {0.25f, 0.25f}, y.data());
+  };
+  run({1, 2, 1});  // the last window that fits
+  REQUIRE_ERROR(run({2, 0, 0}),
+                "sample 1: the 2x2 window at (top 2, left 0) does not lie inside the 3x4 image");
+  REQUIRE_ERROR(run({0, 3, 0}), "sample 1: the 2x2 window at (top 0, left 3)");
+  REQUIRE_ERROR(run({-1, 0, 0}), "sample 1: the 2x2 window at (top -1, left 0)");
+  REQUIRE_ERROR(run({0, -5, 1}), "sample 1: the 2x2 window at (top 0, left -5)");
+  REQUIRE_ERROR(run({0, 2147483647, 0}), "does not lie inside the 3x4 image");
+  REQUIRE_ERROR(run({0, 0, 0}, 4), "the 4x4 window is larger than the 3x4 images");
+  REQUIRE_ERROR(input_normalize_crop_cpu<float>(2, 3, 0, 2, 2, x.data(), nullptr, {0.5f, 0.5f},
+                                                {0.25f, 0.25f}, y.data()),
+                "sizes must be positive, got (N,Hin,Win,C) = (2,3,0,2) and S = 2");
+  // the check alone, as a GPU caller runs it on the host before copying the crops over
+  const InputCrop ok[2] = {{0, 0, 0}, {1, 2, 1}};
+  input_check_crops(2, 3, 4, 2, ok);
+  const InputCrop bad[2] = {{0, 0, 0}, {1, 3, 0}};
+  REQUIRE_ERROR(input_check_crops(2, 3, 4, 2, bad), "sample 1");
+}
