@@ -13,6 +13,7 @@
 
 #include "kernels/adamw.h"
 #include "kernels/check.h"
+#include "kernels/cuda_util.cuh"
 
 namespace cutrain {
 
@@ -35,11 +36,11 @@ __global__ void adamw_step_kernel(int64_t n, const TD* grad, const float* inv_sc
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     float w = master[i], mi = m[i], vi = v[i];
-    adamw_update(widen(grad[i]), s, k, bc1, bc2, w, mi, vi);
+    adamw_update(to_acc(grad[i]), s, k, bc1, bc2, w, mi, vi);
     master[i] = w;
     m[i] = mi;
     v[i] = vi;
-    if (working) store_narrow(&working[i], w);
+    if (working) working[i] = from_acc<TD>(w);
   }
 }
 
@@ -51,8 +52,8 @@ void adamw_step_gpu(int64_t n, const T* grad, const float* inv_scale, const int3
   if (n == 0) return;
   const int64_t blocks = (n + kAdamBlock - 1) / kAdamBlock;
   adamw_step_kernel<<<int(blocks > 4096 ? 4096 : blocks), kAdamBlock, 0, stream>>>(
-      n, reinterpret_cast<const device_t<T>*>(grad), inv_scale, skip, master, m, v,
-      reinterpret_cast<device_t<T>*>(working), adamw_scalars<float>(p), p.beta1, p.beta2,
+      n, dev(grad), inv_scale, skip, master, m, v,
+      dev(working), adamw_scalars<float>(p), p.beta1, p.beta2,
       step);
   LAUNCH_CHECK();
 }

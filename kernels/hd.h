@@ -14,8 +14,6 @@
 //    whatever the flags.
 // So a per-element update written once, as a CUTRAIN_HD function over these operations, is
 // the same computation in the CPU reference and in the kernel, and cannot drift.
-// Also, for CUDA code only: device_t<T> (half_t -> __half), widen() and store_narrow(), the
-// loads and stores of float or fp16 storage.
 #pragma once
 #include <cmath>
 #include <type_traits>
@@ -26,7 +24,7 @@
 #include <cuda_fp16.h>
 #endif
 
-#ifndef CUTRAIN_HD  // (kernels/rng.h defines it the same way)
+#ifndef CUTRAIN_HD
 #if defined(__CUDACC__)
 #define CUTRAIN_HD __host__ __device__
 #else
@@ -71,16 +69,5 @@ template <typename A> CUTRAIN_HD inline bool is_finite(A x) {
 #endif
 }
 
-#if defined(__CUDACC__)
-// The device type of a storage type: half_t is passed to kernels as __half (same bits).
-template <typename T>
-using device_t = typename std::conditional<std::is_same<T, half_t>::value, __half, T>::type;
-
-// Storage to fp32 (exact) and fp32 to storage (fp16: rounded to nearest even, as half_t).
-__device__ inline float widen(float v) { return v; }
-__device__ inline float widen(__half v) { return __half2float(v); }
-__device__ inline void store_narrow(float* p, float v) { *p = v; }
-__device__ inline void store_narrow(__half* p, float v) { *p = __float2half_rn(v); }
-#endif
 
 }  // namespace cutrain

@@ -21,6 +21,7 @@
 #include <type_traits>
 
 #include "kernels/check.h"
+#include "kernels/cuda_util.cuh"
 #include "kernels/input.h"
 
 namespace cutrain {
@@ -36,7 +37,7 @@ __global__ void input_normalize_kernel(int N, int Hin, int Win, int C, int S, in
   TD* table = reinterpret_cast<TD*>(input_smem);  // (C,256): table[c*256 + v]
   for (int e = threadIdx.x; e < 256 * C; e += blockDim.x) {
     const int c = e >> 8, v = e & 255;
-    store_narrow(&table[e], input_value<float>(uint8_t(v), mean[c], stddev[c]));
+    table[e] = from_acc<TD>(input_value<float>(uint8_t(v), mean[c], stddev[c]));
   }
   __syncthreads();  // the last barrier: threads may leave from here on
 
@@ -75,7 +76,7 @@ void input_normalize_gpu(int N, int Hin, int Win, int C, int S, const uint8_t* x
   const int groups = (N + rpi - 1) / rpi;
   const int gx = std::max(1, std::min(groups, 8192 / S));  // ~8192 blocks at most
   const size_t smem = size_t(256) * C * sizeof(T);
-  using TD = device_t<T>;
+  using TD = storage_t<T>;
   input_normalize_kernel<TD><<<dim3(unsigned(gx), unsigned(S)), kInputBlock, smem, stream>>>(
       N, Hin, Win, C, S, rpi, x, crop, mean, stddev, reinterpret_cast<TD*>(y));
   LAUNCH_CHECK();

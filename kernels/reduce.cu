@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kernels/check.h"
+#include "kernels/cuda_util.cuh"
 #include "kernels/hd.h"
 #include "kernels/reduce.h"
 
@@ -31,14 +32,14 @@ template <bool Square, typename TD>
 __device__ float thread_sum(const TD* x, int64_t n, int64_t tid, int64_t stride, float acc) {
   int64_t i = tid;
   for (; i + 3 * stride < n; i += 4 * stride) {
-    const float a = widen(x[i]), b = widen(x[i + stride]);
-    const float c = widen(x[i + 2 * stride]), d = widen(x[i + 3 * stride]);
+    const float a = to_acc(x[i]), b = to_acc(x[i + stride]);
+    const float c = to_acc(x[i + 2 * stride]), d = to_acc(x[i + 3 * stride]);
     acc += term<Square>(a);
     acc += term<Square>(b);
     acc += term<Square>(c);
     acc += term<Square>(d);
   }
-  for (; i < n; i += stride) acc += term<Square>(widen(x[i]));
+  for (; i < n; i += stride) acc += term<Square>(to_acc(x[i]));
   return acc;
 }
 
@@ -97,12 +98,6 @@ __global__ void reduce_finish_kernel(int count, const float* partial, Finish wha
   else *out = __fsqrt_rn(s);
 }
 
-static int current_device() {
-  int d = 0;
-  CUDA_CHECK(cudaGetDevice(&d));
-  return d;
-}
-
 template <bool Square, typename T>
 static void reduce_gpu(int64_t n, const T* x, Finish what, float* out, cudaStream_t stream) {
   CHECK(n >= 0, "reduction of " << n << " elements");
@@ -110,7 +105,7 @@ static void reduce_gpu(int64_t n, const T* x, Finish what, float* out, cudaStrea
   DeviceBuffer partial(sizeof(float) * size_t(blocks), current_device(), stream);
   float* p = static_cast<float*>(partial.data());
   reduce_partial_kernel<Square><<<blocks, kReduceBlock, 0, stream>>>(
-      n, reinterpret_cast<const device_t<T>*>(x), p);
+      n, dev(x), p);
   LAUNCH_CHECK();
   reduce_finish_kernel<<<1, kReduceBlock, 0, stream>>>(blocks, p, what, n, out);
   LAUNCH_CHECK();
@@ -156,7 +151,7 @@ void global_norm_gpu(int count, const T* const* ptrs, const int64_t* sizes, floa
       chunk.ptr[t] = ptrs[t0 + t];
       chunk.size[t] = sizes[t0 + t];
     }
-    sumsq_chunk_kernel<device_t<T>><<<blocks[c], kReduceBlock, 0, stream>>>(chunk, p + offset);
+    sumsq_chunk_kernel<storage_t<T>><<<blocks[c], kReduceBlock, 0, stream>>>(chunk, p + offset);
     LAUNCH_CHECK();
     offset += blocks[c];
   }

@@ -9,11 +9,7 @@
 #include <cmath>
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define CUTRAIN_HD __host__ __device__
-#else
-#define CUTRAIN_HD
-#endif
+#include "kernels/hd.h"  // CUTRAIN_HD
 
 namespace cutrain {
 

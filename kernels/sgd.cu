@@ -12,6 +12,7 @@
 #include <cuda_fp16.h>
 
 #include "kernels/check.h"
+#include "kernels/cuda_util.cuh"
 #include "kernels/sgd.h"
 
 namespace cutrain {
@@ -31,7 +32,7 @@ __global__ void grads_nonfinite_kernel(int64_t n, const TD* grad, const float* i
   bool bad = false;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
-    bad |= !scaled_finite(widen(grad[i]), s);
+    bad |= !scaled_finite(to_acc(grad[i]), s);
   // one store per block at most; every writer stores the same 1, so the race is harmless
   if (__syncthreads_or(bad) && threadIdx.x == 0) *flag = 1;
 }
@@ -45,10 +46,10 @@ __global__ void sgd_step_kernel(int64_t n, const TD* grad, const float* inv_scal
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     float w = master[i], v = velocity[i];
-    sgd_update(widen(grad[i]), s, k, w, v);
+    sgd_update(to_acc(grad[i]), s, k, w, v);
     master[i] = w;
     velocity[i] = v;
-    if (working) store_narrow(&working[i], w);
+    if (working) working[i] = from_acc<TD>(w);
   }
 }
 
@@ -58,7 +59,7 @@ void grads_nonfinite_gpu(int64_t n, const T* grad, const float* inv_scale, int32
   CHECK(n >= 0, "inf/NaN check of " << n << " gradients");
   if (n == 0) return;
   grads_nonfinite_kernel<<<opt_grid(n), kOptBlock, 0, stream>>>(
-      n, reinterpret_cast<const device_t<T>*>(grad), inv_scale, flag);
+      n, dev(grad), inv_scale, flag);
   LAUNCH_CHECK();
 }
 
@@ -69,8 +70,8 @@ void sgd_step_gpu(int64_t n, const T* grad, const float* inv_scale, const int32_
   CHECK(n >= 0, "SGD step of " << n << " parameters");
   if (n == 0) return;
   sgd_step_kernel<<<opt_grid(n), kOptBlock, 0, stream>>>(
-      n, reinterpret_cast<const device_t<T>*>(grad), inv_scale, skip, master, velocity,
-      reinterpret_cast<device_t<T>*>(working), sgd_scalars<float>(p));
+      n, dev(grad), inv_scale, skip, master, velocity,
+      dev(working), sgd_scalars<float>(p));
   LAUNCH_CHECK();
 }
 

@@ -19,9 +19,10 @@
 
 namespace cutrain_test {
 
+// A device copy of v (at least one byte, so an empty vector still gives a valid pointer).
 template <typename T> cutrain::DeviceBuffer upload(const std::vector<T>& v) {
-  cutrain::DeviceBuffer b(v.size() * sizeof(T));
-  cutrain::copy_sync(b.data(), v.data(), v.size() * sizeof(T));
+  cutrain::DeviceBuffer b(v.empty() ? 1 : v.size() * sizeof(T));
+  if (!v.empty()) cutrain::copy_sync(b.data(), v.data(), v.size() * sizeof(T));
   return b;
 }
 
@@ -36,7 +37,7 @@ template <typename T> cutrain::DeviceBuffer poisoned(size_t n, cudaStream_t stre
 // Call after synchronising the stream the results were written on.
 template <typename T> std::vector<T> download(const cutrain::DeviceBuffer& b, size_t n) {
   std::vector<T> v(n);
-  cutrain::copy_sync(v.data(), b.data(), n * sizeof(T));
+  if (n) cutrain::copy_sync(v.data(), b.data(), n * sizeof(T));
   return v;
 }
 
@@ -61,14 +62,15 @@ inline double value_of(cutrain::half_t h) { return double(float(h)); }
 
 // Equal bit for bit (any NaN matches any NaN).
 template <typename T>
-void require_same_bits(const std::vector<T>& got, const std::vector<T>& want) {
+void require_same_bits(const std::vector<T>& got, const std::vector<T>& want,
+                       const char* what = "") {
   REQUIRE(got.size() == want.size());
   size_t bad = 0, first = 0;
   for (size_t i = 0; i < got.size(); i++) {
     const bool both_nan = std::isnan(value_of(got[i])) && std::isnan(value_of(want[i]));
     if (!both_nan && bits_of(got[i]) != bits_of(want[i]) && bad++ == 0) first = i;
   }
-  INFO(bad << " of " << got.size() << " differ; first: element " << first << " got "
+  INFO(what << ": " << bad << " of " << got.size() << " differ; first: element " << first << " got "
            << (got.empty() ? 0 : value_of(got[first])) << ", want "
            << (want.empty() ? 0 : value_of(want[first])));
   REQUIRE(bad == 0);

@@ -6,13 +6,13 @@
 
 #include "kernels/input.h"
 #include "kernels/rng.h"
-#include "tests/kernels/device_vectors.h"
+#include "tests/kernels/gpu_compare.h"
 #include "tests/test_util.h"
 
 using namespace cutrain;
 using cutrain_test::require_same_bits;
-using cutrain_test::to_device;
-using cutrain_test::to_host;
+using cutrain_test::upload;
+using cutrain_test::download;
 
 namespace {
 struct Case {
@@ -45,8 +45,8 @@ void compare(const Case& k, const std::vector<float>& mean, const std::vector<fl
                               k.crop ? crop.data() : nullptr, mean, stddev, want.data());
 
   Stream stream;
-  DeviceBuffer dx = to_device(x), dcrop = to_device(crop), dmean = to_device(mean),
-               dstd = to_device(stddev);
+  DeviceBuffer dx = upload(x), dcrop = upload(crop), dmean = upload(mean),
+               dstd = upload(stddev);
   DeviceBuffer dy(want.size() * sizeof(T));
   memset_async(dy.data(), 0xff, dy.bytes(), stream.get());
   input_normalize_gpu<T>(k.N, k.Hin, k.Win, k.C, k.S, static_cast<const uint8_t*>(dx.data()),
@@ -55,7 +55,7 @@ void compare(const Case& k, const std::vector<float>& mean, const std::vector<fl
                          static_cast<const float*>(dstd.data()), static_cast<T*>(dy.data()),
                          stream.get());
   stream.synchronize();
-  require_same_bits(to_host<T>(dy, want.size()), want, "y");
+  require_same_bits(download<T>(dy, want.size()), want, "y");
 }
 }  // namespace
 

@@ -15,13 +15,13 @@
 #include "kernels/adamw.h"
 #include "kernels/rng.h"
 #include "kernels/sgd.h"
-#include "tests/kernels/device_vectors.h"
+#include "tests/kernels/gpu_compare.h"
 #include "tests/test_util.h"
 
 using namespace cutrain;
 using cutrain_test::require_same_bits;
-using cutrain_test::to_device;
-using cutrain_test::to_host;
+using cutrain_test::upload;
+using cutrain_test::download;
 
 namespace {
 const int64_t kN = 100003;  // odd: not a multiple of a block or of the grid
@@ -55,7 +55,7 @@ template <typename T> T* ptr(DeviceBuffer& b, bool present) {
 }
 
 // One device scalar.
-template <typename V> DeviceBuffer scalar(V v) { return to_device(std::vector<V>{v}); }
+template <typename V> DeviceBuffer scalar(V v) { return upload(std::vector<V>{v}); }
 }  // namespace
 
 TEST_CASE_TEMPLATE("optimizer [gpu]: grads_nonfinite_gpu raises the flag as grads_finite_cpu says",
@@ -64,12 +64,12 @@ TEST_CASE_TEMPLATE("optimizer [gpu]: grads_nonfinite_gpu raises the flag as grad
   Stream stream;
   std::vector<T> g = gradients<T>(1);
   const auto flag_after = [&](double inv_scale, int32_t start) {
-    DeviceBuffer dg = to_device(g), ds = scalar(float(inv_scale)), flag = scalar(start);
+    DeviceBuffer dg = upload(g), ds = scalar(float(inv_scale)), flag = scalar(start);
     grads_nonfinite_gpu<T>(kN, static_cast<const T*>(dg.data()),
                            static_cast<const float*>(ds.data()), static_cast<int32_t*>(flag.data()),
                            stream.get());
     stream.synchronize();
-    return to_host<int32_t>(flag, 1)[0];
+    return download<int32_t>(flag, 1)[0];
   };
   REQUIRE(grads_finite_cpu<T>(kN, g.data(), kInvScale));
   REQUIRE(flag_after(kInvScale, 0) == 0);
@@ -103,7 +103,7 @@ TEST_CASE_TEMPLATE("sgd [gpu]: equals sgd_step_cpu bit for bit over 3 steps, and
       std::vector<float> w = weights(2), v(size_t(kN), 0.0f);
       std::vector<T> work = working_of<T>(w, with_working);
       Stream stream;
-      DeviceBuffer dw = to_device(w), dv = to_device(v), dwork = to_device(work);
+      DeviceBuffer dw = upload(w), dv = upload(v), dwork = upload(work);
       DeviceBuffer ds = scalar(float(kInvScale)), skip = scalar(int32_t(0));
       const auto gpu_step = [&](const DeviceBuffer& dg) {
         sgd_step_gpu<T>(kN, static_cast<const T*>(dg.data()),
@@ -115,24 +115,24 @@ TEST_CASE_TEMPLATE("sgd [gpu]: equals sgd_step_cpu bit for bit over 3 steps, and
       };
       for (uint64_t step = 1; step <= 3; step++) {
         const std::vector<T> g = gradients<T>(10 + step);
-        DeviceBuffer dg = to_device(g);
+        DeviceBuffer dg = upload(g);
         sgd_step_cpu<T>(kN, g.data(), kInvScale, w.data(), v.data(),
                         with_working ? work.data() : nullptr, p);
         gpu_step(dg);
-        require_same_bits(to_host<float>(dw, size_t(kN)), w, "master");
-        require_same_bits(to_host<float>(dv, size_t(kN)), v, "velocity");
-        if (with_working) require_same_bits(to_host<T>(dwork, size_t(kN)), work, "working");
+        require_same_bits(download<float>(dw, size_t(kN)), w, "master");
+        require_same_bits(download<float>(dv, size_t(kN)), v, "velocity");
+        if (with_working) require_same_bits(download<T>(dwork, size_t(kN)), work, "working");
       }
       // skip set: a step with any gradient (here one holding a NaN) changes nothing at all
       std::vector<T> g = gradients<T>(20);
       g[3] = T(NAN);
-      DeviceBuffer dg = to_device(g);
+      DeviceBuffer dg = upload(g);
       copy_sync(skip.data(), std::vector<int32_t>{1}.data(), sizeof(int32_t));
       gpu_step(dg);
-      require_same_bits(to_host<float>(dw, size_t(kN)), w, "master after a skipped step");
-      require_same_bits(to_host<float>(dv, size_t(kN)), v, "velocity after a skipped step");
+      require_same_bits(download<float>(dw, size_t(kN)), w, "master after a skipped step");
+      require_same_bits(download<float>(dv, size_t(kN)), v, "velocity after a skipped step");
       if (with_working)
-        require_same_bits(to_host<T>(dwork, size_t(kN)), work, "working after a skipped step");
+        require_same_bits(download<T>(dwork, size_t(kN)), work, "working after a skipped step");
     }
   }
 }
@@ -147,7 +147,7 @@ TEST_CASE_TEMPLATE("adamw [gpu]: equals adamw_step_cpu bit for bit, with t on th
     std::vector<float> w = weights(3), m(size_t(kN), 0.0f), v(size_t(kN), 0.0f);
     std::vector<T> work = working_of<T>(w, with_working);
     Stream stream;
-    DeviceBuffer dw = to_device(w), dm = to_device(m), dv = to_device(v), dwork = to_device(work);
+    DeviceBuffer dw = upload(w), dm = upload(m), dv = upload(v), dwork = upload(work);
     DeviceBuffer ds = scalar(float(kInvScale)), skip = scalar(int32_t(0)), dt = scalar(int64_t(1));
     const auto gpu_step = [&](const DeviceBuffer& dg) {
       adamw_step_gpu<T>(kN, static_cast<const T*>(dg.data()), static_cast<const float*>(ds.data()),
@@ -161,29 +161,29 @@ TEST_CASE_TEMPLATE("adamw [gpu]: equals adamw_step_cpu bit for bit, with t on th
     for (int64_t t : {int64_t(1), int64_t(2), int64_t(3), int64_t(1000), int64_t(123457)}) {
       INFO("t = " << t);
       const std::vector<T> g = gradients<T>(30 + uint64_t(t));
-      DeviceBuffer dg = to_device(g);
+      DeviceBuffer dg = upload(g);
       copy_sync(dt.data(), &t, sizeof(t));
       adamw_step_cpu<T>(kN, g.data(), kInvScale, w.data(), m.data(), v.data(),
                         with_working ? work.data() : nullptr, p, t);
       gpu_step(dg);
-      require_same_bits(to_host<float>(dw, size_t(kN)), w, "master");
-      require_same_bits(to_host<float>(dm, size_t(kN)), m, "m");
-      require_same_bits(to_host<float>(dv, size_t(kN)), v, "v");
-      if (with_working) require_same_bits(to_host<T>(dwork, size_t(kN)), work, "working");
+      require_same_bits(download<float>(dw, size_t(kN)), w, "master");
+      require_same_bits(download<float>(dm, size_t(kN)), m, "m");
+      require_same_bits(download<float>(dv, size_t(kN)), v, "v");
+      if (with_working) require_same_bits(download<T>(dwork, size_t(kN)), work, "working");
     }
     // the whole device-side pipeline: a NaN in one gradient raises the flag, the step is skipped
     std::vector<T> g = gradients<T>(99);
     g[size_t(kN / 2)] = T(NAN);
-    DeviceBuffer dg = to_device(g);
+    DeviceBuffer dg = upload(g);
     grads_nonfinite_gpu<T>(kN, static_cast<const T*>(dg.data()),
                            static_cast<const float*>(ds.data()),
                            static_cast<int32_t*>(skip.data()), stream.get());
     gpu_step(dg);
-    REQUIRE(to_host<int32_t>(skip, 1)[0] == 1);
-    require_same_bits(to_host<float>(dw, size_t(kN)), w, "master after a skipped step");
-    require_same_bits(to_host<float>(dm, size_t(kN)), m, "m after a skipped step");
-    require_same_bits(to_host<float>(dv, size_t(kN)), v, "v after a skipped step");
+    REQUIRE(download<int32_t>(skip, 1)[0] == 1);
+    require_same_bits(download<float>(dw, size_t(kN)), w, "master after a skipped step");
+    require_same_bits(download<float>(dm, size_t(kN)), m, "m after a skipped step");
+    require_same_bits(download<float>(dv, size_t(kN)), v, "v after a skipped step");
     if (with_working)
-      require_same_bits(to_host<T>(dwork, size_t(kN)), work, "working after a skipped step");
+      require_same_bits(download<T>(dwork, size_t(kN)), work, "working after a skipped step");
   }
 }

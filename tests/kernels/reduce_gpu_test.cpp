@@ -7,12 +7,12 @@
 
 #include "kernels/reduce.h"
 #include "kernels/rng.h"
-#include "tests/kernels/device_vectors.h"
+#include "tests/kernels/gpu_compare.h"
 #include "tests/test_util.h"
 
 using namespace cutrain;
-using cutrain_test::to_device;
-using cutrain_test::to_host;
+using cutrain_test::upload;
+using cutrain_test::download;
 
 namespace {
 const double kU = std::ldexp(1.0, -24);  // fp32's unit roundoff
@@ -43,7 +43,7 @@ TEST_CASE_TEMPLATE("reduce [gpu]: sum and mean within the documented bound, the 
     // mostly positive so that the sum is not a cancellation (the bound is relative to Σ|x|)
     const std::vector<T> x = random_values<T>(n, uint64_t(n), -1.0f, 3.0f);
     const double want = sum_cpu<T>(n, x.data()), want_mean = mean_cpu<T>(n, x.data());
-    DeviceBuffer dx = to_device(x), out(4 * sizeof(float));
+    DeviceBuffer dx = upload(x), out(4 * sizeof(float));
     memset_async(out.data(), 0xff, out.bytes(), stream.get());  // NaN: a missing write fails
     float* o = static_cast<float*>(out.data());
     const T* px = static_cast<const T*>(dx.data());
@@ -52,7 +52,7 @@ TEST_CASE_TEMPLATE("reduce [gpu]: sum and mean within the documented bound, the 
     sum_gpu<T>(n, px, o + 2, stream.get());
     mean_gpu<T>(n, px, o + 3, stream.get());
     stream.synchronize();
-    const std::vector<float> got = to_host<float>(out, 4);
+    const std::vector<float> got = download<float>(out, 4);
     // |sum_gpu - sum| <= d u Σ|x| to first order; 1% on top covers the second-order term
     const double tol = 1.01 * double(reduce_gpu_depth(n)) * kU * abs_sum(x);
     INFO("sum: got " << got[0] << ", want " << want << ", bound " << tol);
@@ -72,7 +72,7 @@ TEST_CASE("reduce [gpu]: the sum of nothing is 0, and a mean of nothing is refus
   sum_gpu<float>(0, static_cast<const float*>(out.data()), static_cast<float*>(out.data()),
                  stream.get());
   stream.synchronize();
-  REQUIRE(to_host<float>(out, 1)[0] == 0.0f);
+  REQUIRE(download<float>(out, 1)[0] == 0.0f);
   REQUIRE_ERROR(mean_gpu<float>(0, nullptr, static_cast<float*>(out.data()), stream.get()),
                 "mean of 0 elements");
 }
@@ -96,7 +96,7 @@ TEST_CASE_TEMPLATE("reduce [gpu]: global_norm over 75 tensors (three launches) w
   std::vector<DeviceBuffer> dev;
   std::vector<const T*> dev_ptrs;
   for (const auto& v : tensors) {
-    dev.push_back(to_device(v));
+    dev.push_back(upload(v));
     dev_ptrs.push_back(static_cast<const T*>(dev.back().data()));
   }
   DeviceBuffer out(2 * sizeof(float));
@@ -105,7 +105,7 @@ TEST_CASE_TEMPLATE("reduce [gpu]: global_norm over 75 tensors (three launches) w
   global_norm_gpu<T>(75, dev_ptrs.data(), sizes.data(), o, stream.get());
   global_norm_gpu<T>(75, dev_ptrs.data(), sizes.data(), o + 1, stream.get());
   stream.synchronize();
-  const std::vector<float> got = to_host<float>(out, 2);
+  const std::vector<float> got = download<float>(out, 2);
   // |norm_gpu - norm| <= ((d+1)/2 + 1) u norm (reduce.h), 1% for the second-order term
   const double d = double(global_norm_gpu_depth(75, sizes.data()));
   const double tol = 1.01 * ((d + 1) / 2 + 1) * kU * want;
@@ -117,7 +117,7 @@ TEST_CASE_TEMPLATE("reduce [gpu]: global_norm over 75 tensors (three launches) w
   memset_async(out.data(), 0xff, out.bytes(), stream.get());
   global_norm_gpu<T>(0, dev_ptrs.data(), sizes.data(), o, stream.get());
   stream.synchronize();
-  REQUIRE(to_host<float>(out, 1)[0] == 0.0f);
+  REQUIRE(download<float>(out, 1)[0] == 0.0f);
 }
 
 TEST_CASE("reduce [gpu]: fp16 values at the format's limits give finite fp32 results") {
@@ -129,7 +129,7 @@ TEST_CASE("reduce [gpu]: fp16 values at the format's limits give finite fp32 res
   for (int64_t i = 0; i < n; i++)
     x[size_t(i)] = i % 3 == 0 ? half_t::from_bits(1) : half_t(i % 3 == 1 ? 65504.0f : -65504.0f);
   Stream stream;
-  DeviceBuffer dx = to_device(x), out(2 * sizeof(float));
+  DeviceBuffer dx = upload(x), out(2 * sizeof(float));
   memset_async(out.data(), 0xff, out.bytes(), stream.get());
   const half_t* px = static_cast<const half_t*>(dx.data());
   float* o = static_cast<float*>(out.data());
@@ -137,7 +137,7 @@ TEST_CASE("reduce [gpu]: fp16 values at the format's limits give finite fp32 res
   const int64_t size = n;
   global_norm_gpu<half_t>(1, &px, &size, o + 1, stream.get());
   stream.synchronize();
-  const std::vector<float> got = to_host<float>(out, 2);
+  const std::vector<float> got = download<float>(out, 2);
   REQUIRE(std::isfinite(got[0]));
   REQUIRE(std::isfinite(got[1]));
   const double tol = 1.01 * double(reduce_gpu_depth(n)) * kU * abs_sum(x);
