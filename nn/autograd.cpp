@@ -1,5 +1,7 @@
 #include "nn/autograd.h"
 
+#include <unordered_map>
+
 #include "kernels/check.h"
 
 namespace cutrain {
@@ -21,15 +23,17 @@ VarPtr make_var(Tensor value, bool requires_grad, std::string name) {
   return v;
 }
 
-bool Tape::wants(std::initializer_list<const Var*> inputs) const {
+bool Tape::wants(std::initializer_list<const Var*> inputs) {
+  wanted_.clear();
   if (!enabled_) return false;
   for (const Var* v : inputs)
-    if (v && v->requires_grad) return true;
-  return false;
+    if (v && v->requires_grad) wanted_.push_back(v);
+  return !wanted_.empty();
 }
 
 void Tape::record(const char* op, std::function<void()> backward) {
-  if (enabled_) nodes_.push_back(Node{op, std::move(backward)});
+  if (enabled_) nodes_.push_back(Node{op, std::move(backward), std::move(wanted_)});
+  wanted_.clear();
 }
 
 void Tape::backward(const VarPtr& loss, double seed) {
@@ -46,7 +50,20 @@ void Tape::backward(const VarPtr& out, const Tensor& dout) {
   CHECK(dout.shape() == out->value.shape() && dout.dtype() == out->value.dtype(),
         "backward: seed " << dout.str() << " does not match output " << out->value.str());
   out->grad = dout.to(out->value.device()).clone();
-  for (size_t i = nodes_.size(); i-- > 0;) nodes_[i].backward();
+  if (!grad_ready) {
+    for (size_t i = nodes_.size(); i-- > 0;) nodes_[i].backward();
+    nodes_.clear();
+    return;
+  }
+  // How many closures still have to add to each input's gradient; at zero it is complete.
+  std::unordered_map<const Var*, int> pending;
+  for (const Node& n : nodes_)
+    for (const Var* v : n.inputs) pending[v]++;
+  for (size_t i = nodes_.size(); i-- > 0;) {
+    nodes_[i].backward();
+    for (const Var* v : nodes_[i].inputs)
+      if (--pending[v] == 0) grad_ready(*v);
+  }
   nodes_.clear();
 }
 

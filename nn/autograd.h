@@ -43,10 +43,18 @@ class Tape {
   explicit Tape(bool enabled = true) : enabled_(enabled) {}
 
   bool enabled() const { return enabled_; }
-  // Does an op with these inputs need to record a backward closure?
-  bool wants(std::initializer_list<const Var*> inputs) const;
+  // Does an op with these inputs need to record a backward closure? When it does, the
+  // inputs are remembered for the record() that follows (every op calls wants() and then,
+  // if true, record()), so backward knows which closures add to which gradients.
+  bool wants(std::initializer_list<const Var*> inputs);
 
   void record(const char* op, std::function<void()> backward);
+
+  // Called during backward() as soon as a variable's gradient is complete: after the last
+  // closure that has it as an input (given to wants()) has run. Unset (the default) costs
+  // nothing. Data-parallel replicas set it to send each layer's gradients while backward
+  // goes on through the layers before it (train/grad_buckets.h).
+  std::function<void(const Var&)> grad_ready;
 
   // Seeds d(loss) = seed (loss must have one element), runs every recorded closure in reverse,
   // then clears the tape: one backward per forward, as the intermediates are released.
@@ -61,9 +69,11 @@ class Tape {
   struct Node {
     const char* op;
     std::function<void()> backward;
+    std::vector<const Var*> inputs;  // those needing a gradient (the closure keeps them alive)
   };
   bool enabled_;
   std::vector<Node> nodes_;
+  std::vector<const Var*> wanted_;  // the inputs of the last wants() that returned true
 };
 
 }  // namespace cutrain

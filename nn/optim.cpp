@@ -22,11 +22,17 @@ Optimizer::Optimizer(const char* who, std::vector<VarPtr> params, double lr_)
 }
 
 bool Optimizer::step(double loss_scale) {
+  CHECK(std::isfinite(lr) && lr >= 0, who_ << ": learning rate must be >= 0, got " << lr);
+  // First decide for the whole model, then update: a skipped step changes nothing at all.
+  if (!all_finite(loss_scale)) return false;
+  apply(loss_scale);
+  return true;
+}
+
+bool Optimizer::all_finite(double loss_scale) {
   CHECK(std::isfinite(loss_scale) && loss_scale > 0,
         who_ << ": loss scale must be positive, got " << loss_scale);
-  CHECK(std::isfinite(lr) && lr >= 0, who_ << ": learning rate must be >= 0, got " << lr);
   const double inv = 1.0 / loss_scale;
-  // First decide for the whole model, then update: a skipped step changes nothing at all.
   first_nonfinite_.clear();
   for (size_t i = 0; i < params_.size(); i++) {
     const Tensor& g = params_[i]->grad;
@@ -41,9 +47,15 @@ bool Optimizer::step(double loss_scale) {
       return false;
     }
   }
-  update(inv);
-  steps_taken++;
   return true;
+}
+
+void Optimizer::apply(double loss_scale) {
+  CHECK(std::isfinite(loss_scale) && loss_scale > 0,
+        who_ << ": loss scale must be positive, got " << loss_scale);
+  CHECK(std::isfinite(lr) && lr >= 0, who_ << ": learning rate must be >= 0, got " << lr);
+  update(1.0 / loss_scale);
+  steps_taken++;
 }
 
 void Optimizer::zero_grad() {

@@ -47,6 +47,13 @@ class Optimizer {
   bool step(double loss_scale = 1.0);
   void zero_grad();
 
+  // step() in its two halves, for data-parallel replicas, which must agree on the decision
+  // before any of them updates: all_finite() checks the unscaled gradients (and remembers the
+  // first parameter at fault), apply() updates and counts the step without checking.
+  // step(s) is `if (!all_finite(s)) return false; apply(s); return true;`.
+  bool all_finite(double loss_scale);
+  void apply(double loss_scale);
+
   // The name of the first parameter, in parameter order, whose unscaled gradient held an inf
   // or NaN at the last step() ("parameter 3" when unnamed); empty if that step was taken or
   // none has been tried yet. Kept until the next step(), so it survives zero_grad().

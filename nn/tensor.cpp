@@ -51,12 +51,14 @@ std::string shape_str(const Shape& s) {
 }
 
 // The bytes behind a tensor: 64-byte aligned host memory, or a block of the device's caching
-// allocator (returned to the pool, not to cudaFree, when the last tensor lets go).
+// allocator (returned to the pool, not to cudaFree, when the last tensor lets go), or a part
+// of another Storage (flat_view), which it keeps alive and does not free.
 struct Storage {
   void* ptr = nullptr;
   size_t bytes = 0;
   Device device = Device::cpu;
   DeviceBuffer dev;
+  std::shared_ptr<Storage> parent;  // set for a view: the owner of ptr
 
   Storage(size_t n, Device d) : bytes(n), device(d) {
     if (d == Device::cpu) {
@@ -68,8 +70,11 @@ struct Storage {
       ptr = dev.data();
     }
   }
+  Storage(std::shared_ptr<Storage> owner, size_t offset_bytes, size_t n)
+      : ptr(static_cast<char*>(owner->ptr) + offset_bytes), bytes(n), device(owner->device),
+        parent(std::move(owner)) {}
   ~Storage() {
-    if (device == Device::cpu) std::free(ptr);
+    if (device == Device::cpu && !parent) std::free(ptr);
   }
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -159,6 +164,18 @@ Tensor Tensor::reshape(const Shape& shape) const {
         "cannot reshape " << shape_str(shape_) << " to " << shape_str(shape));
   Tensor t = *this;
   t.shape_ = shape;
+  return t;
+}
+
+Tensor Tensor::flat_view(int64_t offset, const Shape& shape) const {
+  CHECK(defined(), "flat_view of an undefined tensor");
+  for (int d : shape) CHECK(d >= 0, "negative dimension in shape " << shape_str(shape));
+  CHECK(offset >= 0 && offset + shape_numel(shape) <= numel(),
+        "flat_view: elements [" << offset << ", " << offset + shape_numel(shape)
+                                << ") are outside " << str());
+  Tensor t = *this;
+  t.shape_ = shape;
+  t.storage_ = std::make_shared<Storage>(storage_, size_t(offset) * dtype_size(dtype_), t.bytes());
   return t;
 }
 

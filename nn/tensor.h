@@ -68,6 +68,10 @@ class Tensor {
   void* raw() const;
 
   Tensor reshape(const Shape& shape) const;  // shares storage; numel must match
+  // A tensor of `shape` whose elements are elements [offset, offset + numel) of this one
+  // (counted flat), sharing its storage: writing either writes both, and the view keeps the
+  // storage alive. How the gradients of data-parallel replicas live in one flat buffer.
+  Tensor flat_view(int64_t offset, const Shape& shape) const;
   Tensor to(Device device) const;            // a copy on `device` (same object if already there)
   Tensor to(DType dtype) const;              // a converted copy (same object if already that)
   Tensor clone() const;

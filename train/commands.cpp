@@ -49,6 +49,10 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
   t->add_option("--model", c.model, "A built-in model (default, resnet) or a description file")
       ->group("Model");
   t->add_option("--device", c.device, "auto, cpu or cuda")->group("Model");
+  t->add_option("--devices", c.devices, "Data-parallel replicas, one per entry: cpu,cpu (CPU "
+                                        "threads) or GPU ordinals 0,1 (repeats allowed); the "
+                                        "batch is split evenly (default: one, on --device)")
+      ->group("Model");
   t->add_option("--precision", c.precision, "auto (fp16 on cuda, fp32 on cpu), fp16 or fp32")
       ->group("Model");
   // optimisation
@@ -85,6 +89,9 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
       ->group("Run");
   t->add_option("--checkpoint-every", c.checkpoint_every,
                 "Steps between extra checkpoints (0: after each epoch only)")->group("Run");
+  t->add_option("--check-replicas", c.check_replicas,
+                "Debug: every N steps, check that all replicas hold the same weights bit for "
+                "bit, and stop at the first difference (0: never)")->group("Run");
   return t;
 }
 

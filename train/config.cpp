@@ -17,6 +17,40 @@ bool one_of(const std::string& v, std::initializer_list<const char*> choices) {
 }
 }  // namespace
 
+namespace {
+// The entries of --devices, or a message saying which entry is bad.
+std::vector<std::string> split_devices(const std::string& devices, std::string* problem) {
+  std::vector<std::string> out;
+  if (devices.empty()) return out;
+  size_t begin = 0;
+  for (;;) {
+    const size_t end = devices.find(',', begin);
+    const std::string e = devices.substr(begin, end == std::string::npos ? end : end - begin);
+    const bool ordinal = !e.empty() && e.size() <= 4 &&
+                         e.find_first_not_of("0123456789") == std::string::npos;
+    if (e != "cpu" && !ordinal) {
+      *problem = "--devices " + devices + ": '" + e + "' is neither cpu nor a GPU ordinal " +
+                 "(e.g. --devices 0,1 or cpu,cpu)";
+      return {};
+    }
+    out.push_back(e);
+    if (end == std::string::npos) return out;
+    begin = end + 1;
+  }
+}
+}  // namespace
+
+std::vector<std::string> parse_devices(const std::string& devices) {
+  std::string problem;
+  std::vector<std::string> d = split_devices(devices, &problem);
+  CHECK(problem.empty(), problem);
+  return d;
+}
+
+int replica_count(const TrainConfig& c) {
+  return c.devices.empty() ? 1 : int(parse_devices(c.devices).size());
+}
+
 void validate_config(const TrainConfig& c) {
   std::vector<std::string> problems;
   auto need = [&](bool ok, const std::string& what) {
@@ -67,6 +101,34 @@ void validate_config(const TrainConfig& c) {
     need(c.batch % c.accum == 0, "--batch " + std::to_string(c.batch) +
                                      " is not a multiple of --accum " + std::to_string(c.accum) +
                                      ": each step is --accum micro-batches of equal size");
+  std::string devices_problem;
+  const std::vector<std::string> d = split_devices(c.devices, &devices_problem);
+  need(devices_problem.empty(), devices_problem);
+  const int replicas = std::max<int>(1, int(d.size()));
+  bool any_cpu = false, any_gpu = false;
+  for (const std::string& e : d) (e == "cpu" ? any_cpu : any_gpu) = true;
+  need(!(any_cpu && any_gpu),
+       "--devices " + c.devices + " mixes cpu and GPUs: replicas must all be of one kind");
+  need(!any_cpu || c.device != "cuda",
+       "--devices " + c.devices + " (CPU replicas) contradicts --device cuda");
+  need(!any_gpu || c.device != "cpu",
+       "--devices " + c.devices + " (GPU replicas) contradicts --device cpu");
+  need(!any_gpu || d.size() == 1,
+       "--devices " + c.devices + ": replicas on GPUs need the CUDA training path, which is "
+       "not built yet (the GPU kernels of the ops are landing separately); use CPU replicas "
+       "(--devices cpu,cpu) or one GPU");
+  need(!any_gpu || d.size() != 1 || d[0] == "0",
+       "--devices " + c.devices + ": one replica runs on GPU 0 (--device cuda); other "
+       "ordinals come with the CUDA replicas");
+  if (replicas > 1 && c.batch >= 1 && c.accum >= 1)
+    need(c.batch % (replicas * c.accum) == 0,
+         "--batch " + std::to_string(c.batch) + " is not divisible by the " +
+             std::to_string(replicas) + " replicas of --devices " + c.devices +
+             (c.accum > 1 ? " times --accum " + std::to_string(c.accum) : std::string()) +
+             ": the global batch is split evenly over the replicas" +
+             (c.accum > 1 ? ", and each replica's share into --accum micro-batches" : ""));
+  need(c.check_replicas >= 0, "--check-replicas must be >= 0, got " +
+                                  std::to_string(c.check_replicas));
   need(c.label_smoothing >= 0 && c.label_smoothing < 1,
        "--label-smoothing must be in [0, 1), got " + str(c.label_smoothing));
   need(c.threads >= 0, "--threads must be >= 0, got " + std::to_string(c.threads));
@@ -95,13 +157,15 @@ void for_each_field(Config& c, F&& f) {
   f("mean", c.mean), f("std", c.std), f("augment", c.augment), f("pad", c.pad);
   f("resize", c.resize), f("limit_train", c.limit_train), f("limit_val", c.limit_val);
   f("strict", c.strict), f("model", c.model), f("device", c.device);
+  f("devices", c.devices);
   f("precision", c.precision), f("optimizer", c.optimizer), f("lr", c.lr);
   f("momentum", c.momentum), f("wd", c.wd), f("schedule", c.schedule), f("warmup", c.warmup);
   f("epochs", c.epochs), f("batch", c.batch), f("accum", c.accum);
   f("label_smoothing", c.label_smoothing), f("seed", c.seed), f("threads", c.threads);
   f("out", c.out), f("keep", c.keep), f("resume", c.resume), f("metrics", c.metrics);
   f("trace", c.trace), f("log_every", c.log_every);
-  f("checkpoint_every", c.checkpoint_every), f("classes", c.classes);
+  f("checkpoint_every", c.checkpoint_every), f("check_replicas", c.check_replicas);
+  f("classes", c.classes);
   f("class_names", c.class_names), f("model_text", c.model_text);
 }
 
@@ -158,7 +222,7 @@ std::string option_key(const std::string& option) {
 bool may_change_on_resume(const std::string& key) {
   static const std::set<std::string> ok = {"epochs", "threads", "out", "keep", "resume",
                                            "metrics", "trace", "log_every", "checkpoint_every",
-                                           "device"};
+                                           "device", "devices", "check_replicas"};
   return ok.count(key) > 0;
 }
 
@@ -174,7 +238,8 @@ TrainConfig resume_config(const TrainConfig& saved, const TrainConfig& cli,
       CHECK(false, "--" << key << " " << c[key].dump() << " differs from the checkpoint's "
                         << s[key].dump() << ": a resumed run continues the computation it "
                         << "started, so only --epochs, --threads, --out, --keep, --metrics, --trace, "
-                        << "--log-every, --checkpoint-every and --device may change");
+                        << "--log-every, --checkpoint-every, --device, --devices and --check-replicas may "
+                        << "change");
     }
   }
   return merged.get<TrainConfig>();

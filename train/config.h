@@ -39,6 +39,8 @@ struct TrainConfig {
   // ---- model and device -----------------------------------------------------------------
   std::string model = "default";    // a built-in name or a model description file
   std::string device = "auto";      // auto | cpu | cuda
+  std::string devices;              // data-parallel replicas, one per entry: "cpu,cpu" or GPU
+                                    //   ordinals "0,1" (repeats allowed); "": one, on --device
   std::string precision = "auto";   // auto | fp16 | fp32 (auto: fp16 on cuda, fp32 on cpu)
 
   // ---- optimisation ---------------------------------------------------------------------
@@ -66,12 +68,19 @@ struct TrainConfig {
   std::string trace;                // a Chrome/Perfetto trace of the run ("": none)
   int log_every = 50;               // steps between progress lines
   int checkpoint_every = 0;         // steps between extra checkpoints (0: after each epoch only)
+  int check_replicas = 0;           // debug: compare the replicas' weights every N steps (0: never)
 
   // ---- resolved (filled before training; see the top of this file) ----------------------
   int classes = 0;
   std::vector<std::string> class_names;
   std::string model_text;           // the model description
 };
+
+// The entries of --devices: "cpu" or a GPU ordinal ("0"), one per replica; {} for "". Throws
+// naming the entry when one is neither.
+std::vector<std::string> parse_devices(const std::string& devices);
+// How many replicas a configuration trains: the entries of --devices, or 1.
+int replica_count(const TrainConfig& c);
 
 // Throws cutrain::Error with one message listing every problem found ("--batch 100 is not a
 // multiple of --accum 3", "--device gpu: expected auto, cpu or cuda", ...).

@@ -61,7 +61,12 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
   const bool resuming = !cfg.resume.empty();
   if (resuming) resume_point = load_resume_point(cfg, given, out);
   const std::vector<std::string> notes = resolve_config(cfg);
-  const RunDevice device = choose_device(cfg.device, cfg.precision);
+  // --devices cpu,... runs on the CPU; --devices 0 is --device cuda (validate_config refuses
+  // the rest for now).
+  const std::vector<std::string> replica_devices = parse_devices(cfg.devices);
+  const std::string device_name =
+      replica_devices.empty() ? cfg.device : replica_devices[0] == "cpu" ? "cpu" : "cuda";
+  const RunDevice device = choose_device(device_name, cfg.precision);
   if (!device.notice.empty()) std::fprintf(stderr, "%s\n", device.notice.c_str());
   if (!resuming) {
     std::vector<std::string> skipped;
@@ -88,6 +93,7 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
   t.tracer = tracer.get();
   if (resuming) t.restore(resume_point);
   std::fputs(t.model().table().c_str(), out);
+  if (t.replicas() > 1) std::fprintf(out, "replicas: %s\n", t.replicas_description().c_str());
   std::fprintf(out, "data: %lld training images (%lld steps of %d per epoch, %d epochs)%s\n",
                (long long)t.train_data().size(), (long long)t.steps_per_epoch(), cfg.batch,
                cfg.epochs, cfg.val.empty() ? ", no validation data (--val)" : "");

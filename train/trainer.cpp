@@ -4,11 +4,18 @@
 
 #include <chrono>
 #include <cmath>
+#include <sstream>
+#include <thread>
 
 #include "kernels/check.h"
 #include "train/dataset.h"
 
 namespace cutrain {
+
+// Buckets smaller than this take the next layer in too (train/grad_buckets.h). A ring round
+// costs a few thread hand-offs (tens of microseconds on a CPU, ~10 us of launches and events on
+// a GPU), so a bucket should carry at least a few hundred KiB for the copies to dominate.
+constexpr size_t kBucketMinBytes = size_t(256) << 10;
 
 LossScalerConfig loss_scaler_config(DType dtype) {
   LossScalerConfig c;  // 2^16, x2 after 2000 clean steps, x0.5 on overflow, [1, 2^24]
@@ -41,9 +48,27 @@ Trainer::Trainer(const TrainConfig& cfg, const RunDevice& device) : cfg_(cfg), d
   mo.classes = cfg_.classes;
   mo.dtype = device_.dtype;
   mo.seed = cfg_.seed;
-  model_ = build_model(parse_model_spec(cfg_.model_text, cfg_.model), mo);
-  optimizer_ = make_optimizer(cfg_.optimizer, model_->parameters(), cfg_.lr, cfg_.momentum,
-                              cfg_.wd);
+  const ModelSpec spec = parse_model_spec(cfg_.model_text, cfg_.model);
+  const int R = replica_count(cfg_);
+  // Every replica builds the same model from the same seed: identical bits, no broadcast.
+  for (int r = 0; r < R; r++) {
+    auto rep = std::make_unique<Replica>();
+    rep->rank = r;
+    rep->model = build_model(spec, mo);
+    rep->optimizer = make_optimizer(cfg_.optimizer, rep->model->parameters(), cfg_.lr,
+                                    cfg_.momentum, cfg_.wd);
+    replicas_.push_back(std::move(rep));
+  }
+  if (R > 1) {
+    ring_ = std::make_unique<Ring>(R);
+    for (auto& rep : replicas_) {
+      rep->grads = std::make_unique<GradBuckets>(rep->model->parameters(), kBucketMinBytes);
+      rep->comm = std::make_unique<CommThread>(*ring_, rep->rank, *rep->grads);
+    }
+    threads_ = std::make_unique<ReplicaThreads>(R, [this](const std::string& why) {
+      ring_->abort(why);
+    });
+  }
   scaler_ = std::make_unique<LossScaler>(loss_scaler_config(device_.dtype));
 
   schedule_.kind = cfg_.schedule;
@@ -55,49 +80,63 @@ Trainer::Trainer(const TrainConfig& cfg, const RunDevice& device) : cfg_(cfg), d
   validate_schedule(schedule_);
 }
 
-Trainer::~Trainer() = default;
-
-void Trainer::start_loader() {
-  SamplerConfig sc;
-  sc.num_samples = train_->size();
-  sc.batch_size = cfg_.batch;
-  sc.seed = cfg_.seed;
-  sc.shuffle = true;
-  sc.last_batch = LastBatch::drop;
-  LoaderConfig lc;
-  lc.threads = cfg_.threads;
-  lc.strict = cfg_.strict;
-  lc.tracer = tracer;
-  if (!cfg_.out.empty()) lc.bad_files_path = cfg_.out + "/bad_files.txt";
-  loader_ = std::make_unique<Loader>(train_, sc, lc, cursor_);
+Trainer::~Trainer() {
+  // The comm threads use the ring and the buckets: stop them first.
+  for (auto& rep : replicas_) rep->comm.reset();
 }
 
-LoaderStats Trainer::loader_stats() const { return loader_ ? loader_->stats() : LoaderStats{}; }
+void Trainer::start_loaders() {
+  const int R = replicas();
+  // The decode threads are shared out among the replicas' loaders; R = 1 keeps --threads.
+  int threads = cfg_.threads;
+  if (R > 1) {
+    const int all = threads > 0 ? threads : std::max(1, int(std::thread::hardware_concurrency()) - 1);
+    threads = std::max(1, all / R);
+  }
+  for (auto& rep : replicas_) {
+    SamplerConfig sc;
+    sc.num_samples = train_->size();
+    sc.batch_size = cfg_.batch;
+    sc.seed = cfg_.seed;
+    sc.shuffle = true;
+    sc.last_batch = LastBatch::drop;
+    sc.replicas = R;
+    sc.rank = rep->rank;
+    LoaderConfig lc;
+    lc.threads = threads;
+    lc.strict = cfg_.strict;
+    lc.tracer = tracer;
+    if (!cfg_.out.empty())
+      lc.bad_files_path = cfg_.out + (R > 1 ? "/bad_files.replica" + std::to_string(rep->rank) +
+                                                  ".txt"
+                                            : "/bad_files.txt");
+    rep->loader = std::make_unique<Loader>(train_, sc, lc, cursor_);
+  }
+}
 
-StepResult Trainer::step() {
-  if (!loader_) start_loader();
-  TraceSpan span(tracer, "step", "train");
-  StepResult r;
-  r.step = step_;
+LoaderStats Trainer::loader_stats() const {
+  const Loader* l = replicas_[0]->loader.get();
+  return l ? l->stats() : LoaderStats{};
+}
 
-  // 1. The next batch, in sampler order: (n,S,S,C) uint8 pixels and n labels.
-  const auto wait_start = std::chrono::steady_clock::now();
-  const Batch batch = loader_->next();
-  r.data_wait_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
-  r.batch = batch.where;
-  r.images = batch.n;
-  r.lr = optimizer_->lr = lr_at(schedule_, step_);
-  r.loss_scale = scaler_->scale();
-
-  // 2. Forward and backward, one micro-batch at a time; the gradients accumulate (+=).
+void Trainer::forward_backward(Replica& rep, int images, double loss_scale) {
+  const int R = replicas();
+  const Batch& batch = rep.batch;
+  rep.loss = 0;
+  rep.correct = 0;
+  if (rep.comm) rep.comm->start();
   const int S = cfg_.size, C = cfg_.channels;
   const size_t image_bytes = size_t(S) * size_t(S) * size_t(C);
-  const int micro = cfg_.batch / cfg_.accum;
+  const int micro = cfg_.batch / R / cfg_.accum;
   for (int begin = 0; begin < batch.n; begin += micro) {
     const int n = std::min(micro, batch.n - begin);
-    const double share = double(n) / double(batch.n);  // of the batch's mean loss
+    // This micro-batch's share of the global batch's mean loss, times R: the all-reduce
+    // averages over the R replicas (sum, then 1/R). With R = 1: n / batch.n.
+    const double share = double(n) * R / double(images);
     Tape tape;
+    // Only the last micro-batch completes the gradients: only its backward sends buckets.
+    if (rep.comm && begin + micro >= batch.n)
+      tape.grad_ready = [&rep](const Var& v) { rep.comm->on_grad_ready(v); };
     VarPtr x;
     {
       TraceSpan s(tracer, "input", "train");
@@ -109,35 +148,138 @@ StepResult Trainer::step() {
     VarPtr logits, loss;
     {
       TraceSpan s(tracer, "forward", "train");
-      logits = model_->forward(tape, x, true);                                  // (n,classes)
+      logits = rep.model->forward(tape, x, true);                               // (n,classes)
       loss = softmax_cross_entropy(tape, logits, labels, cfg_.label_smoothing);  // (1) fp32
     }
     {
       TraceSpan s(tracer, "backward", "train");
-      tape.backward(loss, r.loss_scale * share);
+      tape.backward(loss, loss_scale * share);
     }
     // Read back at once: free on the CPU. On a GPU this would stall the stream every step;
     // there the loss and accuracy stay on the device and are read every few steps.
-    r.loss += loss->value.item() * share;
-    r.correct += top1_correct(logits->value, labels);
+    rep.loss += loss->value.item() * (double(n) / double(images));
+    rep.correct += top1_correct(logits->value, labels);
+  }
+  if (rep.comm) {
+    TraceSpan s(tracer, "all-reduce wait", "train");
+    rep.exposed_s = rep.comm->finish();  // buckets backward never reached are sent now
+    rep.comm_s = rep.comm->busy_seconds();
+  }
+}
+
+StepResult Trainer::step() {
+  CHECK(!broken_, "Trainer: a replica failed in an earlier step, so the replicas no longer "
+                  "agree; restart from the last checkpoint");
+  if (!replicas_[0]->loader) start_loaders();
+  TraceSpan span(tracer, "step", "train");
+  const int R = replicas();
+  StepResult r;
+  r.step = step_;
+
+  // 1. Every replica's shard of the next global batch, in sampler order: (n,S,S,C) uint8
+  // pixels and n labels each.
+  const auto wait_start = std::chrono::steady_clock::now();
+  int images = 0;
+  for (auto& rep : replicas_) {
+    rep->batch = rep->loader->next();
+    images += rep->batch.n;
+    if (on_shard) on_shard(rep->rank, rep->batch);
+  }
+  r.data_wait_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
+  r.batch = replicas_[0]->batch.where;
+  r.images = images;
+  r.lr = lr_at(schedule_, step_);
+  for (auto& rep : replicas_) rep->optimizer->lr = r.lr;
+  r.loss_scale = scaler_->scale();
+
+  // 2. Forward and backward, one micro-batch at a time; the gradients accumulate (+=). With
+  // replicas: all at once, each on its thread, the gradients averaged as backward goes.
+  auto run = [&](const std::function<void(int)>& f) {
+    try {
+      threads_->run(f);
+    } catch (...) {
+      broken_ = true;
+      throw;
+    }
+  };
+  if (R == 1)
+    forward_backward(*replicas_[0], images, r.loss_scale);
+  else
+    run([&](int i) { forward_backward(*replicas_[size_t(i)], images, r.loss_scale); });
+  for (auto& rep : replicas_) {  // in rank order: the same sums every run
+    r.loss += rep->loss;
+    r.correct += rep->correct;
+    r.comm_s += rep->comm_s / R;
+    r.comm_exposed_s += rep->exposed_s / R;
   }
   if (after_backward) after_backward(*this);
 
-  // 3. The update, unless some gradient is inf/NaN: then nothing changes at all.
-  if (batch.n > 0) {
+  // 3. The update, unless some gradient is inf/NaN: then nothing changes at all, on any
+  // replica.
+  if (images > 0) {
     TraceSpan s(tracer, "optimizer", "train");
-    r.taken = optimizer_->step(r.loss_scale);
-    if (!r.taken) r.overflow = optimizer_->first_nonfinite();
+    if (R == 1) {
+      r.taken = replicas_[0]->optimizer->step(r.loss_scale);
+      if (!r.taken) r.overflow = replicas_[0]->optimizer->first_nonfinite();
+    } else {
+      std::vector<char> finite(size_t(R), 1);
+      bool any_bad = false;
+      run([&](int i) {
+        Optimizer& opt = *replicas_[size_t(i)]->optimizer;
+        finite[size_t(i)] = opt.all_finite(r.loss_scale);
+        const bool bad = ring_->any(i, !finite[size_t(i)]);  // the OR over the replicas
+        if (i == 0) any_bad = bad;
+        if (!bad) opt.apply(r.loss_scale);
+      });
+      r.taken = !any_bad;
+      for (int i = 0; i < R && r.overflow.empty(); i++)
+        if (!finite[size_t(i)])
+          r.overflow = "replica " + std::to_string(i) + ": " +
+                       replicas_[size_t(i)]->optimizer->first_nonfinite();
+    }
     // 4. The loss scale follows (throws after too many overflows in a row).
     scaler_->update(!r.taken, step_);
   }
-  optimizer_->zero_grad();
+  for (auto& rep : replicas_) {
+    if (rep->grads)
+      rep->grads->zero();  // one memset per flat buffer
+    else
+      rep->optimizer->zero_grad();
+  }
 
-  // 5. The slot goes back to the workers.
-  loader_->release(batch);
+  // 5. The slots go back to the workers.
+  for (auto& rep : replicas_) rep->loader->release(rep->batch);
   step_++;
-  cursor_ = loader_->cursor();
+  cursor_ = replicas_[0]->loader->cursor();
+  if (R > 1 && cfg_.check_replicas > 0 && step_ % cfg_.check_replicas == 0) {
+    const std::string diff = replicas_difference();
+    CHECK(diff.empty(), "--check-replicas: after step " << step_ - 1 << ", " << diff
+                                                        << ": the replicas have drifted apart");
+  }
   return r;
+}
+
+std::string Trainer::replicas_description() const {
+  const int R = replicas();
+  if (R == 1) return "";
+  std::ostringstream os;
+  os << R << " replicas (--devices " << cfg_.devices << "), " << cfg_.batch / R
+     << " images each of every batch of " << cfg_.batch << ", ring all-reduce of "
+     << replicas_[0]->grads->describe();
+  return os.str();
+}
+
+void Trainer::average_batchnorm() {
+  std::vector<Replica*> all;
+  for (auto& rep : replicas_) all.push_back(rep.get());
+  average_batchnorm_stats(all);
+}
+
+std::string Trainer::replicas_difference() const {
+  std::vector<Replica*> all;
+  for (auto& rep : replicas_) all.push_back(rep.get());
+  return replica_difference(all);
 }
 
 EvalResult Trainer::evaluate() {
@@ -149,7 +291,8 @@ EvalResult Trainer::evaluate() {
   opt.strict = cfg_.strict;
   opt.norm = norm_;
   opt.tracer = tracer;
-  return cutrain::evaluate(*model_, val_, opt);
+  average_batchnorm();  // every replica evaluates the same model
+  return cutrain::evaluate(*replicas_[0]->model, val_, opt);
 }
 
 }  // namespace cutrain

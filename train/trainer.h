@@ -17,6 +17,18 @@
 // The epoch loop around it (evaluation, checkpoints, signals, progress) is run_training
 // (train/run.h).
 //
+// Replicas (--devices cpu,cpu,...; train/replica.h): R copies of the model, identical at the
+// start (built from the same seed), each with its own loader of its shard of every global
+// batch, its own optimizer and its own thread. Step 2 runs on every replica at once; each
+// replica's backward is seeded with R times its share of the global mean loss, and the ring
+// all-reduce averages the gradients bucket by bucket while backward goes on, so every replica
+// ends with the same bits: those of the whole batch's mean loss, up to the order of the sums.
+// Step 3 checks every replica's gradients; an inf/NaN on any replica skips the step on all
+// (Ring::any), so the replicas never drift apart and the one loss scaler stays right.
+// BatchNorm normalises with each replica's own batch statistics; the running statistics are
+// averaged over the replicas before every evaluation and checkpoint. With R = 1 none of this
+// exists: no buckets, no threads, no copies.
+//
 // Exact resume: a run is a pure function of its configuration. The batches are fixed by
 // (seed, epoch, batch) and the augmentation by (seed, epoch, sample); the weights, master
 // weights, optimizer state, BatchNorm statistics and loss-scaler state are saved bit for bit
@@ -40,6 +52,7 @@
 #include "train/config.h"
 #include "train/device.h"
 #include "train/evaluate.h"
+#include "train/replica.h"
 
 namespace cutrain {
 
@@ -54,6 +67,9 @@ struct StepResult {
   bool taken = true;          // false: an inf/NaN gradient, the step was skipped
   std::string overflow;       // then: the first parameter whose gradient overflowed
   double data_wait_s = 0;     // waiting for the loader's next batch
+  // Replicas (R > 1), means over the replicas:
+  double comm_s = 0;          // all-reduce time of the step's buckets
+  double comm_exposed_s = 0;  // the part of it backward did not hide (compute waited for it)
 };
 
 class Trainer {
@@ -74,11 +90,12 @@ class Trainer {
   bool has_validation() const { return bool(val_); }
 
   // Everything a resumed run needs, as copies (the writer thread owns them): see
-  // trainer_state.cpp for the names. scalars also carry `extra` (e.g. best_top1).
-  Checkpoint snapshot(const std::map<std::string, double>& extra = {}) const;
-  // Puts a checkpoint's state into this trainer, made from the checkpoint's configuration.
-  // Every tensor must be there with the right shape and dtype, and nothing else; the next
-  // step() trains on the checkpoint's cursor.
+  // trainer_state.cpp for the names. scalars also carry `extra` (e.g. best_top1). With
+  // replicas: replica 0's state (all are equal), after averaging the BatchNorm statistics.
+  Checkpoint snapshot(const std::map<std::string, double>& extra = {});
+  // Puts a checkpoint's state into this trainer (into every replica), made from the
+  // checkpoint's configuration, on any number of replicas. Every tensor must be there with the
+  // right shape and dtype, and nothing else; the next step() trains on the checkpoint's cursor.
   void restore(const Checkpoint& c);
 
   int64_t steps_done() const { return step_; }      // optimizer steps attempted so far
@@ -88,33 +105,50 @@ class Trainer {
   SamplerCursor cursor() const { return cursor_; }  // the batch the next step trains on
   const TrainConfig& config() const { return cfg_; }
   const RunDevice& device() const { return device_; }
-  Model& model() { return *model_; }
-  Optimizer& optimizer() { return *optimizer_; }
+  Model& model() { return *replicas_[0]->model; }  // replica 0's
+  Optimizer& optimizer() { return *replicas_[0]->optimizer; }
+  int replicas() const { return int(replicas_.size()); }
+  Model& model(int replica) { return *replicas_.at(size_t(replica))->model; }
+  Optimizer& optimizer(int replica) { return *replicas_.at(size_t(replica))->optimizer; }
+  // One line: the replicas, the shards and the gradient buckets ("" with one replica).
+  std::string replicas_description() const;
+  // Averages the BatchNorm running statistics over the replicas (evaluate and snapshot do).
+  void average_batchnorm();
+  // "" when all replicas' weights and optimizer state are equal bit for bit, else the first
+  // difference (what --check-replicas checks every N steps).
+  std::string replicas_difference() const;
   LossScaler& scaler() { return *scaler_; }
   const ScheduleConfig& schedule() const { return schedule_; }
   const SampleSource& train_data() const { return *train_; }
-  LoaderStats loader_stats() const;  // of the current loader (since it was made)
+  LoaderStats loader_stats() const;  // of replica 0's current loader (since it was made)
 
   // Spans of the steps ("step", "input", "forward", "backward", "optimizer"), evaluations and
   // the loader's workers go here (data/trace.h); null: none. Set before the first step.
   Tracer* tracer = nullptr;
 
-  // Called in step() after the last backward and before the optimizer step: the gradients of
-  // model().parameters() hold the batch's loss-scaled gradients. For tests (injecting an inf).
+  // Called in step() after the last backward (and, with replicas, the all-reduce) and before
+  // the optimizer step: the gradients of model(r).parameters() hold the batch's loss-scaled
+  // (averaged) gradients. For tests (injecting an inf).
   std::function<void(Trainer&)> after_backward;
+  // Called in step() with each replica's shard once the loader has delivered it. For tests.
+  std::function<void(int replica, const Batch&)> on_shard;
 
  private:
-  void start_loader();  // at cursor_
+  void start_loaders();  // at cursor_
+  // Step 2 on one replica: forward and backward over its shard in micro-batches; with
+  // replicas, the buckets' all-reduce overlapped. `images`: the global batch's.
+  void forward_backward(Replica& rep, int images, double loss_scale);
 
   TrainConfig cfg_;
   RunDevice device_;
   Normalization norm_;
   std::shared_ptr<const SampleSource> train_, val_;
-  std::unique_ptr<Model> model_;
-  std::unique_ptr<Optimizer> optimizer_;
+  std::vector<std::unique_ptr<Replica>> replicas_;
+  std::unique_ptr<Ring> ring_;                 // R > 1
+  std::unique_ptr<ReplicaThreads> threads_;    // R > 1
+  bool broken_ = false;                        // a replica failed: the replicas disagree
   std::unique_ptr<LossScaler> scaler_;
   ScheduleConfig schedule_;
-  std::unique_ptr<Loader> loader_;
   int64_t steps_per_epoch_ = 0;
   int64_t step_ = 0;
   SamplerCursor cursor_;

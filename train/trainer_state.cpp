@@ -48,21 +48,23 @@ double scalar(const Checkpoint& c, const char* name) {
 
 }  // namespace
 
-Checkpoint Trainer::snapshot(const std::map<std::string, double>& extra) const {
+Checkpoint Trainer::snapshot(const std::map<std::string, double>& extra) {
+  average_batchnorm();  // replica 0 then holds what every replica would evaluate
   Checkpoint c;
   c.config_json = config_to_json_text(cfg_);
   c.step = step_;
   c.epoch = epochs_done();
   c.cursor = cursor_;
   c.seed = cfg_.seed;
-  for (auto& [name, t] : state_tensors(*model_, *optimizer_)) c.tensors.emplace_back(name, t->clone());
+  for (auto& [name, t] : state_tensors(model(), optimizer()))
+    c.tensors.emplace_back(name, t->clone());
   const LossScalerState s = scaler_->state();
   c.scalars = extra;
   c.scalars["loss_scale"] = s.scale;
   c.scalars["scaler_clean_steps"] = s.clean_steps;
   c.scalars["scaler_consecutive_skips"] = s.consecutive_skips;
   c.scalars["scaler_skipped_total"] = double(s.skipped_total);
-  c.scalars["optimizer_steps_taken"] = double(optimizer_->steps_taken);
+  c.scalars["optimizer_steps_taken"] = double(replicas_[0]->optimizer->steps_taken);
   return c;
 }
 
@@ -74,12 +76,12 @@ void Trainer::restore(const Checkpoint& c) {
         "checkpoint cursor (" << cursor_to_string(c.cursor) << ") does not match its step "
                               << c.step << " at " << steps_per_epoch_
                               << " steps per epoch: the data or --batch changed");
-  auto live = state_tensors(*model_, *optimizer_);
   std::set<std::string> expected;
-  for (auto& [name, t] : live) {
-    expected.insert(name);
-    copy_into(*t, c.tensor(name), name);
-  }
+  for (auto& rep : replicas_)  // every replica: they start the next step equal
+    for (auto& [name, t] : state_tensors(*rep->model, *rep->optimizer)) {
+      expected.insert(name);
+      copy_into(*t, c.tensor(name), name);
+    }
   for (const auto& [name, t] : c.tensors)
     CHECK(expected.count(name), "the checkpoint has a tensor '" << name
                                                                 << "' that this model does not");
@@ -89,10 +91,12 @@ void Trainer::restore(const Checkpoint& c) {
   s.consecutive_skips = int32_t(scalar(c, "scaler_consecutive_skips"));
   s.skipped_total = int64_t(scalar(c, "scaler_skipped_total"));
   scaler_->restore(s);
-  optimizer_->steps_taken = int64_t(scalar(c, "optimizer_steps_taken"));
+  for (auto& rep : replicas_) {
+    rep->optimizer->steps_taken = int64_t(scalar(c, "optimizer_steps_taken"));
+    rep->loader.reset();  // the next step starts the loaders at the restored cursor
+  }
   step_ = c.step;
   cursor_ = c.cursor;
-  loader_.reset();  // the next step starts a loader at the restored cursor
 }
 
 std::unique_ptr<Model> load_model(const Checkpoint& c, const TrainConfig& cfg, DType dtype) {

@@ -1,0 +1,182 @@
+// bench_replicas: data-parallel replicas on CPU threads (--devices cpu,...).
+//
+// Prints, in one run:
+//   1. the ring all-reduce (train/ring.h) of R = 2 and 4 replicas at the default model's
+//      gradient size and at 64 MB: time, algorithm bandwidth (bytes / time) and bus bandwidth
+//      (algorithm bandwidth x 2(R-1)/R: the bytes each replica actually copies per second), and
+//      the ratio of the bus bandwidth to a plain memcpy's measured here (target >= 0.8);
+//   2. training the default model on Fashion-MNIST with 1, 2 and 4 replicas, batch 64:
+//      images/s, the all-reduce time per step, and the fraction of it hidden behind backward.
+// Validates before timing: every replica's all-reduced buffer is compared with the plain sum.
+//
+//   bin/bench_replicas [--steps 6] [--batch 64] [--reps 5]
+//
+// What these numbers predict for GPUs: see train/README.md ("Replicas"). On a CPU the
+// replicas share the cores and the memory bus, so adding replicas adds no compute.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+#include <vector>
+
+#include "data/fashion_mnist.h"
+#include "kernels/check.h"
+#include "kernels/rng.h"
+#include "nn/model.h"
+#include "train/dataset.h"
+#include "train/ring.h"
+#include "train/trainer.h"
+
+using namespace cutrain;
+using Clock = std::chrono::steady_clock;
+
+static double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+static double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Seconds for one memcpy of `bytes` (median of reps, after a warm-up).
+static double memcpy_seconds(size_t bytes, int reps) {
+  std::vector<char> a(bytes, 1), b(bytes, 2);
+  std::vector<double> t;
+  for (int i = 0; i <= reps; i++) {
+    const auto t0 = Clock::now();
+    std::memcpy(b.data(), a.data(), bytes);
+    if (i > 0) t.push_back(since(t0));
+  }
+  if (b[bytes / 2] != 1) std::printf("?");  // keep the copy
+  return median(t);
+}
+
+// Median seconds of one all-reduce of n floats over R threads (every thread timed, the
+// slowest counts).
+static double allreduce_seconds(int R, int64_t n, int reps) {
+  Ring ring(R);
+  std::vector<std::vector<float>> buf(static_cast<size_t>(R), std::vector<float>(static_cast<size_t>(n)));
+  for (int r = 0; r < R; r++)
+    for (int64_t i = 0; i < n; i++)
+      buf[size_t(r)][size_t(i)] = float(rng_uniform(uint64_t(r), 0, uint64_t(i)));
+  std::vector<std::vector<double>> times(static_cast<size_t>(R));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < R; r++)
+    threads.emplace_back([&, r] {
+      for (int k = 0; k <= reps; k++) {
+        const auto t0 = Clock::now();
+        ring.all_reduce(r, buf[size_t(r)].data(), n, DType::f32, k > 0);
+        times[size_t(r)].push_back(since(t0));
+      }
+    });
+  for (auto& t : threads) t.join();
+  // k = 0 is the warm-up; check_allreduce() validated the results beforehand.
+  std::vector<double> slowest;
+  for (int k = 1; k <= reps; k++) {
+    double m = 0;
+    for (int r = 0; r < R; r++) m = std::max(m, times[size_t(r)][size_t(k)]);
+    slowest.push_back(m);
+  }
+  return median(slowest);
+}
+
+static void check_allreduce(int R, int64_t n) {
+  Ring ring(R);
+  std::vector<std::vector<float>> buf(static_cast<size_t>(R), std::vector<float>(static_cast<size_t>(n)));
+  std::vector<double> want(static_cast<size_t>(n), 0.0);
+  for (int r = 0; r < R; r++)
+    for (int64_t i = 0; i < n; i++) {
+      buf[size_t(r)][size_t(i)] = float(rng_uniform(uint64_t(r), 1, uint64_t(i)));
+      want[size_t(i)] += buf[size_t(r)][size_t(i)];
+    }
+  std::vector<std::thread> threads;
+  for (int r = 0; r < R; r++)
+    threads.emplace_back([&, r] { ring.all_reduce(r, buf[size_t(r)].data(), n, DType::f32, false); });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < R; r++)
+    for (int64_t i = 0; i < n; i++)
+      CHECK(std::abs(buf[size_t(r)][size_t(i)] - want[size_t(i)]) < 1e-5 * R,
+            "all-reduce check failed: replica " << r << ", element " << i);
+}
+
+int main(int argc, char** argv) {
+  CLI::App app{"bench_replicas: the ring all-reduce and data-parallel training on CPU threads"};
+  int steps = 6, batch = 64, reps = 5;
+  app.add_option("--steps", steps, "Timed training steps per replica count (after 1 warm-up)");
+  app.add_option("--batch", batch, "Global batch (divisible by 4)");
+  app.add_option("--reps", reps, "Timed repetitions of each all-reduce");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    std::printf("bench_replicas: %u hardware threads on this machine\n",
+                std::thread::hardware_concurrency());
+
+    // ---- 1. the all-reduce against memcpy ------------------------------------------------
+    ModelOptions mo;
+    mo.H = mo.W = 28, mo.C = 1, mo.classes = 10;
+    const int64_t grad_n = build_model(load_model_spec("default"), mo)->parameter_count();
+    std::printf("\n1. ring all-reduce, fp32 (bus bw = bytes/time x 2(R-1)/R; target >= 0.8 of memcpy)\n");
+    std::printf("| size | R | time | alg bw | bus bw | memcpy bw | bus / memcpy |\n");
+    std::printf("| --- | --- | --- | --- | --- | --- | --- |\n");
+    for (const int64_t n : {grad_n, int64_t(16) << 20}) {
+      const size_t bytes = size_t(n) * 4;
+      const double copy_bw = double(bytes) / memcpy_seconds(bytes, reps) / 1e9;
+      for (int R : {2, 4}) {
+        check_allreduce(R, std::min<int64_t>(n, 100000));
+        const double t = allreduce_seconds(R, n, reps);
+        const double alg = double(bytes) / t / 1e9, bus = alg * 2.0 * (R - 1) / R;
+        std::printf("| %.2f MB%s | %d | %.3f ms | %.2f GB/s | %.2f GB/s | %.2f GB/s | %.2f |\n",
+                    double(bytes) / 1e6, n == grad_n ? " (default model)" : "", R, t * 1e3, alg,
+                    bus, copy_bw, bus / copy_bw);
+        std::fflush(stdout);
+      }
+    }
+
+    // ---- 2. training with 1, 2, 4 replicas -----------------------------------------------
+    const std::string dir = (std::filesystem::temp_directory_path() / "bench_replicas_fmnist").string();
+    ImportOptions io;
+    io.threads = 2;
+    const ImportSummary fm = import_fashion_mnist(kFashionMnistDir, dir, io);
+    std::printf("\n2. training the default model, batch %d, fp32, %d timed steps each\n", batch,
+                steps);
+    std::printf("| replicas | images/s | step | all-reduce / step | exposed / step | hidden |\n");
+    std::printf("| --- | --- | --- | --- | --- | --- |\n");
+    for (int R : {1, 2, 4}) {
+      TrainConfig c;
+      c.train = fm.train_list;
+      c.limit_train = int64_t(batch) * (steps + 1);
+      c.batch = batch, c.epochs = 1, c.threads = 1, c.lr = 0.05, c.warmup = 0;
+      c.out = dir + "/run";
+      if (R > 1) {
+        c.devices = "cpu";
+        for (int r = 1; r < R; r++) c.devices += ",cpu";
+      }
+      resolve_config(c);
+      Trainer t(c, choose_device("cpu", "fp32"));
+      if (R == 2) std::fprintf(stderr, "%s\n", t.replicas_description().c_str());
+      t.step();  // warm-up: loaders started, caches warm
+      double seconds = 0, comm = 0, exposed = 0;
+      for (int s = 0; s < steps; s++) {
+        const auto t0 = Clock::now();
+        const StepResult r = t.step();
+        seconds += since(t0);
+        comm += r.comm_s, exposed += r.comm_exposed_s;
+      }
+      std::printf("| %d | %.1f | %.0f ms | %.2f ms | %.2f ms | %s |\n", R,
+                  double(batch) * steps / seconds, seconds / steps * 1e3, comm / steps * 1e3,
+                  exposed / steps * 1e3,
+                  R == 1 ? "-" : (std::to_string(int(std::lround(100 * (1 - exposed / comm)))) + "%").c_str());
+      std::fflush(stdout);
+    }
+    std::filesystem::remove_all(dir);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_replicas: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

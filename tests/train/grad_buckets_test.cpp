@@ -1,0 +1,93 @@
+// GradBuckets (train/grad_buckets.h) and what it stands on: Tensor::flat_view, and
+// Tape::grad_ready announcing each gradient as soon as the last closure adding to it has run.
+#include <cstring>
+
+#include "nn/model.h"
+#include "tests/test_util.h"
+#include "tests/train/train_fixture.h"
+#include "train/grad_buckets.h"
+
+using namespace cutrain;
+using namespace cutrain_test;
+
+TEST_CASE("flat_view: shares the storage at an offset, and keeps it alive") {
+  Tensor v;
+  {
+    Tensor flat = Tensor::zeros({10}, DType::f32);
+    v = flat.flat_view(4, {2, 3});
+    v.data<float>()[0] = 5;
+    REQUIRE(flat.data<float>()[4] == 5);
+    REQUIRE(v.bytes() == 24);
+    REQUIRE_ERROR(flat.flat_view(5, {2, 3}), "outside");
+  }
+  v.fill_(1);  // the flat buffer is gone from here, but not its storage
+  REQUIRE(v.to_doubles() == std::vector<double>(6, 1.0));
+}
+
+TEST_CASE("Tape::grad_ready: each input once, right after the last closure that adds to it") {
+  Tape tape;
+  VarPtr x = make_var(uniform({2, 3}, DType::f32, 1), true, "x");
+  VarPtr w = make_var(uniform({4, 3}, DType::f32, 2), true, "w");
+  VarPtr b = make_var(uniform({4}, DType::f32, 3), true, "b");
+  std::vector<std::string> order;
+  VarPtr h = relu(tape, linear(tape, x, w, b));  // (2,4)
+  VarPtr y = add(tape, h, h);                    // h used twice by one closure
+  VarPtr loss = softmax_cross_entropy(tape, y, Tensor::from_ints({1, 2}, {2}), 0.0);
+  tape.grad_ready = [&](const Var& v) { order.push_back(v.name.empty() ? "?" : v.name); };
+  tape.backward(loss);
+  // y, h and the linear output are unnamed intermediates ("?"); the parameters and x arrive
+  // together after the linear backward, in the order linear gave them to wants().
+  REQUIRE(order == std::vector<std::string>{"?", "?", "?", "x", "w", "b"});
+}
+
+TEST_CASE("GradBuckets: gradients are views of one flat buffer, buckets in backward order") {
+  ModelOptions mo;
+  mo.H = mo.W = 12, mo.C = 1, mo.classes = 10;
+  auto model = build_model(parse_model_spec(kSmallModel, "small"), mo);
+  const auto& params = model->parameters();  // conv1.w, bn1.gamma, bn1.beta, conv2.w, ...
+  GradBuckets per_layer(params, 0);
+  REQUIRE(per_layer.numel() == model->parameter_count());
+  // One bucket per layer, the last layer first: linear1, bn2, conv2, bn1, conv1.
+  REQUIRE(per_layer.size() == 5);
+  REQUIRE(per_layer[0].layers == "linear1");
+  REQUIRE(per_layer[4].layers == "conv1");
+  REQUIRE(per_layer[0].data == params.back()->grad.raw());
+  // Contiguous: each bucket starts where the one before it ends.
+  for (size_t k = 1; k < per_layer.size(); k++)
+    REQUIRE(static_cast<char*>(per_layer[k].data) ==
+            static_cast<char*>(per_layer[k - 1].data) + per_layer[k - 1].numel * 4);
+  // Backward writes land in the buffer.
+  params[0]->grad_buffer().data<float>()[0] = 3;
+  REQUIRE(static_cast<float*>(per_layer[4].data)[0] == 3);
+  per_layer.zero();
+  REQUIRE(params[0]->grad.data<float>()[0] == 0);
+
+  // Readiness: a bucket completes with its last parameter; finish() hands over the rest.
+  per_layer.arm();
+  int linear_w = -1, linear_b = -1;
+  for (const VarPtr& p : params) {
+    if (p->name == "linear1.w") linear_w = per_layer.ready(*p);
+    if (p->name == "linear1.b") linear_b = per_layer.ready(*p);
+  }
+  REQUIRE(linear_w + linear_b == -1);  // one of them -1, the other 0
+  REQUIRE(std::max(linear_w, linear_b) == 0);
+  REQUIRE(per_layer.finish() == std::vector<int>{1, 2, 3, 4});
+
+  // A minimum size merges small layers: everything fits in one bucket of 64 KiB.
+  GradBuckets merged(model->parameters(), size_t(64) << 10);
+  REQUIRE(merged.size() == 1);
+  REQUIRE(merged[0].layers == "linear1..conv1");
+}
+
+TEST_CASE("GradBuckets: fp16 conv weights and fp32 BatchNorm parameters in two buffers") {
+  ModelOptions mo;
+  mo.H = mo.W = 12, mo.C = 1, mo.classes = 10, mo.dtype = DType::f16;
+  auto model = build_model(parse_model_spec(kSmallModel, "small"), mo);
+  GradBuckets g(model->parameters(), size_t(1) << 20);
+  // linear1 (f16), bn2 (f32), conv2 (f16), bn1 (f32), conv1 (f16): a dtype change starts a
+  // bucket; same-dtype layers are merged only when adjacent in their buffer and backward order.
+  REQUIRE(g.size() == 5);
+  REQUIRE(g[0].dtype == DType::f16);
+  REQUIRE(g[1].dtype == DType::f32);
+  REQUIRE(g.bytes() == size_t(model->parameter_count() - 2 * (8 + 16)) * 2 + 2 * (8 + 16) * 4);
+}

@@ -1,0 +1,258 @@
+// Data-parallel replicas on CPU threads (--devices cpu,cpu,...): R = 2, 3, 4 against one
+// replica with the same global batch and data order (gradients within 1e-6, weights close after
+// 20 steps), every replica's weights equal bit for bit after every step, each sample exactly
+// once per epoch across the replicas, an inf on one replica skipping the step on all, resume
+// onto another replica count, --check-replicas, and the --devices checks.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "tests/test_util.h"
+#include "tests/train/train_fixture.h"
+#include "train/trainer.h"
+
+using namespace cutrain;
+using namespace cutrain_test;
+
+namespace {
+
+RunDevice cpu(DType dtype = DType::f32) {
+  RunDevice d;
+  d.dtype = dtype;
+  return d;
+}
+
+// The tiny model without BatchNorm: its gradient does not depend on how the batch is split.
+const char* kNoBnModel = "conv 8 3x3 pad=1\nrelu\nmaxpool 2x2\nconv 8 3x3 pad=1 stride=2\n"
+                         "relu\nmaxpool 2x2\nflatten\nlinear classes\n";
+
+// 240 images, batches of 24 (divisible by 1, 2, 3 and 4), 10 steps an epoch, one micro-batch.
+TrainConfig replica_config(const std::string& out, int replicas, const char* model = kNoBnModel) {
+  TrainConfig c = tiny_run_config(out, 240, 2);
+  c.model_text = model;
+  c.batch = 24, c.accum = 1, c.threads = 1;
+  if (replicas > 1) {
+    c.devices = "cpu";
+    for (int r = 1; r < replicas; r++) c.devices += ",cpu";
+  }
+  return c;
+}
+
+// All gradients of a model as one vector (loss-scaled, as the optimizer sees them).
+std::vector<double> gradients(Model& m) {
+  std::vector<double> g;
+  for (const VarPtr& p : m.parameters()) {
+    const auto v = p->grad.to_doubles();
+    g.insert(g.end(), v.begin(), v.end());
+  }
+  return g;
+}
+
+std::vector<double> weights(Model& m) {
+  std::vector<double> w;
+  for (const VarPtr& p : m.parameters()) {
+    const auto v = p->value.to_doubles();
+    w.insert(w.end(), v.begin(), v.end());
+  }
+  return w;
+}
+
+// |a - b| / |b| in the L2 norm: element-wise relative errors mean nothing where a sum cancels.
+double relative(const std::vector<double>& a, const std::vector<double>& b) {
+  double d = 0, n = 0;
+  for (size_t i = 0; i < a.size(); i++) d += (a[i] - b[i]) * (a[i] - b[i]), n += b[i] * b[i];
+  return std::sqrt(d / n);
+}
+
+}  // namespace
+
+TEST_CASE("replicas: R = 2, 3, 4 step like one replica with the same global batch") {
+  TempDir dir;
+  const int steps = 20;
+  Trainer one(replica_config(dir / "one", 1), cpu());
+  std::vector<std::vector<double>> want_grads;
+  std::vector<double> want_losses;
+  one.after_backward = [&](Trainer& t) { want_grads.push_back(gradients(t.model())); };
+  const std::vector<double> w0 = weights(one.model());
+  for (int s = 0; s < steps; s++) want_losses.push_back(one.step().loss);
+  const std::vector<double> want_w = weights(one.model());
+
+  for (int R : {2, 3, 4}) {
+    INFO(R << " replicas");
+    Trainer t(replica_config(dir / ("r" + std::to_string(R)), R), cpu());
+    REQUIRE(t.replicas() == R);
+    REQUIRE(weights(t.model(R - 1)) == w0);  // the same start on every replica
+    double worst_grad = 0, worst_loss = 0;
+    int s = 0;
+    t.after_backward = [&](Trainer& tr) {
+      for (int r = 0; r < R; r++)
+        worst_grad = std::max(worst_grad, relative(gradients(tr.model(r)), want_grads[size_t(s)]));
+    };
+    for (; s < steps; s++) {
+      const StepResult res = t.step();
+      REQUIRE(res.taken);
+      REQUIRE(res.images == 24);
+      worst_loss = std::max(worst_loss, std::abs(res.loss - want_losses[size_t(s)]));
+      // After every step: every replica's weights and optimizer state equal bit for bit.
+      REQUIRE(t.replicas_difference() == "");
+    }
+    const double moved = relative(want_w, w0), off = relative(weights(t.model()), want_w);
+    INFO("gradients within " << worst_grad << ", losses within " << worst_loss
+                             << ", weights moved " << moved << ", differ " << off);
+    REQUIRE(worst_grad < 1e-6);
+    REQUIRE(worst_loss < 1e-5);
+    REQUIRE(moved > 0.05);
+    REQUIRE(off < 1e-4 * moved);
+  }
+}
+
+TEST_CASE("replicas: with BatchNorm, R replicas equal one replica with the batch in R parts") {
+  // BatchNorm normalises each replica's shard with its own statistics, as one replica does
+  // each micro-batch with --accum R: shard r is micro-batch r. In double, to show the two are
+  // the same computation: in fp32 they differ by 1e-5 (relative) in conv1.w, whose gradient
+  // sums 9,408 products per element that BatchNorm makes cancel (it removes their mean), so
+  // the different order of the sums shows ~170x larger than fp32's 6e-8 (measured; in double
+  // the difference is 3e-14, which is what this test bounds).
+  TempDir dir;
+  TrainConfig c1 = replica_config(dir / "one", 1, kTinyModel);
+  c1.accum = 2;
+  Trainer one(c1, cpu(DType::f64)), two(replica_config(dir / "two", 2, kTinyModel), cpu(DType::f64));
+  std::vector<double> g1, g2;
+  one.after_backward = [&](Trainer& t) { g1 = gradients(t.model()); };
+  two.after_backward = [&](Trainer& t) { g2 = gradients(t.model(1)); };
+  for (int s = 0; s < 5; s++) {
+    const StepResult a = one.step(), b = two.step();
+    INFO("step " << s);
+    REQUIRE(relative(g2, g1) < 1e-12);
+    REQUIRE(std::abs(a.loss - b.loss) < 1e-12);
+  }
+  // Evaluation and checkpoints average the running statistics: replica 1's equal replica 0's.
+  two.snapshot();
+  const auto& s0 = two.model(0).batchnorm_states(), &s1 = two.model(1).batchnorm_states();
+  REQUIRE(s0[0].second->running_mean.to_doubles() == s1[0].second->running_mean.to_doubles());
+  REQUIRE(s0[1].second->running_var.to_doubles() == s1[1].second->running_var.to_doubles());
+}
+
+TEST_CASE("replicas: every sample exactly once per epoch across the replicas, in the order of one") {
+  TempDir dir;
+  const int R = 3;
+  Trainer one(replica_config(dir / "one", 1), cpu()), t(replica_config(dir / "r3", R), cpu());
+  std::vector<int64_t> order1;
+  std::map<int64_t, std::vector<int64_t>> per_epoch;  // epoch -> indices, all replicas
+  std::vector<std::set<int64_t>> per_replica(R);
+  one.on_shard = [&](int, const Batch& b) { order1.insert(order1.end(), b.indices, b.indices + b.n); };
+  std::vector<int64_t> orderR;
+  t.on_shard = [&](int r, const Batch& b) {
+    REQUIRE(b.n == 8);
+    orderR.insert(orderR.end(), b.indices, b.indices + b.n);  // rank order: the global batch
+    per_epoch[b.where.epoch].insert(per_epoch[b.where.epoch].end(), b.indices, b.indices + b.n);
+    per_replica[size_t(r)].insert(b.indices, b.indices + b.n);
+  };
+  for (int s = 0; s < 20; s++) one.step(), t.step();  // 2 epochs of 10 steps
+  REQUIRE(orderR == order1);
+  REQUIRE(per_epoch.size() == 2);
+  for (auto& [epoch, idx] : per_epoch) {
+    INFO("epoch " << epoch);
+    REQUIRE(idx.size() == 240);  // 10 batches of 24: every image of the 240 ...
+    REQUIRE(std::set<int64_t>(idx.begin(), idx.end()).size() == 240);  // ... exactly once
+  }
+  // Replicas see different images over the two epochs (shards are not fixed per replica).
+  REQUIRE(per_replica[0].size() > 80);
+}
+
+TEST_CASE("replicas: an inf on one replica skips the step on all of them") {
+  TempDir dir;
+  const int R = 3, k = 3;
+  const TrainConfig cfg = replica_config(dir / "r3", R, kTinyModel);
+  // Run A is clean: step k overflows nowhere by itself (fp16 runs overflow now and then while
+  // the scaler searches its scale), so what run B sees comes from the injection alone.
+  Trainer a(cfg, cpu(DType::f16)), t(cfg, cpu(DType::f16));
+  for (int s = 0; s < k; s++) a.step(), t.step();
+  REQUIRE(a.step().taken);
+  // After the all-reduce, so only replica 1 holds the inf: the check must be combined.
+  t.after_backward = [](Trainer& tr) {
+    for (const VarPtr& p : tr.model(1).parameters())
+      if (p->name == "conv2.w") p->grad.data<half_t>()[3] = half_t(std::numeric_limits<float>::infinity());
+  };
+  const std::vector<double> before = weights(t.model(0));
+  const double scale = t.scaler().scale();
+  const int64_t taken = t.optimizer(0).steps_taken;
+  const StepResult r = t.step();
+  REQUIRE(!r.taken);
+  REQUIRE(r.overflow == "replica 1: conv2.w");
+  REQUIRE(t.scaler().scale() == scale / 2);
+  for (int i = 0; i < R; i++) {
+    REQUIRE(weights(t.model(i)) == before);
+    REQUIRE(t.optimizer(i).steps_taken == taken);
+  }
+  REQUIRE(t.replicas_difference() == "");
+  t.after_backward = nullptr;
+  REQUIRE(t.step().taken);
+  REQUIRE(t.replicas_difference() == "");
+}
+
+TEST_CASE("replicas: a checkpoint resumes exactly on as many replicas, closely on any other") {
+  TempDir dir;
+  const int k = 7, N = 14;
+  Trainer a(replica_config(dir / "a", 2, kNoBnModel), cpu());
+  std::vector<double> losses;
+  Checkpoint ck;
+  for (int s = 0; s < N; s++) {
+    if (s == k) ck = a.snapshot();
+    losses.push_back(a.step().loss);
+  }
+  for (int R : {2, 1, 4}) {
+    INFO("resumed on " << R);
+    Trainer b(replica_config(dir / ("b" + std::to_string(R)), R, kNoBnModel), cpu());
+    b.restore(ck);
+    for (int s = k; s < N; s++) {
+      const double loss = b.step().loss;
+      if (R == 2)
+        REQUIRE(loss == losses[size_t(s)]);  // the same sums in the same order: exact
+      else
+        REQUIRE(std::abs(loss - losses[size_t(s)]) < 1e-5);  // only the order of sums differs
+    }
+    REQUIRE(relative(weights(b.model()), weights(a.model())) < 1e-5);
+  }
+}
+
+TEST_CASE("--check-replicas stops at the first step whose replicas differ, naming it") {
+  TempDir dir;
+  TrainConfig c = replica_config(dir / "r2", 2);
+  c.check_replicas = 1;
+  Trainer t(c, cpu());
+  t.step();
+  t.after_backward = [](Trainer& tr) { tr.model(1).parameters()[0]->value.data<float>()[0] += 1; };
+  REQUIRE_ERROR(t.step(), "--check-replicas: after step 1, replica 1 differs from replica 0 "
+                          "in 'conv1.w'");
+}
+
+TEST_CASE("--devices: replica counts, and what is refused with a reason") {
+  TempDir dir;
+  TrainConfig c = replica_config(dir / "x", 1);
+  REQUIRE(replica_count(c) == 1);
+  c.devices = "cpu,cpu,cpu";
+  REQUIRE(replica_count(c) == 3);
+  validate_config(c);
+  c.batch = 25;
+  REQUIRE_ERROR(validate_config(c), "--batch 25 is not divisible by the 3 replicas");
+  c.batch = 24;
+  c.devices = "0,0";
+  REQUIRE_ERROR(validate_config(c), "the CUDA training path, which is not built yet");
+  c.devices = "cpu,1";
+  REQUIRE_ERROR(validate_config(c), "mixes cpu and GPUs");
+  c.devices = "cpu,gpu";
+  REQUIRE_ERROR(validate_config(c), "'gpu' is neither cpu nor a GPU ordinal");
+  c.devices = "cpu,cpu";
+  c.device = "cuda";
+  REQUIRE_ERROR(validate_config(c), "contradicts --device cuda");
+  // Saved with the configuration, and changeable on resume (any number of replicas).
+  c.device = "auto";
+  c.check_replicas = 5;
+  const TrainConfig back = config_from_json_text(config_to_json_text(c), "test");
+  REQUIRE(back.devices == "cpu,cpu");
+  REQUIRE(back.check_replicas == 5);
+  REQUIRE(may_change_on_resume("devices"));
+}
