@@ -72,7 +72,9 @@ LIB_CU   := $(if $(filter 1,$(USE_CUDA)),$(foreach d,$(LIB_DIRS),$(wildcard $(d)
 TEST_GPU_CPP := $(wildcard tests/*/*_gpu_test.cpp)
 TEST_CPP := $(filter-out $(if $(filter 1,$(USE_CUDA)),,$(TEST_GPU_CPP)),$(wildcard tests/*.cpp tests/*/*.cpp))
 TEST_CU  := $(if $(filter 1,$(USE_CUDA)),$(wildcard tests/*.cu tests/*/*.cu))
-BENCH_CPP := $(wildcard bench/*.cpp)
+# bench/*_gpu.cpp time the CUDA kernels: CUDA builds only, like the GPU tests.
+BENCH_GPU_CPP := $(wildcard bench/*_gpu.cpp)
+BENCH_CPP := $(filter-out $(if $(filter 1,$(USE_CUDA)),,$(BENCH_GPU_CPP)),$(wildcard bench/*.cpp))
 BENCH_BIN := $(patsubst bench/%.cpp,bin/bench_%,$(BENCH_CPP))
 
 obj = $(patsubst %,$(BUILD)/%.o,$(1))
@@ -83,6 +85,13 @@ TEST_OBJ := $(call obj,$(TEST_CPP) $(TEST_CU))
 # Relink when the mode changes (the objects of the other mode are older than the binary).
 MODE_STAMP := build/mode
 $(shell mkdir -p build; [ "$$(cat $(MODE_STAMP) 2>/dev/null)" = "$(MODE)" ] || echo $(MODE) > $(MODE_STAMP))
+
+# The commit the GPU benchmarks report (-dirty with uncommitted changes), passed as a -D. The
+# stamp file changes only when the commit does, so only the objects that print it rebuild.
+GIT_COMMIT := $(or $(shell git describe --always --dirty --abbrev=12 2>/dev/null),unknown)
+COMMIT_STAMP := build/commit
+$(shell [ "$$(cat $(COMMIT_STAMP) 2>/dev/null)" = "$(GIT_COMMIT)" ] || \
+        echo $(GIT_COMMIT) > $(COMMIT_STAMP))
 
 .PHONY: all test clean deps demo bench
 all: bin/cutrain bin/cutrain_tests $(BENCH_BIN)
@@ -101,6 +110,13 @@ bin/bench_%: $(BUILD)/bench/%.cpp.o $(LIB_OBJ) $(MODE_STAMP)
 	$(CXX) $(LDFLAGS) -o $@ $< $(LIB_OBJ) $(LDLIBS)
 
 bench: $(BENCH_BIN)
+# Reached only through the pattern above, the bench objects would count as intermediate files
+# on a first build, be deleted after linking and be rebuilt by the next make: keep them.
+.PRECIOUS: $(BUILD)/bench/%.cpp.o
+# The GPU benchmarks print the commit ($(GIT_COMMIT), above).
+BENCH_GPU_OBJ := $(call obj,$(filter $(BENCH_GPU_CPP),$(BENCH_CPP)))
+$(BENCH_GPU_OBJ): $(COMMIT_STAMP)
+$(BENCH_GPU_OBJ): CXXFLAGS += -DCUTRAIN_COMMIT='"$(GIT_COMMIT)"'
 
 $(BUILD)/%.cpp.o: %.cpp
 	@mkdir -p $(@D)
