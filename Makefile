@@ -5,6 +5,7 @@
 #   make CUDA_ARCH="-gencode arch=compute_90,code=sm_90"   other GPU targets
 #   make deps            installs the Debian packages cutrain needs (no-op when present)
 #   make test | clean | demo
+#   make bundle          bundle/: binaries, libraries, data and run.sh for a GPU host (CUDA only)
 #
 # Objects go to build/cpu or build/cuda, so switching modes never mixes them.
 
@@ -93,7 +94,7 @@ COMMIT_STAMP := build/commit
 $(shell [ "$$(cat $(COMMIT_STAMP) 2>/dev/null)" = "$(GIT_COMMIT)" ] || \
         echo $(GIT_COMMIT) > $(COMMIT_STAMP))
 
-.PHONY: all test clean deps demo bench
+.PHONY: all test clean deps demo bench bundle
 all: bin/cutrain bin/cutrain_tests $(BENCH_BIN)
 
 bin/cutrain: $(APP_OBJ) $(LIB_OBJ) $(MODE_STAMP)
@@ -126,6 +127,17 @@ $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
+# A self-contained folder for a GPU host without the Debian packages (bench/README.md): the
+# binaries (debug info stripped), the shared libraries they need that such a host lacks, the
+# Fashion-MNIST files and run.sh, which runs the tests, the sanitizers and the benchmark.
+ifeq ($(USE_CUDA),1)
+bundle: all
+	CUDA_ARCH="$(CUDA_ARCH)" bench/bundle/make.sh bundle bin/cutrain bin/cutrain_tests $(BENCH_BIN)
+else
+bundle:
+	@echo "make bundle: needs the CUDA build (nvcc not found, or CPU_ONLY=1)"; exit 1
+endif
+
 # Idle OpenMP threads spin by default; on a machine whose cores are shared that can make the
 # threaded CPU kernels slower than one thread. Passive waiting costs nothing here.
 test: all
@@ -151,6 +163,6 @@ demo:
 	@train/demo.sh
 
 clean:
-	rm -rf build bin
+	rm -rf build bin bundle
 
 -include $(LIB_OBJ:.o=.d) $(APP_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(patsubst %,$(BUILD)/%.d,$(BENCH_CPP))
