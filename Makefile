@@ -5,6 +5,7 @@
 #   make CUDA_ARCH="-gencode arch=compute_90,code=sm_90"   other GPU targets
 #   make deps            installs the Debian packages cutrain needs (no-op when present)
 #   make test | clean | demo
+#   make bundle          bundle/: binaries, libraries, data and run.sh for a GPU host (CUDA only)
 #
 # Objects go to build/cpu or build/cuda, so switching modes never mixes them.
 
@@ -76,7 +77,9 @@ LIB_CU   := $(if $(filter 1,$(USE_CUDA)),$(foreach d,$(LIB_DIRS),$(wildcard $(d)
 TEST_GPU_CPP := $(wildcard tests/*/*_gpu_test.cpp)
 TEST_CPP := $(filter-out $(if $(filter 1,$(USE_CUDA)),,$(TEST_GPU_CPP)),$(wildcard tests/*.cpp tests/*/*.cpp))
 TEST_CU  := $(if $(filter 1,$(USE_CUDA)),$(wildcard tests/*.cu tests/*/*.cu))
-BENCH_CPP := $(wildcard bench/*.cpp)
+# bench/*_gpu.cpp time the CUDA kernels: CUDA builds only, like the GPU tests.
+BENCH_GPU_CPP := $(wildcard bench/*_gpu.cpp)
+BENCH_CPP := $(filter-out $(if $(filter 1,$(USE_CUDA)),,$(BENCH_GPU_CPP)),$(wildcard bench/*.cpp))
 BENCH_BIN := $(patsubst bench/%.cpp,bin/bench_%,$(BENCH_CPP))
 
 obj = $(patsubst %,$(BUILD)/%.o,$(1))
@@ -88,7 +91,14 @@ TEST_OBJ := $(call obj,$(TEST_CPP) $(TEST_CU))
 MODE_STAMP := build/mode
 $(shell mkdir -p build; [ "$$(cat $(MODE_STAMP) 2>/dev/null)" = "$(MODE)" ] || echo $(MODE) > $(MODE_STAMP))
 
-.PHONY: all test clean deps demo bench
+# The commit the GPU benchmarks report (-dirty with uncommitted changes), passed as a -D. The
+# stamp file changes only when the commit does, so only the objects that print it rebuild.
+GIT_COMMIT := $(or $(shell git describe --always --dirty --abbrev=12 2>/dev/null),unknown)
+COMMIT_STAMP := build/commit
+$(shell [ "$$(cat $(COMMIT_STAMP) 2>/dev/null)" = "$(GIT_COMMIT)" ] || \
+        echo $(GIT_COMMIT) > $(COMMIT_STAMP))
+
+.PHONY: all test clean deps demo bench bundle
 all: bin/cutrain bin/cutrain_tests $(BENCH_BIN)
 
 bin/cutrain: $(APP_OBJ) $(LIB_OBJ) $(MODE_STAMP)
@@ -105,6 +115,13 @@ bin/bench_%: $(BUILD)/bench/%.cpp.o $(LIB_OBJ) $(MODE_STAMP)
 	$(CXX) $(LDFLAGS) -o $@ $< $(LIB_OBJ) $(LDLIBS)
 
 bench: $(BENCH_BIN)
+# Reached only through the pattern above, the bench objects would count as intermediate files
+# on a first build, be deleted after linking and be rebuilt by the next make: keep them.
+.PRECIOUS: $(BUILD)/bench/%.cpp.o
+# The GPU benchmarks print the commit ($(GIT_COMMIT), above).
+BENCH_GPU_OBJ := $(call obj,$(filter $(BENCH_GPU_CPP),$(BENCH_CPP)))
+$(BENCH_GPU_OBJ): $(COMMIT_STAMP)
+$(BENCH_GPU_OBJ): CXXFLAGS += -DCUTRAIN_COMMIT='"$(GIT_COMMIT)"'
 
 $(BUILD)/%.cpp.o: %.cpp
 	@mkdir -p $(@D)
@@ -113,6 +130,17 @@ $(BUILD)/%.cpp.o: %.cpp
 $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+# A self-contained folder for a GPU host without the Debian packages (bench/README.md): the
+# binaries (debug info stripped), the shared libraries they need that such a host lacks, the
+# Fashion-MNIST files and run.sh, which runs the tests, the sanitizers and the benchmark.
+ifeq ($(USE_CUDA),1)
+bundle: all
+	CUDA_ARCH="$(CUDA_ARCH)" bench/bundle/make.sh bundle bin/cutrain bin/cutrain_tests $(BENCH_BIN)
+else
+bundle:
+	@echo "make bundle: needs the CUDA build (nvcc not found, or CPU_ONLY=1)"; exit 1
+endif
 
 # Idle OpenMP threads spin by default; on a machine whose cores are shared that can make the
 # threaded CPU kernels slower than one thread. Passive waiting costs nothing here.
@@ -139,6 +167,6 @@ demo:
 	@train/demo.sh
 
 clean:
-	rm -rf build bin
+	rm -rf build bin bundle
 
 -include $(LIB_OBJ:.o=.d) $(APP_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(patsubst %,$(BUILD)/%.d,$(BENCH_CPP))

@@ -25,10 +25,10 @@
 #include <string>
 #include <vector>
 
+#include "bench/model_layers.h"
 #include "kernels/check.h"
 #include "kernels/conv2d.h"
 #include "kernels/linear.h"
-#include "kernels/pool.h"
 #include "kernels/rng.h"
 #include "nn/model.h"
 
@@ -36,56 +36,6 @@ using namespace cutrain;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-// A conv or linear layer of the model, at batch N. A linear layer is kept as the 1x1
-// convolution of a 1x1 image with the same N, C, K: that gives its flops and buffer sizes.
-struct BenchLayer {
-  std::string name, text;
-  bool conv = true;
-  Conv2dShape s;
-};
-
-// Follows the description, tracking one image's (H,W,C), and lists its conv and linear
-// layers. Plain layers only: a resblock's inner convs are not spelled out in the description.
-std::vector<BenchLayer> gemm_layers(const ModelSpec& spec, const ModelOptions& o, int batch) {
-  std::vector<BenchLayer> out;
-  int H = o.H, W = o.W, C = o.C, convs = 0, linears = 0;
-  for (const LayerSpec& l : spec.layers) {
-    switch (l.kind) {
-      case LayerKind::conv: {
-        BenchLayer b{"conv" + std::to_string(++convs), layer_spec_str(l), true, {}};
-        b.s.N = batch, b.s.H = H, b.s.W = W, b.s.C = C, b.s.K = l.out, b.s.R = l.R, b.s.S = l.S;
-        b.s.stride_h = l.stride_h, b.s.stride_w = l.stride_w;
-        b.s.pad_h = l.pad_h, b.s.pad_w = l.pad_w;
-        conv2d_check_shape(b.s);
-        H = b.s.P(), W = b.s.Q(), C = l.out;
-        out.push_back(b);
-        break;
-      }
-      case LayerKind::maxpool: {
-        Pool2dShape p;
-        p.N = batch, p.H = H, p.W = W, p.C = C, p.R = l.R, p.S = l.S;
-        p.stride_h = l.stride_h, p.stride_w = l.stride_w, p.pad_h = l.pad_h, p.pad_w = l.pad_w;
-        H = p.P(), W = p.Q();
-        break;
-      }
-      case LayerKind::gap: H = W = 1; break;
-      case LayerKind::flatten: C *= H * W, H = W = 1; break;
-      case LayerKind::linear: {
-        BenchLayer b{"linear" + std::to_string(++linears), layer_spec_str(l), false, {}};
-        b.s.N = batch, b.s.H = b.s.W = b.s.R = b.s.S = 1;
-        b.s.C = C * H * W, b.s.K = l.out_is_classes ? o.classes : l.out;
-        C = b.s.K, H = W = 1;
-        out.push_back(b);
-        break;
-      }
-      case LayerKind::resblock:
-        CHECK(false, spec.where(l) << ": bench_cpu_kernels lists plain layers only, not resblock");
-      default: break;  // bn, relu: shape unchanged, no GEMM
-    }
-  }
-  return out;
-}
 
 double cpu_seconds() {  // CPU time of the whole process: every thread, spinning included
   timespec ts;

@@ -1,13 +1,20 @@
 #include "tests/test_util.h"
 
 #include <cmath>
+#include <cstdlib>
 
+#include "data/fashion_mnist.h"
 #include "kernels/check.h"
 #include "kernels/rng.h"
 
 using namespace cutrain;
 
 namespace cutrain_test {
+
+std::string fashion_mnist_idx_dir() {
+  const char* dir = std::getenv("CUTRAIN_FASHION_MNIST_DIR");
+  return dir != nullptr && *dir != 0 ? dir : kFashionMnistDir;
+}
 
 Tensor uniform(const Shape& shape, DType dtype, uint64_t seed, double lo, double hi) {
   std::vector<double> v(size_t(shape_numel(shape)));

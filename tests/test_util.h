@@ -18,6 +18,11 @@ namespace cutrain_test {
 // Marks the running test case as skipped (counted apart, the reason printed once at the end).
 void skip(const std::string& reason);
 
+// The folder of the Fashion-MNIST IDX files the tests read: $CUTRAIN_FASHION_MNIST_DIR when set
+// (a GPU host without the Debian package: make bundle carries the files), else where the
+// package dataset-fashion-mnist installs them (cutrain::kFashionMnistDir).
+std::string fashion_mnist_idx_dir();
+
 // A tensor of `shape` with values uniform in [lo, hi), a pure function of seed.
 cutrain::Tensor uniform(const cutrain::Shape& shape, cutrain::DType dtype, uint64_t seed,
                         double lo = -1, double hi = 1);

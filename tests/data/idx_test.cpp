@@ -16,12 +16,11 @@ using cutrain_test::write_bytes;
 
 namespace {
 
-// The Debian package dataset-fashion-mnist; `make deps` installs it. Missing files fail the
-// tests (they are the demo's data, and CI has them), they are not skipped.
-const std::string kDir = "/usr/share/datasets/fashion-mnist/";
-
+// The Debian package dataset-fashion-mnist; `make deps` installs it (or
+// $CUTRAIN_FASHION_MNIST_DIR names a folder holding its files). Missing files fail the tests
+// (they are the demo's data, and CI has them), they are not skipped.
 std::string real(const std::string& name) {
-  const std::string p = kDir + name;
+  const std::string p = cutrain_test::fashion_mnist_idx_dir() + "/" + name;
   REQUIRE_MESSAGE(std::filesystem::exists(p), p << " is missing: install dataset-fashion-mnist");
   return p;
 }

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# make.sh DEST BINARY...: writes the folder `make bundle` makes (bench/README.md): everything a
+# GPU host with CUDA but without cutrain's Debian packages needs to run the tests, the
+# sanitizers and the benchmarks, small enough to carry (the device tool takes 64 MiB at most).
+#
+#   DEST/payload.tar.xz  bin/ and lib/, compressed (40 MiB -> 10): run.sh unpacks them into a
+#                        temporary folder at each run
+#     bin/               the binaries, debug info stripped (symbols and the device code's line
+#                        table stay, for compute-sanitizer's reports)
+#     lib/               the shared libraries they load, except those every such host has
+#   DEST/data/fashion-mnist/   the four IDX files the tests read (CUTRAIN_FASHION_MNIST_DIR);
+#                        already gzip-compressed, so they stay out of the payload
+#   DEST/run.sh          runs it all (bench/bundle/run.sh)
+#   DEST/BUILD           the commit, the build host, CUDA_ARCH, the contents
+#
+# Which libraries travel: everything ldd lists except
+#   - glibc (libc, libm, libdl, librt, libpthread, libresolv, ld-linux): it cannot be mixed with
+#     the host's loader, and binaries built against an older glibc (2.36, Debian 12) run on a
+#     newer one (the GPU image is Ubuntu 24.04: 2.39);
+#   - libstdc++ and libgcc_s: likewise backward compatible, and the host's are newer (GCC 13+)
+#     than what this build needs (GCC 12: GLIBCXX_3.4.30); run.sh's ldd check says if not;
+#   - cuBLAS and cuDNN: hundreds of MB; the host has them in CUDA's lib64 or in the torch
+#     install's nvidia/*/lib, which run.sh finds. (cudart is linked statically.)
+# So hdf5 travels with its whole closure (libsz, libaec, libcurl and the TLS, Kerberos and LDAP
+# libraries curl links): a few MB, and nothing then depends on which of those the host has.
+set -euo pipefail
+dest=${1:?usage: make.sh DEST BINARY...}
+shift
+[ $# -gt 0 ] || { echo "make.sh: no binaries given" >&2; exit 2; }
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+rm -rf "$dest"
+mkdir -p "$dest/data/fashion-mnist"
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/bin" "$stage/lib"
+for b in "$@"; do
+  [ -x "$b" ] || { echo "make.sh: $b is missing (build it first)" >&2; exit 1; }
+  strip --strip-debug -o "$stage/bin/$(basename "$b")" "$b"
+done
+
+skip='^(linux-vdso|ld-linux.*|libc|libm|libdl|librt|libpthread|libresolv|libutil|libstdc\+\+|libgcc_s|libcublas|libcublasLt|libcudnn.*|libcudart|libcuda|libnvrtc.*)\.so'
+missing=$(ldd "$stage"/bin/* | grep "not found" || true)
+[ -z "$missing" ] || { echo "make.sh: unresolved libraries here:" >&2; echo "$missing" >&2; exit 1; }
+ldd "$stage"/bin/* | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u |
+  while read -r name path; do
+    if [[ $name =~ $skip ]]; then continue; fi
+    cp -L "$path" "$stage/lib/$name"
+  done
+tar -cf - -C "$stage" bin lib | xz -T2 -6 >"$dest/payload.tar.xz"
+
+idx=${CUTRAIN_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
+for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz \
+         t10k-labels-idx1-ubyte.gz; do
+  [ -f "$idx/$f" ] || { echo "make.sh: $idx/$f is missing (make deps installs it)" >&2; exit 1; }
+  cp "$idx/$f" "$dest/data/fashion-mnist/"
+done
+
+cp "$here/run.sh" "$dest/run.sh"
+chmod +x "$dest/run.sh"
+{
+  echo "commit: $(git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)"
+  # shellcheck disable=SC1091
+  echo "built: $(date -u '+%Y-%m-%d %H:%M UTC') on $(. /etc/os-release && echo "$PRETTY_NAME")," \
+       "$(ldd --version | head -1)"
+  echo "CUDA_ARCH: ${CUDA_ARCH:-(not given)}"
+  echo "bin: $(cd "$stage/bin" && echo *)"
+  echo "lib: $(cd "$stage/lib" && echo *)"
+} >"$dest/BUILD"
+
+size=$(du -sm "$dest" | cut -f1)
+echo "bundle: $dest, ${size} MiB: $(du -sh "$stage/bin" | cut -f1) of binaries and" \
+     "$(du -sh "$stage/lib" | cut -f1) of libraries in $(du -sh "$dest/payload.tar.xz" | cut -f1)" \
+     "of payload.tar.xz, $(du -sh "$dest/data" | cut -f1) of Fashion-MNIST"
+if [ "$size" -gt 60 ]; then
+  echo "bundle: WARNING: over 60 MiB; the device tool carries 64 MiB with the working tree" >&2
+fi
+echo "run it on the GPU host:  $dest/run.sh OUTDIR   (see bench/README.md)"

@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# run.sh OUTDIR [STEP...]: runs cutrain's tests, the GPU tests under compute-sanitizer and the
+# kernel benchmark from this bundle (made by `make bundle`, see bench/README.md) on a GPU host
+# that has CUDA but not cutrain's Debian packages. Logs and result tables go to OUTDIR.
+#
+# Steps, in this order (default: all):
+#   info       nvidia-smi, where cuBLAS/cuDNN were found, unresolved libraries
+#   tests      bin/cutrain_tests, every test (the GPU ones run when a GPU is usable)
+#   memcheck   the [gpu] tests under compute-sanitizer --tool memcheck
+#   racecheck  the [gpu] tests under compute-sanitizer --tool racecheck
+#   bench      bin/bench_kernels_gpu (--out/--json into OUTDIR)
+# Without a GPU the sanitizer steps are skipped with the reason, and the benchmark says why
+# and measures nothing; the tests still run (their GPU cases skip).
+#
+# Files written (at most 8, as the device tool brings back): summary.md (the info and one
+# line per step), tests.log, memcheck.log, racecheck.log, bench.log, bench-kernels.md,
+# bench-kernels.json.
+# Exit status: 1 when a step failed (tests, a sanitizer, a WRONG kernel), else 0.
+# Environment: STEP_TIMEOUT (seconds per step, default 540), TEST_ARGS (extra arguments of
+# cutrain_tests, e.g. -tc="conv2d*"), BENCH_ARGS (of bench_kernels_gpu), CUDA_HOME.
+set -uo pipefail
+out=${1:?usage: run.sh OUTDIR [info|tests|memcheck|racecheck|bench ...]}
+shift
+steps=${*:-info tests memcheck racecheck bench}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# bin/ and lib/ travel compressed: unpack them into a temporary folder for this run (not into
+# the bundle, which must stay small enough to carry)
+work=$(mktemp -d "${TMPDIR:-/tmp}/cutrain-bundle.XXXXXX") || exit 1
+trap 'rm -rf "$work"' EXIT
+if command -v xz >/dev/null 2>&1; then
+  tar -xJf "$here/payload.tar.xz" -C "$work" || exit 1
+else  # no xz on the host: Python's tarfile reads .xz too
+  python3 -c 'import sys, tarfile
+t = tarfile.open(sys.argv[1])
+t.extractall(sys.argv[2], **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))' \
+    "$here/payload.tar.xz" "$work" || exit 1
+fi
+cd "$work" || exit 1  # tests find bin/cutrain beside bin/cutrain_tests
+summary=$out/summary.md
+step_timeout=${STEP_TIMEOUT:-540}
+cuda=${CUDA_HOME:-/usr/local/cuda}
+read -r -a test_args <<<"${TEST_ARGS:-}"    # split into words, never globbed
+read -r -a bench_args <<<"${BENCH_ARGS:-}"
+
+# --- libraries: the bundle's, then CUDA's, then cuBLAS/cuDNN wherever this host keeps them
+# (CUDA's lib64, the system, or the pip wheels of the torch python: nvidia/<lib>/lib).
+lib_dirs="$work/lib"
+[ -d "$cuda/lib64" ] && lib_dirs="$lib_dirs:$cuda/lib64"
+wheel_dirs=$(python3 -c 'import nvidia, sys; print("\n".join(nvidia.__path__))' 2>/dev/null || true)
+find_lib() {  # the first folder holding $1
+  local d
+  for d in "$cuda/lib64" /usr/lib/x86_64-linux-gnu /usr/local/lib; do
+    [ -e "$d/$1" ] && { echo "$d"; return 0; }
+  done
+  for d in $wheel_dirs; do
+    find "$d" -maxdepth 3 -name "$1" -printf '%h\n' 2>/dev/null | head -1 | grep . && return 0
+  done
+  return 1
+}
+found=""
+for l in libcublas.so.13 libcublasLt.so.13 libcudnn.so.9; do
+  if d=$(find_lib "$l"); then
+    found="$found\n- $l: $d"
+    case ":$lib_dirs:" in *":$d:"*) ;; *) lib_dirs="$lib_dirs:$d" ;; esac
+  else
+    found="$found\n- $l: NOT FOUND"
+  fi
+done
+export LD_LIBRARY_PATH="$lib_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export CUTRAIN_FASHION_MNIST_DIR="$here/data/fashion-mnist"
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+
+# --- is there a GPU? (the sanitizers need one; the programs also check for themselves)
+gpu_reason=""
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+  gpu_reason="nvidia-smi not found"
+elif ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+  gpu_reason="nvidia-smi lists no GPU"
+fi
+sanitizer=$(command -v compute-sanitizer ||
+            find "$cuda"/bin "$cuda"/compute-sanitizer -maxdepth 1 -name compute-sanitizer \
+              2>/dev/null | head -1)
+
+{
+  echo "# cutrain bundle run, $(date -u '+%Y-%m-%d %H:%M UTC') on $(hostname)"
+  echo
+  sed 's/^/    /' "$here/BUILD"
+  echo
+  echo "GPU: ${gpu_reason:-$(nvidia-smi -L 2>/dev/null | head -4 | tr '\n' ' ')}"
+  echo "compute-sanitizer: ${sanitizer:-not found}"
+  echo -e "libraries:$found"
+  echo
+} >"$summary"
+
+# run_step NAME LOG COMMAND...: runs it under the step timeout, appends a summary line.
+results=""
+status=0  # 1 when a step failed: run.sh's exit status
+run_step() {
+  local name=$1 log=$2 t0 rc
+  shift 2
+  echo "== $name: $*" | tee -a "$log"
+  t0=$(date +%s)
+  timeout --kill-after=10 "$step_timeout" "$@" >>"$log" 2>&1
+  rc=$?
+  [ $rc = 124 ] && echo "== $name: stopped after ${step_timeout}s (STEP_TIMEOUT)" >>"$log"
+  echo "== $name: exit $rc after $(( $(date +%s) - t0 ))s" | tee -a "$log"
+  last_rc=$rc
+  last_secs=$(( $(date +%s) - t0 ))
+  [ $rc = 0 ] || status=1
+}
+row() { results="$results| $1 | $2 | $3 |\n"; }
+
+for step in $steps; do
+  case $step in
+    info)
+      {
+        echo '## nvidia-smi'; echo; echo '```'
+        if [ -z "$gpu_reason" ]; then nvidia-smi 2>&1; else echo "($gpu_reason)"; fi
+        echo '```'; echo
+        echo '## ldd bin/cutrain_tests (where each library came from)'; echo; echo '```'
+        ldd bin/cutrain_tests 2>&1
+        echo '```'; echo
+      } >>"$summary"
+      unresolved=$(ldd bin/* 2>&1 | grep "not found" | sort -u | tr -s ' \t\n' ' ')
+      row info "${unresolved:-no unresolved libraries}" "nvidia-smi: ${gpu_reason:-ok}"
+      ;;
+    tests)
+      run_step tests "$out/tests.log" bin/cutrain_tests "${test_args[@]}"
+      row tests "exit $last_rc, ${last_secs}s" "$(grep -a "^tests:" "$out/tests.log" | tail -1)"
+      ;;
+    memcheck|racecheck)
+      if [ -n "$gpu_reason" ] || [ -z "$sanitizer" ]; then
+        echo "skipped: ${gpu_reason:-compute-sanitizer not found}" >"$out/$step.log"
+        row "$step" skipped "${gpu_reason:-compute-sanitizer not found}"
+        continue
+      fi
+      run_step "$step" "$out/$step.log" "$sanitizer" --tool "$step" --print-limit 100 \
+        bin/cutrain_tests -tc="*[gpu]*" "${test_args[@]}"
+      # memcheck: "ERROR SUMMARY: N errors"; racecheck: "RACECHECK SUMMARY: N hazards ..."
+      counts=$(grep -a "ERROR SUMMARY\|RACECHECK SUMMARY" "$out/$step.log" | sed 's/^=* *//' |
+               tr '\n' ' ')
+      tests=$(grep -a "^tests:" "$out/$step.log" | tail -1)
+      row "$step" "exit $last_rc, ${last_secs}s" "${counts:-no summary line (see $step.log)}; $tests"
+      ;;
+    bench)
+      if [ ! -x bin/bench_kernels_gpu ]; then
+        echo "bin/bench_kernels_gpu is not in this bundle" >"$out/bench.log"
+        row bench missing "bin/bench_kernels_gpu is not in this bundle"
+        continue
+      fi
+      run_step bench "$out/bench.log" bin/bench_kernels_gpu --out "$out/bench-kernels.md" \
+        --json "$out/bench-kernels.json" "${bench_args[@]}"
+      verdicts=$(grep -a "^- \(PASS\|FAIL\|NOT\)\|no usable GPU\|WRONG" "$out/bench.log" |
+                 head -4 | tr '\n' ' ')
+      row bench "exit $last_rc, ${last_secs}s" "$verdicts"
+      ;;
+    *) echo "run.sh: unknown step '$step' (info tests memcheck racecheck bench)" >&2; exit 2 ;;
+  esac
+done
+
+{
+  echo "## steps"; echo
+  echo "| step | status | result |"; echo "| --- | --- | --- |"
+  echo -ne "$results"
+} >>"$summary"
+echo
+sed -n '/^## steps/,$p' "$summary"
+echo "logs: $out"
+exit $status
