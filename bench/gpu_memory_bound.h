@@ -19,11 +19,11 @@
 #include <vector>
 
 #include "bench/gpu_timing.h"
-#include "kernels/reduce.h"
 #include "kernels/batchnorm.h"
 #include "kernels/cast.h"
 #include "kernels/elementwise.h"
 #include "kernels/input.h"
+#include "kernels/reduce.h"
 
 namespace cutrain {
 
