@@ -55,6 +55,11 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
       ->group("Model");
   t->add_option("--precision", c.precision, "auto (fp16 on cuda, fp32 on cpu), fp16 or fp32")
       ->group("Model");
+  t->add_option("--conv", c.conv, "GPU conv2d kernels: tc (tensor cores, fp16; direct in "
+                                 "fp32), direct or cudnn. The CPU always runs its reference")
+      ->group("Model");
+  t->add_option("--linear", c.linear, "GPU linear kernels: tc, direct or cublas (as --conv)")
+      ->group("Model");
   // optimisation
   t->add_option("--optimizer", c.optimizer, "sgd, nesterov or adamw")->group("Optimization");
   t->add_option("--lr", c.lr, "Peak learning rate (0: 0.1 for sgd/nesterov, 0.001 for adamw)")

@@ -83,6 +83,10 @@ void validate_config(const TrainConfig& c) {
   need(one_of(c.device, {"auto", "cpu", "cuda"}), "--device " + c.device + ": expected auto, cpu or cuda");
   need(one_of(c.precision, {"auto", "fp16", "fp32"}),
        "--precision " + c.precision + ": expected auto, fp16 or fp32");
+  need(one_of(c.conv, {"direct", "tc", "cudnn"}),
+       "--conv " + c.conv + ": expected direct, tc or cudnn");
+  need(one_of(c.linear, {"direct", "tc", "cublas"}),
+       "--linear " + c.linear + ": expected direct, tc or cublas");
   need(one_of(c.optimizer, {"sgd", "nesterov", "adamw"}),
        "--optimizer " + c.optimizer + ": expected sgd, nesterov or adamw");
   need(one_of(c.schedule, {"cosine", "linear", "constant", "onecycle"}),
@@ -158,7 +162,8 @@ void for_each_field(Config& c, F&& f) {
   f("resize", c.resize), f("limit_train", c.limit_train), f("limit_val", c.limit_val);
   f("strict", c.strict), f("model", c.model), f("device", c.device);
   f("devices", c.devices);
-  f("precision", c.precision), f("optimizer", c.optimizer), f("lr", c.lr);
+  f("precision", c.precision), f("conv", c.conv), f("linear", c.linear);
+  f("optimizer", c.optimizer), f("lr", c.lr);
   f("momentum", c.momentum), f("wd", c.wd), f("schedule", c.schedule), f("warmup", c.warmup);
   f("epochs", c.epochs), f("batch", c.batch), f("accum", c.accum);
   f("label_smoothing", c.label_smoothing), f("seed", c.seed), f("threads", c.threads);

@@ -42,6 +42,8 @@ struct TrainConfig {
   std::string devices;              // data-parallel replicas, one per entry: "cpu,cpu" or GPU
                                     //   ordinals "0,1" (repeats allowed); "": one, on --device
   std::string precision = "auto";   // auto | fp16 | fp32 (auto: fp16 on cuda, fp32 on cpu)
+  std::string conv = "tc";          // GPU conv2d: direct | tc | cudnn (kernels/impl.h)
+  std::string linear = "tc";        // GPU linear: direct | tc | cublas (tc means direct in fp32)
 
   // ---- optimisation ---------------------------------------------------------------------
   std::string optimizer = "sgd";    // sgd | nesterov | adamw

@@ -8,6 +8,7 @@
 #include "data/atomic_file.h"
 #include "kernels/check.h"
 #include "nn/checkpoint.h"
+#include "nn/gpu_context.h"
 #include "train/dataset.h"
 #include "data/trace.h"
 #include "train/device.h"
@@ -68,6 +69,9 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
       replica_devices.empty() ? cfg.device : replica_devices[0] == "cpu" ? "cpu" : "cuda";
   const RunDevice device = choose_device(device_name, cfg.precision);
   if (!device.notice.empty()) std::fprintf(stderr, "%s\n", device.notice.c_str());
+  // The conv/linear implementation the ops of this thread use on a GPU (nn/gpu_context.h).
+  GpuContextScope gpu_kernels(
+      GpuContext{nullptr, parse_conv_impl(cfg.conv), parse_linear_impl(cfg.linear)});
   if (!resuming) {
     std::vector<std::string> skipped;
     const std::string existing = newest_checkpoint(cfg.out, &skipped);

@@ -35,6 +35,11 @@ TEST_CASE("config: the defaults are valid once --train is given; every problem i
   REQUIRE_ERROR(validate_config(d), "1 values for 3 channels");
   d.mean = {0.5, 0.5, 0.5}, d.std = {0.2, 0, 0.2};
   REQUIRE_ERROR(validate_config(d), "--std values must be positive");
+  TrainConfig g;
+  g.train = "x", g.conv = "winograd";
+  REQUIRE_ERROR(validate_config(g), "--conv winograd: expected direct, tc or cudnn");
+  g.conv = "cudnn", g.linear = "cudnn";
+  REQUIRE_ERROR(validate_config(g), "--linear cudnn: expected direct, tc or cublas");
 }
 
 TEST_CASE("config: JSON round trip; unknown keys and wrong types are refused by name") {
