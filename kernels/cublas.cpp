@@ -64,11 +64,6 @@ namespace {
       cublas_fail(#call, __FILE__, __LINE__, cutrain_st_);                      \
   } while (0)
 
-int current_device() {
-  int d = 0;
-  CUDA_CHECK(cudaGetDevice(&d));
-  return d;
-}
 
 // The calling thread's handle for `device` (the current one), bound to `stream`.
 cublasHandle_t cublas_handle(int device, cudaStream_t stream) {

@@ -1,7 +1,7 @@
 // defines: what the elementwise, batchnorm, pool and softmax kernels share (device code only):
 // the storage type a kernel sees for T (storage_t: half_t -> __half), to_acc / from_acc
 // (widen to fp32, round back to nearest even), Pack128 (16-byte vector loads and stores, as in
-// llm.c), grid_size (a capped grid for grid-stride loops) and current_device.
+// llm.c) and grid_size (a capped grid for grid-stride loops).
 //
 // Included only by .cu files.
 #pragma once
@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "kernels/check.h"
+#include "kernels/gpu.h"
 #include "kernels/half.h"
 
 namespace cutrain {
@@ -62,10 +63,5 @@ inline int grid_size(int64_t work, int block) {
   return int(blocks < 1 ? 1 : blocks > 4096 ? 4096 : blocks);
 }
 
-inline int current_device() {
-  int d = 0;
-  CUDA_CHECK(cudaGetDevice(&d));
-  return d;
-}
 
 }  // namespace cutrain

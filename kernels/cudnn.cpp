@@ -74,11 +74,6 @@ void cudnn_warn(const char* call, const char* file, int line, cudnnStatus_t st) 
                call, cudnnGetErrorString(st));
 }
 
-int current_device() {
-  int d = 0;
-  CUDA_CHECK(cudaGetDevice(&d));
-  return d;
-}
 
 cudnnHandle_t cudnn_handle(int device, cudaStream_t stream) {
   struct Handles {

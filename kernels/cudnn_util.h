@@ -48,9 +48,6 @@ void cudnn_warn(const char* call, const char* file, int line, cudnnStatus_t st);
 namespace cutrain {
 namespace cudnn_detail {
 
-// The calling thread's device (cudaGetDevice): handles, plans and workspaces are per device.
-int current_device();
-
 // The calling thread's handle for `device` (which must be current), bound to `stream`. One per
 // (device, thread): created on first use, destroyed when the thread exits.
 cudnnHandle_t cudnn_handle(int device, cudaStream_t stream);

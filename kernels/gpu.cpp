@@ -67,6 +67,12 @@ std::string gpu_name(int device) {
   return prop.name;
 }
 
+int current_device() {
+  int d = 0;
+  CUDA_CHECK(cudaGetDevice(&d));
+  return d;
+}
+
 void set_device(int device) {
   CHECK(device >= 0 && device < gpu_count(),
         "device " << device << " does not exist (" << gpu_count() << " usable)");
@@ -176,6 +182,7 @@ const std::string& gpu_unavailable_reason() { return kNoCuda; }
 int gpu_count() { return 0; }
 std::string gpu_name(int) { no_cuda("query a device"); }
 void set_device(int) { no_cuda("select a device"); }
+int current_device() { no_cuda("query the current device"); }
 CachingAllocator& device_allocator(int) { no_cuda("allocate device memory"); }
 
 Stream::Stream(int) { no_cuda("create a CUDA stream"); }

@@ -25,6 +25,7 @@ const std::string& gpu_unavailable_reason();  // "" when usable; otherwise one l
 int gpu_count();                      // 0 when not usable
 std::string gpu_name(int device);
 void set_device(int device);          // the calling thread's current device (it is per thread)
+int current_device();                 // the calling thread's current device
 
 // The caching allocator of one device (created on first use, lives until exit).
 CachingAllocator& device_allocator(int device);

@@ -134,9 +134,7 @@ void bias_grad_gpu(int64_t M, int K, const T* dy, T* db, cudaStream_t stream) {
   const int64_t want = std::min<int64_t>(1024, (M + 255) / 256);
   const int64_t rows_per_chunk = (M + want - 1) / want;
   const int chunks = int((M + rows_per_chunk - 1) / rows_per_chunk);
-  int device = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  DeviceBuffer partial(size_t(chunks) * size_t(K) * sizeof(float), device, stream);
+  DeviceBuffer partial(size_t(chunks) * size_t(K) * sizeof(float), current_device(), stream);
   float* p = static_cast<float*>(partial.data());
   const dim3 grid(unsigned((K + 31) / 32), unsigned(chunks)), block(32, kBiasRows);
   bias_grad_partial_kernel<<<grid, block, 0, stream>>>(M, K, rows_per_chunk, dev(dy), p);

@@ -222,9 +222,8 @@ void launch(int64_t M, int64_t N, int64_t Kd, const OpA& a, const OpB& b, const 
   const int64_t tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
   const int64_t tiles = tiles_m * tiles_n, ksteps = (Kd + BK - 1) / BK;
   CHECK(tiles_n <= 65535, "tc_gemm: N = " << N << " is too large");
-  int device = 0, sms = 1;
-  CUDA_CHECK(cudaGetDevice(&device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  int sms = 1;
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, current_device()));
   // Split kd only when the tiles leave the GPU mostly idle and each slice keeps >= 8 steps.
   int64_t splits = 1;
   if (tiles < sms && ksteps >= 16)
@@ -237,7 +236,7 @@ void launch(int64_t M, int64_t N, int64_t Kd, const OpA& a, const OpB& b, const 
     LAUNCH_CHECK();
     return;
   }
-  DeviceBuffer ws(size_t(splits * M * N) * sizeof(float), device, stream);
+  DeviceBuffer ws(size_t(splits * M * N) * sizeof(float), current_device(), stream);
   const StorePartial part{static_cast<float*>(ws.data()), M, N};
   tc_gemm_kernel<BM, BN><<<grid, THREADS, 0, stream>>>(M, N, Kd, kd_chunk, a, b, part);
   LAUNCH_CHECK();

@@ -78,7 +78,7 @@ int64_t top1_correct(const Tensor& logits, const Tensor& labels) {
       // The count comes back to the host: evaluation reads it once per batch.
       ON_GPU("top1_correct", T, {
         const cudaStream_t st = gpu_context().stream;
-        DeviceBuffer count(sizeof(int64_t), 0, st);  // the kernel adds to it
+        DeviceBuffer count(sizeof(int64_t), current_device(), st);  // the kernel adds to it
         memset_async(count.data(), 0, sizeof(int64_t), st);
         top1_correct_gpu<T>(N, K, logits.data<T>(), labels.data<int32_t>(),
                             static_cast<int64_t*>(count.data()), st);
