@@ -29,13 +29,6 @@ void dispatch_float(DType t, F&& f) {
   }
 }
 
-// Code that runs on the CPU only (the optimizer, until its device step is wired in) refuses
-// cuda tensors with a message naming the op and the tensor.
-inline void check_cpu(const char* op, const Tensor& t) {
-  CHECK(t.device() == Device::cpu,
-        op << ": runs on the CPU only so far; got a tensor " << t.str());
-}
-
 // The device an op runs on: that of its tensors, which must all be on one device (undefined
 // tensors, such as a missing bias, are ignored).
 inline Device op_device(const char* op, std::initializer_list<const Tensor*> ts) {

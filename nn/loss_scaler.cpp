@@ -29,23 +29,6 @@ void validate_loss_scaler_config(const LossScalerConfig& c) {
         "loss scaler: growth_interval must be >= 1, got " << c.growth_interval);
 }
 
-LossScalerState loss_scaler_next(const LossScalerConfig& c, LossScalerState s, bool overflow) {
-  if (overflow) {
-    s.consecutive_skips++;
-    s.skipped_total++;
-    s.clean_steps = 0;
-    if (c.dynamic) s.scale = std::max(c.min_scale, s.scale * c.backoff);
-    return s;
-  }
-  s.consecutive_skips = 0;
-  if (!c.dynamic) return s;
-  if (++s.clean_steps >= c.growth_interval) {
-    s.scale = std::min(c.max_scale, s.scale * c.growth);
-    s.clean_steps = 0;
-  }
-  return s;
-}
-
 LossScaler::LossScaler(const LossScalerConfig& config) : c_(config) {
   validate_loss_scaler_config(c_);
   s_.scale = c_.init;

@@ -1,5 +1,6 @@
-// defines: LossScalerConfig, LossScalerState, loss_scaler_next (the transition) and LossScaler
-// (the transition plus the abort after too many consecutive skips).
+// defines: LossScaler (the transition of kernels/loss_scale.h plus the abort after too many
+// consecutive skips) and validate_loss_scaler_config. LossScalerConfig, LossScalerState and
+// loss_scaler_next (the transition) live in kernels/loss_scale.h, shared with the GPU.
 //
 // Why: fp16 gradients underflow to zero below 2^-24, so the loss is multiplied by a large
 // scale before backward and the optimizer divides it out (Optimizer::step(scale)). Too large a
@@ -18,8 +19,9 @@
 // After max_consecutive_skips overflows in a row nothing is being learnt (the model has
 // diverged, or the data holds inf/NaN): update() throws, naming the step and the scale.
 //
-// The state is a small plain struct so that a checkpoint can save it and a GPU version can
-// keep it in device memory and apply loss_scaler_next() in a kernel, with no host round trip.
+// The state is a small plain struct so that a checkpoint can save it and the GPU trainer can
+// keep it in device memory and apply loss_scaler_next() in a kernel, with no host round trip
+// (kernels/step_state.h).
 //
 //   LossScaler scaler(LossScalerConfig{});
 //   tape.backward(loss, scaler.scale());
@@ -28,31 +30,12 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/loss_scale.h"
+
 namespace cutrain {
-
-struct LossScalerConfig {
-  double init = 65536;           // 2^16
-  double growth = 2;
-  double backoff = 0.5;
-  double min_scale = 1;
-  double max_scale = 16777216;   // 2^24
-  int growth_interval = 2000;    // clean steps in a row before the scale grows
-  int max_consecutive_skips = 30;
-  bool dynamic = true;
-};
-
-struct LossScalerState {
-  double scale = 65536;
-  int32_t clean_steps = 0;        // clean steps since the last change of scale or overflow
-  int32_t consecutive_skips = 0;  // overflows in a row
-  int64_t skipped_total = 0;
-};
 
 // Throws naming the field for a config that makes no sense (growth < 1, min > max, ...).
 void validate_loss_scaler_config(const LossScalerConfig& c);
-
-// The state after one optimizer step attempt: the transition above, nothing else.
-LossScalerState loss_scaler_next(const LossScalerConfig& c, LossScalerState s, bool overflow);
 
 class LossScaler {
  public:

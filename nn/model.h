@@ -41,6 +41,9 @@ struct ModelOptions {
   int classes = 10;           // what 'linear classes' means; the model must end with (classes)
   DType dtype = DType::f32;   // activations and conv/linear parameters
   uint64_t seed = 1;          // weight initialisation
+  // Where the parameters and BatchNorm statistics live. The model is always initialised on
+  // the CPU (the same bits whatever the device) and then copied there.
+  Device device = Device::cpu;
 };
 
 // The shape of one image's activations: (H,W,C) while spatial, (C) after gap/flatten/linear.

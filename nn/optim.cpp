@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "nn/dispatch.h"
+#include "nn/gpu_context.h"
 
 namespace cutrain {
 
@@ -15,7 +16,9 @@ Optimizer::Optimizer(const char* who, std::vector<VarPtr> params, double lr_)
   for (const VarPtr& p : params_) {
     CHECK(p && p->requires_grad, who_ << ": parameter '" << (p ? p->name : "null")
                                       << "' does not require a gradient");
-    check_cpu(who_, p->value);
+    CHECK(p->value.device() == params_[0]->value.device(),
+          who_ << ": parameters on different devices: " << params_[0]->value.str() << " and "
+               << p->value.str());
     const DType acc = acc_dtype(p->value.dtype());
     masters_.push_back(p->value.dtype() == acc ? p->value : p->value.to(acc));
   }
@@ -30,6 +33,7 @@ bool Optimizer::step(double loss_scale) {
 }
 
 bool Optimizer::all_finite(double loss_scale) {
+  check_host_step();
   CHECK(std::isfinite(loss_scale) && loss_scale > 0,
         who_ << ": loss scale must be positive, got " << loss_scale);
   const double inv = 1.0 / loss_scale;
@@ -51,11 +55,40 @@ bool Optimizer::all_finite(double loss_scale) {
 }
 
 void Optimizer::apply(double loss_scale) {
+  check_host_step();
   CHECK(std::isfinite(loss_scale) && loss_scale > 0,
         who_ << ": loss scale must be positive, got " << loss_scale);
   CHECK(std::isfinite(lr) && lr >= 0, who_ << ": learning rate must be >= 0, got " << lr);
   update(1.0 / loss_scale);
   steps_taken++;
+}
+
+void Optimizer::check_host_step() const {
+  CHECK(device() == Device::cpu,
+        who_ << ": step(), all_finite() and apply() run on the CPU; the parameters are on "
+             << device_name(device()) << ": use check_device / apply_device (nn/device_step.h)");
+}
+
+void Optimizer::check_device(DeviceStep& ds) {
+  CHECK(device() == Device::cuda, who_ << ": check_device needs parameters on cuda");
+  CHECK(ds.params() == int(params_.size()),
+        who_ << ": the DeviceStep has " << ds.params() << " flags for " << params_.size()
+             << " parameters");
+  for (size_t i = 0; i < params_.size(); i++) {
+    const Tensor& g = params_[i]->grad;
+    if (!g.defined()) continue;  // unused this step: a zero gradient, finite
+    dispatch_float(g.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      ON_GPU(who_, T, grads_nonfinite_gpu<T>(g.numel(), g.template data<T>(), ds.inv_scale(),
+                                             ds.flag(int(i)), gpu_context().stream));
+    });
+  }
+}
+
+void Optimizer::apply_device(DeviceStep& ds) {
+  CHECK(device() == Device::cuda, who_ << ": apply_device needs parameters on cuda");
+  CHECK(std::isfinite(lr) && lr >= 0, who_ << ": learning rate must be >= 0, got " << lr);
+  update_device(ds);
 }
 
 void Optimizer::zero_grad() {
@@ -69,7 +102,8 @@ void Optimizer::add_masters(std::vector<std::pair<std::string, Tensor*>>& out, s
 
 std::vector<Tensor> Optimizer::acc_zeros() const {
   std::vector<Tensor> out;
-  for (const Tensor& m : masters_) out.push_back(Tensor::zeros(m.shape(), m.dtype()));
+  for (const Tensor& m : masters_)
+    out.push_back(Tensor::zeros(m.shape(), m.dtype(), m.device()));
   return out;
 }
 
@@ -98,6 +132,21 @@ void SGD::update(double inv_scale) {
       using A = acc_t<T>;
       sgd_step_cpu<T>(g.numel(), g.template data<T>(), inv_scale, masters_[i].template data<A>(),
                       velocity_[i].template data<A>(), working<T>(i), p);
+    });
+  }
+}
+
+void SGD::update_device(DeviceStep& ds) {
+  SgdParams p = hp_;
+  p.lr = lr;
+  for (size_t i = 0; i < params_.size(); i++) {
+    Tensor& g = grad(i);  // zeros when never written, as on the CPU
+    dispatch_float(g.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      ON_GPU(who_, T, sgd_step_gpu<T>(g.numel(), g.template data<T>(), ds.inv_scale(), ds.skip(),
+                                      masters_[i].template data<float>(),
+                                      velocity_[i].template data<float>(), working<T>(i), p,
+                                      gpu_context().stream));
     });
   }
 }
@@ -134,6 +183,21 @@ void AdamW::update(double inv_scale) {
       adamw_step_cpu<T>(g.numel(), g.template data<T>(), inv_scale,
                         masters_[i].template data<A>(), m_[i].template data<A>(),
                         v_[i].template data<A>(), working<T>(i), p, steps_taken + 1);
+    });
+  }
+}
+
+void AdamW::update_device(DeviceStep& ds) {
+  AdamWParams p = hp_;
+  p.lr = lr;
+  for (size_t i = 0; i < params_.size(); i++) {
+    Tensor& g = grad(i);
+    dispatch_float(g.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      ON_GPU(who_, T, adamw_step_gpu<T>(g.numel(), g.template data<T>(), ds.inv_scale(),
+                                        ds.skip(), masters_[i].template data<float>(),
+                                        m_[i].template data<float>(), v_[i].template data<float>(),
+                                        working<T>(i), p, ds.t(), gpu_context().stream));
     });
   }
 }

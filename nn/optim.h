@@ -31,6 +31,7 @@
 #include "kernels/adamw.h"
 #include "kernels/sgd.h"
 #include "nn/autograd.h"
+#include "nn/device_step.h"
 
 namespace cutrain {
 
@@ -59,6 +60,18 @@ class Optimizer {
   // none has been tried yet. Kept until the next step(), so it survives zero_grad().
   const std::string& first_nonfinite() const { return first_nonfinite_; }
 
+  // GPU (parameters on cuda; nn/device_step.h has the whole step). Queued on this thread's
+  // GpuContext stream; nothing is read back. check_device: grads_nonfinite_gpu of every
+  // parameter into ds.flag(i) (a parameter without a gradient buffer is skipped). apply_device:
+  // the update kernels, unscaling by ds.inv_scale(), doing nothing when ds.skip() is set, AdamW
+  // at step ds.t(). steps_taken and first_nonfinite() are not touched: the device counts the
+  // steps (StepState::steps_taken), and the caller copies them back when it learns them.
+  void check_device(DeviceStep& ds);
+  void apply_device(DeviceStep& ds);
+  Device device() const { return params_[0]->value.device(); }
+  // The name of parameter i ("parameter 3" when unnamed), as first_nonfinite() gives it.
+  std::string parameter_name(size_t i) const { return param_name(i); }
+
   virtual std::vector<std::pair<std::string, Tensor*>> state_tensors() = 0;
   virtual std::string name() const = 0;  // "sgd", "nesterov", "adamw"
   const std::vector<VarPtr>& params() const { return params_; }
@@ -71,6 +84,7 @@ class Optimizer {
   // Called by step() once every gradient is known to be finite; steps_taken is not yet
   // incremented (the step being taken is number steps_taken + 1).
   virtual void update(double inv_scale) = 0;
+  virtual void update_device(DeviceStep& ds) = 0;  // apply_device's kernels
   // The "<param>.master" entries: only masters that are separate from their parameter.
   void add_masters(std::vector<std::pair<std::string, Tensor*>>& out, size_t i);
   Tensor& grad(size_t i) { return params_[i]->grad_buffer(); }
@@ -82,6 +96,7 @@ class Optimizer {
   // Zero tensors of the accumulation dtype, one per parameter (velocities, moments).
   std::vector<Tensor> acc_zeros() const;
   std::string param_name(size_t i) const;
+  void check_host_step() const;  // the parameters are on the CPU, or a clear error
 
   const char* who_;              // "SGD" / "AdamW", the prefix of error messages
   std::vector<VarPtr> params_;
@@ -101,6 +116,7 @@ class SGD : public Optimizer {
 
  private:
   void update(double inv_scale) override;
+  void update_device(DeviceStep& ds) override;
   SgdParams hp_;
   std::vector<Tensor> velocity_;
 };
@@ -115,6 +131,7 @@ class AdamW : public Optimizer {
 
  private:
   void update(double inv_scale) override;
+  void update_device(DeviceStep& ds) override;
   AdamWParams hp_;
   std::vector<Tensor> m_, v_;
 };

@@ -1,0 +1,50 @@
+// The step-state kernels of kernels/step_state.h on the GPU.
+//
+// launch: one block of one thread each. They move a few dozen bytes: what matters is that they
+// run in stream order between the gradient checks and the updates, not their speed (each is a
+// ~3 us launch; a step has four of them against hundreds of other kernels).
+// precision: the CUTRAIN_HD functions of step_state.h and loss_scale.h, whose arithmetic goes
+// through hd.h's once-rounded operations: the same bits as the CPU functions.
+#include "kernels/check.h"
+#include "kernels/step_state.h"
+
+namespace cutrain {
+
+// The flags are read by a single thread: P is the number of parameter tensors (tens), not
+// elements.
+__global__ void step_decide_kernel(int P, const int32_t* flags, StepState* s) {
+  step_decide(P, flags, s);
+}
+
+__global__ void step_finish_kernel(LossScalerConfig c, StepState* s) { step_finish(c, s); }
+
+__global__ void loss_seed_kernel(const StepState* s, double share, float* seed) {
+  *seed = loss_seed(*s, share);
+}
+
+__global__ void scalar_accumulate_kernel(const float* x, double w, float* acc) {
+  scalar_accumulate(x, w, acc);
+}
+
+void step_decide_gpu(int P, const int32_t* flags, StepState* s, cudaStream_t stream) {
+  CHECK(P >= 0, "step_decide: " << P << " parameters");
+  step_decide_kernel<<<1, 1, 0, stream>>>(P, flags, s);
+  LAUNCH_CHECK();
+}
+
+void step_finish_gpu(const LossScalerConfig& c, StepState* s, cudaStream_t stream) {
+  step_finish_kernel<<<1, 1, 0, stream>>>(c, s);
+  LAUNCH_CHECK();
+}
+
+void loss_seed_gpu(const StepState* s, double share, float* seed, cudaStream_t stream) {
+  loss_seed_kernel<<<1, 1, 0, stream>>>(s, share, seed);
+  LAUNCH_CHECK();
+}
+
+void scalar_accumulate_gpu(const float* x, double w, float* acc, cudaStream_t stream) {
+  scalar_accumulate_kernel<<<1, 1, 0, stream>>>(x, w, acc);
+  LAUNCH_CHECK();
+}
+
+}  // namespace cutrain

@@ -1,0 +1,98 @@
+// defines: StepState, the state of the optimizer step that lives on the device during GPU
+// training, and the small kernels that move it along: step_decide (skip or not), step_finish
+// (the loss scaler's transition, the step count), loss_seed (backward's seed = scale x share)
+// and scalar_accumulate (a step's loss, summed over micro-batches).
+//
+// Why: the decision to skip a step whose gradients hold inf/NaN, and the loss scale that
+// follows from it, must not cost a host round trip per step (a cudaStreamSynchronize would
+// drain the GPU's queue every step). So the decision is made by a kernel, the update kernels
+// read it (kernels/sgd.h, adamw.h: `skip`), and the host learns what happened later, from an
+// asynchronous copy of the state (train/trainer.cpp reads it every step, never waiting).
+//
+// One GPU step, all queued on the compute stream (nn/device_step.h drives it):
+//   flags[0..P) = 0                          (a memset)
+//   grads_nonfinite_gpu(param i) -> flags[i] (kernels/sgd.h; one per parameter)
+//   step_decide:  skip = any(flags), first_bad = first i flagged or -1, t = steps_taken + 1,
+//                 scale_used = scaler.scale
+//   sgd_step_gpu / adamw_step_gpu(inv_scale, skip, t)     (nothing changes when skip)
+//   step_finish:  scaler = loss_scaler_next(cfg, scaler, skip); steps_taken += !skip;
+//                 inv_scale = 1 / scaler.scale (as float: exact, scales are powers of two)
+//
+// Every function is a CUTRAIN_HD function below, run by one thread on the GPU and called by
+// the CPU reference as is: the GPU's states equal the CPU's bit for bit, and the CPU trainer's
+// LossScaler (nn/loss_scaler.h) runs the same loss_scaler_next.
+#pragma once
+#include <cstdint>
+
+#include "kernels/gpu.h"
+#include "kernels/hd.h"
+#include "kernels/loss_scale.h"
+
+namespace cutrain {
+
+struct StepState {
+  LossScalerState scaler;    // the scale the next backward uses, and the scaler's counters
+  double scale_used = 0;     // the scale of the step just decided (set by step_decide)
+  int64_t steps_taken = 0;   // optimizer steps taken (skipped ones not counted)
+  int64_t t = 1;             // the step being taken is number t (AdamW's bias correction)
+  float inv_scale = 0;       // 1 / scaler.scale: what the optimizer kernels unscale with
+  int32_t skip = 0;          // the step just decided overflowed: nothing was updated
+  int32_t first_bad = -1;    // then: the index of the first parameter whose gradient did
+  int32_t pad_ = 0;
+};
+
+// A state at the start of training or after a restore: inv_scale from the scale, t from
+// steps_taken, nothing decided.
+CUTRAIN_HD inline StepState step_state_make(const LossScalerState& scaler, int64_t steps_taken) {
+  StepState s;
+  s.scaler = scaler;
+  s.scale_used = scaler.scale;
+  s.steps_taken = steps_taken;
+  s.t = steps_taken + 1;
+  s.inv_scale = float(div_rn(1.0, scaler.scale));
+  s.skip = 0;
+  s.first_bad = -1;
+  return s;
+}
+
+// flags: one int32 per parameter, nonzero where that parameter's gradient overflowed.
+CUTRAIN_HD inline void step_decide(int P, const int32_t* flags, StepState* s) {
+  int first = -1;
+  for (int i = 0; i < P && first < 0; i++)
+    if (flags[i] != 0) first = i;
+  s->skip = first >= 0;
+  s->first_bad = first;
+  s->t = s->steps_taken + 1;
+  s->scale_used = s->scaler.scale;
+}
+
+CUTRAIN_HD inline void step_finish(const LossScalerConfig& c, StepState* s) {
+  s->scaler = loss_scaler_next(c, s->scaler, s->skip != 0);
+  if (!s->skip) s->steps_taken++;
+  s->t = s->steps_taken + 1;
+  s->inv_scale = float(div_rn(1.0, s->scaler.scale));
+}
+
+// backward's seed for a micro-batch: the loss scale times its share of the batch's mean loss.
+CUTRAIN_HD inline float loss_seed(const StepState& s, double share) {
+  return float(mul_rn(s.scaler.scale, share));
+}
+
+// acc += x * w, in double, rounded to float once: a step's loss over its micro-batches.
+CUTRAIN_HD inline void scalar_accumulate(const float* x, double w, float* acc) {
+  *acc = float(add_rn(double(*acc), mul_rn(double(*x), w)));
+}
+
+// --- CPU (host pointers): the functions above, for the tests to compare with the GPU ---
+void step_decide_cpu(int P, const int32_t* flags, StepState* s);
+void step_finish_cpu(const LossScalerConfig& c, StepState* s);
+void loss_seed_cpu(const StepState* s, double share, float* seed);
+void scalar_accumulate_cpu(const float* x, double w, float* acc);
+
+// --- GPU (CUDA builds only; device pointers; one thread each, queued on stream) ---
+void step_decide_gpu(int P, const int32_t* flags, StepState* s, cudaStream_t stream);
+void step_finish_gpu(const LossScalerConfig& c, StepState* s, cudaStream_t stream);
+void loss_seed_gpu(const StepState* s, double share, float* seed, cudaStream_t stream);
+void scalar_accumulate_gpu(const float* x, double w, float* acc, cudaStream_t stream);
+
+}  // namespace cutrain

@@ -1,0 +1,65 @@
+// DeviceStep: the device memory of the step state and the launches that move it along.
+#include "nn/device_step.h"
+
+#include "kernels/check.h"
+#include "nn/gpu_context.h"
+
+namespace cutrain {
+
+namespace {
+constexpr size_t kFlagsOffset = (sizeof(StepState) + 15) / 16 * 16;
+}
+
+DeviceStep::DeviceStep(const LossScalerConfig& config, int params)
+    : config_(config), params_(params) {
+  CHECK(params >= 1, "DeviceStep: " << params << " parameters");
+  CHECK(gpu_usable(), "DeviceStep: " << gpu_unavailable_reason());
+  mem_ = DeviceBuffer(kFlagsOffset + size_t(params) * sizeof(int32_t), current_device(),
+                      gpu_context().stream);
+  state_ = static_cast<StepState*>(mem_.data());
+  flags_ = reinterpret_cast<int32_t*>(static_cast<char*>(mem_.data()) + kFlagsOffset);
+}
+
+void DeviceStep::reset(const LossScalerState& scaler, int64_t steps_taken) {
+  // Through a local: copy_async from pageable memory returns once the bytes are staged, so the
+  // source may go out of scope (cudaMemcpyAsync's documented behaviour for pageable sources).
+  const StepState s = step_state_make(scaler, steps_taken);
+  copy_async(state_, &s, sizeof s, gpu_context().stream);
+  memset_async(flags_, 0, size_t(params_) * sizeof(int32_t), gpu_context().stream);
+}
+
+void DeviceStep::begin() {
+  memset_async(flags_, 0, size_t(params_) * sizeof(int32_t), gpu_context().stream);
+}
+
+int32_t* DeviceStep::flag(int i) {
+  CHECK(i >= 0 && i < params_, "DeviceStep: flag " << i << " of " << params_);
+  return flags_ + i;
+}
+
+#if defined(CUTRAIN_CUDA)
+void DeviceStep::decide() { step_decide_gpu(params_, flags_, state_, gpu_context().stream); }
+void DeviceStep::finish() { step_finish_gpu(config_, state_, gpu_context().stream); }
+void DeviceStep::seed(double share, float* seed) {
+  loss_seed_gpu(state_, share, seed, gpu_context().stream);
+}
+#else
+// Not reached: the constructor throws without a usable GPU, and a CPU-only build has none.
+void DeviceStep::decide() { CHECK(false, "DeviceStep: a CPU-only build has no GPU kernels"); }
+void DeviceStep::finish() { CHECK(false, "DeviceStep: a CPU-only build has no GPU kernels"); }
+void DeviceStep::seed(double, float*) {
+  CHECK(false, "DeviceStep: a CPU-only build has no GPU kernels");
+}
+#endif
+
+StepState DeviceStep::read() const {
+  StepState s;
+  const cudaStream_t stream = gpu_context().stream;
+  copy_async(&s, state_, sizeof s, stream);
+  Event done;
+  done.record(stream);
+  done.synchronize();
+  return s;
+}
+
+}  // namespace cutrain
