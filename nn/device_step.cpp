@@ -21,11 +21,17 @@ DeviceStep::DeviceStep(const LossScalerConfig& config, int params)
 }
 
 void DeviceStep::reset(const LossScalerState& scaler, int64_t steps_taken) {
-  // Through a local: copy_async from pageable memory returns once the bytes are staged, so the
-  // source may go out of scope (cudaMemcpyAsync's documented behaviour for pageable sources).
+  // From a local, so wait for the copy before it goes out of scope: for a pageable source
+  // cudaMemcpyAsync only "might be synchronous" (the CUDA docs' API synchronization behavior),
+  // nothing promises the bytes were read when it returns. A reset is rare (the start, a
+  // restore), so the wait costs nothing that matters.
+  const cudaStream_t stream = gpu_context().stream;
   const StepState s = step_state_make(scaler, steps_taken);
-  copy_async(state_, &s, sizeof s, gpu_context().stream);
-  memset_async(flags_, 0, size_t(params_) * sizeof(int32_t), gpu_context().stream);
+  copy_async(state_, &s, sizeof s, stream);
+  memset_async(flags_, 0, size_t(params_) * sizeof(int32_t), stream);
+  Event done;
+  done.record(stream);
+  done.synchronize();
 }
 
 void DeviceStep::begin() {

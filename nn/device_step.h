@@ -28,6 +28,7 @@ class DeviceStep {
   DeviceStep& operator=(const DeviceStep&) = delete;
 
   // Uploads a fresh state (step_state_make): before the first step and after a restore.
+  // Waits for the stream (the copy is from host memory that does not outlive the call).
   void reset(const LossScalerState& scaler, int64_t steps_taken);
 
   void begin();                      // every flag = 0: before the checks of a step

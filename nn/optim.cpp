@@ -74,6 +74,7 @@ void Optimizer::check_device(DeviceStep& ds) {
   CHECK(ds.params() == int(params_.size()),
         who_ << ": the DeviceStep has " << ds.params() << " flags for " << params_.size()
              << " parameters");
+#if defined(CUTRAIN_CUDA)
   for (size_t i = 0; i < params_.size(); i++) {
     const Tensor& g = params_[i]->grad;
     if (!g.defined()) continue;  // unused this step: a zero gradient, finite
@@ -83,6 +84,9 @@ void Optimizer::check_device(DeviceStep& ds) {
                                              ds.flag(int(i)), gpu_context().stream));
     });
   }
+#else
+  no_gpu_kernel(who_);  // not reached: a CPU-only build has no cuda tensors
+#endif
 }
 
 void Optimizer::apply_device(DeviceStep& ds) {
@@ -137,6 +141,7 @@ void SGD::update(double inv_scale) {
 }
 
 void SGD::update_device(DeviceStep& ds) {
+#if defined(CUTRAIN_CUDA)
   SgdParams p = hp_;
   p.lr = lr;
   for (size_t i = 0; i < params_.size(); i++) {
@@ -149,6 +154,10 @@ void SGD::update_device(DeviceStep& ds) {
                                       gpu_context().stream));
     });
   }
+#else
+  (void)ds;
+  no_gpu_kernel(who_);  // not reached: a CPU-only build has no cuda tensors
+#endif
 }
 
 std::vector<std::pair<std::string, Tensor*>> SGD::state_tensors() {
@@ -188,6 +197,7 @@ void AdamW::update(double inv_scale) {
 }
 
 void AdamW::update_device(DeviceStep& ds) {
+#if defined(CUTRAIN_CUDA)
   AdamWParams p = hp_;
   p.lr = lr;
   for (size_t i = 0; i < params_.size(); i++) {
@@ -200,6 +210,10 @@ void AdamW::update_device(DeviceStep& ds) {
                                         working<T>(i), p, ds.t(), gpu_context().stream));
     });
   }
+#else
+  (void)ds;
+  no_gpu_kernel(who_);  // not reached: a CPU-only build has no cuda tensors
+#endif
 }
 
 std::vector<std::pair<std::string, Tensor*>> AdamW::state_tensors() {
