@@ -162,6 +162,10 @@ void copy_async(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
 }
 void copy_sync(void* dst, const void* src, size_t bytes) {
   CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+  // From pageable memory cudaMemcpy may return once the bytes are staged, before the DMA has
+  // written them (the CUDA docs' "API synchronization behavior"); a kernel on a non-blocking
+  // stream would not wait for it. The copy ran on the legacy stream: wait for that stream.
+  CUDA_CHECK(cudaStreamSynchronize(nullptr));
 }
 void memset_async(void* dst, int value, size_t bytes, cudaStream_t stream) {
   CUDA_CHECK(cudaMemsetAsync(dst, value, bytes, stream));

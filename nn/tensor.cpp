@@ -217,8 +217,17 @@ Tensor Tensor::clone() const {
   if (device_ == Device::cpu)
     std::memcpy(t.raw(), raw(), bytes());
   else
-    copy_ordered(t.raw(), raw(), bytes());
+    copy_async(t.raw(), raw(), bytes(), gpu_context().stream);  // device to device: no wait
   return t;
+}
+
+void Tensor::copy_from(const Tensor& src) {
+  CHECK(defined() && src.defined() && src.shape_ == shape_ && src.dtype_ == dtype_,
+        "copy_from: " << src.str() << " into " << str() << ": shapes and dtypes must match");
+  if (device_ == Device::cpu && src.device_ == Device::cpu)
+    std::memcpy(raw(), src.raw(), bytes());
+  else
+    copy_ordered(raw(), src.raw(), bytes());
 }
 
 void Tensor::zero_() {

@@ -74,7 +74,13 @@ class Tensor {
   Tensor flat_view(int64_t offset, const Shape& shape) const;
   Tensor to(Device device) const;            // a copy on `device` (same object if already there)
   Tensor to(DType dtype) const;              // a converted copy (same object if already that)
+  // A copy on the same device. On cuda it is queued on this thread's stream (nn/gpu_context.h)
+  // and not waited for: later work on that stream sees it.
   Tensor clone() const;
+  // Copies src's elements into this tensor's own storage (same shape and dtype, any two
+  // devices), ordered on this thread's stream and waited for. Tensors sharing the storage see
+  // the new values (an fp32 parameter and its optimizer master are one storage).
+  void copy_from(const Tensor& src);
   void zero_();
   void fill_(double value);                  // CPU only
 

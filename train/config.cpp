@@ -118,9 +118,9 @@ void validate_config(const TrainConfig& c) {
   need(!any_gpu || c.device != "cpu",
        "--devices " + c.devices + " (GPU replicas) contradicts --device cpu");
   need(!any_gpu || d.size() == 1,
-       "--devices " + c.devices + ": replicas on GPUs need the CUDA training path, which is "
-       "not built yet (the GPU kernels of the ops are landing separately); use CPU replicas "
-       "(--devices cpu,cpu) or one GPU");
+       "--devices " + c.devices + ": several replicas on GPUs need the GPU all-reduce in the "
+       "trainer, which is not wired in yet; use one GPU (--device cuda) or CPU replicas "
+       "(--devices cpu,cpu)");
   need(!any_gpu || d.size() != 1 || d[0] == "0",
        "--devices " + c.devices + ": one replica runs on GPU 0 (--device cuda); other "
        "ordinals come with the CUDA replicas");

@@ -1,9 +1,8 @@
 // defines: RunDevice and choose_device: where a run computes (CPU or a GPU) and in which
 // precision, from --device and --precision.
 //
-//   --device auto   a GPU when one is usable AND this build has CUDA kernels for the training
-//                   ops; otherwise the CPU, with one line saying why ("cutrain: running on the
-//                   CPU: ...").
+//   --device auto   GPU 0 when one is usable (a CUDA build, a driver, a device); otherwise the
+//                   CPU, with one line saying why ("cutrain: running on the CPU: ...").
 //   --device cuda   the GPU, or a cutrain::Error naming what is missing.
 //   --device cpu    the CPU.
 //   --precision auto: fp16 on a GPU, fp32 on the CPU. fp16 on the CPU is allowed: it stores
@@ -15,10 +14,6 @@
 #include "nn/tensor.h"
 
 namespace cutrain {
-
-// Does this build have CUDA kernels for every op of a training step? Today: no. The ops of
-// nn/ run on the CPU only until the [kernels] issue adds their .cu twins.
-bool cuda_training_ops_built();
 
 struct RunDevice {
   Device device = Device::cpu;

@@ -124,15 +124,30 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
   };
 
   // ---- the loop ------------------------------------------------------------------------
+  // launch() queues a step (on the CPU: does it); results() hands out the steps whose loss is
+  // known, without waiting. Before an evaluation, a checkpoint or the end, results(true) waits
+  // for the steps in flight, so what is evaluated and saved is the state after the last step.
   StopSignals signals;
+  auto take = [&](bool wait) {
+    const auto t0 = Clock::now();
+    const std::vector<StepResult> rs = t.results(wait);
+    sum.train_seconds += seconds_since(t0);
+    for (const StepResult& r : rs) {
+      sum.losses.push_back(r.loss);
+      report.step(r, r.step + 1, device.dtype == DType::f16 ? t.scaler().scale() : 0.0);
+    }
+  };
   while (t.steps_done() < t.total_steps()) {
     const auto t_step = Clock::now();
-    const StepResult r = t.step();
+    t.launch();
     sum.train_seconds += seconds_since(t_step);
-    sum.losses.push_back(r.loss);
-    report.step(r, t.steps_done(), device.dtype == DType::f16 ? t.scaler().scale() : 0.0);
+    const bool epoch_end = t.steps_done() % t.steps_per_epoch() == 0;
+    const int signal = signals.received();  // read once: a signal arriving later waits a step
+    const bool save_now = epoch_end || signal != 0 ||
+                          (cfg.checkpoint_every > 0 && t.steps_done() % cfg.checkpoint_every == 0);
+    take(save_now);
 
-    if (t.steps_done() % t.steps_per_epoch() == 0) {  // the end of an epoch
+    if (epoch_end) {
       std::map<std::string, double> extra;
       bool is_best = false;
       if (t.has_validation()) {
@@ -146,21 +161,21 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
       report.epoch(t.epochs_done(), cfg.epochs, t.steps_done(),
                    t.has_validation() ? &sum.final_eval : nullptr, cfg.class_names);
       save(is_best, extra);
-    } else if (signals.received() ||
-               (cfg.checkpoint_every > 0 && t.steps_done() % cfg.checkpoint_every == 0)) {
+    } else if (save_now) {
       save(false, {});
     }
-    if (signals.received()) {
+    if (signal != 0) {
       writer.wait();
       report.end_line();
       std::fprintf(out, "stopped by %s after step %lld; checkpoint %s\n"
                         "continue with: cutrain train --resume %s\n",
                    signals.name(), (long long)t.steps_done(), sum.last_checkpoint.c_str(),
                    cfg.out.c_str());
-      sum.exit_code = 128 + signals.received();
+      sum.exit_code = 128 + signal;
       break;
     }
   }
+  take(true);  // nothing is left in flight (the loop ends on an epoch's end, or a signal)
   writer.wait();
   sum.steps = t.steps_done();
   sum.seconds = seconds_since(t_start);

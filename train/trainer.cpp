@@ -4,11 +4,13 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <sstream>
 #include <thread>
 
 #include "kernels/check.h"
 #include "train/dataset.h"
+#include "train/trainer_gpu.h"
 
 namespace cutrain {
 
@@ -31,9 +33,13 @@ Trainer::Trainer(const TrainConfig& cfg, const RunDevice& device) : cfg_(cfg), d
   CHECK(cfg_.size > 0 && cfg_.classes > 0 && !cfg_.mean.empty() && !cfg_.model_text.empty() &&
             cfg_.warmup >= 0 && cfg_.pad >= 0,
         "Trainer: the configuration is not resolved (call resolve_config first)");
-  CHECK(device_.device == Device::cpu,
-        "Trainer: only the CPU has kernels for every op in this build");
   norm_ = Normalization{cfg_.mean, cfg_.std};
+  const int R = replica_count(cfg_);
+  if (device_.device == Device::cuda) {
+    CHECK(R == 1, "Trainer: several replicas on GPUs are not wired in yet");
+    gpu_ = std::make_unique<Gpu>(current_device());
+  }
+  const GpuContextScope on = on_device();  // the model and optimizer state go on its stream
 
   train_ = open_source(cfg_.train, train_image_spec(cfg_), cfg_.limit_train);
   if (!cfg_.val.empty()) val_ = open_source(cfg_.val, eval_image_spec(cfg_), cfg_.limit_val);
@@ -48,8 +54,8 @@ Trainer::Trainer(const TrainConfig& cfg, const RunDevice& device) : cfg_(cfg), d
   mo.classes = cfg_.classes;
   mo.dtype = device_.dtype;
   mo.seed = cfg_.seed;
+  mo.device = device_.device;
   const ModelSpec spec = parse_model_spec(cfg_.model_text, cfg_.model);
-  const int R = replica_count(cfg_);
   // Every replica builds the same model from the same seed: identical bits, no broadcast.
   for (int r = 0; r < R; r++) {
     auto rep = std::make_unique<Replica>();
@@ -70,6 +76,12 @@ Trainer::Trainer(const TrainConfig& cfg, const RunDevice& device) : cfg_(cfg), d
     });
   }
   scaler_ = std::make_unique<LossScaler>(loss_scaler_config(device_.dtype));
+  if (gpu_) {
+    gpu_->step = std::make_unique<DeviceStep>(scaler_->config(),
+                                              int(model().parameters().size()));
+    gpu_->step->reset(scaler_->state(), 0);
+    gpu_->norm = std::make_unique<DeviceNormalization>(norm_);
+  }
 
   schedule_.kind = cfg_.schedule;
   schedule_.base_lr = cfg_.lr;
@@ -83,6 +95,13 @@ Trainer::Trainer(const TrainConfig& cfg, const RunDevice& device) : cfg_(cfg), d
 Trainer::~Trainer() {
   // The comm threads use the ring and the buckets: stop them first.
   for (auto& rep : replicas_) rep->comm.reset();
+  // Let the GPU finish what was queued before the loaders, tensors and streams go away.
+  if (gpu_) gpu_->compute.synchronize();
+}
+
+GpuContextScope Trainer::on_device() const {
+  return GpuContextScope(GpuContext{gpu_ ? gpu_->compute.get() : nullptr,
+                                    parse_conv_impl(cfg_.conv), parse_linear_impl(cfg_.linear)});
 }
 
 void Trainer::start_loaders() {
@@ -106,6 +125,7 @@ void Trainer::start_loaders() {
     lc.threads = threads;
     lc.strict = cfg_.strict;
     lc.tracer = tracer;
+    if (gpu_) lc.gpu = current_device();
     if (!cfg_.out.empty())
       lc.bad_files_path = cfg_.out + (R > 1 ? "/bad_files.replica" + std::to_string(rep->rank) +
                                                   ".txt"
@@ -125,8 +145,6 @@ void Trainer::forward_backward(Replica& rep, int images, double loss_scale) {
   rep.loss = 0;
   rep.correct = 0;
   if (rep.comm) rep.comm->start();
-  const int S = cfg_.size, C = cfg_.channels;
-  const size_t image_bytes = size_t(S) * size_t(S) * size_t(C);
   const int micro = cfg_.batch / R / cfg_.accum;
   for (int begin = 0; begin < batch.n; begin += micro) {
     const int n = std::min(micro, batch.n - begin);
@@ -138,25 +156,31 @@ void Trainer::forward_backward(Replica& rep, int images, double loss_scale) {
     if (rep.comm && begin + micro >= batch.n)
       tape.grad_ready = [&rep](const Var& v) { rep.comm->on_grad_ready(v); };
     VarPtr x;
+    Tensor labels;
     {
       TraceSpan s(tracer, "input", "train");
-      x = make_var(input_tensor(batch.images + size_t(begin) * image_bytes, n, S, C, norm_,
-                                device_.dtype));                                // (n,S,S,C)
+      auto [images_t, labels_t] = micro_batch(batch, begin, n);
+      x = make_var(images_t);  // (n,S,S,C)
+      labels = labels_t;       // (n)
     }
-    const Tensor labels = Tensor::from_ints(
-        std::vector<int32_t>(batch.labels + begin, batch.labels + begin + n), {n});
     VarPtr logits, loss;
     {
       TraceSpan s(tracer, "forward", "train");
       logits = rep.model->forward(tape, x, true);                               // (n,classes)
       loss = softmax_cross_entropy(tape, logits, labels, cfg_.label_smoothing);  // (1) fp32
     }
+    if (gpu_) {
+      // The seed, the loss and the count stay on the device (trainer_gpu.cpp).
+      TraceSpan s(tracer, "backward", "train");
+      backward_gpu(tape, loss, share);
+      record_metrics_gpu(loss, logits, labels, double(n) / double(images));
+      continue;
+    }
     {
       TraceSpan s(tracer, "backward", "train");
       tape.backward(loss, loss_scale * share);
     }
-    // Read back at once: free on the CPU. On a GPU this would stall the stream every step;
-    // there the loss and accuracy stay on the device and are read every few steps.
+    // Read back at once: free on the CPU (a GPU keeps them on the device, above).
     rep.loss += loss->value.item() * (double(n) / double(images));
     rep.correct += top1_correct(logits->value, labels);
   }
@@ -167,10 +191,56 @@ void Trainer::forward_backward(Replica& rep, int images, double loss_scale) {
   }
 }
 
-StepResult Trainer::step() {
+std::pair<Tensor, Tensor> Trainer::micro_batch(const Batch& batch, int begin, int n) const {
+  const int S = cfg_.size, C = cfg_.channels;
+  const size_t offset = size_t(begin) * size_t(S) * size_t(S) * size_t(C);
+  if (gpu_)
+    return {input_tensor_gpu(static_cast<const uint8_t*>(batch.d_images) + offset, n, S, C,
+                             *gpu_->norm, device_.dtype),
+            labels_tensor_gpu(batch.d_labels + begin, n)};
+  return {input_tensor(batch.images + offset, n, S, C, norm_, device_.dtype),
+          Tensor::from_ints(std::vector<int32_t>(batch.labels + begin, batch.labels + begin + n),
+                            {n})};
+}
+
+void Trainer::launch() {
   CHECK(!broken_, "Trainer: a replica failed in an earlier step, so the replicas no longer "
                   "agree; restart from the last checkpoint");
+  const GpuContextScope on = on_device();
   if (!replicas_[0]->loader) start_loaders();
+  if (gpu_) {
+    // The host part of the result: the rest comes with the step's record (collect_gpu).
+    StepResult r;
+    r.step = step_;
+    r.lr = lr_at(schedule_, step_);
+    launch_gpu(r);
+  } else {
+    done_.push_back(step_cpu());
+  }
+}
+
+std::vector<StepResult> Trainer::results(bool wait) {
+  if (gpu_) {
+    const GpuContextScope on = on_device();
+    collect_gpu(wait ? SIZE_MAX : 0);
+  }
+  std::vector<StepResult> out(done_.begin(), done_.end());
+  done_.clear();
+  return out;
+}
+
+size_t Trainer::pending() const { return done_.size() + (gpu_ ? gpu_->launched.size() : 0); }
+
+StepResult Trainer::step() {
+  CHECK(pending() == 0, "Trainer::step: " << pending() << " launched steps are pending; "
+                                          "collect them with results() first");
+  launch();
+  std::vector<StepResult> r = results(true);
+  CHECK(r.size() == 1, "Trainer::step: " << r.size() << " results for one step");
+  return r[0];
+}
+
+StepResult Trainer::step_cpu() {
   TraceSpan span(tracer, "step", "train");
   const int R = replicas();
   StepResult r;
@@ -292,6 +362,7 @@ EvalResult Trainer::evaluate() {
   opt.norm = norm_;
   opt.tracer = tracer;
   average_batchnorm();  // every replica evaluates the same model
+  const GpuContextScope on = on_device();  // on a GPU: queued after the steps, in order
   return cutrain::evaluate(*replicas_[0]->model, val_, opt);
 }
 

@@ -1,8 +1,9 @@
 // defines: Trainer, one training run's state (data, model, optimizer, loss scaler, schedule,
 // where it is) and its step: the body of the training loop. StepResult, what one step did.
 //
-// One step, top to bottom (Trainer::step, trainer.cpp):
-//   1. the next batch from the Loader (decoded and augmented by its worker threads);
+// One step, top to bottom (Trainer::launch, trainer.cpp):
+//   1. the next batch from the Loader (decoded and augmented by its worker threads; on a GPU
+//      already copied to the device on the loader's copy stream);
 //   2. for each of the `accum` micro-batches: the uint8 NHWC pixels to the model's input,
 //      normalised, in the model's dtype; forward; softmax cross-entropy with label smoothing
 //      (in fp32); backward seeded with the loss scale times the micro-batch's share of the
@@ -17,6 +18,22 @@
 // The epoch loop around it (evaluation, checkpoints, signals, progress) is run_training
 // (train/run.h).
 //
+// On a GPU (train/trainer_gpu.cpp) the same steps are queued on the compute stream and the
+// host never waits for them: the loss and top-1 count stay in a device record of the step,
+// the loss scale is a device scalar that seeds backward, and the skip decision and the scale's
+// change are kernels (kernels/step_state.h, nn/device_step.h). After the step a side stream
+// copies the record to pinned host memory, and results() hands out the steps whose records
+// have arrived. So launch() returns as soon as the step is queued, and the host runs ahead,
+// preparing the next steps, until it is kSlots steps ahead or the loader has no batch ready.
+// The host keeps its own LossScaler in lock step: it applies the same transition to each
+// arriving step (and checks that it gives the device's bits), which is how the abort after
+// too many overflows names its step on both devices.
+//
+//   trainer.launch();                             // queue a step (CPU: do it)
+//   for (const StepResult& r : trainer.results())  // the steps whose numbers are known
+//     report(r);
+//   trainer.results(true);                        // wait for all (before evaluating or saving)
+//
 // Replicas (--devices cpu,cpu,...; train/replica.h): R copies of the model, identical at the
 // start (built from the same seed), each with its own loader of its shard of every global
 // batch, its own optimizer and its own thread. Step 2 runs on every replica at once; each
@@ -27,16 +44,17 @@
 // (Ring::any), so the replicas never drift apart and the one loss scaler stays right.
 // BatchNorm normalises with each replica's own batch statistics; the running statistics are
 // averaged over the replicas before every evaluation and checkpoint. With R = 1 none of this
-// exists: no buckets, no threads, no copies.
+// exists: no buckets, no threads, no copies. (GPU replicas are not wired in yet.)
 //
 // Exact resume: a run is a pure function of its configuration. The batches are fixed by
 // (seed, epoch, batch) and the augmentation by (seed, epoch, sample); the weights, master
 // weights, optimizer state, BatchNorm statistics and loss-scaler state are saved bit for bit
 // (snapshot) and restored (restore), as are the step counter (the schedule's clock) and the
 // sampler cursor. So a run resumed from a checkpoint computes exactly the losses and weights
-// of one that never stopped.
+// of one that never stopped (on a GPU too: every kernel is deterministic).
 #pragma once
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -44,6 +62,7 @@
 #include "data/loader.h"
 #include "data/trace.h"
 #include "nn/checkpoint.h"
+#include "nn/gpu_context.h"
 #include "nn/loss_scaler.h"
 #include "nn/model.h"
 #include "nn/optim.h"
@@ -81,24 +100,36 @@ class Trainer {
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 
-  // One optimizer step on the next batch (see the top of this file). Throws when the loss
-  // scaler gives up (too many overflows in a row), naming the step.
+  // Starts one optimizer step on the next batch (see the top of this file): on the CPU it is
+  // done when launch() returns, on a GPU it is queued. Blocks only for the loader's next batch,
+  // or when kGpuSlots steps are in flight, for the oldest of them.
+  void launch();
+  // The results of launched steps, in step order, each once: those whose device part has
+  // arrived (wait = false: never blocks; on the CPU that is every launched step), or all of
+  // them (wait = true). Throws when the loss scaler gives up (too many overflows in a row),
+  // naming the step.
+  std::vector<StepResult> results(bool wait = false);
+  // Launched steps whose results have not been handed out yet.
+  size_t pending() const;
+  // launch(), then that step's result: one step, synchronously (tests, benchmarks). No earlier
+  // step may be pending.
   StepResult step();
 
   // The model on the validation data (cfg.val; an error when there is none).
   EvalResult evaluate();
   bool has_validation() const { return bool(val_); }
 
-  // Everything a resumed run needs, as copies (the writer thread owns them): see
+  // Everything a resumed run needs, as host copies (the writer thread owns them): see
   // trainer_state.cpp for the names. scalars also carry `extra` (e.g. best_top1). With
   // replicas: replica 0's state (all are equal), after averaging the BatchNorm statistics.
+  // No step may be pending (results(true) first): the scalars are the host's mirror.
   Checkpoint snapshot(const std::map<std::string, double>& extra = {});
   // Puts a checkpoint's state into this trainer (into every replica), made from the
   // checkpoint's configuration, on any number of replicas. Every tensor must be there with the
   // right shape and dtype, and nothing else; the next step() trains on the checkpoint's cursor.
   void restore(const Checkpoint& c);
 
-  int64_t steps_done() const { return step_; }      // optimizer steps attempted so far
+  int64_t steps_done() const { return step_; }      // optimizer steps launched so far
   int64_t steps_per_epoch() const { return steps_per_epoch_; }
   int64_t total_steps() const { return steps_per_epoch_ * cfg_.epochs; }
   int epochs_done() const { return int(step_ / steps_per_epoch_); }
@@ -126,21 +157,44 @@ class Trainer {
   // the loader's workers go here (data/trace.h); null: none. Set before the first step.
   Tracer* tracer = nullptr;
 
-  // Called in step() after the last backward (and, with replicas, the all-reduce) and before
+  // Called in launch() after the last backward (and, with replicas, the all-reduce) and before
   // the optimizer step: the gradients of model(r).parameters() hold the batch's loss-scaled
-  // (averaged) gradients. For tests (injecting an inf).
+  // (averaged) gradients (on a GPU: queued to). For tests (injecting an inf).
   std::function<void(Trainer&)> after_backward;
-  // Called in step() with each replica's shard once the loader has delivered it. For tests.
+  // Called in launch() with each replica's shard once the loader has delivered it. For tests.
   std::function<void(int replica, const Batch&)> on_shard;
 
+  // Steps a GPU trainer may have in flight: the size of its ring of step records.
+  static constexpr int kGpuSlots = 16;
+
  private:
+  struct Gpu;  // the GPU's streams, step state and records (train/trainer_gpu.h)
+
+  // This thread's GpuContext for the trainer's work: its compute stream (none on the CPU) and
+  // the conv/linear implementations of the configuration.
+  GpuContextScope on_device() const;
   void start_loaders();  // at cursor_
+  StepResult step_cpu();  // launch() on the CPU: the whole step
+  // launch() on a GPU: the step queued; its host part (number, batch, lr, ...) in r.
+  void launch_gpu(StepResult r);
+  // The GPU steps whose records have arrived into done_, after waiting for the oldest
+  // `wait_for` of them (SIZE_MAX: all).
+  void collect_gpu(size_t wait_for);
+  // A micro-batch's backward on a GPU: seeded with the device's loss scale x share.
+  void backward_gpu(Tape& tape, const VarPtr& loss, double share);
+  // Adds a micro-batch's loss (x weight) and top-1 count to the step's device record.
+  void record_metrics_gpu(const VarPtr& loss, const VarPtr& logits, const Tensor& labels,
+                          double weight);
+  // The model's input and labels for images [begin, begin + n) of a replica's batch, in the
+  // model's dtype, on the model's device.
+  std::pair<Tensor, Tensor> micro_batch(const Batch& batch, int begin, int n) const;
   // Step 2 on one replica: forward and backward over its shard in micro-batches; with
   // replicas, the buckets' all-reduce overlapped. `images`: the global batch's.
   void forward_backward(Replica& rep, int images, double loss_scale);
 
   TrainConfig cfg_;
   RunDevice device_;
+  std::unique_ptr<Gpu> gpu_;                   // on a GPU; destroyed last (its streams)
   Normalization norm_;
   std::shared_ptr<const SampleSource> train_, val_;
   std::vector<std::unique_ptr<Replica>> replicas_;
@@ -152,6 +206,7 @@ class Trainer {
   int64_t steps_per_epoch_ = 0;
   int64_t step_ = 0;
   SamplerCursor cursor_;
+  std::deque<StepResult> done_;                // steps whose results are known, not handed out
 };
 
 // The scaler of a run: dynamic from 2^16 for fp16; fixed at 1 for fp32 (an inf/NaN gradient

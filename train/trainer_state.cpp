@@ -10,22 +10,23 @@
 //   epoch's validation metrics).
 // Metadata: step (steps attempted: the schedule's clock), epoch (epochs completed), cursor
 // (the next batch), seed, and the resolved configuration as JSON.
-#include <cstring>
 #include <set>
 
 #include "kernels/check.h"
 #include "train/trainer.h"
+#include "train/trainer_gpu.h"
 
 namespace cutrain {
 
 namespace {
 
-// Copies `from` into `to` bit for bit; both must have the same shape and dtype.
+// Copies `from` into `to` bit for bit (to may be on a GPU); both must have the same shape and
+// dtype.
 void copy_into(Tensor& to, const Tensor& from, const std::string& name) {
   CHECK(from.shape() == to.shape() && from.dtype() == to.dtype(),
         "checkpoint tensor '" << name << "' is " << from.str() << ", but this run has "
                               << to.str() << ": the checkpoint is of another model or precision");
-  std::memcpy(to.raw(), from.raw(), to.bytes());
+  to.copy_from(from);
 }
 
 // Every tensor of a run's state, by name, pointing at the live tensors.
@@ -49,6 +50,9 @@ double scalar(const Checkpoint& c, const char* name) {
 }  // namespace
 
 Checkpoint Trainer::snapshot(const std::map<std::string, double>& extra) {
+  CHECK(pending() == 0, "snapshot: " << pending() << " launched steps are pending; collect "
+                                                    "them with results(true) first");
+  const GpuContextScope on = on_device();  // copies from a GPU come after the queued steps
   average_batchnorm();  // replica 0 then holds what every replica would evaluate
   Checkpoint c;
   c.config_json = config_to_json_text(cfg_);
@@ -56,8 +60,10 @@ Checkpoint Trainer::snapshot(const std::map<std::string, double>& extra) {
   c.epoch = epochs_done();
   c.cursor = cursor_;
   c.seed = cfg_.seed;
+  // Host copies. From a GPU this waits for the copies (a few MB: milliseconds); the HDF5
+  // write and the fsync happen on the writer's thread.
   for (auto& [name, t] : state_tensors(model(), optimizer()))
-    c.tensors.emplace_back(name, t->clone());
+    c.tensors.emplace_back(name, t->device() == Device::cpu ? t->clone() : t->to(Device::cpu));
   const LossScalerState s = scaler_->state();
   c.scalars = extra;
   c.scalars["loss_scale"] = s.scale;
@@ -69,6 +75,8 @@ Checkpoint Trainer::snapshot(const std::map<std::string, double>& extra) {
 }
 
 void Trainer::restore(const Checkpoint& c) {
+  CHECK(pending() == 0, "restore: " << pending() << " launched steps are pending");
+  const GpuContextScope on = on_device();
   CHECK(c.seed == cfg_.seed, "checkpoint seed " << c.seed << " differs from the run's " << cfg_.seed);
   CHECK(c.step >= 0 && c.step <= total_steps(),
         "checkpoint step " << c.step << " is outside this run's " << total_steps() << " steps");
@@ -95,6 +103,7 @@ void Trainer::restore(const Checkpoint& c) {
     rep->optimizer->steps_taken = int64_t(scalar(c, "optimizer_steps_taken"));
     rep->loader.reset();  // the next step starts the loaders at the restored cursor
   }
+  if (gpu_) gpu_->step->reset(s, int64_t(scalar(c, "optimizer_steps_taken")));
   step_ = c.step;
   cursor_ = c.cursor;
 }

@@ -9,12 +9,16 @@
 #   memcheck   the [gpu] tests under compute-sanitizer --tool memcheck
 #   racecheck  the [gpu] tests under compute-sanitizer --tool racecheck
 #   bench      bin/bench_kernels_gpu (--out/--json into OUTDIR)
+#   train      the [train] target: Fashion-MNIST imported into JPEGs, then `cutrain train` with
+#              the default model and settings on the GPU (as `make demo` does); the test
+#              accuracy, wall time and images/s into train-gpu.md (not in the default list:
+#              it takes minutes; name it)
 # Without a GPU the sanitizer steps are skipped with the reason, and the benchmark says why
 # and measures nothing; the tests still run (their GPU cases skip).
 #
-# Files written (at most 8, as the device tool brings back): summary.md (the info and one
-# line per step), tests.log, memcheck.log, racecheck.log, bench.log, bench-kernels.md,
-# bench-kernels.json.
+# Files written (at most 8 per run, as the device tool brings back): summary.md (the info and
+# one line per step), tests.log, memcheck.log, racecheck.log, bench.log, bench-kernels.md,
+# bench-kernels.json; the train step: train.log, train-gpu.md, metrics.jsonl.
 # Exit status: 1 when a step failed (tests, a sanitizer, a WRONG kernel), else 0.
 # Environment: STEP_TIMEOUT (seconds per step, default 540), TEST_ARGS (extra arguments of
 # cutrain_tests, e.g. -tc="conv2d*"), BENCH_ARGS (of bench_kernels_gpu), CUDA_HOME.
@@ -156,7 +160,40 @@ for step in $steps; do
                  head -4 | tr '\n' ' ')
       row bench "exit $last_rc, ${last_secs}s" "$verdicts"
       ;;
-    *) echo "run.sh: unknown step '$step' (info tests memcheck racecheck bench)" >&2; exit 2 ;;
+    train)
+      # The JPEGs and the run folder in the temporary work folder; what matters comes back.
+      fm="$work/fashion-mnist" run="$work/run-train" t0="" t1=""
+      run_step train "$out/train.log" bin/cutrain import-fashion-mnist \
+        --from "$CUTRAIN_FASHION_MNIST_DIR" --out "$fm"
+      if [ "$last_rc" = 0 ]; then
+        t0=$(date +%s.%N)
+        run_step train "$out/train.log" bin/cutrain train --train "$fm/train.txt" \
+          --val "$fm/test.txt" --model default --device cuda --out "$run" \
+          --trace "$run/trace.json" ${TRAIN_ARGS:-}
+        t1=$(date +%s.%N)
+      fi
+      cp "$run/metrics.jsonl" "$out/metrics.jsonl" 2>/dev/null
+      final=$(grep -a "^final:" "$out/train.log" | tail -1)
+      speed=$(grep -a "^trained " "$out/train.log" | tail -1)
+      {
+        echo "# Fashion-MNIST, default model and settings, on the GPU ([train] target: >= 93%)"
+        echo
+        sed 's/^/    /' "$here/BUILD"
+        echo
+        echo "Date: $(date -u '+%Y-%m-%d %H:%M UTC'). Device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)."
+        echo "Command: cutrain train --train train.txt --val test.txt --model default --device cuda ${TRAIN_ARGS:-}"
+        echo
+        echo "- exit status: $last_rc; wall time of the run: ${t1:+$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')} s"
+        echo "- ${final:-no final line (see train.log)}"
+        echo "- ${speed:-no summary line}"
+        echo
+        echo "Per epoch (from train.log):"; echo; echo '```'
+        grep -a "^epoch" "$out/train.log" | tail -40
+        echo '```'
+      } >"$out/train-gpu.md"
+      row train "exit $last_rc" "${final:-no final line}"
+      ;;
+    *) echo "run.sh: unknown step '$step' (info tests memcheck racecheck bench train)" >&2; exit 2 ;;
   esac
 done
 

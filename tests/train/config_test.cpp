@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/pack.h"
+#include "kernels/gpu.h"
 #include "nn/model_spec.h"
 #include "tests/test_util.h"
 #include "tests/train/fashion_mnist_data.h"
@@ -84,7 +85,13 @@ TEST_CASE("config: a resumed run may change how long it runs, not what it comput
 
 TEST_CASE("device: auto falls back to the CPU with one line saying why; cuda names what is missing") {
   const RunDevice a = choose_device("auto", "auto");
-  REQUIRE(a.device == Device::cpu);  // no CUDA kernels for the ops yet, GPU or not
+  if (gpu_usable()) {  // a CUDA build on a machine with a GPU: auto takes it, fp16
+    REQUIRE(a.device == Device::cuda);
+    REQUIRE(a.dtype == DType::f16);
+    REQUIRE(a.notice.empty());
+    return;
+  }
+  REQUIRE(a.device == Device::cpu);
   REQUIRE(a.dtype == DType::f32);
   REQUIRE(a.notice.rfind("cutrain: running on the CPU: ", 0) == 0);
   REQUIRE(a.notice.find('\n') == std::string::npos);

@@ -240,7 +240,7 @@ TEST_CASE("--devices: replica counts, and what is refused with a reason") {
   REQUIRE_ERROR(validate_config(c), "--batch 25 is not divisible by the 3 replicas");
   c.batch = 24;
   c.devices = "0,0";
-  REQUIRE_ERROR(validate_config(c), "the CUDA training path, which is not built yet");
+  REQUIRE_ERROR(validate_config(c), "several replicas on GPUs need the GPU all-reduce");
   c.devices = "cpu,1";
   REQUIRE_ERROR(validate_config(c), "mixes cpu and GPUs");
   c.devices = "cpu,gpu";

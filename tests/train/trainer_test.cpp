@@ -230,3 +230,23 @@ TEST_CASE("a run whose every gradient overflows stops with an error naming the s
   REQUIRE(t.scaler().consecutive_skips() == 29);
   REQUIRE_ERROR(t.step(), "step 29: 30 consecutive");  // the 30th overflow in a row ends it
 }
+
+TEST_CASE("launch and results: each step's result once, in order; step() refuses pending steps") {
+  TempDir dir;
+  Trainer t(tiny_run_config(dir / "run"), cpu(DType::f32));
+  Trainer ref(tiny_run_config(dir / "ref"), cpu(DType::f32));
+  t.launch();
+  t.launch();
+  REQUIRE(t.pending() == 2);  // on the CPU the steps are done; their results wait to be taken
+  REQUIRE_ERROR(t.step(), "2 launched steps are pending");
+  REQUIRE_ERROR(t.snapshot(), "2 launched steps are pending");
+  std::vector<StepResult> r = t.results();
+  REQUIRE(r.size() == 2);
+  REQUIRE(t.pending() == 0);
+  REQUIRE(t.results(true).empty());
+  for (int s = 0; s < 2; s++) {
+    REQUIRE(r[size_t(s)].step == s);
+    REQUIRE(r[size_t(s)].loss == ref.step().loss);
+  }
+  REQUIRE(t.step().step == 2);
+}

@@ -1,0 +1,167 @@
+// The trainer on a GPU against the trainer on the CPU, on real Fashion-MNIST images: the same
+// losses within the kernels' tolerance, exact resume on the GPU itself, an injected inf
+// skipping the step on the device, and many steps in flight without losing one. They skip
+// when no GPU is usable (REQUIRE_GPU).
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "kernels/gpu.h"
+#include "nn/checkpoint.h"
+#include "tests/test_util.h"
+#include "tests/train/train_fixture.h"
+#include "train/trainer.h"
+
+using namespace cutrain;
+using namespace cutrain_test;
+
+namespace {
+
+RunDevice on(Device device, DType dtype) {
+  RunDevice d;
+  d.device = device;
+  d.dtype = dtype;
+  return d;
+}
+
+// The bits of every tensor and scalar of two snapshots equal.
+void require_same_state(const Checkpoint& a, const Checkpoint& b) {
+  REQUIRE(a.tensors.size() == b.tensors.size());
+  for (size_t i = 0; i < a.tensors.size(); i++) {
+    INFO("tensor " << a.tensors[i].first);
+    REQUIRE(a.tensors[i].first == b.tensors[i].first);
+    const Tensor &x = a.tensors[i].second, &y = b.tensors[i].second;
+    REQUIRE(x.shape() == y.shape());
+    REQUIRE(std::memcmp(x.raw(), y.raw(), x.bytes()) == 0);
+  }
+  REQUIRE(a.scalars == b.scalars);
+}
+
+}  // namespace
+
+TEST_CASE("trainer [gpu]: fp32 steps on the GPU follow the CPU's losses and accuracy") {
+  REQUIRE_GPU();
+  TempDir dir;
+  TrainConfig cfg = tiny_run_config(dir / "run", 320, 1);  // 10 steps
+  cfg.conv = "direct", cfg.linear = "direct";
+  Trainer cpu(cfg, on(Device::cpu, DType::f32)), gpu(cfg, on(Device::cuda, DType::f32));
+  // The same start: the model is initialised on the CPU and copied.
+  require_same_state(cpu.snapshot(), gpu.snapshot());
+  for (int s = 0; s < 6; s++) {
+    INFO("step " << s);
+    const StepResult a = cpu.step(), b = gpu.step();
+    REQUIRE(b.step == a.step);
+    REQUIRE(b.images == a.images);
+    REQUIRE(b.taken);
+    REQUIRE(b.loss_scale == 1);
+    // fp32 everywhere; only the order of the sums differs (conv, BN and loss reductions), so
+    // after a few steps of SGD the losses agree to ~1e-5 relative. 1e-3 leaves room for the
+    // weights' drift while still catching a wrong gradient (which changes the loss by 1e-2).
+    REQUIRE(std::abs(b.loss - a.loss) <= 1e-3 * std::abs(a.loss));
+    // A near-tie between two logits may flip: at most one image of the batch.
+    REQUIRE(std::abs(b.correct - a.correct) <= 1);
+  }
+  REQUIRE(gpu.optimizer().steps_taken == 6);
+}
+
+TEST_CASE("trainer [gpu]: fp16 with dynamic loss scaling trains, and stays near fp32") {
+  REQUIRE_GPU();
+  TempDir dir;
+  const TrainConfig cfg = tiny_run_config(dir / "run", 320, 1);
+  Trainer h(cfg, on(Device::cuda, DType::f16)), f(cfg, on(Device::cuda, DType::f32));
+  double worst = 0;
+  for (int s = 0; s < 8; s++) {
+    const StepResult rh = h.step(), rf = f.step();
+    REQUIRE(rh.taken);
+    REQUIRE(rh.loss_scale == 65536);  // 2^16: no overflow in 8 steps, no growth before 2000
+    REQUIRE(std::isfinite(rh.loss));
+    worst = std::max(worst, std::abs(rh.loss - rf.loss));
+  }
+  INFO("largest loss difference fp16 - fp32: " << worst);
+  REQUIRE(worst < 0.02);  // the CPU's fp16-vs-fp32 bound (tests/train/trainer_test.cpp)
+  REQUIRE(h.scaler().scale() == 65536);
+}
+
+TEST_CASE("trainer [gpu]: resume on the GPU gives the unbroken run's losses bit for bit") {
+  REQUIRE_GPU();
+  for (const DType dtype : {DType::f32, DType::f16}) {
+    INFO(dtype_name(dtype));
+    TempDir dir;
+    TrainConfig cfg = tiny_run_config(dir / "run", 160, 3);  // 15 steps
+    cfg.optimizer = dtype == DType::f16 ? "adamw" : "sgd";
+    cfg.lr = dtype == DType::f16 ? 3e-3 : 0.05;
+    const int k = 7, N = 15;
+    Trainer a(cfg, on(Device::cuda, dtype));
+    std::vector<double> losses;
+    for (int s = 0; s < N; s++) {
+      if (s == k) write_checkpoint(a.snapshot(), dir / "k.h5");
+      losses.push_back(a.step().loss);
+    }
+    const Checkpoint ck = read_checkpoint(dir / "k.h5");
+    Trainer b(config_from_json_text(ck.config_json, "k.h5"), on(Device::cuda, dtype));
+    b.restore(ck);
+    for (int s = k; s < N; s++) {
+      INFO("step " << s);
+      REQUIRE(b.step().loss == losses[size_t(s)]);  // every kernel is deterministic
+    }
+    require_same_state(a.snapshot(), b.snapshot());
+    REQUIRE(losses.front() != losses.back());
+  }
+}
+
+TEST_CASE("trainer [gpu]: an inf in one gradient skips the step on the device") {
+  REQUIRE_GPU();
+  TempDir dir;
+  const TrainConfig cfg = tiny_run_config(dir / "run");
+  Trainer t(cfg, on(Device::cuda, DType::f16));
+  for (int s = 0; s < 3; s++) REQUIRE(t.step().taken);
+  t.after_backward = [](Trainer& tr) {
+    for (const VarPtr& p : tr.model().parameters())
+      if (p->name == "conv2.w") {
+        const half_t inf(std::numeric_limits<float>::infinity());
+        Tensor& g = p->grad_buffer();  // on the device: write one element through a copy
+        Tensor h = g.to(Device::cpu);
+        h.data<half_t>()[5] = inf;
+        g.copy_from(h);
+      }
+  };
+  auto weights = [&] {
+    std::vector<std::vector<double>> w;
+    for (const auto& [name, tensor] : t.snapshot().tensors)
+      if (name.find("running_") == std::string::npos) w.push_back(tensor.to_doubles());
+    return w;
+  };
+  const auto before = weights();
+  const StepResult r = t.step();
+  REQUIRE(!r.taken);
+  REQUIRE(r.overflow == "conv2.w");
+  REQUIRE(r.loss_scale == 65536);
+  REQUIRE(t.scaler().scale() == 32768);
+  REQUIRE(t.optimizer().steps_taken == 3);
+  REQUIRE(weights() == before);  // masters, fp16 copies and momenta: nothing moved
+  t.after_backward = nullptr;
+  REQUIRE(t.step().taken);
+  REQUIRE(t.optimizer().steps_taken == 4);
+}
+
+TEST_CASE("trainer [gpu]: many steps in flight come back in order, each once") {
+  REQUIRE_GPU();
+  TempDir dir;
+  const TrainConfig cfg = tiny_run_config(dir / "run", 1280, 1);  // 40 steps > kGpuSlots
+  Trainer t(cfg, on(Device::cuda, DType::f16)), ref(cfg, on(Device::cuda, DType::f16));
+  std::vector<StepResult> got;
+  for (int s = 0; s < 40; s++) {
+    t.launch();
+    REQUIRE(t.pending() <= size_t(Trainer::kGpuSlots));
+    for (const StepResult& r : t.results()) got.push_back(r);
+  }
+  for (const StepResult& r : t.results(true)) got.push_back(r);
+  REQUIRE(t.pending() == 0);
+  REQUIRE(got.size() == 40);
+  for (int s = 0; s < 40; s++) {
+    INFO("step " << s);
+    REQUIRE(got[size_t(s)].step == s);
+    // One step at a time gives the same bits: running ahead changes nothing.
+    REQUIRE(ref.step().loss == got[size_t(s)].loss);
+  }
+}
