@@ -1,11 +1,17 @@
 // defines: EvalResult and evaluate(): loss, top-1 and top-5 accuracy and per-class accuracy
-// of a model over every sample of a data set; top_k and label_rank, the ranking rules; the
-// reports printed after each epoch and at the end.
+// of a model over every sample of a data set, on the CPU or a GPU; EvalAccumulator, the
+// host-side tally both share; top_k and label_rank, the ranking rules; the reports printed
+// after each epoch and at the end.
 //
 // Evaluation runs the model in inference mode (BatchNorm uses its running statistics), records
 // nothing on the tape, and visits the samples in order, each once (the last batch may be
 // smaller). The loss is the plain cross-entropy (no label smoothing), averaged over images.
 // Ties between logits rank the lower class first, as top1_correct does.
+//
+// On a GPU (the model's options().device is cuda) the loader copies each batch to the device,
+// the batch is normalised, run and scored there, and only the logits (n,K) and the batch's loss
+// come back, into pinned memory, while the next batch computes. The ranking is then the CPU's
+// very code (EvalAccumulator), so the two paths differ only in the logits they rank.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -39,7 +45,25 @@ struct EvalOptions {
   Tracer* tracer = nullptr;  // the loader's spans (data/trace.h); null: none
 };
 
-// Every sample of `data` through the model. data->spec() must match the model's input.
+// The host side of evaluation, one code path for the CPU and the GPU: each batch's logits and
+// mean loss go in, the metrics come out.
+class EvalAccumulator {
+ public:
+  explicit EvalAccumulator(int classes);
+  // logits (n,K) f32 on the host, labels (n) in [0, K), loss: the batch's mean cross-entropy.
+  void add(const float* logits, const int32_t* labels, int n, double loss);
+  // images, loss (the mean over images), top1, top5 and the per-class counts, so far.
+  EvalResult result() const;
+
+ private:
+  EvalResult r_;
+  double loss_sum_ = 0;  // the sum over images, not batches: a short last batch weighs less
+};
+
+// Every sample of `data` through the model, on the model's device (options().device).
+// data->spec() must match the model's input. On cuda, the work is queued on this thread's
+// GpuContext stream (nn/gpu_context.h), or on a stream of its own when that is the legacy
+// default stream, keeping the context's conv and linear implementations.
 EvalResult evaluate(Model& model, std::shared_ptr<const SampleSource> data,
                     const EvalOptions& opt);
 

@@ -28,8 +28,10 @@ std::vector<Prediction> predict(Model& model, std::shared_ptr<const SampleSource
     const Batch batch = loader.next();
     if (batch.n > 0) {
       Tape tape(false);
+      // On the model's device: a synchronous copy for a model on cuda, which is fine for the
+      // few images predict is for (evaluate() is the pipelined path).
       VarPtr x = make_var(input_tensor(batch.images, batch.n, spec.size, spec.channels,
-                                       opt.norm, mo.dtype));
+                                       opt.norm, mo.dtype).to(mo.device));
       const std::vector<float> z = model.forward(tape, x, false)->value.to_floats();  // (n,K)
       for (int i = 0; i < batch.n; i++) {
         const float* row = &z[size_t(i) * size_t(mo.classes)];

@@ -89,3 +89,48 @@ TEST_CASE("evaluate: batches of 7 (a short last one) give the metrics of one for
   REQUIRE(report.find("Ankle boot") != std::string::npos);
   REQUIRE(eval_summary(r).find("(61 images") != std::string::npos);
 }
+
+TEST_CASE("EvalAccumulator: ranks each row, counts per class, weighs the loss by images") {
+  // K = 3: top-5 means all three classes.
+  EvalAccumulator acc(3);
+  const float z1[6] = {2.0f, 1.0f, 0.0f,   // label 0: rank 0
+                       0.5f, 0.5f, 0.1f};  // label 1: tied with class 0, which comes first
+  const int32_t y1[2] = {0, 1};
+  acc.add(z1, y1, 2, 0.5);
+  const float z2[3] = {0.0f, 1.0f, 3.0f};  // label 0: rank 2, still in the "top 5" of 3
+  const int32_t y2[1] = {0};
+  acc.add(z2, y2, 1, 2.0);
+  acc.add(nullptr, nullptr, 0, 7.0);  // an empty batch (every file bad) counts for nothing
+  const EvalResult r = acc.result();
+  REQUIRE(r.images == 3);
+  REQUIRE(r.top1 == 1);
+  REQUIRE(r.top5 == 3);
+  REQUIRE(r.class_images == std::vector<int64_t>{2, 1, 0});
+  REQUIRE(r.class_top1 == std::vector<int64_t>{1, 0, 0});
+  REQUIRE(std::abs(r.loss - (0.5 * 2 + 2.0 * 1) / 3) < 1e-12);  // per image, not per batch
+  REQUIRE(EvalAccumulator(4).result().loss == 0);
+  REQUIRE(EvalAccumulator(4).result().class_images.size() == 4);
+
+  const int32_t bad[1] = {3};
+  REQUIRE_ERROR(acc.add(z2, bad, 1, 0.0), "label 3 is outside the 3 classes");
+  REQUIRE_ERROR(EvalAccumulator(0), "0 classes");
+}
+
+TEST_CASE("batch_input: without a usable GPU the device functions refuse, saying why") {
+  if (gpu_usable()) {
+    skip("a GPU is usable here: tests/train/evaluate_gpu_test.cpp runs the device functions");
+    return;
+  }
+  const Normalization norm{{0.5}, {0.5}};
+  REQUIRE_ERROR(DeviceNormalization{norm}, "DeviceNormalization: no GPU to prepare the batch on");
+  REQUIRE_ERROR(labels_tensor_gpu(nullptr, 4), "labels_tensor_gpu: no GPU");
+  if (!cuda_compiled()) {
+    REQUIRE_ERROR(DeviceNormalization{norm}, "built without CUDA");
+    REQUIRE_ERROR(labels_tensor_gpu(nullptr, 4), "built without CUDA");
+  }
+  // A model on cuda cannot even be built, so evaluate() never gets that far.
+  ModelOptions mo;
+  mo.device = Device::cuda;
+  REQUIRE_ERROR(build_model(parse_model_spec("flatten\nlinear classes\n", "linear"), mo),
+                "cuda");
+}
