@@ -216,7 +216,8 @@ LossScalerConfig loss_scaler_config(DType dtype);
 // A model as a checkpoint saved it, for evaluation and prediction: built from the checkpoint's
 // configuration in `dtype`, weights and BatchNorm statistics loaded. For a dtype other than
 // the training one, the fp32 master weights are used when the checkpoint has them, else the
-// weights are converted.
-std::unique_ptr<Model> load_model(const Checkpoint& c, const TrainConfig& cfg, DType dtype);
+// weights are converted. The model lives on `device`.
+std::unique_ptr<Model> load_model(const Checkpoint& c, const TrainConfig& cfg, DType dtype,
+                                  Device device = Device::cpu);
 
 }  // namespace cutrain

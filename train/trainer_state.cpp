@@ -108,13 +108,15 @@ void Trainer::restore(const Checkpoint& c) {
   cursor_ = c.cursor;
 }
 
-std::unique_ptr<Model> load_model(const Checkpoint& c, const TrainConfig& cfg, DType dtype) {
+std::unique_ptr<Model> load_model(const Checkpoint& c, const TrainConfig& cfg, DType dtype,
+                                  Device device) {
   ModelOptions mo;
   mo.H = mo.W = cfg.size;
   mo.C = cfg.channels;
   mo.classes = cfg.classes;
   mo.dtype = dtype;
   mo.seed = cfg.seed;
+  mo.device = device;
   auto model = build_model(parse_model_spec(cfg.model_text, cfg.model), mo);
   for (const VarPtr& p : model->parameters()) {
     const Tensor& saved = c.tensor(p->name);
