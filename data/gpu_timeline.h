@@ -6,18 +6,31 @@
 // kernel, which runs later. An event recorded on the stream before and after the work is
 // stamped by the GPU when the stream reaches it; cudaEventElapsedTime gives the time between
 // two of them. One event recorded and waited for at the start, paired with the host clock at
-// that moment, puts the GPU's times on the trace's clock (error: the wait's wake-up latency,
-// tens of microseconds).
+// that moment, puts the GPU's times on the trace's clock (see Precision below).
 //
 //   GpuTimeline gpu(tracer, "compute stream (cuda:0)", stream);
 //   gpu.begin("forward");  ...queue kernels...  gpu.begin("backward"); ...  gpu.end();
 //   gpu.collect();   // now and then: moves finished spans into the tracer, never waits
 //   gpu.flush();     // at the end: waits for the stream to reach the last event
 //
-// begin() ends the open span, if any, where the next begins (one event serves both). Spans
-// nest or follow each other like RAII spans on one thread. Cost: one cudaEventRecord per
+// begin() ends the open span, if any, where the next begins (one event serves both), so the
+// spans of one timeline follow each other on its row and never overlap. Cost: one cudaEventRecord per
 // mark; events are reused from a pool. With a null tracer, or in a CPU-only build, or without
-// a usable GPU, every call does nothing.
+// a usable GPU, every call does nothing (and no CUDA call is made).
+//
+// Precision: cudaEventElapsedTime returns float milliseconds, whose resolution after an hour
+// is 0.25 ms. So each mark is timed from the previous collected mark (microseconds to
+// seconds away), and those differences are summed in double from the calibration event.
+// The calibration is the midpoint of a record + wait on the idle stream; its error is half
+// that wait (tens of microseconds). The GPU's clock and the host's drift apart slowly (parts
+// per million), which is not corrected.
+//
+// Memory is bounded: marks wait in a queue until collected; past kMaxPending of them a mark
+// first collects what is done, and if the stream is so far behind that the queue is still
+// full, the oldest mark is dropped, its spans counted in dropped(), never stored.
+//
+// Not thread-safe: one thread at a time (or a mutex around every call). The stream's device
+// is looked up once; the events are created on it whatever the calling thread's device.
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -38,12 +51,18 @@ class GpuTimeline {
   GpuTimeline& operator=(const GpuTimeline&) = delete;
 
   bool active() const { return active_; }
-  // Starts a span named `name` (a string literal or a string that outlives collect()) at the
-  // point the stream has reached in its queue; ends the open span there.
+  // Starts a span named `name` (a string literal, or a string that lives until the span is
+  // collected) at the point the stream has reached in its queue; ends the open span there.
   void begin(const char* name, TraceArg a0 = {});
   void end();      // ends the open span where the stream is now
   void collect();  // moves the finished spans into the tracer; never blocks
   void flush();    // end(), then waits for every span and collects them
+
+  // Spans lost because more than kMaxPending marks were waiting on a stream that had not
+  // reached them (each span counted once, whether its begin or its end was dropped).
+  int64_t dropped() const { return dropped_; }
+
+  static constexpr size_t kMaxPending = 4096;
 
  private:
   struct Mark {
@@ -52,16 +71,26 @@ class GpuTimeline {
     std::unique_ptr<Event> event;
   };
   void mark(const char* name, TraceArg a0);
+  std::unique_ptr<Event> take_event();  // from the pool, else a new one on device_
+  void drop_oldest();
+  Tracer::Clock::time_point host_time(double ms) const;  // ms after the calibration
 
   Tracer* tracer_ = nullptr;
   cudaStream_t stream_ = nullptr;
+  int device_ = 0;
   bool active_ = false;
   int track_ = 0;
-  std::unique_ptr<Event> origin_;            // recorded and waited for at construction
-  Tracer::Clock::time_point origin_host_;    // the host clock at that moment
+  Tracer::Clock::time_point origin_host_;    // the host clock when the stream reached origin
+  std::unique_ptr<Event> anchor_;            // the calibration event, then the last collected
+  double anchor_ms_ = 0;                     //   mark, and its time in ms after the origin
   std::deque<Mark> pending_;                 // marks not yet collected, in stream order
   std::vector<std::unique_ptr<Event>> pool_; // events to reuse
   bool open_ = false;                        // the last mark started a span
+  // The collected side: the span begun by the last collected mark, if any.
+  const char* span_name_ = nullptr;
+  TraceArg span_arg_;
+  double span_begin_ms_ = 0;
+  int64_t dropped_ = 0;
 };
 
 }  // namespace cutrain

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "data/gpu_timeline.h"
 #include "data/trace.h"
 #include "kernels/check.h"
 
@@ -65,6 +66,8 @@ Loader::Loader(std::shared_ptr<const SampleSource> source, const SamplerConfig& 
                                                   << gpu_count() << " devices)");
     set_device(cfg_.gpu);
     copy_stream_ = std::make_unique<Stream>(cfg_.gpu);
+    copy_trace_ = std::make_unique<GpuTimeline>(
+        cfg_.tracer, "copy stream (cuda:" + std::to_string(cfg_.gpu) + ")", copy_stream_->get());
   }
   for (int i = 0; i < cfg_.ring; i++) {
     auto s = std::make_unique<Slot>();
@@ -103,6 +106,7 @@ Loader::~Loader() {
   full_cv_.notify_all();
   for (auto& t : workers_) t.join();
   if (copy_stream_) copy_stream_->synchronize();  // no copy may outlive its buffers
+  if (copy_trace_) copy_trace_->flush();           // the workers are gone: no lock needed
 }
 
 void Loader::assign_locked(int slot) {
@@ -213,15 +217,20 @@ void Loader::complete(int slot) {
   s.indices.resize(size_t(n));
   s.n = n;
   if (cfg_.gpu >= 0 && n > 0) {
-    // Traced on the host: the issue of the copy, not the copy. Timing the copy itself needs
-    // its event pair read back, which only happens in release() (LoaderStats::copy_ms).
+    // The host-side issue of the copy on this worker's row; the copy itself on the copy
+    // stream's row (copy_trace_: finished copies are moved into the tracer here, never
+    // waiting) and in LoaderStats::copy_ms (its event pair, read back in release()).
     TraceSpan span(cfg_.tracer, "copy issue", "copy");
     span.arg("batch", s.seq);
     cudaStream_t cs = copy_stream_->get();
+    std::lock_guard<std::mutex> lock(copy_mu_);
+    copy_trace_->collect();
+    copy_trace_->begin("copy batch", {"batch", s.seq});
     s.copy_start->record(cs);
     copy_async(s.d_images.data(), s.images, size_t(n) * sample_bytes_, cs);
     copy_async(s.d_labels.data(), s.labels, size_t(n) * sizeof(int32_t), cs);
     s.copied->record(cs);
+    copy_trace_->end();
     s.copy_timed = true;
   }
   std::lock_guard<std::mutex> lock(mu_);

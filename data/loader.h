@@ -43,6 +43,7 @@
 
 namespace cutrain {
 
+class GpuTimeline;
 class Tracer;
 
 struct LoaderConfig {
@@ -55,9 +56,10 @@ struct LoaderConfig {
   Tracer* tracer = nullptr;     // record spans here (data/trace.h); must outlive the loader.
                                 // Rows "loader worker <i>": "decode" (one task: a run of
                                 // samples), "wait for slot", "copy issue" (GPU: the host-side
-                                // issue of the batch's copy; the copy itself runs later on the
-                                // copy stream, timed in LoaderStats::copy_ms). On the thread
-                                // calling next(): "wait for batch".
+                                // issue of the batch's copy). On the thread calling next():
+                                // "wait for batch". GPU: row "copy stream (cuda:<gpu>)",
+                                // "copy batch" (arg batch), the copy itself as the copy
+                                // stream ran it, timed with events (data/gpu_timeline.h).
 };
 
 // One batch, valid from next() until release().
@@ -122,6 +124,10 @@ class Loader {
   LoaderConfig cfg_;
   size_t sample_bytes_;
   std::unique_ptr<Stream> copy_stream_;
+  // Copies are issued one batch at a time (workers finishing two batches at once would mix
+  // their copies and events on the stream); the copy stream's trace row is filled meanwhile.
+  std::mutex copy_mu_;
+  std::unique_ptr<GpuTimeline> copy_trace_;  // guarded by copy_mu_
   std::vector<std::unique_ptr<Slot>> slots_;
 
   mutable std::mutex mu_;                   // guards everything below

@@ -15,6 +15,7 @@
 
 #include "data/atomic_file.h"
 #include "data/hdf5_io.h"
+#include "data/trace.h"
 #include "kernels/check.h"
 #include "nn/xxhash64.h"
 
@@ -207,21 +208,32 @@ uint64_t checkpoint_checksum(const Checkpoint& c, const std::vector<uint64_t>& t
   return xxh64(r.bytes.data(), r.bytes.size());
 }
 
-void write_checkpoint(const Checkpoint& c, const std::string& path) {
+void write_checkpoint(const Checkpoint& c, const std::string& path, Tracer* tracer) {
   validate_checkpoint(c);
   CHECK(!path.empty(), "no path for the checkpoint");
   std::error_code ec;
   CHECK(!std::filesystem::is_directory(path, ec),
         "'" << path << "' is a folder, not a checkpoint file");
-  const std::vector<uint64_t> hashes = tensor_hashes(c);
-  const uint64_t checksum = checkpoint_checksum(c, hashes);
+  std::vector<uint64_t> hashes;
+  uint64_t checksum = 0;
+  {
+    TraceSpan span(tracer, "hash", "checkpoint");
+    hashes = tensor_hashes(c);
+    checksum = checkpoint_checksum(c, hashes);
+  }
+  Tracer::Clock::time_point written;  // the temporary file is complete: fsync + rename follow
   write_atomically(path, [&](const std::string& tmp) {
-    try {
-      write_file(c, hashes, checksum, tmp);
-    } catch (const Error& e) {
-      CHECK(false, "cannot write checkpoint '" << path << "': " << e.what());
+    {
+      TraceSpan span(tracer, "hdf5", "checkpoint");
+      try {
+        write_file(c, hashes, checksum, tmp);
+      } catch (const Error& e) {
+        CHECK(false, "cannot write checkpoint '" << path << "': " << e.what());
+      }
     }
+    written = Tracer::Clock::now();  // after the span: the two must not overlap on the row
   });
+  if (tracer) tracer->complete("fsync + rename", "checkpoint", written, Tracer::Clock::now());
 }
 
 Checkpoint read_checkpoint(const std::string& path) {

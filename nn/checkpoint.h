@@ -47,6 +47,8 @@
 
 namespace cutrain {
 
+class Tracer;
+
 constexpr const char* kCheckpointFormat = "cutrain-checkpoint";
 constexpr int kCheckpointVersion = 1;
 
@@ -83,7 +85,9 @@ uint64_t checkpoint_checksum(const Checkpoint& c, const std::vector<uint64_t>& t
 // Writes `c` to `path` (layout above) through data/atomic_file.h: a temporary file beside it,
 // closed, fsynced and renamed, so `path` holds the old file or the whole new one, never a torn
 // one. Throws cutrain::Error (validate_checkpoint, or a write failure naming the file).
-void write_checkpoint(const Checkpoint& c, const std::string& path);
+// With a tracer, its parts are spans on the calling thread's row: "hash" (xxh64 of every
+// tensor), "hdf5" (the temporary file written and closed), "fsync + rename".
+void write_checkpoint(const Checkpoint& c, const std::string& path, Tracer* tracer = nullptr);
 
 // Reads and verifies a checkpoint. Throws cutrain::Error naming the file when it is missing,
 // not an HDF5 file, not a cutrain checkpoint, of another version, lacks a field, holds a tensor
@@ -118,10 +122,16 @@ std::string newest_checkpoint(const std::string& dir,
 // Errors on the writer thread are kept and rethrown (as one cutrain::Error carrying every
 // message since the last report) by the next submit() or wait(); a later write is still
 // attempted. The destructor waits and prints an error nobody collected to stderr.
+//
+// With a tracer (data/trace.h; it must outlive the writer), the writer thread's row is
+// "checkpoint writer": one span "write step-<step>.h5" per checkpoint (arg step; recorded
+// even when the write fails) holding write_checkpoint's spans, then "link best.h5" and
+// "prune".
 class CheckpointWriter {
  public:
   // Creates dir if needed and removes temporary files there left by killed writers.
-  explicit CheckpointWriter(const std::string& dir, int keep_last = 3);
+  explicit CheckpointWriter(const std::string& dir, int keep_last = 3,
+                            Tracer* tracer = nullptr);
   ~CheckpointWriter();
   CheckpointWriter(const CheckpointWriter&) = delete;
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
@@ -147,6 +157,7 @@ class CheckpointWriter {
 
   const std::string dir_;
   const int keep_last_;
+  Tracer* const tracer_;
   std::mutex mu_;
   std::condition_variable changed_;
   std::optional<Job> queued_;     // the snapshot waiting for the writer

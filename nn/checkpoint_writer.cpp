@@ -10,8 +10,11 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <string>
+#include <utility>
 
 #include "data/atomic_file.h"
+#include "data/trace.h"
 #include "kernels/check.h"
 #include "nn/checkpoint.h"
 
@@ -64,6 +67,27 @@ void link_best(const std::string& path, const std::string& best) {
   });
 }
 
+// The span of one whole write, named after its file (TraceSpan takes literals only). Recorded
+// when the write ends, by return or by exception, so a failed write shows too.
+class WholeWriteSpan {
+ public:
+  WholeWriteSpan(Tracer* tracer, std::string name, int64_t step)
+      : tracer_(tracer), name_(std::move(name)), step_(step), begin_(Tracer::Clock::now()) {}
+  ~WholeWriteSpan() {
+    if (tracer_)
+      tracer_->complete(std::move(name_), "checkpoint", begin_, Tracer::Clock::now(),
+                        {"step", step_});
+  }
+  WholeWriteSpan(const WholeWriteSpan&) = delete;
+  WholeWriteSpan& operator=(const WholeWriteSpan&) = delete;
+
+ private:
+  Tracer* tracer_;
+  std::string name_;
+  int64_t step_;
+  Tracer::Clock::time_point begin_;
+};
+
 }  // namespace
 
 std::string checkpoint_path(const std::string& dir, int64_t step) {
@@ -110,8 +134,8 @@ std::string newest_checkpoint(const std::string& dir, std::vector<std::string>* 
   return "";
 }
 
-CheckpointWriter::CheckpointWriter(const std::string& dir, int keep_last)
-    : dir_(dir), keep_last_(keep_last) {
+CheckpointWriter::CheckpointWriter(const std::string& dir, int keep_last, Tracer* tracer)
+    : dir_(dir), keep_last_(keep_last), tracer_(tracer) {
   CHECK(keep_last >= 1, "a checkpoint writer must keep at least 1 checkpoint, not " << keep_last);
   CHECK(!dir.empty(), "no folder for the checkpoints");
   std::error_code ec;
@@ -165,6 +189,7 @@ void CheckpointWriter::throw_pending_errors() {
 }
 
 void CheckpointWriter::run() {
+  if (tracer_) tracer_->name_thread("checkpoint writer");
   for (;;) {
     std::optional<Job> job;
     {
@@ -196,10 +221,15 @@ void CheckpointWriter::run() {
 
 void CheckpointWriter::write(const Job& job) {
   const std::string path = checkpoint_path(dir_, job.step);
-  write_checkpoint(job.snapshot, path);
-  if (job.is_best) link_best(path, best_checkpoint_path(dir_));
+  WholeWriteSpan span(tracer_, "write " + fs::path(path).filename().string(), job.step);
+  write_checkpoint(job.snapshot, path, tracer_);
+  if (job.is_best) {
+    TraceSpan link(tracer_, "link best.h5", "checkpoint");
+    link_best(path, best_checkpoint_path(dir_));
+  }
   // Only now, with the new file complete, may older ones go: the newest keep_last - 1 of the
   // steps below this one stay. best.h5 is a link of its own, so pruning never removes it.
+  TraceSpan prune(tracer_, "prune", "checkpoint");
   std::vector<std::pair<int64_t, std::string>> older = step_files(dir_);
   older.erase(std::remove_if(older.begin(), older.end(),
                              [&](const auto& f) { return f.first >= job.step; }),

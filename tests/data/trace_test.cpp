@@ -17,66 +17,19 @@
 #include "data/loader.h"
 #include "data/trace.h"
 #include "tests/data/temp_dir.h"
+#include "tests/data/trace_json.h"
 #include "tests/test_util.h"
 
 using namespace cutrain;
 using cutrain_test::TempDir;
+using cutrain_test::ns;
+using cutrain_test::read_json;
+using cutrain_test::row_names;
+using cutrain_test::span_problems;
+using cutrain_test::spans_named;
 using nlohmann::json;
 
 namespace {
-
-json read_json(const std::string& path) {
-  std::ifstream f(path);
-  REQUIRE(f.good());
-  return json::parse(f);  // throws on anything that is not JSON: the test fails with it
-}
-
-int64_t ns(const json& us) { return std::llround(us.get<double>() * 1000); }
-
-// Checks every "X" event: ts, dur >= 0, and on each row (pid, tid) any two spans either nest
-// or do not overlap. Returns "" when all is well, else what is wrong.
-std::string span_problems(const json& trace) {
-  std::map<int, std::vector<std::pair<int64_t, int64_t>>> rows;  // tid -> (begin, end) in ns
-  for (const json& e : trace.at("traceEvents")) {
-    if (e.at("ph") != "X") continue;
-    const int64_t ts = ns(e.at("ts")), dur = ns(e.at("dur"));
-    if (ts < 0 || dur < 0) return "negative ts or dur in " + e.dump();
-    rows[e.at("tid").get<int>()].push_back({ts, ts + dur});
-  }
-  for (auto& row : rows) {
-    auto& spans = row.second;
-    // outer spans first: by begin, then the longer one first
-    std::sort(spans.begin(), spans.end(), [](const auto& a, const auto& b) {
-      return a.first != b.first ? a.first < b.first : a.second > b.second;
-    });
-    std::vector<int64_t> open_ends;  // the ends of the spans enclosing the current one
-    for (const auto& s : spans) {
-      while (!open_ends.empty() && open_ends.back() <= s.first) open_ends.pop_back();
-      if (!open_ends.empty() && s.second > open_ends.back())
-        return "row " + std::to_string(row.first) + ": span [" + std::to_string(s.first) + ", " +
-               std::to_string(s.second) + ") ns overlaps its parent ending at " +
-               std::to_string(open_ends.back());
-      open_ends.push_back(s.second);
-    }
-  }
-  return "";
-}
-
-// tid -> name, from the thread_name metadata events.
-std::map<int, std::string> row_names(const json& trace) {
-  std::map<int, std::string> names;
-  for (const json& e : trace.at("traceEvents"))
-    if (e.at("ph") == "M" && e.at("name") == "thread_name")
-      names[e.at("tid").get<int>()] = e.at("args").at("name").get<std::string>();
-  return names;
-}
-
-std::vector<json> spans_named(const json& trace, const std::string& name) {
-  std::vector<json> out;
-  for (const json& e : trace.at("traceEvents"))
-    if (e.at("ph") == "X" && e.at("name") == name) out.push_back(e);
-  return out;
-}
 
 void busy_us(int us) {
   const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(us);

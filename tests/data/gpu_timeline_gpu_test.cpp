@@ -1,0 +1,213 @@
+// GpuTimeline on a real stream, and the loader's copy stream row. The stream is kept busy for
+// a known time by a host function that sleeps (cudaLaunchHostFunc: the stream waits for it
+// like for a kernel), so the spans' lengths and places are known in advance:
+//  - spans come out in order, one after the other, as long as the work they cover, and on
+//    the host's clock (the calibration), between the host times of their queueing and flush;
+//  - collect() never waits; flush() collects everything;
+//  - a stream far behind makes the timeline drop its oldest marks, counted, never grow.
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <set>
+#include <thread>
+
+#include "data/gpu_timeline.h"
+#include "data/loader.h"
+#include "kernels/check.h"
+#include "tests/data/temp_dir.h"
+#include "tests/data/trace_json.h"
+#include "tests/test_util.h"
+
+using namespace cutrain;
+using namespace cutrain_test;
+using nlohmann::json;
+using Clock = Tracer::Clock;
+
+namespace {
+
+void CUDART_CB sleep_host(void* ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(*static_cast<const int*>(ms)));
+}
+
+// Occupies `stream` for `ms` milliseconds (`ms` must live until the stream gets there).
+void sleep_on(cudaStream_t stream, const int& ms) {
+  CUDA_CHECK(cudaLaunchHostFunc(stream, sleep_host, const_cast<int*>(&ms)));
+}
+
+// ns since the tracer's origin, as the trace writes them
+int64_t trace_ns(const Tracer& t, Clock::time_point p) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(p - t.origin()).count();
+}
+
+constexpr int64_t kMs = 1000000;  // ns
+
+}  // namespace
+
+TEST_CASE("gpu timeline [gpu]: spans in order, as long as the work, on the host's clock") {
+  REQUIRE_GPU();
+  set_device(0);
+  TempDir dir;
+  Tracer tracer;
+  Stream stream(0);
+  static const int k20 = 20, k10 = 10;
+  GpuTimeline tl(&tracer, "compute stream (cuda:0)", stream.get());
+  REQUIRE(tl.active());
+  const Clock::time_point queued = Clock::now();
+  tl.begin("first", {"step", 1});
+  sleep_on(stream.get(), k20);
+  tl.begin("second");
+  sleep_on(stream.get(), k10);
+  tl.end();
+  tl.flush();
+  const Clock::time_point flushed = Clock::now();
+  REQUIRE(tracer.events() == 2);
+  REQUIRE(tl.dropped() == 0);
+
+  REQUIRE(tracer.write(dir.file("t.json")));
+  const json trace = read_json(dir.file("t.json"));
+  REQUIRE(span_problems(trace) == "");
+  const auto names = row_names(trace);
+  const json first = spans_named(trace, "first").at(0);
+  const json second = spans_named(trace, "second").at(0);
+  REQUIRE(names.at(first.at("tid").get<int>()) == "compute stream (cuda:0)");
+  REQUIRE(second.at("tid") == first.at("tid"));
+  REQUIRE(first.at("cat") == "gpu");
+  REQUIRE(first.at("args").at("step") == 1);
+  // Lengths: at least the sleep (the timer's resolution is 0.5 us; sleep_for never returns
+  // early), at most the sleep plus generous scheduling slack.
+  REQUIRE(ns(first.at("dur")) >= 20 * kMs - 10000);
+  REQUIRE(ns(first.at("dur")) < 200 * kMs);
+  REQUIRE(ns(second.at("dur")) >= 10 * kMs - 10000);
+  // One event ends the first and begins the second: the same time, up to the us rounding.
+  REQUIRE(std::llabs(ns(second.at("ts")) - ns(first.at("ts")) - ns(first.at("dur"))) <= 2);
+  // The calibration: the idle stream reached the first mark right after it was queued
+  // (launch latency, microseconds), and the last one before flush() returned. The slack is
+  // the calibration's error (half a record + wait, tens of us) and the launch latency.
+  const int64_t begin_ns = ns(first.at("ts"));
+  const int64_t end_ns = ns(second.at("ts")) + ns(second.at("dur"));
+  REQUIRE(begin_ns >= trace_ns(tracer, queued) - 200000);
+  REQUIRE(begin_ns <= trace_ns(tracer, queued) + 2 * kMs);
+  REQUIRE(end_ns <= trace_ns(tracer, flushed) + 200000);
+}
+
+TEST_CASE("gpu timeline [gpu]: collect() never waits for the stream; flush() collects all") {
+  REQUIRE_GPU();
+  set_device(0);
+  Tracer tracer;
+  Stream stream(0);
+  static const int k150 = 150;
+  GpuTimeline tl(&tracer, "compute stream (cuda:0)", stream.get());
+  const Clock::time_point queued = Clock::now();
+  sleep_on(stream.get(), k150);
+  tl.begin("late");
+  tl.end();
+  const Clock::time_point t0 = Clock::now();
+  tl.collect();  // the stream is still sleeping: nothing is done, nothing waits
+  REQUIRE(Clock::now() - t0 < std::chrono::milliseconds(50));
+  REQUIRE(tracer.events() == 0);
+  tl.flush();
+  REQUIRE(tracer.events() == 1);
+  REQUIRE(Clock::now() - queued >= std::chrono::milliseconds(150));
+  tl.flush();  // nothing left: harmless
+  REQUIRE(tracer.events() == 1);
+}
+
+TEST_CASE("gpu timeline [gpu]: without collect(), marks stay bounded; a stalled stream drops") {
+  REQUIRE_GPU();
+  set_device(0);
+  TempDir dir;
+  Stream stream(0);
+  const int n = int(GpuTimeline::kMaxPending) * 3;
+  SUBCASE("an idle stream: the bound collects what is done, nothing piles up") {
+    Tracer tracer;
+    GpuTimeline tl(&tracer, "compute stream (cuda:0)", stream.get());
+    for (int i = 0; i < n; i++) tl.begin("mark", {"i", i});
+    tl.flush();
+    REQUIRE(int64_t(tracer.events()) + tl.dropped() == n);
+  }
+  SUBCASE("a stream stalled behind a long sleep: the oldest marks are dropped and counted") {
+    Tracer tracer;
+    static const int k500 = 500;  // far longer than queueing the marks takes
+    GpuTimeline tl(&tracer, "compute stream (cuda:0)", stream.get());
+    sleep_on(stream.get(), k500);
+    const int m = int(GpuTimeline::kMaxPending) + 100;
+    for (int i = 0; i < m; i++) tl.begin("mark", {"i", i});
+    tl.flush();
+    REQUIRE(tl.dropped() >= 100);
+    REQUIRE(int64_t(tracer.events()) + tl.dropped() == m);
+    REQUIRE(tracer.write(dir.file("t.json")));
+    const json trace = read_json(dir.file("t.json"));
+    REQUIRE(span_problems(trace) == "");
+    for (const json& s : spans_named(trace, "mark"))  // the newest survive
+      REQUIRE(s.at("args").at("i").get<int64_t>() >= tl.dropped());
+  }
+}
+
+namespace {
+// Sample i: 16x16x3 bytes of value i % 251.
+class FlatSource : public SampleSource {
+ public:
+  explicit FlatSource(int64_t n) : n_(n) {
+    spec_.size = 16;
+    spec_.channels = 3;
+  }
+  int64_t size() const override { return n_; }
+  int32_t label(int64_t i) const override { return int32_t(i % 10); }
+  std::string name(int64_t i) const override { return "flat[" + std::to_string(i) + "]"; }
+  const ImageSpec& spec() const override { return spec_; }
+  DecodeResult load(int64_t i, uint64_t, uint8_t* out, StageTimes&) const override {
+    std::memset(out, int(i % 251), sample_bytes());
+    return DecodeResult();
+  }
+
+ private:
+  int64_t n_;
+  ImageSpec spec_;
+};
+}  // namespace
+
+TEST_CASE("loader [gpu]: with a tracer, each batch's copy is a span on the copy stream's row") {
+  REQUIRE_GPU();
+  set_device(0);
+  TempDir dir;
+  Tracer tracer;
+  SamplerConfig sc;
+  sc.num_samples = 500;
+  sc.batch_size = 32;
+  sc.seed = 3;
+  LoaderConfig lc;
+  lc.threads = 3;
+  lc.ring = 3;
+  lc.gpu = 0;
+  lc.tracer = &tracer;
+  Stream compute(0);
+  int batches = 0;
+  {
+    Loader loader(std::make_shared<FlatSource>(500), sc, lc);
+    for (; batches < 2 * loader.sampler().batches_per_epoch(); batches++) {
+      Batch b = loader.next(compute.get());
+      loader.release(b, compute.get());
+    }
+    compute.synchronize();
+  }  // the destructor flushes the copy stream's row
+  REQUIRE(tracer.write(dir.file("loader.json")));
+  const json trace = read_json(dir.file("loader.json"));
+  REQUIRE(span_problems(trace) == "");  // copies follow each other on their row
+  const auto names = row_names(trace);
+  const auto copies = spans_named(trace, "copy batch");
+  std::set<int64_t> seqs;
+  for (const json& c : copies) {
+    REQUIRE(names.at(c.at("tid").get<int>()) == "copy stream (cuda:0)");
+    REQUIRE(c.at("cat") == "gpu");
+    seqs.insert(c.at("args").at("batch").get<int64_t>());
+  }
+  // every delivered batch, plus up to `ring` copied ahead; each once
+  REQUIRE(seqs.size() == copies.size());
+  REQUIRE(int(copies.size()) >= batches);
+  REQUIRE(int(copies.size()) <= batches + lc.ring);
+  for (int64_t s = 0; s < batches; s++) REQUIRE(seqs.count(s) == 1);
+  // each copy was issued by a worker before the stream ran it
+  REQUIRE(spans_named(trace, "copy issue").size() == copies.size());
+}
