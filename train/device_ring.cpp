@@ -172,7 +172,9 @@ void DeviceRing::run(const std::vector<void*>& data, int64_t n, size_t es,
       else
         (t == 0 ? left.entered : left.step_done[size_t(t - 1)]).wait(s);
       // all-gather overwrites r's chunk, which the right neighbour read at its reduce-scatter
-      // step t-(R-1): wait until it has
+      // step t-(R-1): wait until it has. (Implied by the chain of left waits, R-1 hops round
+      // the ring lead to the right neighbour at step t-(R-1); explicit so that the order does
+      // not rest on that argument.)
       if (gather) at(r + 1).step_done[size_t(t - (R - 1))].wait(s);
       void* dst = gather ? static_cast<void*>(buf(r) + b * int64_t(es)) : me.recv.data();
       const unsigned char* src = buf(r - 1) + b * int64_t(es);
