@@ -14,6 +14,10 @@ template <typename T> void ring_reduce_cpu(int64_t n, T* dst, const T* src, doub
   }
 }
 
+void ring_or_cpu(int64_t n, int32_t* dst, const int32_t* src) {
+  for (int64_t i = 0; i < n; i++) dst[i] |= src[i];
+}
+
 template void ring_reduce_cpu<float>(int64_t, float*, const float*, double);
 template void ring_reduce_cpu<half_t>(int64_t, half_t*, const half_t*, double);
 template void ring_reduce_cpu<double>(int64_t, double*, const double*, double);

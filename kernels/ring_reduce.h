@@ -10,15 +10,31 @@
 // precision: fp16 chunks are added in fp32 and rounded back to fp16 once per ring step, so a
 // sum over R replicas is rounded R-1 times (each at most half an fp16 ulp).
 //
-// GPU twin: arrives with the CUDA ring (cudaMemcpyPeerAsync into a staging buffer on the comm
-// stream, then this kernel on the same stream); it must give the same bits as this function.
+// GPU twin: ring_reduce_gpu (ring_reduce.cu), queued by the CUDA ring (train/device_ring.h) on
+// a replica's comm stream after the copy of the neighbour's chunk into its receive buffer. It
+// gives the same bits as ring_reduce_cpu: the same two operations per element in the same
+// order, (dst + src) then * scale only when scale != 1, each rounded once (the _rn
+// intrinsics of kernels/hd.h, so nvcc cannot fuse them), scale rounded to A on the host as
+// here, and fp16 rounded back with __float2half_rn (nearest even, as half_t(float)).
+//
+// ring_or_cpu / ring_or_gpu: dst[i] |= src[i] on int32: the overflow flags of the loss scaler
+// OR-ed across replicas by the same ring (an inf anywhere skips the step everywhere).
 #pragma once
 #include <cstdint>
 
+#include "kernels/gpu.h"
 #include "kernels/half.h"
 
 namespace cutrain {
 
 template <typename T> void ring_reduce_cpu(int64_t n, T* dst, const T* src, double scale);
+void ring_or_cpu(int64_t n, int32_t* dst, const int32_t* src);
+
+// --- GPU (CUDA builds only; device pointers; queued on stream) ---
+// T = float, half_t or double. dst and src may be any element offset (no alignment needed:
+// ring chunks start anywhere); they must not overlap.
+template <typename T>
+void ring_reduce_gpu(int64_t n, T* dst, const T* src, double scale, cudaStream_t stream);
+void ring_or_gpu(int64_t n, int32_t* dst, const int32_t* src, cudaStream_t stream);
 
 }  // namespace cutrain

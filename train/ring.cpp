@@ -12,6 +12,9 @@ std::pair<int64_t, int64_t> ring_chunk(int64_t n, int R, int c) {
   return {n * c / R, n * (c + 1) / R};
 }
 
+int ring_send_chunk(int R, int r, int t) { return (((r - t) % R) + R) % R; }
+int ring_recv_chunk(int R, int r, int t) { return ring_send_chunk(R, r - 1, t); }
+
 struct Ring::Link {
   std::mutex mu;
   std::condition_variable cv;
@@ -130,17 +133,16 @@ void Ring::all_reduce(int rank, void* data, int64_t n, DType dtype, bool average
   const int R = R_, r = rank;
   const size_t es = dtype_size(dtype);
   unsigned char* buf = static_cast<unsigned char*>(data);
-  auto mod = [R](int i) { return ((i % R) + R) % R; };
   {  // register the buffer for the all-gather writes of rank r-1
-    Link& in = *links_[size_t(mod(r - 1))];
+    Link& in = *links_[size_t((r + R - 1) % R)];
     std::lock_guard<std::mutex> lock(in.mu);
     in.dst = buf;
   }
   // reduce-scatter
   for (int s = 0; s < R - 1; s++) {
-    const auto [sb, se] = ring_chunk(n, R, mod(r - s));
+    const auto [sb, se] = ring_chunk(n, R, ring_send_chunk(R, r, s));
     send_staged(r, buf + sb * es, size_t(se - sb) * es);
-    const auto [rb, re] = ring_chunk(n, R, mod(r - 1 - s));
+    const auto [rb, re] = ring_chunk(n, R, ring_recv_chunk(R, r, s));
     const double scale = (average && s == R - 2) ? 1.0 / R : 1.0;
     receive(r, [&](const unsigned char* staging) {
       reduce(dtype, re - rb, buf + rb * es, staging, scale);
@@ -148,7 +150,7 @@ void Ring::all_reduce(int rank, void* data, int64_t n, DType dtype, bool average
   }
   // all-gather: rank r now owns chunk (r + 1) mod R
   for (int s = 0; s < R - 1; s++) {
-    const auto [sb, se] = ring_chunk(n, R, mod(r + 1 - s));
+    const auto [sb, se] = ring_chunk(n, R, ring_send_chunk(R, r, R - 1 + s));
     send_direct(r, sb * int64_t(es), buf + sb * es, size_t(se - sb) * es);
     receive(r, [](const unsigned char*) {});
   }

@@ -1,5 +1,5 @@
-// defines: Ring, the all-reduce of R data-parallel replicas (the CPU ring; a CUDA ring with the
-// same steps is the next part of the [replicas] issue), and ring_chunk.
+// defines: Ring, the all-reduce of R data-parallel replicas (the CPU ring; the CUDA ring with
+// the same steps is train/device_ring.h), and ring_chunk and the schedule both rings share.
 //
 // The algorithm (Patarasuk and Yuan 2009; what NCCL runs within a machine): replica r sends
 // only to r+1 and receives only from r-1 (mod R), so every link carries the same load and the
@@ -50,6 +50,15 @@ namespace cutrain {
 // Chunk c of R of n elements: [n c / R, n (c+1) / R). Sizes differ by at most one; with
 // n < R some chunks are empty.
 std::pair<int64_t, int64_t> ring_chunk(int64_t n, int R, int c);
+
+// The schedule, shared with the CUDA ring (train/device_ring.h) so that both add the same
+// chunks in the same order and give the same bits. Steps t = 0 .. 2R-3: reduce-scatter step t
+// for t < R-1, all-gather step t-(R-1) after. At step t replica r sends chunk
+// ring_send_chunk(R, r, t) = (r - t) mod R to r+1 and receives ring_recv_chunk(R, r, t) =
+// (r - 1 - t) mod R, the chunk r-1 sends, from r-1 (the all-gather's (r + 1 - s) is the same
+// chunk as (r - t) mod R).
+int ring_send_chunk(int R, int r, int t);
+int ring_recv_chunk(int R, int r, int t);
 
 class Ring {
  public:
