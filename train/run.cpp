@@ -109,7 +109,7 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
   sum.first_step = t.steps_done();
 
   RunReporter report(cfg, t.steps_done(), t.total_steps(), out);
-  CheckpointWriter writer(cfg.out, cfg.keep);
+  CheckpointWriter writer(cfg.out, cfg.keep, tracer.get());  // its row in the trace
   auto save = [&](bool is_best, std::map<std::string, double> extra) {
     extra["best_top1"] = best_top1;
     double waited = 0;

@@ -2,6 +2,8 @@
 // records of the steps that have run. See train/trainer_gpu.h for the streams and the records,
 // and train/trainer.h for the step itself (forward_backward is shared with the CPU).
 #include <chrono>
+#include <cstdint>
+#include <string>
 
 #include "kernels/check.h"
 #include "kernels/softmax_xent.h"
@@ -41,6 +43,10 @@ void Trainer::launch_gpu(StepResult r) {
   r.batch = rep.batch.where;
   r.images = rep.batch.n;
   rep.optimizer->lr = r.lr;
+  if (tracer && !g.timeline)
+    g.timeline = std::make_unique<GpuTimeline>(
+        tracer, "compute stream (cuda:" + std::to_string(current_device()) + ")", stream);
+  if (g.timeline) g.timeline->begin("forward + backward", {"step", r.step});
   memset_async(rec, 0, sizeof(StepRecord), stream);
 
   // 2. Forward and backward; the loss and the top-1 count add up in the record.
@@ -49,6 +55,7 @@ void Trainer::launch_gpu(StepResult r) {
 
   // 3-4. Check, decide, update, move the scale: kernels, no host round trip.
   const bool stepped = r.images > 0;
+  if (g.timeline) g.timeline->begin("optimizer", {"step", r.step});
   if (stepped) {
     TraceSpan s(tracer, "optimizer", "train");
     DeviceStep& ds = *g.step;
@@ -60,6 +67,7 @@ void Trainer::launch_gpu(StepResult r) {
   }
   copy_async(&rec->state, g.step->state(), sizeof(StepState), stream);
   rep.optimizer->zero_grad();
+  if (g.timeline) g.timeline->end();
 
   // The record to the host on the side stream, as soon as the compute stream has written it.
   g.computed[size_t(g.slot)].record(stream);
@@ -106,6 +114,12 @@ void Trainer::collect_gpu(size_t wait_for) {
       r.loss_scale = scaler_->scale();
     }
     done_.push_back(r);
+  }
+  if (g.timeline) {
+    if (wait_for == SIZE_MAX)
+      g.timeline->flush();  // everything queued has run: the row is complete
+    else
+      g.timeline->collect();
   }
 }
 

@@ -15,6 +15,7 @@
 #include <memory>
 #include <vector>
 
+#include "data/gpu_timeline.h"
 #include "kernels/gpu.h"
 #include "kernels/step_state.h"
 #include "nn/device_step.h"
@@ -50,6 +51,9 @@ struct Trainer::Gpu {
   std::vector<Event> arrived;      // per slot: its host copy is complete
   std::unique_ptr<DeviceStep> step;              // the loss scale, the skip flag, AdamW's t
   std::unique_ptr<DeviceNormalization> norm;     // mean/std for the input kernel
+  // With --trace: the compute stream's row, timed with events (made at the first step, when
+  // the tracer is known; destroyed before the streams).
+  std::unique_ptr<GpuTimeline> timeline;
 
   struct Launched {
     StepResult result;  // the host part; the rest comes from the record
