@@ -1,8 +1,13 @@
 // defines: tiny_run_config(), a resolved configuration for short training runs on real
 // Fashion-MNIST images (a small CNN, a few hundred images, batches of 32), for the trainer's
-// tests; kTinyModel and kSmallModel, the model descriptions they use.
+// tests; kTinyModel and kSmallModel, the model descriptions they use; require_same_state(),
+// two trainers' snapshots equal bit for bit.
 #pragma once
+#include <cstring>
 #include <string>
+
+#include "nn/checkpoint.h"
+#include "tests/test_util.h"
 
 #include "tests/train/fashion_mnist_data.h"
 #include "train/config.h"
@@ -55,6 +60,23 @@ inline cutrain::TrainConfig tiny_run_config(const std::string& out, int images =
   c.out = out;
   cutrain::resolve_config(c);
   return c;
+}
+
+// Every tensor of two snapshots equal bit for bit (names, shapes, dtypes, bytes), and every
+// scalar, the step and the cursor equal.
+inline void require_same_state(const cutrain::Checkpoint& a, const cutrain::Checkpoint& b) {
+  REQUIRE(a.tensors.size() == b.tensors.size());
+  for (size_t i = 0; i < a.tensors.size(); i++) {
+    INFO("tensor " << a.tensors[i].first);
+    REQUIRE(a.tensors[i].first == b.tensors[i].first);
+    const cutrain::Tensor &x = a.tensors[i].second, &y = b.tensors[i].second;
+    REQUIRE(x.shape() == y.shape());
+    REQUIRE(x.dtype() == y.dtype());
+    REQUIRE(std::memcmp(x.raw(), y.raw(), x.bytes()) == 0);
+  }
+  REQUIRE(a.scalars == b.scalars);
+  REQUIRE(a.step == b.step);
+  REQUIRE(a.cursor == b.cursor);
 }
 
 }  // namespace cutrain_test

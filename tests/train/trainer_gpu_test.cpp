@@ -24,19 +24,6 @@ RunDevice on(Device device, DType dtype) {
   return d;
 }
 
-// The bits of every tensor and scalar of two snapshots equal.
-void require_same_state(const Checkpoint& a, const Checkpoint& b) {
-  REQUIRE(a.tensors.size() == b.tensors.size());
-  for (size_t i = 0; i < a.tensors.size(); i++) {
-    INFO("tensor " << a.tensors[i].first);
-    REQUIRE(a.tensors[i].first == b.tensors[i].first);
-    const Tensor &x = a.tensors[i].second, &y = b.tensors[i].second;
-    REQUIRE(x.shape() == y.shape());
-    REQUIRE(std::memcmp(x.raw(), y.raw(), x.bytes()) == 0);
-  }
-  REQUIRE(a.scalars == b.scalars);
-}
-
 }  // namespace
 
 TEST_CASE("trainer [gpu]: fp32 steps on the GPU follow the CPU's losses and accuracy") {

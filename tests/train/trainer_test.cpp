@@ -21,22 +21,6 @@ RunDevice cpu(DType dtype) {
   return d;
 }
 
-// Every tensor of two snapshots equal bit for bit, and every scalar equal.
-void require_same_state(const Checkpoint& a, const Checkpoint& b) {
-  REQUIRE(a.tensors.size() == b.tensors.size());
-  for (size_t i = 0; i < a.tensors.size(); i++) {
-    INFO("tensor " << a.tensors[i].first);
-    REQUIRE(a.tensors[i].first == b.tensors[i].first);
-    const Tensor &x = a.tensors[i].second, &y = b.tensors[i].second;
-    REQUIRE(x.shape() == y.shape());
-    REQUIRE(x.dtype() == y.dtype());
-    REQUIRE(std::memcmp(x.raw(), y.raw(), x.bytes()) == 0);
-  }
-  REQUIRE(a.scalars == b.scalars);
-  REQUIRE(a.step == b.step);
-  REQUIRE(a.cursor == b.cursor);
-}
-
 // The tensors a skipped step must leave alone: weights, masters, optimizer state (not the
 // BatchNorm running statistics, which the forward pass updates whether or not the step is taken).
 std::vector<std::pair<std::string, Tensor>> weights_and_state(const Checkpoint& c) {
