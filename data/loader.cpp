@@ -222,6 +222,12 @@ void Loader::complete(int slot) {
     // waiting) and in LoaderStats::copy_ms (its event pair, read back in release()).
     TraceSpan span(cfg_.tracer, "copy issue", "copy");
     span.arg("batch", s.seq);
+    if (s.copy_timed) {  // the slot's previous copy, still running when it was released
+      s.copied->synchronize();  // done by now: the slot's consumption (waited for) came after
+      const double ms = s.copied->ms_since(*s.copy_start);
+      std::lock_guard<std::mutex> lock(mu_);
+      stats_.copy_ms += ms;
+    }
     cudaStream_t cs = copy_stream_->get();
     std::lock_guard<std::mutex> lock(copy_mu_);
     copy_trace_->collect();
@@ -287,8 +293,9 @@ void Loader::release(const Batch& b, cudaStream_t compute) {
   CHECK(s.state == Slot::State::in_use && s.seq == b.seq,
         "loader: batch " << b.seq << " released twice or not taken with next()");
   if (cfg_.gpu >= 0) {
-    if (s.copy_timed) {  // the copy is long done: the consumer waited for it
-      s.copied->synchronize();
+    // The copy's time, if it has finished: the compute stream waited for it, the host did not,
+    // so it may still run; then the worker that refills the slot counts it (complete()).
+    if (s.copy_timed && s.copied->done()) {
       stats_.copy_ms += s.copied->ms_since(*s.copy_start);
       s.copy_timed = false;
     }

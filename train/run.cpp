@@ -134,7 +134,7 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
     sum.train_seconds += seconds_since(t0);
     for (const StepResult& r : rs) {
       sum.losses.push_back(r.loss);
-      report.step(r, r.step + 1, device.dtype == DType::f16 ? t.scaler().scale() : 0.0);
+      report.step(r, r.step + 1, device.dtype == DType::f16 ? r.scale_after : 0.0);
     }
   };
   while (t.steps_done() < t.total_steps()) {

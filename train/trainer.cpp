@@ -95,8 +95,16 @@ Trainer::Trainer(const TrainConfig& cfg, const RunDevice& device) : cfg_(cfg), d
 Trainer::~Trainer() {
   // The comm threads use the ring and the buckets: stop them first.
   for (auto& rep : replicas_) rep->comm.reset();
-  // Let the GPU finish what was queued before the loaders, tensors and streams go away.
-  if (gpu_) gpu_->compute.synchronize();
+  // Let the GPU finish what was queued before the loaders, tensors and streams go away. Never
+  // throw from here (a destructor may run while an earlier CUDA error unwinds the stack).
+  if (gpu_) {
+    try {
+      gpu_->timeline.reset();  // flushes its spans
+      gpu_->compute.synchronize();
+      gpu_->readback.synchronize();  // the last records' copies into pinned memory
+    } catch (...) {
+    }
+  }
 }
 
 GpuContextScope Trainer::on_device() const {
@@ -204,8 +212,8 @@ std::pair<Tensor, Tensor> Trainer::micro_batch(const Batch& batch, int begin, in
 }
 
 void Trainer::launch() {
-  CHECK(!broken_, "Trainer: a replica failed in an earlier step, so the replicas no longer "
-                  "agree; restart from the last checkpoint");
+  CHECK(!broken_, "Trainer: an earlier step failed partway (a replica, or a GPU step), so "
+                  "the model's state is unknown; restart from the last checkpoint");
   const GpuContextScope on = on_device();
   if (!replicas_[0]->loader) start_loaders();
   if (gpu_) {
@@ -213,7 +221,12 @@ void Trainer::launch() {
     StepResult r;
     r.step = step_;
     r.lr = lr_at(schedule_, step_);
-    launch_gpu(r);
+    try {
+      launch_gpu(r);
+    } catch (...) {  // gradients half accumulated, a batch not released: no way back
+      broken_ = true;
+      throw;
+    }
   } else {
     done_.push_back(step_cpu());
   }
@@ -311,6 +324,7 @@ StepResult Trainer::step_cpu() {
     // 4. The loss scale follows (throws after too many overflows in a row).
     scaler_->update(!r.taken, step_);
   }
+  r.scale_after = scaler_->scale();
   for (auto& rep : replicas_) {
     if (rep->grads)
       rep->grads->zero();  // one memset per flat buffer

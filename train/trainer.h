@@ -24,7 +24,8 @@
 // change are kernels (kernels/step_state.h, nn/device_step.h). After the step a side stream
 // copies the record to pinned host memory, and results() hands out the steps whose records
 // have arrived. So launch() returns as soon as the step is queued, and the host runs ahead,
-// preparing the next steps, until it is kSlots steps ahead or the loader has no batch ready.
+// preparing the next steps, until it is kGpuSlots steps ahead or, sooner, the loader has no
+// batch ready (its slots are refilled only once the GPU has consumed them).
 // The host keeps its own LossScaler in lock step: it applies the same transition to each
 // arriving step (and checks that it gives the device's bits), which is how the abort after
 // too many overflows names its step on both devices.
@@ -83,6 +84,7 @@ struct StepResult {
   int64_t correct = 0;        // top-1 correct in the batch
   double lr = 0;              // the learning rate it used
   double loss_scale = 1;      // the loss scale its backward used
+  double scale_after = 1;     // the loss scale after it (what the next step uses)
   bool taken = true;          // false: an inf/NaN gradient, the step was skipped
   std::string overflow;       // then: the first parameter whose gradient overflowed
   double data_wait_s = 0;     // waiting for the loader's next batch

@@ -113,6 +113,7 @@ void Trainer::collect_gpu(size_t wait_for) {
     } else {
       r.loss_scale = scaler_->scale();
     }
+    r.scale_after = scaler_->scale();
     done_.push_back(r);
   }
   if (g.timeline) {
