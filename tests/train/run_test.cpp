@@ -200,3 +200,51 @@ TEST_CASE("CPU run: 5,000 Fashion-MNIST training images reach >= 80% on 2,000 te
   REQUIRE(right > 160);  // > 80% of these 200 as well
   REQUIRE(resolve_checkpoint_arg(cfg.out) == best_checkpoint_path(cfg.out));
 }
+
+TEST_CASE("GPU run [gpu]: the CPU run's recipe on the GPU: accuracy, checkpoint, eval, trace rows") {
+  REQUIRE_GPU();
+  const FashionMnistFiles& fm = fashion_mnist_jpegs();
+  TempDir dir;
+  TrainConfig cfg;
+  cfg.train = fm.train, cfg.val = fm.test, cfg.limit_train = 5000, cfg.limit_val = 2000;
+  cfg.model = "small", cfg.model_text = kSmallModel;
+  cfg.epochs = 3, cfg.batch = 64, cfg.threads = 2, cfg.log_every = 1000;
+  cfg.device = "cuda";  // fp16 (precision auto)
+  cfg.out = dir / "run";
+  cfg.trace = dir / "trace.json";
+  DevNull devnull;
+  const RunSummary s = run_training(cfg, {"device"}, devnull.f);
+  MESSAGE("GPU run: 5000 images x 3 epochs in " << s.seconds << " s; test top-1 "
+          << 100 * s.final_eval.top1_accuracy() << "%");
+  REQUIRE(s.exit_code == 0);
+  REQUIRE(s.steps == 3 * (5000 / 64));
+  REQUIRE(s.losses.size() == size_t(s.steps));  // every step's loss came back, once
+  REQUIRE(s.final_eval.images == 2000);
+  REQUIRE(s.final_eval.top1_accuracy() >= 0.80);  // as on the CPU; fp16 changes little here
+
+  // The checkpoint is an ordinary one: evaluated on the CPU it gives (nearly) the same numbers.
+  const Checkpoint c = read_checkpoint(s.last_checkpoint);
+  const TrainConfig saved = config_from_json_text(c.config_json, s.last_checkpoint);
+  auto model = load_model(c, saved, DType::f32);
+  EvalOptions opt;
+  opt.norm = Normalization{saved.mean, saved.std};
+  const EvalResult e = evaluate(*model, open_source(fm.test, eval_image_spec(saved), 2000), opt);
+  REQUIRE(std::abs(e.top1_accuracy() - s.final_eval.top1_accuracy()) < 0.01);  // fp16 vs fp32
+
+  // The trace has the host's steps and the GPU's rows: the compute stream, the copy stream
+  // and the checkpoint writer.
+  REQUIRE(step_spans(cfg.trace) == s.steps);
+  const nlohmann::json trace = nlohmann::json::parse(slurp(cfg.trace));
+  std::map<std::string, int> rows;
+  for (const auto& ev : trace["traceEvents"])
+    if (ev.value("name", "") == "thread_name")
+      rows[ev["args"].value("name", "")]++;
+  bool compute = false, copy = false;
+  for (const auto& [name, n] : rows) {
+    compute = compute || name.rfind("compute stream (cuda:", 0) == 0;
+    copy = copy || name.rfind("copy stream (cuda:", 0) == 0;
+  }
+  REQUIRE(compute);
+  REQUIRE(copy);
+  REQUIRE(rows.count("checkpoint writer"));
+}
