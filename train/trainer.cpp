@@ -39,6 +39,8 @@ Trainer::Trainer(const TrainConfig& cfg, const RunDevice& device) : cfg_(cfg), d
     CHECK(R == 1, "Trainer: several replicas on GPUs are not wired in yet");
     gpu_ = std::make_unique<Gpu>(current_device());
   }
+  context_ = GpuContext{gpu_ ? gpu_->compute.get() : nullptr, parse_conv_impl(cfg_.conv),
+                        parse_linear_impl(cfg_.linear)};
   const GpuContextScope on = on_device();  // the model and optimizer state go on its stream
 
   train_ = open_source(cfg_.train, train_image_spec(cfg_), cfg_.limit_train);
@@ -105,11 +107,6 @@ Trainer::~Trainer() {
     } catch (...) {
     }
   }
-}
-
-GpuContextScope Trainer::on_device() const {
-  return GpuContextScope(GpuContext{gpu_ ? gpu_->compute.get() : nullptr,
-                                    parse_conv_impl(cfg_.conv), parse_linear_impl(cfg_.linear)});
 }
 
 void Trainer::start_loaders() {

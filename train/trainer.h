@@ -174,7 +174,7 @@ class Trainer {
 
   // This thread's GpuContext for the trainer's work: its compute stream (none on the CPU) and
   // the conv/linear implementations of the configuration.
-  GpuContextScope on_device() const;
+  GpuContextScope on_device() const { return GpuContextScope(context_); }
   void start_loaders();  // at cursor_
   StepResult step_cpu();  // launch() on the CPU: the whole step
   // launch() on a GPU: the step queued; its host part (number, batch, lr, ...) in r.
@@ -197,6 +197,7 @@ class Trainer {
   TrainConfig cfg_;
   RunDevice device_;
   std::unique_ptr<Gpu> gpu_;                   // on a GPU; destroyed last (its streams)
+  GpuContext context_;                         // what on_device() sets
   Normalization norm_;
   std::shared_ptr<const SampleSource> train_, val_;
   std::vector<std::unique_ptr<Replica>> replicas_;
