@@ -60,11 +60,8 @@ std::unique_ptr<Event> GpuTimeline::take_event() {
     return e;
   }
   // An event belongs to the device current when it is made; it must be the stream's.
-  const int prev = current_device();
-  if (prev != device_) set_device(device_);
-  auto e = std::make_unique<Event>(true);
-  if (prev != device_) set_device(prev);
-  return e;
+  const DeviceGuard on(device_);
+  return std::make_unique<Event>(true);
 }
 
 void GpuTimeline::begin(const char* name, TraceArg a0) {

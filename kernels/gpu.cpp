@@ -46,16 +46,13 @@ const Probe& probe() {
   return p;
 }
 
-// Runs f with `device` current, restoring the previous device after.
-struct DeviceGuard {
-  int prev = 0;
-  explicit DeviceGuard(int device) {
-    CUDA_CHECK(cudaGetDevice(&prev));
-    if (prev != device) CUDA_CHECK(cudaSetDevice(device));
-  }
-  ~DeviceGuard() { cudaSetDevice(prev); }
-};
 }  // namespace
+
+DeviceGuard::DeviceGuard(int device) {
+  CUDA_CHECK(cudaGetDevice(&prev_));
+  if (prev_ != device) CUDA_CHECK(cudaSetDevice(device));
+}
+DeviceGuard::~DeviceGuard() { cudaSetDevice(prev_); }
 
 bool gpu_usable() { return probe().count > 0; }
 const std::string& gpu_unavailable_reason() { return probe().reason; }
@@ -187,6 +184,8 @@ int gpu_count() { return 0; }
 std::string gpu_name(int) { no_cuda("query a device"); }
 void set_device(int) { no_cuda("select a device"); }
 int current_device() { no_cuda("query the current device"); }
+DeviceGuard::DeviceGuard(int) { no_cuda("select a device"); }
+DeviceGuard::~DeviceGuard() = default;
 CachingAllocator& device_allocator(int) { no_cuda("allocate device memory"); }
 
 Stream::Stream(int) { no_cuda("create a CUDA stream"); }

@@ -27,6 +27,20 @@ std::string gpu_name(int device);
 void set_device(int device);          // the calling thread's current device (it is per thread)
 int current_device();                 // the calling thread's current device
 
+// Makes `device` the calling thread's current device for a scope, restoring the previous one
+// at its end (memory, streams, events and kernels belong to the device current when they are
+// made or launched).
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int prev_ = 0;
+};
+
 // The caching allocator of one device (created on first use, lives until exit).
 CachingAllocator& device_allocator(int device);
 

@@ -7,9 +7,12 @@
 //   GpuContextScope on(GpuContext{compute.get(), ConvImpl::cudnn, LinearImpl::tc});
 //   VarPtr y = conv2d(tape, x, w, b, 1, 1, 1, 1);   // queued on `compute`, through cuDNN
 //
-// Tensors on cuda allocate from the device's caching allocator on this stream and zero
+// Tensors on cuda allocate from the current device's caching allocator on this stream and zero
 // themselves on it, so a thread's ops, allocations and frees are all ordered on one stream.
+// A context with a device (>= 0) also makes that device current for the scope: a replica on
+// GPU 1 (train/trainer.h) puts its tensors, kernels and events there.
 #pragma once
+#include <memory>
 #include <type_traits>
 
 #include "kernels/gpu.h"
@@ -22,6 +25,7 @@ struct GpuContext {
   cudaStream_t stream = nullptr;      // null: the legacy default stream
   ConvImpl conv = ConvImpl::tc;       // tc is fp16 only: f32 tensors run `direct` under tc
   LinearImpl linear = LinearImpl::tc;
+  int device = -1;                    // the stream's device; -1: leave the current one
 };
 
 GpuContext& gpu_context();  // the calling thread's
@@ -29,13 +33,18 @@ GpuContext& gpu_context();  // the calling thread's
 // Sets this thread's context for a scope and restores the previous one at its end.
 class GpuContextScope {
  public:
-  explicit GpuContextScope(const GpuContext& c) : saved_(gpu_context()) { gpu_context() = c; }
+  explicit GpuContextScope(const GpuContext& c)
+      : saved_(gpu_context()), device_(c.device >= 0 ? std::make_unique<DeviceGuard>(c.device)
+                                                     : nullptr) {
+    gpu_context() = c;
+  }
   ~GpuContextScope() { gpu_context() = saved_; }
   GpuContextScope(const GpuContextScope&) = delete;
   GpuContextScope& operator=(const GpuContextScope&) = delete;
 
  private:
   GpuContext saved_;
+  std::unique_ptr<DeviceGuard> device_;  // restores the previous device
 };
 
 // The implementation an op on T runs: the context's, except that tc (tensor cores: fp16 in)

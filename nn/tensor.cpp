@@ -50,9 +50,9 @@ std::string shape_str(const Shape& s) {
   return os.str();
 }
 
-// The bytes behind a tensor: 64-byte aligned host memory, or a block of the device's caching
-// allocator (returned to the pool, not to cudaFree, when the last tensor lets go), or a part
-// of another Storage (flat_view), which it keeps alive and does not free.
+// The bytes behind a tensor: 64-byte aligned host memory, or a block of the current device's
+// caching allocator (returned to the pool, not to cudaFree, when the last tensor lets go), or a
+// part of another Storage (flat_view), which it keeps alive and does not free.
 struct Storage {
   void* ptr = nullptr;
   size_t bytes = 0;
@@ -66,7 +66,7 @@ struct Storage {
       CHECK(ptr, "out of host memory allocating " << n << " bytes");
     } else {
       CHECK(gpu_usable(), "cannot place a tensor on cuda: " << gpu_unavailable_reason());
-      dev = DeviceBuffer(n > 0 ? n : 1, 0, gpu_context().stream);
+      dev = DeviceBuffer(n > 0 ? n : 1, current_device(), gpu_context().stream);
       ptr = dev.data();
     }
   }

@@ -21,19 +21,6 @@ const char* DeviceRing::path_name(Path p) {
 
 #if defined(CUTRAIN_CUDA)
 
-namespace {
-// Makes `device` current for the calls that need it (kernel launches, event creation),
-// restoring the previous device after.
-struct OnDevice {
-  int prev = 0;
-  explicit OnDevice(int device) {
-    CUDA_CHECK(cudaGetDevice(&prev));
-    if (prev != device) CUDA_CHECK(cudaSetDevice(device));
-  }
-  ~OnDevice() { cudaSetDevice(prev); }
-};
-}  // namespace
-
 struct DeviceRing::Replica {
   int device = 0;
   Path in = Path::same_device;  // the link (r-1) -> r
@@ -59,7 +46,7 @@ DeviceRing::DeviceRing(std::vector<int> devices, DeviceRingOptions options)
   CHECK(gpu_usable(), "DeviceRing: " << gpu_unavailable_reason());
   peers_ = enable_peer_access(devices);  // checks that every device exists
   for (int r = 0; r < R_; r++) {
-    OnDevice on(devices[size_t(r)]);
+    DeviceGuard on(devices[size_t(r)]);
     reps_.push_back(std::make_unique<Replica>(devices[size_t(r)], R_));
   }
   for (int r = 0; r < R_; r++) {
@@ -136,7 +123,7 @@ void DeviceRing::run(const std::vector<void*>& data, int64_t n, size_t es,
 
   for (int r = 0; r < R; r++) {
     Replica& me = at(r);
-    OnDevice on(me.device);
+    DeviceGuard on(me.device);
     if (!ready.empty() && ready[size_t(r)])
       CUDA_CHECK(cudaStreamWaitEvent(me.comm.get(), ready[size_t(r)], 0));
     me.entered.record(me.comm.get());
@@ -149,7 +136,7 @@ void DeviceRing::run(const std::vector<void*>& data, int64_t n, size_t es,
       Replica& me = at(r);
       Replica& right = at(r + 1);
       if (right.in != Path::staged) continue;
-      OnDevice on(me.device);
+      DeviceGuard on(me.device);
       const auto [b, e] = ring_chunk(n, R, ring_send_chunk(R, r, t));
       right.taken.wait(me.comm.get());  // the previous message was copied out of the slot
       if (e > b)
@@ -162,7 +149,7 @@ void DeviceRing::run(const std::vector<void*>& data, int64_t n, size_t es,
     for (int r = 0; r < R; r++) {
       Replica& me = at(r);
       Replica& left = at(r - 1);
-      OnDevice on(me.device);
+      DeviceGuard on(me.device);
       cudaStream_t s = me.comm.get();
       const auto [b, e] = ring_chunk(n, R, ring_recv_chunk(R, r, t));
       const size_t bytes = size_t(e - b) * es;
@@ -199,7 +186,7 @@ void DeviceRing::run(const std::vector<void*>& data, int64_t n, size_t es,
     // step t is done on r.
     for (int r = 0; r < R; r++) {
       Replica& me = at(r);
-      OnDevice on(me.device);
+      DeviceGuard on(me.device);
       if (t < R - 1) {
         const auto [b, e] = ring_chunk(n, R, ring_recv_chunk(R, r, t));
         reduce(r, buf(r) + b * int64_t(es), me.recv.data(), e - b, t == R - 2);
@@ -211,7 +198,7 @@ void DeviceRing::run(const std::vector<void*>& data, int64_t n, size_t es,
   // stream may write the buffer again.
   for (int r = 0; r < R; r++) {
     Replica& me = at(r);
-    OnDevice on(me.device);
+    DeviceGuard on(me.device);
     if (R > 1) at(r + 1).step_done[size_t(steps - 1)].wait(me.comm.get());
     me.finished.record(me.comm.get());
   }

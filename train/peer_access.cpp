@@ -83,7 +83,7 @@ PeerMatrix enable_peer_access(const std::vector<int>& devices) {
     CHECK(d >= 0 && d < gpu_count(), "device " << d << " does not exist (" << gpu_count()
                                                  << " usable)");
   m.access.assign(n, std::vector<bool>(n, false));
-  const int prev = current_device();
+  const DeviceGuard restore(current_device());  // the loop below changes it
   for (size_t i = 0; i < n; i++) {
     m.access[i][i] = true;
     for (size_t j = 0; j < n; j++) {
@@ -101,7 +101,6 @@ PeerMatrix enable_peer_access(const std::vector<int>& devices) {
       m.access[i][j] = true;
     }
   }
-  CUDA_CHECK(cudaSetDevice(prev));
   return m;
 }
 
@@ -109,7 +108,7 @@ void measure_copy_bandwidth(PeerMatrix& m, size_t bytes, int reps) {
   CHECK(bytes > 0 && reps > 0, "measure_copy_bandwidth: " << bytes << " bytes x " << reps);
   const size_t n = m.devices.size();
   m.gb_per_s.assign(n, std::vector<double>(n, 0.0));
-  const int prev = current_device();
+  const DeviceGuard restore(current_device());  // the loop below changes it
   for (size_t i = 0; i < n; i++)
     for (size_t j = 0; j < n; j++) {
       const int src_dev = m.devices[i], dst_dev = m.devices[j];
@@ -137,7 +136,6 @@ void measure_copy_bandwidth(PeerMatrix& m, size_t bytes, int reps) {
       const double ms = stop.ms_since(start);
       m.gb_per_s[i][j] = ms > 0 ? double(bytes) * reps / (ms * 1e-3) / 1e9 : 0.0;
     }
-  CUDA_CHECK(cudaSetDevice(prev));
 }
 
 #else  // CPU-only build

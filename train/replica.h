@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "data/loader.h"
+#include "nn/gpu_context.h"
 #include "nn/model.h"
 #include "nn/optim.h"
 #include "train/grad_buckets.h"
@@ -74,6 +75,7 @@ class CommThread {
 
 struct Replica {
   int rank = 0;
+  GpuContext context;                  // its compute stream and device (on the CPU: no stream)
   std::unique_ptr<Model> model;
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<Loader> loader;

@@ -45,7 +45,12 @@
 // (Ring::any), so the replicas never drift apart and the one loss scaler stays right.
 // BatchNorm normalises with each replica's own batch statistics; the running statistics are
 // averaged over the replicas before every evaluation and checkpoint. With R = 1 none of this
-// exists: no buckets, no threads, no copies. (GPU replicas are not wired in yet.)
+// exists: no buckets, no threads, no copies.
+// GPU replicas (--devices 0,0 or 0,1,...; trainer_gpu.h) need no threads: one host thread
+// queues every replica's step on the replica's compute stream, marks each bucket ready with an
+// event when backward has queued its last gradient, and queues the bucket's all-reduce on the
+// comm streams (train/device_ring.h) as soon as every replica has marked it. The overflow
+// flags are OR-ed by the same ring before the skip decision, so every replica decides alike.
 //
 // Exact resume: a run is a pure function of its configuration. The batches are fixed by
 // (seed, epoch, batch) and the augmentation by (seed, epoch, sample); the weights, master
@@ -89,7 +94,8 @@ struct StepResult {
   std::string overflow;       // then: the first parameter whose gradient overflowed
   double data_wait_s = 0;     // waiting for the loader's next batch
   // Replicas (R > 1), means over the replicas:
-  double comm_s = 0;          // all-reduce time of the step's buckets
+  double comm_s = 0;          // all-reduce time of the step's buckets (on GPUs: from the first
+                              // bucket ready to the last bucket reduced, idle gaps included)
   double comm_exposed_s = 0;  // the part of it backward did not hide (compute waited for it)
 };
 
@@ -147,6 +153,15 @@ class Trainer {
   std::string replicas_description() const;
   // Averages the BatchNorm running statistics over the replicas (evaluate and snapshot do).
   void average_batchnorm();
+  // Replica r's GPU context for a scope: its compute stream and its device, so that tensor
+  // copies and kernels are ordered after the steps queued for it (tests reading or writing a
+  // replica's gradients in after_backward). On the CPU it changes nothing.
+  GpuContextScope on_replica(int r) const {
+    return GpuContextScope(replicas_.at(size_t(r))->context);
+  }
+  // GPU replicas: the peer-access matrix of their devices with each pair's measured copy
+  // bandwidth (train/peer_access.h; takes a fraction of a second). "" otherwise.
+  std::string peer_report() const;
   // "" when all replicas' weights and optimizer state are equal bit for bit, else the first
   // difference (what --check-replicas checks every N steps).
   std::string replicas_difference() const;
@@ -161,7 +176,8 @@ class Trainer {
 
   // Called in launch() after the last backward (and, with replicas, the all-reduce) and before
   // the optimizer step: the gradients of model(r).parameters() hold the batch's loss-scaled
-  // (averaged) gradients (on a GPU: queued to). For tests (injecting an inf).
+  // (averaged) gradients (on a GPU: queued to; reach replica r's under on_replica(r)). For
+  // tests (injecting an inf).
   std::function<void(Trainer&)> after_backward;
   // Called in launch() with each replica's shard once the loader has delivered it. For tests.
   std::function<void(int replica, const Batch&)> on_shard;
@@ -172,9 +188,9 @@ class Trainer {
  private:
   struct Gpu;  // the GPU's streams, step state and records (train/trainer_gpu.h)
 
-  // This thread's GpuContext for the trainer's work: its compute stream (none on the CPU) and
-  // the conv/linear implementations of the configuration.
-  GpuContextScope on_device() const { return GpuContextScope(context_); }
+  // This thread's GpuContext for replica 0's work: its compute stream and device (none on the
+  // CPU) and the conv/linear implementations of the configuration.
+  GpuContextScope on_device() const { return on_replica(0); }
   void start_loaders();  // at cursor_
   StepResult step_cpu();  // launch() on the CPU: the whole step
   // launch() on a GPU: the step queued; its host part (number, batch, lr, ...) in r.
@@ -197,7 +213,6 @@ class Trainer {
   TrainConfig cfg_;
   RunDevice device_;
   std::unique_ptr<Gpu> gpu_;                   // on a GPU; destroyed last (its streams)
-  GpuContext context_;                         // what on_device() sets
   Normalization norm_;
   std::shared_ptr<const SampleSource> train_, val_;
   std::vector<std::unique_ptr<Replica>> replicas_;
