@@ -59,12 +59,13 @@ Loader::Loader(std::shared_ptr<const SampleSource> source, const SamplerConfig& 
   bad_flag_ = std::vector<std::atomic<uint8_t>>(size_t(src_->size()));
   const size_t B = size_t(sampler_.config().batch_size);  // a replica never gets more than this
   const bool gpu = cfg_.gpu >= 0;
+  std::unique_ptr<DeviceGuard> on_gpu;  // the stream, the events and the memory belong to it
   if (gpu) {
     CHECK(gpu_usable(), "loader: cannot copy batches to cuda:" << cfg_.gpu << ": "
                                                                << gpu_unavailable_reason());
     CHECK(cfg_.gpu < gpu_count(), "loader: cuda:" << cfg_.gpu << " does not exist ("
                                                   << gpu_count() << " devices)");
-    set_device(cfg_.gpu);
+    on_gpu = std::make_unique<DeviceGuard>(cfg_.gpu);
     copy_stream_ = std::make_unique<Stream>(cfg_.gpu);
     copy_trace_ = std::make_unique<GpuTimeline>(
         cfg_.tracer, "copy stream (cuda:" + std::to_string(cfg_.gpu) + ")", copy_stream_->get());

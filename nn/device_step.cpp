@@ -45,6 +45,9 @@ int32_t* DeviceStep::flag(int i) {
 
 #if defined(CUTRAIN_CUDA)
 void DeviceStep::decide() { step_decide_gpu(params_, flags_, state_, gpu_context().stream); }
+void DeviceStep::decide_into(StepState* out) {
+  step_decide_gpu(params_, flags_, out, gpu_context().stream);
+}
 void DeviceStep::finish() { step_finish_gpu(config_, state_, gpu_context().stream); }
 void DeviceStep::seed(double share, float* seed) {
   loss_seed_gpu(state_, share, seed, gpu_context().stream);
@@ -52,6 +55,9 @@ void DeviceStep::seed(double share, float* seed) {
 #else
 // Not reached: the constructor throws without a usable GPU, and a CPU-only build has none.
 void DeviceStep::decide() { CHECK(false, "DeviceStep: a CPU-only build has no GPU kernels"); }
+void DeviceStep::decide_into(StepState*) {
+  CHECK(false, "DeviceStep: a CPU-only build has no GPU kernels");
+}
 void DeviceStep::finish() { CHECK(false, "DeviceStep: a CPU-only build has no GPU kernels"); }
 void DeviceStep::seed(double, float*) {
   CHECK(false, "DeviceStep: a CPU-only build has no GPU kernels");

@@ -34,6 +34,11 @@ class DeviceStep {
   void begin();                      // every flag = 0: before the checks of a step
   int32_t* flag(int i);              // parameter i's overflow flag (device)
   void decide();                     // step_decide_gpu over the flags
+  // The decision of the flags as they are now into *out (device memory; skip and first_bad
+  // are what count), leaving the state alone: data-parallel replicas keep their own decision
+  // before their flags are OR-ed with the other replicas' (train/trainer_gpu.h).
+  void decide_into(StepState* out);
+  int32_t* flags() { return flags_; }  // all params() flags, contiguous
   void finish();                     // step_finish_gpu
   // *seed (a device f32) = the current scale x share, for Tape::backward's seed tensor.
   void seed(double share, float* seed);

@@ -47,6 +47,13 @@ std::vector<std::string> parse_devices(const std::string& devices) {
   return d;
 }
 
+std::vector<int> gpu_ordinals(const std::string& devices) {
+  std::vector<int> out;
+  for (const std::string& e : parse_devices(devices))
+    if (e != "cpu") out.push_back(std::stoi(e));
+  return out;
+}
+
 int replica_count(const TrainConfig& c) {
   return c.devices.empty() ? 1 : int(parse_devices(c.devices).size());
 }
@@ -117,13 +124,6 @@ void validate_config(const TrainConfig& c) {
        "--devices " + c.devices + " (CPU replicas) contradicts --device cuda");
   need(!any_gpu || c.device != "cpu",
        "--devices " + c.devices + " (GPU replicas) contradicts --device cpu");
-  need(!any_gpu || d.size() == 1,
-       "--devices " + c.devices + ": several replicas on GPUs need the GPU all-reduce in the "
-       "trainer, which is not wired in yet; use one GPU (--device cuda) or CPU replicas "
-       "(--devices cpu,cpu)");
-  need(!any_gpu || d.size() != 1 || d[0] == "0",
-       "--devices " + c.devices + ": one replica runs on GPU 0 (--device cuda); other "
-       "ordinals come with the CUDA replicas");
   if (replicas > 1 && c.batch >= 1 && c.accum >= 1)
     need(c.batch % (replicas * c.accum) == 0,
          "--batch " + std::to_string(c.batch) + " is not divisible by the " +

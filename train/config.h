@@ -83,6 +83,8 @@ struct TrainConfig {
 std::vector<std::string> parse_devices(const std::string& devices);
 // How many replicas a configuration trains: the entries of --devices, or 1.
 int replica_count(const TrainConfig& c);
+// The GPU ordinal of each replica of --devices 0,1,... ({} when --devices is empty or cpu).
+std::vector<int> gpu_ordinals(const std::string& devices);
 
 // Throws cutrain::Error with one message listing every problem found ("--batch 100 is not a
 // multiple of --accum 3", "--device gpu: expected auto, cpu or cuda", ...).

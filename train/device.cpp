@@ -1,12 +1,16 @@
 #include "train/device.h"
 
+#include <string>
+
 #include "kernels/check.h"
 #include "kernels/gpu.h"
 
 namespace cutrain {
 
 std::string RunDevice::describe() const {
-  std::string d = device == Device::cpu ? "cpu" : "cuda:0 (" + gpu_name(0) + ")";
+  std::string d = device == Device::cpu
+                      ? "cpu"
+                      : "cuda:" + std::to_string(gpu) + " (" + gpu_name(gpu) + ")";
   return d + " " + (dtype == DType::f16 ? "fp16" : "fp32");
 }
 

@@ -17,6 +17,7 @@ namespace cutrain {
 
 struct RunDevice {
   Device device = Device::cpu;
+  int gpu = 0;               // on cuda: the GPU of a run with one replica (--devices N)
   DType dtype = DType::f32;  // activations, gradients and working weights
   std::string notice;        // the one line to print when auto fell back to the CPU; else ""
   std::string describe() const;  // "cpu fp32", "cuda:0 (NVIDIA H100) fp16"

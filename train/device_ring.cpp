@@ -230,9 +230,10 @@ void DeviceRing::all_reduce(const std::vector<void*>& data, int64_t n, DType dty
       });
 }
 
-void DeviceRing::any(const std::vector<int32_t*>& flags, const std::vector<cudaEvent_t>& ready) {
+void DeviceRing::any(const std::vector<int32_t*>& flags, int64_t n,
+                     const std::vector<cudaEvent_t>& ready) {
   std::vector<void*> data(flags.begin(), flags.end());
-  run(data, 1, sizeof(int32_t), ready,
+  run(data, n, sizeof(int32_t), ready,
       [&](int r, void* dst, const void* src, int64_t elems, bool) {
         ring_or_gpu(elems, static_cast<int32_t*>(dst), static_cast<const int32_t*>(src),
                     comm_stream(r));
@@ -255,7 +256,7 @@ const PeerMatrix& DeviceRing::peers() const { return peers_; }
 std::string DeviceRing::describe() const { return "no GPU ring (CPU-only build)"; }
 void DeviceRing::all_reduce(const std::vector<void*>&, int64_t, DType, bool,
                             const std::vector<cudaEvent_t>&) {}
-void DeviceRing::any(const std::vector<int32_t*>&, const std::vector<cudaEvent_t>&) {}
+void DeviceRing::any(const std::vector<int32_t*>&, int64_t, const std::vector<cudaEvent_t>&) {}
 void DeviceRing::wait(int, cudaStream_t) const {}
 int64_t DeviceRing::bytes_received(int) const { return 0; }
 

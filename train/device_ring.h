@@ -78,9 +78,11 @@ class DeviceRing {
   void all_reduce(const std::vector<void*>& data, int64_t n, DType dtype, bool average,
                   const std::vector<cudaEvent_t>& ready = {});
 
-  // Queues the OR of the loss scaler's overflow flags: flags[r] is one int32 on device(r);
-  // afterwards every flag holds the bitwise OR of all (nonzero on all when nonzero on any).
-  void any(const std::vector<int32_t*>& flags, const std::vector<cudaEvent_t>& ready = {});
+  // Queues the OR of the optimizer step's overflow flags: flags[r] is n int32 on device(r)
+  // (one per parameter); afterwards every replica's flag i holds the bitwise OR of all flags
+  // i (nonzero on every replica when nonzero on any).
+  void any(const std::vector<int32_t*>& flags, int64_t n,
+           const std::vector<cudaEvent_t>& ready = {});
 
   // Makes `stream` (replica r's compute stream, on device(r)) wait, on the device, for
   // everything queued for replica r so far, including the right neighbour's last read of

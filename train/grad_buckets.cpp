@@ -23,10 +23,11 @@ GradBuckets::GradBuckets(const std::vector<VarPtr>& params, size_t min_bytes) {
   std::vector<DType> dtypes;
   std::vector<int64_t> sizes;  // elements per dtype buffer
   std::vector<std::pair<int, int64_t>> place;  // per parameter (in `order`): buffer, offset
+  const Device device = order[0]->value.device();
   for (const VarPtr& p : order) {
-    CHECK(p->value.device() == Device::cpu, "GradBuckets: parameter " << p->name << " is on "
-                                            << device_name(p->value.device())
-                                            << "; the CPU ring needs CPU replicas");
+    CHECK(p->value.device() == device, "GradBuckets: parameter " << p->name << " is on "
+                                           << device_name(p->value.device()) << ", "
+                                           << order[0]->name << " on " << device_name(device));
     size_t b = 0;
     while (b < dtypes.size() && dtypes[b] != p->value.dtype()) b++;
     if (b == dtypes.size()) {
@@ -36,7 +37,9 @@ GradBuckets::GradBuckets(const std::vector<VarPtr>& params, size_t min_bytes) {
     place.emplace_back(int(b), sizes[b]);
     sizes[b] += p->value.numel();
   }
-  for (size_t b = 0; b < dtypes.size(); b++) flat_.push_back(Tensor::zeros({int(sizes[b])}, dtypes[b]));
+  // On a GPU: on the current device, zeroed on this thread's stream (nn/gpu_context.h).
+  for (size_t b = 0; b < dtypes.size(); b++)
+    flat_.push_back(Tensor::zeros({int(sizes[b])}, dtypes[b], device));
 
   // Buckets: walk in backward order; a new bucket at a dtype change, or at a new layer once
   // the current bucket has min_bytes.

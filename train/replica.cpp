@@ -1,6 +1,7 @@
 // CommThread, ReplicaThreads and the replica helpers (see replica.h).
 #include "train/replica.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -173,31 +174,47 @@ void ReplicaThreads::run(const std::function<void(int)>& f) {
 
 // ---- helpers -----------------------------------------------------------------------------
 
+namespace {
+// A replica's tensor on the host: itself on the CPU; from a GPU, a copy ordered after the work
+// queued for the replica (its context), waited for.
+Tensor on_host(const Replica& rep, const Tensor& t) {
+  if (t.device() == Device::cpu) return t;
+  const GpuContextScope on(rep.context);
+  return t.to(Device::cpu);
+}
+}  // namespace
+
 void average_batchnorm_stats(std::vector<Replica*> replicas) {
   const size_t R = replicas.size();
   if (R <= 1) return;
-  const auto& states0 = replicas[0]->model->batchnorm_states();
-  for (size_t i = 0; i < states0.size(); i++) {
+  const size_t layers = replicas[0]->model->batchnorm_states().size();
+  for (size_t i = 0; i < layers; i++) {
     for (Tensor BatchNormState::*field : {&BatchNormState::running_mean,
                                           &BatchNormState::running_var}) {
-      const Tensor& t0 = states0[i].second->*field;
+      auto stat = [&](Replica* rep) -> Tensor& {
+        return rep->model->batchnorm_states()[i].second->*field;
+      };
+      const Tensor& t0 = stat(replicas[0]);
       const int64_t n = t0.numel();
+      Tensor mean = Tensor::empty(t0.shape(), t0.dtype());
       auto average = [&](auto tag) {
         using A = decltype(tag);
-        std::vector<A> sum(size_t(n), A(0));
+        A* sum = mean.template data<A>();
+        std::fill(sum, sum + n, A(0));
         for (Replica* rep : replicas) {  // rank order: the same result every time
-          const A* x = (rep->model->batchnorm_states()[i].second->*field).template data<A>();
-          for (int64_t e = 0; e < n; e++) sum[size_t(e)] += x[e];
+          const Tensor x = on_host(*rep, stat(rep));
+          for (int64_t e = 0; e < n; e++) sum[e] += x.template data<A>()[e];
         }
-        for (A& v : sum) v /= A(R);
-        for (Replica* rep : replicas)
-          std::memcpy((rep->model->batchnorm_states()[i].second->*field).raw(), sum.data(),
-                      size_t(n) * sizeof(A));
+        for (int64_t e = 0; e < n; e++) sum[e] /= A(R);
       };
       if (t0.dtype() == DType::f64)
         average(double{});
       else
         average(float{});
+      for (Replica* rep : replicas) {
+        const GpuContextScope on(rep->context);  // a GPU's copy: on the replica's stream
+        stat(rep).copy_from(mean);
+      }
     }
   }
 }
@@ -213,7 +230,8 @@ std::string replica_difference(const std::vector<Replica*>& replicas) {
   for (size_t r = 1; r < replicas.size(); r++) {
     const auto other = tensors(*replicas[r]);
     for (size_t i = 0; i < ref.size(); i++) {
-      const Tensor &a = *ref[i].second, &b = *other[i].second;
+      const Tensor a = on_host(*replicas[0], *ref[i].second);
+      const Tensor b = on_host(*replicas[r], *other[i].second);
       const uint64_t ha = xxh64(a.raw(), a.bytes()), hb = xxh64(b.raw(), b.bytes());
       if (ha != hb || std::memcmp(a.raw(), b.raw(), a.bytes()) != 0) {
         char buf[64];

@@ -124,7 +124,8 @@ class ReplicaThreads {
 void average_batchnorm_stats(std::vector<Replica*> replicas);
 
 // "" when every replica's weights and optimizer state equal replica 0's bit for bit; else which
-// replica and tensor differ first, with the xxh64 of both.
+// replica and tensor differ first, with the xxh64 of both. GPU replicas' tensors are copied to
+// the host (after the work queued for them): a debugging aid, not for every step.
 std::string replica_difference(const std::vector<Replica*>& replicas);
 
 }  // namespace cutrain

@@ -7,6 +7,7 @@
 
 #include "data/atomic_file.h"
 #include "kernels/check.h"
+#include "kernels/gpu.h"
 #include "nn/checkpoint.h"
 #include "nn/gpu_context.h"
 #include "train/dataset.h"
@@ -62,12 +63,16 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
   const bool resuming = !cfg.resume.empty();
   if (resuming) resume_point = load_resume_point(cfg, given, out);
   const std::vector<std::string> notes = resolve_config(cfg);
-  // --devices cpu,... runs on the CPU; --devices 0 is --device cuda (validate_config refuses
-  // the rest for now).
+  // --devices cpu,... runs on the CPU, --devices 0,1,... on those GPUs; without it, --device.
   const std::vector<std::string> replica_devices = parse_devices(cfg.devices);
   const std::string device_name =
       replica_devices.empty() ? cfg.device : replica_devices[0] == "cpu" ? "cpu" : "cuda";
-  const RunDevice device = choose_device(device_name, cfg.precision);
+  RunDevice device = choose_device(device_name, cfg.precision);
+  const std::vector<int> gpus = gpu_ordinals(cfg.devices);
+  for (int g : gpus)
+    CHECK(g < gpu_count(), "--devices " << cfg.devices << ": GPU " << g << " does not exist ("
+                                        << gpu_count() << " usable)");
+  if (!gpus.empty()) device.gpu = gpus[0];
   if (!device.notice.empty()) std::fprintf(stderr, "%s\n", device.notice.c_str());
   // The conv/linear implementation the ops of this thread use on a GPU (nn/gpu_context.h).
   GpuContextScope gpu_kernels(
@@ -98,6 +103,7 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
   if (resuming) t.restore(resume_point);
   std::fputs(t.model().table().c_str(), out);
   if (t.replicas() > 1) std::fprintf(out, "replicas: %s\n", t.replicas_description().c_str());
+  std::fputs(t.peer_report().c_str(), out);  // GPU replicas: who reaches whom, how fast
   std::fprintf(out, "data: %lld training images (%lld steps of %d per epoch, %d epochs)%s\n",
                (long long)t.train_data().size(), (long long)t.steps_per_epoch(), cfg.batch,
                cfg.epochs, cfg.val.empty() ? ", no validation data (--val)" : "");

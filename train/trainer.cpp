@@ -35,13 +35,25 @@ Trainer::Trainer(const TrainConfig& cfg, const RunDevice& device) : cfg_(cfg), d
         "Trainer: the configuration is not resolved (call resolve_config first)");
   norm_ = Normalization{cfg_.mean, cfg_.std};
   const int R = replica_count(cfg_);
+  // Each replica's context: on a GPU its lane's compute stream and device (the model, the
+  // optimizer state, the buckets and every kernel of the replica go there).
+  const GpuContext kernels{nullptr, parse_conv_impl(cfg_.conv), parse_linear_impl(cfg_.linear)};
+  std::vector<GpuContext> contexts(size_t(R), kernels);
   if (device_.device == Device::cuda) {
-    CHECK(R == 1, "Trainer: several replicas on GPUs are not wired in yet");
-    gpu_ = std::make_unique<Gpu>(current_device());
+    std::vector<int> devices = gpu_ordinals(cfg_.devices);
+    if (devices.empty()) devices.assign(size_t(R), device_.gpu);
+    gpu_ = std::make_unique<Gpu>();
+    for (int r = 0; r < R; r++) {
+      const int d = devices[size_t(r)];
+      CHECK(d < gpu_count(), "--devices " << cfg_.devices << ": GPU " << d << " does not exist ("
+                                          << gpu_count() << " usable)");
+      const DeviceGuard on(d);
+      gpu_->lanes.push_back(std::make_unique<Gpu::Lane>(d));
+      contexts[size_t(r)].stream = gpu_->lane(r).compute.get();
+      contexts[size_t(r)].device = d;
+    }
+    if (R > 1) gpu_->ring = std::make_unique<DeviceRing>(devices);
   }
-  context_ = GpuContext{gpu_ ? gpu_->compute.get() : nullptr, parse_conv_impl(cfg_.conv),
-                        parse_linear_impl(cfg_.linear)};
-  const GpuContextScope on = on_device();  // the model and optimizer state go on its stream
 
   train_ = open_source(cfg_.train, train_image_spec(cfg_), cfg_.limit_train);
   if (!cfg_.val.empty()) val_ = open_source(cfg_.val, eval_image_spec(cfg_), cfg_.limit_val);
@@ -62,27 +74,36 @@ Trainer::Trainer(const TrainConfig& cfg, const RunDevice& device) : cfg_(cfg), d
   for (int r = 0; r < R; r++) {
     auto rep = std::make_unique<Replica>();
     rep->rank = r;
+    rep->context = contexts[size_t(r)];
+    const GpuContextScope on(rep->context);
     rep->model = build_model(spec, mo);
     rep->optimizer = make_optimizer(cfg_.optimizer, rep->model->parameters(), cfg_.lr,
                                     cfg_.momentum, cfg_.wd);
+    if (R > 1) rep->grads = std::make_unique<GradBuckets>(rep->model->parameters(), kBucketMinBytes);
     replicas_.push_back(std::move(rep));
   }
-  if (R > 1) {
+  if (R > 1 && !gpu_) {  // CPU replicas: a thread each, and a comm thread each on the Ring
     ring_ = std::make_unique<Ring>(R);
-    for (auto& rep : replicas_) {
-      rep->grads = std::make_unique<GradBuckets>(rep->model->parameters(), kBucketMinBytes);
+    for (auto& rep : replicas_)
       rep->comm = std::make_unique<CommThread>(*ring_, rep->rank, *rep->grads);
-    }
     threads_ = std::make_unique<ReplicaThreads>(R, [this](const std::string& why) {
       ring_->abort(why);
     });
   }
   scaler_ = std::make_unique<LossScaler>(loss_scaler_config(device_.dtype));
   if (gpu_) {
-    gpu_->step = std::make_unique<DeviceStep>(scaler_->config(),
-                                              int(model().parameters().size()));
-    gpu_->step->reset(scaler_->state(), 0);
-    gpu_->norm = std::make_unique<DeviceNormalization>(norm_);
+    const int P = int(model().parameters().size());
+    for (int r = 0; r < R; r++) {
+      const GpuContextScope on = on_replica(r);
+      Gpu::Lane& lane = gpu_->lane(r);
+      lane.step = std::make_unique<DeviceStep>(scaler_->config(), P);
+      lane.step->reset(scaler_->state(), 0);
+      lane.norm = std::make_unique<DeviceNormalization>(norm_);
+      if (R > 1)
+        for (size_t k = 0; k < replicas_[size_t(r)]->grads->size(); k++)
+          lane.bucket_ready.emplace_back(false);
+    }
+    if (R > 1) gpu_->marked.assign(replicas_[0]->grads->size(), 0);
   }
 
   schedule_.kind = cfg_.schedule;
@@ -100,10 +121,16 @@ Trainer::~Trainer() {
   // Let the GPU finish what was queued before the loaders, tensors and streams go away. Never
   // throw from here (a destructor may run while an earlier CUDA error unwinds the stack).
   if (gpu_) {
+    for (auto& lane : gpu_->lanes) {
+      try {
+        lane->timeline.reset();  // flushes its spans
+        lane->compute.synchronize();
+        lane->readback.synchronize();  // the last records' copies into pinned memory
+      } catch (...) {
+      }
+    }
     try {
-      gpu_->timeline.reset();  // flushes its spans
-      gpu_->compute.synchronize();
-      gpu_->readback.synchronize();  // the last records' copies into pinned memory
+      gpu_->ring.reset();  // waits for the comm streams, which read the gradient buffers
     } catch (...) {
     }
   }
@@ -118,6 +145,7 @@ void Trainer::start_loaders() {
     threads = std::max(1, all / R);
   }
   for (auto& rep : replicas_) {
+    const GpuContextScope on(rep->context);  // a GPU loader's stream and memory: its device
     SamplerConfig sc;
     sc.num_samples = train_->size();
     sc.batch_size = cfg_.batch;
@@ -130,7 +158,7 @@ void Trainer::start_loaders() {
     lc.threads = threads;
     lc.strict = cfg_.strict;
     lc.tracer = tracer;
-    if (gpu_) lc.gpu = current_device();
+    if (gpu_) lc.gpu = gpu_->lane(rep->rank).device;
     if (!cfg_.out.empty())
       lc.bad_files_path = cfg_.out + (R > 1 ? "/bad_files.replica" + std::to_string(rep->rank) +
                                                   ".txt"
@@ -149,7 +177,10 @@ void Trainer::forward_backward(Replica& rep, int images, double loss_scale) {
   const Batch& batch = rep.batch;
   rep.loss = 0;
   rep.correct = 0;
-  if (rep.comm) rep.comm->start();
+  if (rep.comm)
+    rep.comm->start();  // CPU replicas: arms the buckets, wakes the comm thread
+  else if (rep.grads)
+    rep.grads->arm();   // GPU replicas
   const int micro = cfg_.batch / R / cfg_.accum;
   for (int begin = 0; begin < batch.n; begin += micro) {
     const int n = std::min(micro, batch.n - begin);
@@ -158,13 +189,18 @@ void Trainer::forward_backward(Replica& rep, int images, double loss_scale) {
     const double share = double(n) * R / double(images);
     Tape tape;
     // Only the last micro-batch completes the gradients: only its backward sends buckets.
-    if (rep.comm && begin + micro >= batch.n)
-      tape.grad_ready = [&rep](const Var& v) { rep.comm->on_grad_ready(v); };
+    if (rep.grads && begin + micro >= batch.n)
+      tape.grad_ready = [this, &rep](const Var& v) {
+        if (rep.comm)
+          rep.comm->on_grad_ready(v);
+        else if (const int k = rep.grads->ready(v); k >= 0)
+          bucket_ready_gpu(rep, k);
+      };
     VarPtr x;
     Tensor labels;
     {
       TraceSpan s(tracer, "input", "train");
-      auto [images_t, labels_t] = micro_batch(batch, begin, n);
+      auto [images_t, labels_t] = micro_batch(rep, begin, n);
       x = make_var(images_t);  // (n,S,S,C)
       labels = labels_t;       // (n)
     }
@@ -177,8 +213,8 @@ void Trainer::forward_backward(Replica& rep, int images, double loss_scale) {
     if (gpu_) {
       // The seed, the loss and the count stay on the device (trainer_gpu.cpp).
       TraceSpan s(tracer, "backward", "train");
-      backward_gpu(tape, loss, share);
-      record_metrics_gpu(loss, logits, labels, double(n) / double(images));
+      backward_gpu(rep, tape, loss, share);
+      record_metrics_gpu(rep, loss, logits, labels, double(n) / double(images));
       continue;
     }
     {
@@ -193,15 +229,18 @@ void Trainer::forward_backward(Replica& rep, int images, double loss_scale) {
     TraceSpan s(tracer, "all-reduce wait", "train");
     rep.exposed_s = rep.comm->finish();  // buckets backward never reached are sent now
     rep.comm_s = rep.comm->busy_seconds();
+  } else if (rep.grads) {
+    for (int k : rep.grads->finish()) bucket_ready_gpu(rep, k);  // GPU replicas: the same
   }
 }
 
-std::pair<Tensor, Tensor> Trainer::micro_batch(const Batch& batch, int begin, int n) const {
+std::pair<Tensor, Tensor> Trainer::micro_batch(const Replica& rep, int begin, int n) const {
   const int S = cfg_.size, C = cfg_.channels;
+  const Batch& batch = rep.batch;
   const size_t offset = size_t(begin) * size_t(S) * size_t(S) * size_t(C);
   if (gpu_)
     return {input_tensor_gpu(static_cast<const uint8_t*>(batch.d_images) + offset, n, S, C,
-                             *gpu_->norm, device_.dtype),
+                             *gpu_->lane(rep.rank).norm, device_.dtype),
             labels_tensor_gpu(batch.d_labels + begin, n)};
   return {input_tensor(batch.images + offset, n, S, C, norm_, device_.dtype),
           Tensor::from_ints(std::vector<int32_t>(batch.labels + begin, batch.labels + begin + n),
@@ -348,7 +387,15 @@ std::string Trainer::replicas_description() const {
   os << R << " replicas (--devices " << cfg_.devices << "), " << cfg_.batch / R
      << " images each of every batch of " << cfg_.batch << ", ring all-reduce of "
      << replicas_[0]->grads->describe();
+  if (gpu_) os << "; " << gpu_->ring->describe();
   return os.str();
+}
+
+std::string Trainer::peer_report() const {
+  if (!gpu_ || !gpu_->ring) return "";
+  PeerMatrix m = gpu_->ring->peers();
+  measure_copy_bandwidth(m);
+  return format_peer_matrix(m);
 }
 
 void Trainer::average_batchnorm() {

@@ -199,13 +199,21 @@ class Trainer {
   // `wait_for` of them (SIZE_MAX: all).
   void collect_gpu(size_t wait_for);
   // A micro-batch's backward on a GPU: seeded with the device's loss scale x share.
-  void backward_gpu(Tape& tape, const VarPtr& loss, double share);
-  // Adds a micro-batch's loss (x weight) and top-1 count to the step's device record.
-  void record_metrics_gpu(const VarPtr& loss, const VarPtr& logits, const Tensor& labels,
-                          double weight);
+  void backward_gpu(Replica& rep, Tape& tape, const VarPtr& loss, double share);
+  // Adds a micro-batch's loss (x weight) and top-1 count to the replica's device record.
+  void record_metrics_gpu(Replica& rep, const VarPtr& loss, const VarPtr& logits,
+                          const Tensor& labels, double weight);
+  // GPU replicas: backward has queued the last gradient of rep's bucket k. Marks it with an
+  // event; once every replica has, queues its all-reduce (and those of the buckets after it
+  // that are complete too).
+  void bucket_ready_gpu(Replica& rep, int k);
+  // The optimizer step of step `step` on every replica, queued (stepped = false: only the
+  // trace rows, for a batch whose files were all bad): the checks, with replicas the OR of
+  // the overflow flags, the decision, the update, the scale's change.
+  void optimizer_step_gpu(int64_t step, bool stepped);
   // The model's input and labels for images [begin, begin + n) of a replica's batch, in the
   // model's dtype, on the model's device.
-  std::pair<Tensor, Tensor> micro_batch(const Batch& batch, int begin, int n) const;
+  std::pair<Tensor, Tensor> micro_batch(const Replica& rep, int begin, int n) const;
   // Step 2 on one replica: forward and backward over its shard in micro-batches; with
   // replicas, the buckets' all-reduce overlapped. `images`: the global batch's.
   void forward_backward(Replica& rep, int images, double loss_scale);
@@ -216,8 +224,8 @@ class Trainer {
   Normalization norm_;
   std::shared_ptr<const SampleSource> train_, val_;
   std::vector<std::unique_ptr<Replica>> replicas_;
-  std::unique_ptr<Ring> ring_;                 // R > 1
-  std::unique_ptr<ReplicaThreads> threads_;    // R > 1
+  std::unique_ptr<Ring> ring_;                 // R > 1 on the CPU (GPUs: gpu_->ring)
+  std::unique_ptr<ReplicaThreads> threads_;    // R > 1 on the CPU
   bool broken_ = false;                        // a replica failed: the replicas disagree
   std::unique_ptr<LossScaler> scaler_;
   ScheduleConfig schedule_;

@@ -1,6 +1,9 @@
-// Trainer on a GPU: launch_gpu queues a step on the compute stream, collect_gpu reads the
-// records of the steps that have run. See train/trainer_gpu.h for the streams and the records,
-// and train/trainer.h for the step itself (forward_backward is shared with the CPU).
+// Trainer on GPUs: launch_gpu queues a step on every replica's compute stream (and, with
+// several replicas, the all-reduce of the gradients and of the overflow flags on the ring's
+// comm streams); collect_gpu reads the records of the steps that have run. See
+// train/trainer_gpu.h for the streams, the records and the ring, and train/trainer.h for the
+// step itself (forward_backward is shared with the CPU).
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -12,129 +15,270 @@
 
 namespace cutrain {
 
-Trainer::Gpu::Gpu(int device)
-    : compute(device),
-      readback(device),
-      records(sizeof(StepRecord) * kGpuSlots, device, compute.get()),
+Trainer::Gpu::Lane::Lane(int dev)
+    : device(dev),
+      compute(dev),
+      readback(dev),
+      records(sizeof(StepRecord) * kGpuSlots, dev, compute.get()),
       host(sizeof(StepRecord) * kGpuSlots) {
   for (int s = 0; s < kGpuSlots; s++) {
     computed.emplace_back();
     arrived.emplace_back();
+    first_ready.emplace_back(true);
+    backward_done.emplace_back(true);
+    reduced.emplace_back(true);
   }
 }
 
 void Trainer::launch_gpu(StepResult r) {
   Gpu& g = *gpu_;
+  const int R = replicas();
   // At most kGpuSlots steps in flight: the new step's record slot is the oldest one's.
   if (g.launched.size() >= size_t(kGpuSlots)) collect_gpu(1);
   TraceSpan span(tracer, "step", "train");
-  Replica& rep = *replicas_[0];
-  const cudaStream_t stream = g.compute.get();
   g.slot = int(step_ % kGpuSlots);
-  StepRecord* rec = g.device_record(g.slot);
+  const size_t slot = size_t(g.slot);
 
-  // 1. The batch: decoded by the workers and copied on the loader's copy stream; the compute
-  // stream waits for that copy (an event), the host does not.
+  // 1. Every replica's shard of the batch: decoded by the workers and copied on the loader's
+  // copy stream; the replica's compute stream waits for that copy (an event), the host does
+  // not.
   const auto wait_start = std::chrono::steady_clock::now();
-  rep.batch = rep.loader->next(stream);
-  if (on_shard) on_shard(rep.rank, rep.batch);
+  int images = 0;
+  for (auto& rep : replicas_) {
+    const GpuContextScope on(rep->context);
+    rep->batch = rep->loader->next(rep->context.stream);
+    images += rep->batch.n;
+    if (on_shard) on_shard(rep->rank, rep->batch);
+  }
   r.data_wait_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
-  r.batch = rep.batch.where;
-  r.images = rep.batch.n;
-  rep.optimizer->lr = r.lr;
-  if (tracer && !g.timeline)
-    g.timeline = std::make_unique<GpuTimeline>(
-        tracer, "compute stream (cuda:" + std::to_string(current_device()) + ")", stream);
-  if (g.timeline) g.timeline->begin("forward + backward", {"step", r.step});
-  memset_async(rec, 0, sizeof(StepRecord), stream);
+  r.batch = replicas_[0]->batch.where;
+  r.images = images;
 
-  // 2. Forward and backward; the loss and the top-1 count add up in the record.
-  forward_backward(rep, r.images, 0.0);  // the scale is on the device: backward_gpu
+  // 2. Forward and backward, replica after replica; the loss and the top-1 count add up in
+  // each replica's record. With replicas, the last replica's backward completes each bucket
+  // and queues its all-reduce (bucket_ready_gpu), and then every compute stream waits for the
+  // ring.
+  if (R > 1) {
+    std::fill(g.marked.begin(), g.marked.end(), 0);
+    g.queued = 0;
+  }
+  for (auto& rep : replicas_) {
+    const GpuContextScope on(rep->context);
+    Gpu::Lane& lane = g.lane(rep->rank);
+    rep->optimizer->lr = r.lr;
+    if (tracer && !lane.timeline) {
+      std::string row = "compute stream (";
+      if (R > 1) row += "replica " + std::to_string(rep->rank) + ", ";
+      row += "cuda:" + std::to_string(lane.device) + ")";
+      lane.timeline = std::make_unique<GpuTimeline>(tracer, row, rep->context.stream);
+    }
+    if (lane.timeline) lane.timeline->begin("forward + backward", {"step", r.step});
+    memset_async(lane.device_record(g.slot), 0, sizeof(StepRecord), rep->context.stream);
+    lane.any_ready = false;
+    forward_backward(*rep, images, 0.0);  // the scale is on the device: backward_gpu
+  }
+  if (R > 1) {
+    CHECK(g.queued == g.marked.size(), "step " << r.step << ": " << g.queued << " of "
+                                                << g.marked.size()
+                                                << " buckets were all-reduced: a bug in cutrain");
+    for (auto& rep : replicas_) {
+      const GpuContextScope on(rep->context);
+      Gpu::Lane& lane = g.lane(rep->rank);
+      const cudaStream_t stream = rep->context.stream;
+      lane.backward_done[slot].record(stream);
+      if (lane.timeline) lane.timeline->begin("all-reduce wait", {"step", r.step});
+      g.ring->wait(rep->rank, stream);
+      lane.reduced[slot].record(stream);
+    }
+  }
   if (after_backward) after_backward(*this);
 
   // 3-4. Check, decide, update, move the scale: kernels, no host round trip.
-  const bool stepped = r.images > 0;
-  if (g.timeline) g.timeline->begin("optimizer", {"step", r.step});
-  if (stepped) {
-    TraceSpan s(tracer, "optimizer", "train");
-    DeviceStep& ds = *g.step;
-    ds.begin();
-    rep.optimizer->check_device(ds);
-    ds.decide();
-    rep.optimizer->apply_device(ds);
-    ds.finish();
+  const bool stepped = images > 0;
+  optimizer_step_gpu(r.step, stepped);
+
+  // The records to the host on the side streams, as soon as the compute streams have written
+  // them; 5. the slots are refilled once the compute streams are past what reads them.
+  for (auto& rep : replicas_) {
+    const GpuContextScope on(rep->context);
+    Gpu::Lane& lane = g.lane(rep->rank);
+    const cudaStream_t stream = rep->context.stream;
+    StepRecord* rec = lane.device_record(g.slot);
+    copy_async(&rec->state, lane.step->state(), sizeof(StepState), stream);
+    if (rep->grads)
+      rep->grads->zero();  // one memset per flat buffer
+    else
+      rep->optimizer->zero_grad();
+    if (lane.timeline) lane.timeline->end();
+    lane.computed[slot].record(stream);
+    lane.computed[slot].wait(lane.readback.get());
+    copy_async(lane.host_record(g.slot), rec, sizeof(StepRecord), lane.readback.get());
+    lane.arrived[slot].record(lane.readback.get());
+    rep->loader->release(rep->batch, stream);
   }
-  copy_async(&rec->state, g.step->state(), sizeof(StepState), stream);
-  rep.optimizer->zero_grad();
-  if (g.timeline) g.timeline->end();
-
-  // The record to the host on the side stream, as soon as the compute stream has written it.
-  g.computed[size_t(g.slot)].record(stream);
-  g.computed[size_t(g.slot)].wait(g.readback.get());
-  copy_async(g.host_record_ptr(g.slot), rec, sizeof(StepRecord), g.readback.get());
-  g.arrived[size_t(g.slot)].record(g.readback.get());
-
-  // 5. The slot is refilled once the compute stream is past what reads it.
-  rep.loader->release(rep.batch, stream);
   g.launched.push_back(Gpu::Launched{r, g.slot, stepped});
   step_++;
-  cursor_ = rep.loader->cursor();
+  cursor_ = replicas_[0]->loader->cursor();
+  if (R > 1 && cfg_.check_replicas > 0 && step_ % cfg_.check_replicas == 0) {
+    const std::string diff = replicas_difference();  // waits for the step: a debug option
+    CHECK(diff.empty(), "--check-replicas: after step " << step_ - 1 << ", " << diff
+                                                        << ": the replicas have drifted apart");
+  }
+}
+
+void Trainer::optimizer_step_gpu(int64_t step, bool stepped) {
+  Gpu& g = *gpu_;
+  const int R = replicas();
+  TraceSpan span(tracer, "optimizer", "train");
+  // Every replica checks its own gradients; with replicas, keeps that decision in its record
+  // (to name the replica at fault) and marks its flags final.
+  for (auto& rep : replicas_) {
+    const GpuContextScope on(rep->context);
+    Gpu::Lane& lane = g.lane(rep->rank);
+    if (lane.timeline) lane.timeline->begin("optimizer", {"step", step});
+    if (!stepped) continue;
+    DeviceStep& ds = *lane.step;
+    ds.begin();
+    rep->optimizer->check_device(ds);
+    if (R > 1) {
+      ds.decide_into(&lane.device_record(g.slot)->own);
+      lane.checked.record(rep->context.stream);
+    }
+  }
+  if (!stepped) return;
+  if (R > 1) {  // flag i on every replica = flag i on any: every replica decides alike
+    std::vector<int32_t*> flags;
+    std::vector<cudaEvent_t> ready;
+    for (int r = 0; r < R; r++) {
+      flags.push_back(g.lane(r).step->flags());
+      ready.push_back(g.lane(r).checked.get());
+    }
+    g.ring->any(flags, g.lane(0).step->params(), ready);
+  }
+  for (auto& rep : replicas_) {
+    const GpuContextScope on(rep->context);
+    DeviceStep& ds = *g.lane(rep->rank).step;
+    if (R > 1) g.ring->wait(rep->rank, rep->context.stream);
+    ds.decide();
+    rep->optimizer->apply_device(ds);
+    ds.finish();
+  }
+}
+
+void Trainer::bucket_ready_gpu(Replica& rep, int k) {
+  Gpu& g = *gpu_;
+  Gpu::Lane& lane = g.lane(rep.rank);
+  const cudaStream_t stream = rep.context.stream;  // the current context: rep's
+  if (!lane.any_ready) {
+    lane.first_ready[size_t(g.slot)].record(stream);
+    lane.any_ready = true;
+  }
+  lane.bucket_ready[size_t(k)].record(stream);
+  g.marked[size_t(k)]++;
+  // Buckets go round the ring in order (the same collectives in the same order on every
+  // replica): queue every complete bucket from the first not yet queued.
+  const int R = replicas();
+  while (g.queued < g.marked.size() && g.marked[g.queued] == R) {
+    const size_t b = g.queued++;
+    std::vector<void*> data;
+    std::vector<cudaEvent_t> ready;
+    for (int r = 0; r < R; r++) {
+      data.push_back((*replicas_[size_t(r)]->grads)[b].data);
+      ready.push_back(g.lane(r).bucket_ready[b].get());
+    }
+    const GradBucket& bucket = (*rep.grads)[b];
+    g.ring->all_reduce(data, bucket.numel, bucket.dtype, true, ready);
+  }
 }
 
 void Trainer::collect_gpu(size_t wait_for) {
   Gpu& g = *gpu_;
+  const int R = replicas();
   for (size_t taken = 0; !g.launched.empty(); taken++) {
     const Gpu::Launched l = g.launched.front();
-    Event& arrived = g.arrived[size_t(l.slot)];
-    if (taken >= wait_for && !arrived.done()) break;
-    arrived.synchronize();
+    const size_t slot = size_t(l.slot);
+    bool arrived = true;
+    for (auto& lane : g.lanes) arrived = arrived && lane->arrived[slot].done();
+    if (taken >= wait_for && !arrived) break;
+    for (auto& lane : g.lanes) lane->arrived[slot].synchronize();
     g.launched.pop_front();
-    const StepRecord& rec = g.host_record(l.slot);
     StepResult r = l.result;
-    r.loss = rec.loss;
-    r.correct = rec.correct;
+    double loss = 0;
+    for (auto& lane : g.lanes) {  // rank order: the same sum every run
+      const StepRecord& rec = *lane->host_record(l.slot);
+      loss += double(rec.loss);
+      r.correct += rec.correct;
+    }
+    r.loss = loss;
+    if (R > 1) {  // means over the replicas, as on the CPU
+      for (auto& lane : g.lanes) {
+        r.comm_s += lane->reduced[slot].ms_since(lane->first_ready[slot]) * 1e-3 / R;
+        r.comm_exposed_s += lane->reduced[slot].ms_since(lane->backward_done[slot]) * 1e-3 / R;
+      }
+    }
+    const StepState& state = g.lane(0).host_record(l.slot)->state;
     if (l.stepped) {
-      r.loss_scale = rec.state.scale_used;
-      r.taken = rec.state.skip == 0;
-      if (!r.taken)
-        r.overflow = rec.state.first_bad >= 0
-                         ? optimizer().parameter_name(size_t(rec.state.first_bad))
-                         : std::string("(unknown parameter)");
+      // Every replica took the same decision from the same flags and the same state.
+      for (int i = 1; i < R; i++) {
+        const StepState& o = g.lane(i).host_record(l.slot)->state;
+        CHECK(o.skip == state.skip && o.first_bad == state.first_bad &&
+                  o.steps_taken == state.steps_taken && o.scaler.scale == state.scaler.scale &&
+                  o.scaler.clean_steps == state.scaler.clean_steps,
+              "step " << r.step << ": replica " << i << "'s step state (skip " << o.skip
+                      << ", scale " << o.scaler.scale << ") differs from replica 0's (skip "
+                      << state.skip << ", scale " << state.scaler.scale
+                      << "): a bug in cutrain");
+      }
+      r.loss_scale = state.scale_used;
+      r.taken = state.skip == 0;
+      if (!r.taken) {
+        // The first parameter at fault; with replicas, of the first replica whose own
+        // gradients overflowed (as the CPU names it).
+        int replica = -1, bad = state.first_bad;
+        for (int i = 0; i < R && R > 1 && replica < 0; i++) {
+          const StepState& own = g.lane(i).host_record(l.slot)->own;
+          if (own.skip) replica = i, bad = own.first_bad;
+        }
+        const std::string name = bad >= 0 ? optimizer().parameter_name(size_t(bad))
+                                          : std::string("(unknown parameter)");
+        r.overflow = replica >= 0 ? "replica " + std::to_string(replica) + ": " + name : name;
+      }
       // The host's scaler takes the same transition (and throws, naming the step, after too
       // many overflows in a row); it must land on the device's bits.
       scaler_->update(!r.taken, r.step);
-      const LossScalerState h = scaler_->state(), d = rec.state.scaler;
+      const LossScalerState h = scaler_->state(), d = state.scaler;
       CHECK(h.scale == d.scale && h.clean_steps == d.clean_steps &&
                 h.consecutive_skips == d.consecutive_skips && h.skipped_total == d.skipped_total,
             "step " << r.step << ": the device's loss scaler (scale " << d.scale
                     << ") and the host's (scale " << h.scale << ") disagree: a bug in cutrain");
-      optimizer().steps_taken = rec.state.steps_taken;
+      for (auto& rep : replicas_) rep->optimizer->steps_taken = state.steps_taken;
     } else {
       r.loss_scale = scaler_->scale();
     }
     r.scale_after = scaler_->scale();
     done_.push_back(r);
   }
-  if (g.timeline) {
+  for (auto& lane : g.lanes) {
+    if (!lane->timeline) continue;
     if (wait_for == SIZE_MAX)
-      g.timeline->flush();  // everything queued has run: the row is complete
+      lane->timeline->flush();  // everything queued has run: the row is complete
     else
-      g.timeline->collect();
+      lane->timeline->collect();
   }
 }
 
-void Trainer::backward_gpu(Tape& tape, const VarPtr& loss, double share) {
+void Trainer::backward_gpu(Replica& rep, Tape& tape, const VarPtr& loss, double share) {
   Tensor seed = Tensor::empty({1}, DType::f32, Device::cuda);  // (1): scale x share
-  gpu_->step->seed(share, seed.data<float>());
+  gpu_->lane(rep.rank).step->seed(share, seed.data<float>());
   tape.backward(loss, seed);
 }
 
-void Trainer::record_metrics_gpu(const VarPtr& loss, const VarPtr& logits, const Tensor& labels,
-                                 double weight) {
+void Trainer::record_metrics_gpu(Replica& rep, const VarPtr& loss, const VarPtr& logits,
+                                 const Tensor& labels, double weight) {
 #if defined(CUTRAIN_CUDA)
-  StepRecord* rec = gpu_->device_record(gpu_->slot);
-  const cudaStream_t stream = gpu_->compute.get();
+  StepRecord* rec = gpu_->lane(rep.rank).device_record(gpu_->slot);
+  const cudaStream_t stream = rep.context.stream;
   scalar_accumulate_gpu(loss->value.data<float>(), weight, &rec->loss, stream);
   const Tensor& z = logits->value;  // (n,K)
   dispatch_float(z.dtype(), [&](auto tag) {
@@ -144,7 +288,7 @@ void Trainer::record_metrics_gpu(const VarPtr& loss, const VarPtr& logits, const
                                &rec->correct, stream));
   });
 #else
-  (void)loss, (void)logits, (void)labels, (void)weight;
+  (void)rep, (void)loss, (void)logits, (void)labels, (void)weight;
   CHECK(false, "Trainer: a CPU-only build has no GPU kernels");
 #endif
 }

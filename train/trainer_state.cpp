@@ -76,7 +76,6 @@ Checkpoint Trainer::snapshot(const std::map<std::string, double>& extra) {
 
 void Trainer::restore(const Checkpoint& c) {
   CHECK(pending() == 0, "restore: " << pending() << " launched steps are pending");
-  const GpuContextScope on = on_device();
   CHECK(c.seed == cfg_.seed, "checkpoint seed " << c.seed << " differs from the run's " << cfg_.seed);
   CHECK(c.step >= 0 && c.step <= total_steps(),
         "checkpoint step " << c.step << " is outside this run's " << total_steps() << " steps");
@@ -85,11 +84,13 @@ void Trainer::restore(const Checkpoint& c) {
                               << c.step << " at " << steps_per_epoch_
                               << " steps per epoch: the data or --batch changed");
   std::set<std::string> expected;
-  for (auto& rep : replicas_)  // every replica: they start the next step equal
+  for (auto& rep : replicas_) {  // every replica: they start the next step equal
+    const GpuContextScope on(rep->context);  // a GPU replica's copies: on its stream
     for (auto& [name, t] : state_tensors(*rep->model, *rep->optimizer)) {
       expected.insert(name);
       copy_into(*t, c.tensor(name), name);
     }
+  }
   for (const auto& [name, t] : c.tensors)
     CHECK(expected.count(name), "the checkpoint has a tensor '" << name
                                                                 << "' that this model does not");
@@ -103,7 +104,11 @@ void Trainer::restore(const Checkpoint& c) {
     rep->optimizer->steps_taken = int64_t(scalar(c, "optimizer_steps_taken"));
     rep->loader.reset();  // the next step starts the loaders at the restored cursor
   }
-  if (gpu_) gpu_->step->reset(s, int64_t(scalar(c, "optimizer_steps_taken")));
+  if (gpu_)
+    for (int r = 0; r < replicas(); r++) {
+      const GpuContextScope on = on_replica(r);
+      gpu_->lane(r).step->reset(s, int64_t(scalar(c, "optimizer_steps_taken")));
+    }
   step_ = c.step;
   cursor_ = c.cursor;
 }

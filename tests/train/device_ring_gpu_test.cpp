@@ -156,22 +156,31 @@ TEST_CASE("device ring [gpu]: buckets queued back to back, one buffer twice, lik
 
 TEST_CASE("device ring [gpu]: the overflow flags are OR-ed over the replicas") {
   REQUIRE_GPU();
+  // One flag per parameter, as the trainer ORs them: 1 (one parameter) and 37 (a model's
+  // worth, more than R so that every chunk holds flags, not a multiple of R).
   for (bool staged : {false, true})
-    for (int R : {2, 3, 4}) {
-      INFO("R = " << R << ", staged " << staged);
-      DeviceRingOptions opt;
-      opt.force_staged = staged;
-      DeviceRing ring(std::vector<int>(size_t(R), 0), opt);
-      for (int bad : {-1, 0, R - 1}) {  // none, the first, the last
-        std::vector<std::vector<int32_t>> flags;
-        for (int r = 0; r < R; r++) flags.push_back({r == bad ? 1 : 0});
-        Replicas<int32_t> reps(flags);
-        std::vector<int32_t*> f;
-        for (auto& buf : reps.buf) f.push_back(ptr<int32_t>(buf));
-        ring.any(f, reps.mark_ready());
-        for (const auto& got : reps.results(ring, 1)) REQUIRE(got[0] == (bad >= 0 ? 1 : 0));
+    for (int R : {2, 3, 4})
+      for (int64_t n : {int64_t(1), int64_t(37)}) {
+        INFO("R = " << R << ", staged " << staged << ", " << n << " flags");
+        DeviceRingOptions opt;
+        opt.force_staged = staged;
+        DeviceRing ring(std::vector<int>(size_t(R), 0), opt);
+        for (int bad : {-1, 0, R - 1}) {  // none, the first, the last
+          // replica `bad` flags parameter n-1 and, with 37 flags, also parameter 5 + bad:
+          // different replicas' flags land in different chunks of the ring
+          std::vector<std::vector<int32_t>> flags(size_t(R), std::vector<int32_t>(size_t(n), 0));
+          std::vector<int32_t> want(size_t(n), 0);
+          if (bad >= 0) {
+            flags[size_t(bad)][size_t(n - 1)] = want[size_t(n - 1)] = 1;
+            if (n > 1) flags[size_t(bad)][size_t(5 + bad)] = want[size_t(5 + bad)] = 1;
+          }
+          Replicas<int32_t> reps(flags);
+          std::vector<int32_t*> f;
+          for (auto& buf : reps.buf) f.push_back(ptr<int32_t>(buf));
+          ring.any(f, n, reps.mark_ready());
+          for (const auto& got : reps.results(ring, size_t(n))) REQUIRE(got == want);
+        }
       }
-    }
 }
 
 TEST_CASE("device ring [gpu]: one replica is a no-op; the peer matrix of one device") {

@@ -239,8 +239,11 @@ TEST_CASE("--devices: replica counts, and what is refused with a reason") {
   c.batch = 25;
   REQUIRE_ERROR(validate_config(c), "--batch 25 is not divisible by the 3 replicas");
   c.batch = 24;
-  c.devices = "0,0";
-  REQUIRE_ERROR(validate_config(c), "several replicas on GPUs need the GPU all-reduce");
+  c.devices = "0,0";  // two replicas on GPU 0 (whether it exists is the Trainer's question)
+  validate_config(c);
+  c.device = "cpu";
+  REQUIRE_ERROR(validate_config(c), "(GPU replicas) contradicts --device cpu");
+  c.device = "auto";
   c.devices = "cpu,1";
   REQUIRE_ERROR(validate_config(c), "mixes cpu and GPUs");
   c.devices = "cpu,gpu";
