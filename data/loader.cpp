@@ -68,7 +68,10 @@ Loader::Loader(std::shared_ptr<const SampleSource> source, const SamplerConfig& 
     on_gpu = std::make_unique<DeviceGuard>(cfg_.gpu);
     copy_stream_ = std::make_unique<Stream>(cfg_.gpu);
     copy_trace_ = std::make_unique<GpuTimeline>(
-        cfg_.tracer, "copy stream (cuda:" + std::to_string(cfg_.gpu) + ")", copy_stream_->get());
+        cfg_.tracer,
+        "copy stream (" + (cfg_.label.empty() ? "" : cfg_.label + ", ") + "cuda:" +
+            std::to_string(cfg_.gpu) + ")",
+        copy_stream_->get());
   }
   for (int i = 0; i < cfg_.ring; i++) {
     auto s = std::make_unique<Slot>();
@@ -137,7 +140,9 @@ void Loader::assign_locked(int slot) {
 
 void Loader::worker_main(int index) {
   if (cfg_.gpu >= 0) set_device(cfg_.gpu);  // the current device is per thread
-  if (cfg_.tracer) cfg_.tracer->name_thread("loader worker " + std::to_string(index));
+  if (cfg_.tracer)
+    cfg_.tracer->name_thread((cfg_.label.empty() ? "" : cfg_.label + " ") + "loader worker " +
+                             std::to_string(index));
   StageTimes times;
   double idle = 0, slot_wait = 0;
   for (;;) {

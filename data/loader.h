@@ -60,6 +60,9 @@ struct LoaderConfig {
                                 // "wait for batch". GPU: row "copy stream (cuda:<gpu>)",
                                 // "copy batch" (arg batch), the copy itself as the copy
                                 // stream ran it, timed with events (data/gpu_timeline.h).
+  std::string label;            // names this loader among several (data-parallel replicas:
+                                // "replica 1"): rows "replica 1 loader worker <i>" and
+                                // "copy stream (replica 1, cuda:<gpu>)"; "": as above
 };
 
 // One batch, valid from next() until release().

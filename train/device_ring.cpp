@@ -33,6 +33,7 @@ struct DeviceRing::Replica {
   Event staged;                 // r's latest copy into out_stage
   Event taken;                  // r's latest copy out of the left neighbour's out_stage
   int64_t bytes = 0;
+  std::unique_ptr<GpuTimeline> timeline;  // with trace(); destroyed before `comm`
 
   // Construct with `dev` current: events belong to the device current at their creation.
   Replica(int dev, int R) : device(dev), comm(dev) {
@@ -107,8 +108,28 @@ void DeviceRing::reserve(size_t chunk_bytes) {
   }
 }
 
+void DeviceRing::trace(Tracer* tracer) {
+  for (int r = 0; r < R_; r++) {
+    Replica& rep = *reps_[size_t(r)];
+    rep.timeline = std::make_unique<GpuTimeline>(
+        tracer,
+        "comm stream (replica " + std::to_string(r) + ", cuda:" + std::to_string(rep.device) + ")",
+        rep.comm.get());
+  }
+}
+
+void DeviceRing::collect_trace(bool wait) {
+  for (auto& rep : reps_) {
+    if (!rep->timeline) continue;
+    if (wait)
+      rep->timeline->flush();
+    else
+      rep->timeline->collect();
+  }
+}
+
 template <typename Reduce>
-void DeviceRing::run(const std::vector<void*>& data, int64_t n, size_t es,
+void DeviceRing::run(const char* what, const std::vector<void*>& data, int64_t n, size_t es,
                      const std::vector<cudaEvent_t>& ready, Reduce&& reduce) {
   const int R = R_;
   CHECK(int(data.size()) == R, "all-reduce: " << data.size() << " buffers for " << R
@@ -127,6 +148,7 @@ void DeviceRing::run(const std::vector<void*>& data, int64_t n, size_t es,
     if (!ready.empty() && ready[size_t(r)])
       CUDA_CHECK(cudaStreamWaitEvent(me.comm.get(), ready[size_t(r)], 0));
     me.entered.record(me.comm.get());
+    if (me.timeline) me.timeline->begin(what, {"elements", n});
   }
   const int steps = 2 * (R - 1);
   for (int t = 0; t < steps; t++) {
@@ -201,6 +223,7 @@ void DeviceRing::run(const std::vector<void*>& data, int64_t n, size_t es,
     DeviceGuard on(me.device);
     if (R > 1) at(r + 1).step_done[size_t(steps - 1)].wait(me.comm.get());
     me.finished.record(me.comm.get());
+    if (me.timeline) me.timeline->end();
   }
 }
 
@@ -208,7 +231,7 @@ void DeviceRing::all_reduce(const std::vector<void*>& data, int64_t n, DType dty
                             bool average, const std::vector<cudaEvent_t>& ready) {
   CHECK(dtype != DType::i32, "all_reduce: i32 buffers are not reduced (use any)");
   const double last_scale = average ? 1.0 / R_ : 1.0;
-  run(data, n, dtype_size(dtype), ready,
+  run("all-reduce", data, n, dtype_size(dtype), ready,
       [&](int r, void* dst, const void* src, int64_t elems, bool last) {
         const double scale = last ? last_scale : 1.0;
         cudaStream_t s = comm_stream(r);
@@ -233,7 +256,7 @@ void DeviceRing::all_reduce(const std::vector<void*>& data, int64_t n, DType dty
 void DeviceRing::any(const std::vector<int32_t*>& flags, int64_t n,
                      const std::vector<cudaEvent_t>& ready) {
   std::vector<void*> data(flags.begin(), flags.end());
-  run(data, n, sizeof(int32_t), ready,
+  run("overflow OR", data, n, sizeof(int32_t), ready,
       [&](int r, void* dst, const void* src, int64_t elems, bool) {
         ring_or_gpu(elems, static_cast<int32_t*>(dst), static_cast<const int32_t*>(src),
                     comm_stream(r));
@@ -259,6 +282,8 @@ void DeviceRing::all_reduce(const std::vector<void*>&, int64_t, DType, bool,
 void DeviceRing::any(const std::vector<int32_t*>&, int64_t, const std::vector<cudaEvent_t>&) {}
 void DeviceRing::wait(int, cudaStream_t) const {}
 int64_t DeviceRing::bytes_received(int) const { return 0; }
+void DeviceRing::trace(Tracer*) {}
+void DeviceRing::collect_trace(bool) {}
 
 #endif
 

@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "data/gpu_timeline.h"
 #include "kernels/gpu.h"
 #include "nn/tensor.h"
 #include "train/peer_access.h"
@@ -92,12 +93,20 @@ class DeviceRing {
   // Bytes copied into replica r (from its left neighbour) by the work queued so far.
   int64_t bytes_received(int r) const;
 
+  // With a tracer: a row per comm stream ("comm stream (replica r, cuda:D)", data/
+  // gpu_timeline.h) with a span per collective from when its inputs are ready to when
+  // replica r's part is done ("all-reduce" with its element count, "overflow OR"). Call once,
+  // before the collectives to trace; collect_trace(false) now and then moves the finished
+  // spans into the tracer, collect_trace(true) waits for all of them.
+  void trace(Tracer* tracer);
+  void collect_trace(bool wait);
+
  private:
   struct Replica;
   // The ring over data[r] (elem_size bytes an element); reduce(r, dst, src, elems, last)
   // queues the reduce-scatter's reduce on replica r's comm stream.
   template <typename Reduce>
-  void run(const std::vector<void*>& data, int64_t n, size_t elem_size,
+  void run(const char* what, const std::vector<void*>& data, int64_t n, size_t elem_size,
            const std::vector<cudaEvent_t>& ready, Reduce&& reduce);
   void reserve(size_t chunk_bytes);
 

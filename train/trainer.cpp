@@ -158,6 +158,7 @@ void Trainer::start_loaders() {
     lc.threads = threads;
     lc.strict = cfg_.strict;
     lc.tracer = tracer;
+    if (R > 1) lc.label = "replica " + std::to_string(rep->rank);  // its own trace rows
     if (gpu_) lc.gpu = gpu_->lane(rep->rank).device;
     if (!cfg_.out.empty())
       lc.bad_files_path = cfg_.out + (R > 1 ? "/bad_files.replica" + std::to_string(rep->rank) +

@@ -62,6 +62,10 @@ void Trainer::launch_gpu(StepResult r) {
   if (R > 1) {
     std::fill(g.marked.begin(), g.marked.end(), 0);
     g.queued = 0;
+    if (tracer && !g.ring_traced) {
+      g.ring->trace(tracer);
+      g.ring_traced = true;
+    }
   }
   for (auto& rep : replicas_) {
     const GpuContextScope on(rep->context);
@@ -259,6 +263,7 @@ void Trainer::collect_gpu(size_t wait_for) {
     r.scale_after = scaler_->scale();
     done_.push_back(r);
   }
+  if (g.ring) g.ring->collect_trace(wait_for == SIZE_MAX);
   for (auto& lane : g.lanes) {
     if (!lane->timeline) continue;
     if (wait_for == SIZE_MAX)

@@ -85,6 +85,7 @@ struct Trainer::Gpu {
 
   std::vector<std::unique_ptr<Lane>> lanes;  // one per replica
   std::unique_ptr<DeviceRing> ring;          // R > 1
+  bool ring_traced = false;                  // its comm streams have trace rows (--trace)
   // R > 1, this step: per bucket, how many replicas have marked it ready; the buckets whose
   // all-reduce is queued (a prefix: the ring takes buckets in order on every replica).
   std::vector<int> marked;
