@@ -6,7 +6,10 @@
 # event's latest record at enqueue time, as cudaStreamWaitEvent does). Values are symbolic sum
 # expressions, so any race or wrong order shows as a result different from the CPU Ring's.
 # Dropping the final wait or the `taken` wait makes it fail; the all-gather's wait on the right
-# neighbour is implied by the chain of left waits (dropping it still passes).
+# neighbour is implied by the chain of left waits (dropping it still passes). trial_trainer
+# replays what Trainer::launch_gpu queues for GPU replicas over three steps (buckets queued as
+# the last replica completes them, the overflow flags OR-ed by the same ring, the gradients
+# zeroed after the decision); dropping either of its compute-stream waits makes it fail.
 import random, sys
 
 def chunk(n,R,c): return (n*c//R, n*(c+1)//R)
@@ -133,7 +136,58 @@ def trial(R, staged, seed):
                 got=mem['res%s%d.%d'%(name,step,r)]
                 assert got==want[r], (R,staged,seed,name,step,r,got,want[r])
 
+def trial_trainer(R, staged, seed):
+    # What Trainer::launch_gpu queues (train/trainer_gpu.cpp), three steps of it, in its host
+    # order: replica after replica, backward writes buckets A, B, C (recording bucket-ready
+    # events); a bucket's all-reduce is queued when the last replica marks it; every compute
+    # stream waits for the ring; the overflow checks write the flags and record `checked`; the
+    # flags are OR-ed by the same ring (the sum expressions stand for the OR); each compute
+    # stream waits again, decides (reads the flags), updates, zeroes the gradients.
+    rng=random.Random(seed)
+    s=Sim(R,staged); mem=s.mem
+    sizes={'A':rng.choice([1,R+1,7]), 'B':rng.choice([2,5,R-1 or 1]), 'C':rng.choice([1,3,13])}
+    P=rng.choice([1,R+1,9])  # flags: one per parameter
+    order=['A','B','C']
+    for step in range(3):
+        marked={k:0 for k in order}; queued=0
+        for r in range(R):
+            for name in order:
+                buf='%s%d'%(name,r); n=sizes[name]
+                def write(buf=buf,r=r,n=n,name=name,step=step):
+                    mem[buf]=['%s%d.%d.%d'%(name,step,r,i) for i in range(n)]
+                s.q('compute%d'%r,('fn',write))
+                s.record('compute%d'%r,'ready%s%d'%(name,r))
+                marked[name]+=1
+                while queued<len(order) and marked[order[queued]]==R:
+                    b=order[queued]; queued+=1
+                    s.allreduce(['%s%d'%(b,q) for q in range(R)], sizes[b],
+                                ['ready%s%d'%(b,q) for q in range(R)], b)
+        for r in range(R):
+            s.wait('compute%d'%r,'finished%d'%r)
+        for r in range(R):
+            def check(r=r,step=step):  # reads the averaged gradients, writes the flags
+                for name in order: mem['res%s%d.%d'%(name,step,r)]=list(mem['%s%d'%(name,r)])
+                mem['F%d'%r]=['F%d.%d.%d'%(step,r,i) for i in range(P)]
+            s.q('compute%d'%r,('fn',check))
+            s.record('compute%d'%r,'checked%d'%r)
+        s.allreduce(['F%d'%r for r in range(R)], P, ['checked%d'%r for r in range(R)], 'F')
+        for r in range(R):
+            s.wait('compute%d'%r,'finished%d'%r)
+            def decide(r=r,step=step):  # reads the OR-ed flags; then zeroes the gradients
+                mem['resF%d.%d'%(step,r)]=list(mem['F%d'%r])
+                for name in order: mem['%s%d'%(name,r)]=['0']*sizes[name]
+            s.q('compute%d'%r,('fn',decide))
+    s.run(rng)
+    for step in range(3):
+        for name,n in [(k,sizes[k]) for k in order]+[('F',P)]:
+            sym=(lambda r,i: '%s%d.%d.%d'%(name,step,r,i)) if name!='F' else (lambda r,i: 'F%d.%d.%d'%(step,r,i))
+            want=cpu_ring([[sym(r,i) for i in range(n)] for r in range(R)])
+            for r in range(R):
+                got=mem['res%s%d.%d'%(name,step,r)]
+                assert got==want[r], (R,staged,seed,name,step,r,got,want[r])
+
 for R in (2,3,4,5):
     for staged in (False,True):
         for seed in range(300): trial(R,staged,seed)
+        for seed in range(100): trial_trainer(R,staged,seed)
 print("ok")
