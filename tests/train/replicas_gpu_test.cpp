@@ -283,6 +283,7 @@ TEST_CASE("replicas [gpu]: the all-reduce's time and its exposed part come from 
     TrainConfig cfg = gpu_config(dir / ("r" + std::to_string(R)), R);
     cfg.model = "default", cfg.model_text = builtin_model_text("default");
     Trainer t(cfg, gpu());
+    INFO(t.replicas_description());
     REQUIRE(t.replicas_description().find("2 buckets") != std::string::npos);
     // The peer matrix of the one device, with its measured copy bandwidth.
     const std::string peers = t.peer_report();
