@@ -6,7 +6,8 @@
 //      (algorithm bandwidth x 2(R-1)/R: the bytes each replica actually copies per second), and
 //      the ratio of the bus bandwidth to a plain memcpy's measured here (target >= 0.8);
 //   2. training the default model on Fashion-MNIST with 1, 2 and 4 replicas, batch 64:
-//      images/s, the all-reduce time per step, and the fraction of it hidden behind backward.
+//      images/s, the all-reduce time per step, and the fraction of it hidden behind backward
+//      (bench/replica_training.h, shared with bench_replicas_gpu).
 // Validates before timing: every replica's all-reduced buffer is compared with the plain sum.
 //
 //   bin/bench_replicas [--steps 6] [--batch 64] [--reps 5]
@@ -24,13 +25,14 @@
 #include <thread>
 #include <vector>
 
-#include "data/fashion_mnist.h"
 #include "kernels/check.h"
 #include "kernels/rng.h"
 #include "nn/model.h"
 #include "train/dataset.h"
 #include "train/ring.h"
 #include "train/trainer.h"
+
+#include "bench/replica_training.h"
 
 using namespace cutrain;
 using Clock = std::chrono::steady_clock;
@@ -139,39 +141,20 @@ int main(int argc, char** argv) {
 
     // ---- 2. training with 1, 2, 4 replicas -----------------------------------------------
     const std::string dir = (std::filesystem::temp_directory_path() / "bench_replicas_fmnist").string();
-    ImportOptions io;
-    io.threads = 2;
-    const ImportSummary fm = import_fashion_mnist(kFashionMnistDir, dir, io);
-    std::printf("\n2. training the default model, batch %d, fp32, %d timed steps each\n", batch,
-                steps);
-    std::printf("| replicas | images/s | step | all-reduce / step | exposed / step | hidden |\n");
-    std::printf("| --- | --- | --- | --- | --- | --- |\n");
+    const ImportSummary fm = bench_fashion_mnist(dir, 2);
+    std::printf("\n2. training the default model, batch %d, fp32, %d timed steps each (after 1)\n",
+                batch, steps);
+    print_replica_header();
+    double one = 0;
     for (int R : {1, 2, 4}) {
-      TrainConfig c;
-      c.train = fm.train_list;
-      c.limit_train = int64_t(batch) * (steps + 1);
-      c.batch = batch, c.epochs = 1, c.threads = 1, c.lr = 0.05, c.warmup = 0;
-      c.out = dir + "/run";
-      if (R > 1) {
-        c.devices = "cpu";
-        for (int r = 1; r < R; r++) c.devices += ",cpu";
-      }
-      resolve_config(c);
-      Trainer t(c, choose_device("cpu", "fp32"));
+      std::string devices;
+      for (int r = 0; R > 1 && r < R; r++) devices += r == 0 ? "cpu" : ",cpu";
+      Trainer t(bench_replica_config(fm.train_list, dir + "/run", batch, 1, steps, devices, 1),
+                choose_device("cpu", "fp32"));
       if (R == 2) std::fprintf(stderr, "%s\n", t.replicas_description().c_str());
-      t.step();  // warm-up: loaders started, caches warm
-      double seconds = 0, comm = 0, exposed = 0;
-      for (int s = 0; s < steps; s++) {
-        const auto t0 = Clock::now();
-        const StepResult r = t.step();
-        seconds += since(t0);
-        comm += r.comm_s, exposed += r.comm_exposed_s;
-      }
-      std::printf("| %d | %.1f | %.0f ms | %.2f ms | %.2f ms | %s |\n", R,
-                  double(batch) * steps / seconds, seconds / steps * 1e3, comm / steps * 1e3,
-                  exposed / steps * 1e3,
-                  R == 1 ? "-" : (std::to_string(int(std::lround(100 * (1 - exposed / comm)))) + "%").c_str());
-      std::fflush(stdout);
+      const ReplicaTiming m = time_replica_training(t, 1, steps);
+      if (R == 1) one = m.images_per_s();
+      print_replica_row(m, one, steps);
     }
     std::filesystem::remove_all(dir);
   } catch (const std::exception& e) {

@@ -4,13 +4,12 @@
 // once per epoch across the replicas, an inf on one replica skipping the step on all, resume
 // onto another replica count, --check-replicas, and the --devices checks.
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <map>
 #include <set>
 
 #include "tests/test_util.h"
-#include "tests/train/train_fixture.h"
+#include "tests/train/replica_fixture.h"
 #include "train/trainer.h"
 
 using namespace cutrain;
@@ -18,53 +17,7 @@ using namespace cutrain_test;
 
 namespace {
 
-RunDevice cpu(DType dtype = DType::f32) {
-  RunDevice d;
-  d.dtype = dtype;
-  return d;
-}
-
-// The tiny model without BatchNorm: its gradient does not depend on how the batch is split.
-const char* kNoBnModel = "conv 8 3x3 pad=1\nrelu\nmaxpool 2x2\nconv 8 3x3 pad=1 stride=2\n"
-                         "relu\nmaxpool 2x2\nflatten\nlinear classes\n";
-
-// 240 images, batches of 24 (divisible by 1, 2, 3 and 4), 10 steps an epoch, one micro-batch.
-TrainConfig replica_config(const std::string& out, int replicas, const char* model = kNoBnModel) {
-  TrainConfig c = tiny_run_config(out, 240, 2);
-  c.model_text = model;
-  c.batch = 24, c.accum = 1, c.threads = 1;
-  if (replicas > 1) {
-    c.devices = "cpu";
-    for (int r = 1; r < replicas; r++) c.devices += ",cpu";
-  }
-  return c;
-}
-
-// All gradients of a model as one vector (loss-scaled, as the optimizer sees them).
-std::vector<double> gradients(Model& m) {
-  std::vector<double> g;
-  for (const VarPtr& p : m.parameters()) {
-    const auto v = p->grad.to_doubles();
-    g.insert(g.end(), v.begin(), v.end());
-  }
-  return g;
-}
-
-std::vector<double> weights(Model& m) {
-  std::vector<double> w;
-  for (const VarPtr& p : m.parameters()) {
-    const auto v = p->value.to_doubles();
-    w.insert(w.end(), v.begin(), v.end());
-  }
-  return w;
-}
-
-// |a - b| / |b| in the L2 norm: element-wise relative errors mean nothing where a sum cancels.
-double relative(const std::vector<double>& a, const std::vector<double>& b) {
-  double d = 0, n = 0;
-  for (size_t i = 0; i < a.size(); i++) d += (a[i] - b[i]) * (a[i] - b[i]), n += b[i] * b[i];
-  return std::sqrt(d / n);
-}
+RunDevice cpu(DType dtype = DType::f32) { return run_on(Device::cpu, dtype); }
 
 }  // namespace
 
@@ -74,21 +27,21 @@ TEST_CASE("replicas: R = 2, 3, 4 step like one replica with the same global batc
   Trainer one(replica_config(dir / "one", 1), cpu());
   std::vector<std::vector<double>> want_grads;
   std::vector<double> want_losses;
-  one.after_backward = [&](Trainer& t) { want_grads.push_back(gradients(t.model())); };
-  const std::vector<double> w0 = weights(one.model());
+  one.after_backward = [&](Trainer& t) { want_grads.push_back(gradients(t)); };
+  const std::vector<double> w0 = weights(one);
   for (int s = 0; s < steps; s++) want_losses.push_back(one.step().loss);
-  const std::vector<double> want_w = weights(one.model());
+  const std::vector<double> want_w = weights(one);
 
   for (int R : {2, 3, 4}) {
     INFO(R << " replicas");
     Trainer t(replica_config(dir / ("r" + std::to_string(R)), R), cpu());
     REQUIRE(t.replicas() == R);
-    REQUIRE(weights(t.model(R - 1)) == w0);  // the same start on every replica
+    REQUIRE(weights(t, R - 1) == w0);  // the same start on every replica
     double worst_grad = 0, worst_loss = 0;
     int s = 0;
     t.after_backward = [&](Trainer& tr) {
       for (int r = 0; r < R; r++)
-        worst_grad = std::max(worst_grad, relative(gradients(tr.model(r)), want_grads[size_t(s)]));
+        worst_grad = std::max(worst_grad, relative(gradients(tr, r), want_grads[size_t(s)]));
     };
     for (; s < steps; s++) {
       const StepResult res = t.step();
@@ -98,7 +51,7 @@ TEST_CASE("replicas: R = 2, 3, 4 step like one replica with the same global batc
       // After every step: every replica's weights and optimizer state equal bit for bit.
       REQUIRE(t.replicas_difference() == "");
     }
-    const double moved = relative(want_w, w0), off = relative(weights(t.model()), want_w);
+    const double moved = relative(want_w, w0), off = relative(weights(t), want_w);
     INFO("gradients within " << worst_grad << ", losses within " << worst_loss
                              << ", weights moved " << moved << ", differ " << off);
     REQUIRE(worst_grad < 1e-6);
@@ -120,8 +73,8 @@ TEST_CASE("replicas: with BatchNorm, R replicas equal one replica with the batch
   c1.accum = 2;
   Trainer one(c1, cpu(DType::f64)), two(replica_config(dir / "two", 2, kTinyModel), cpu(DType::f64));
   std::vector<double> g1, g2;
-  one.after_backward = [&](Trainer& t) { g1 = gradients(t.model()); };
-  two.after_backward = [&](Trainer& t) { g2 = gradients(t.model(1)); };
+  one.after_backward = [&](Trainer& t) { g1 = gradients(t); };
+  two.after_backward = [&](Trainer& t) { g2 = gradients(t, 1); };
   for (int s = 0; s < 5; s++) {
     const StepResult a = one.step(), b = two.step();
     INFO("step " << s);
@@ -173,10 +126,9 @@ TEST_CASE("replicas: an inf on one replica skips the step on all of them") {
   REQUIRE(a.step().taken);
   // After the all-reduce, so only replica 1 holds the inf: the check must be combined.
   t.after_backward = [](Trainer& tr) {
-    for (const VarPtr& p : tr.model(1).parameters())
-      if (p->name == "conv2.w") p->grad.data<half_t>()[3] = half_t(std::numeric_limits<float>::infinity());
+    set_gradient(tr, 1, "conv2.w", 3, std::numeric_limits<float>::infinity());
   };
-  const std::vector<double> before = weights(t.model(0));
+  const std::vector<double> before = weights(t, 0);
   const double scale = t.scaler().scale();
   const int64_t taken = t.optimizer(0).steps_taken;
   const StepResult r = t.step();
@@ -184,7 +136,7 @@ TEST_CASE("replicas: an inf on one replica skips the step on all of them") {
   REQUIRE(r.overflow == "replica 1: conv2.w");
   REQUIRE(t.scaler().scale() == scale / 2);
   for (int i = 0; i < R; i++) {
-    REQUIRE(weights(t.model(i)) == before);
+    REQUIRE(weights(t, i) == before);
     REQUIRE(t.optimizer(i).steps_taken == taken);
   }
   REQUIRE(t.replicas_difference() == "");
@@ -214,7 +166,7 @@ TEST_CASE("replicas: a checkpoint resumes exactly on as many replicas, closely o
       else
         REQUIRE(std::abs(loss - losses[size_t(s)]) < 1e-5);  // only the order of sums differs
     }
-    REQUIRE(relative(weights(b.model()), weights(a.model())) < 1e-5);
+    REQUIRE(relative(weights(b), weights(a)) < 1e-5);
   }
 }
 

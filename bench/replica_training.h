@@ -1,0 +1,117 @@
+// defines: the training table that bench_replicas (CPU threads) and bench_replicas_gpu (GPUs)
+// share: bench_fashion_mnist() (the Fashion-MNIST lists, imported into a folder from the IDX
+// files), bench_replica_config() (the default model, one epoch of exactly the steps run),
+// ReplicaTiming and time_replica_training() (images/s, all-reduce time and its exposed part per
+// step), print_replica_header() and print_replica_row() (one markdown row per replica count).
+//
+// Timing: `warmup` steps first (loaders started, allocator and caches warm), waited for; then
+// the timed window from the first timed launch() to the end of results(true). On the CPU
+// launch() runs the whole step; on a GPU it only queues it, and the host runs ahead of the
+// device, so the window must end with results(true): when the device has finished the last
+// step. What the window holds: the steps' compute, the all-reduce backward did not hide, and
+// whatever the host made the device wait for (the loader's next batch, queueing the kernels).
+#pragma once
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "data/fashion_mnist.h"
+#include "train/dataset.h"
+#include "train/trainer.h"
+
+namespace cutrain {
+
+// The folder of the Fashion-MNIST IDX files: $CUTRAIN_FASHION_MNIST_DIR (a GPU host: make
+// bundle carries them) or the Debian package's folder.
+inline std::string bench_fashion_mnist_idx_dir() {
+  const char* env = std::getenv("CUTRAIN_FASHION_MNIST_DIR");
+  return env != nullptr && *env != 0 ? env : kFashionMnistDir;
+}
+
+// Fashion-MNIST as JPEG lists under `dir`, from the IDX files. Reused when the folder already
+// holds a complete import. Throws, naming the file, when the IDX files are not there.
+inline ImportSummary bench_fashion_mnist(const std::string& dir, int threads) {
+  ImportOptions io;
+  io.threads = threads;
+  return import_fashion_mnist(bench_fashion_mnist_idx_dir(), dir, io);
+}
+
+// The default model on `train_list`, batch `batch`, one epoch of exactly warmup + steps steps,
+// one replica per entry of `devices` ("" : one replica, the plain run). Resolved.
+inline TrainConfig bench_replica_config(const std::string& train_list, const std::string& out,
+                                  int batch, int warmup, int steps, const std::string& devices,
+                                  int threads) {
+  TrainConfig c;
+  c.train = train_list;
+  c.limit_train = int64_t(batch) * (warmup + steps);
+  c.batch = batch, c.epochs = 1, c.threads = threads, c.lr = 0.05, c.warmup = 0;
+  c.out = out;
+  c.devices = devices;
+  resolve_config(c);
+  return c;
+}
+
+struct ReplicaTiming {
+  int replicas = 1;
+  std::string devices;      // --devices ("" for one replica)
+  int images = 0;           // in the timed window
+  double seconds = 0;       // the timed window
+  // Means per timed step:
+  double comm_s = 0;        // all-reduce time of the step's buckets
+  double exposed_s = 0;     // the part of it the compute waited for
+  double data_wait_s = 0;   // launch() waiting for the loader's next batch
+  int skipped = 0;          // steps skipped (fp16 overflow while the scaler finds its scale)
+  double images_per_s() const { return images / seconds; }
+};
+
+inline ReplicaTiming time_replica_training(Trainer& t, int warmup, int steps) {
+  using Clock = std::chrono::steady_clock;
+  for (int s = 0; s < warmup; s++) t.launch();
+  t.results(true);
+  std::vector<StepResult> got;
+  const auto t0 = Clock::now();
+  for (int s = 0; s < steps; s++) {
+    t.launch();
+    for (const StepResult& r : t.results()) got.push_back(r);
+  }
+  for (const StepResult& r : t.results(true)) got.push_back(r);
+  ReplicaTiming m;
+  m.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  m.replicas = t.replicas();
+  m.devices = t.config().devices;
+  for (const StepResult& r : got) {
+    m.images += r.images;
+    m.comm_s += r.comm_s, m.exposed_s += r.comm_exposed_s, m.data_wait_s += r.data_wait_s;
+    m.skipped += r.taken ? 0 : 1;
+  }
+  const double n = std::max<double>(1, double(got.size()));
+  m.comm_s /= n, m.exposed_s /= n, m.data_wait_s /= n;
+  return m;
+}
+
+inline void print_replica_header() {
+  std::printf("| replicas | devices | images/s | x one | step | all-reduce / step | exposed / step "
+              "| hidden | data wait / step | skipped |\n");
+  std::printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+}
+
+// `one`: images/s of one replica (the speed-up's base).
+inline void print_replica_row(const ReplicaTiming& m, double one, int steps) {
+  const double step_s = m.seconds / steps;
+  char hidden[16] = "-";
+  if (m.replicas > 1 && m.comm_s > 0)
+    std::snprintf(hidden, sizeof hidden, "%d%%",
+                  int(std::lround(100 * (1 - m.exposed_s / m.comm_s))));
+  std::printf("| %d | %s | %.1f | %.2f | %.2f ms | %.3f ms | %.3f ms | %s | %.2f ms | %d |\n",
+              m.replicas, m.devices.empty() ? "-" : m.devices.c_str(), m.images_per_s(),
+              m.images_per_s() / one, step_s * 1e3, m.comm_s * 1e3, m.exposed_s * 1e3, hidden,
+              m.data_wait_s * 1e3, m.skipped);
+  std::fflush(stdout);
+}
+
+}  // namespace cutrain
