@@ -172,17 +172,16 @@ void bench_training(const std::vector<int>& devices, int batch, int steps) {
     // The decode threads split over the replicas' loaders, one core left for the host thread
     // that queues every replica's kernels.
     const int threads = std::max(1, (cores - 1) / R);
-    // One replica is the plain single-GPU run (no --devices) on the current device: devices[0].
-    const DeviceGuard on(d[0]);
-    Trainer t(bench_replica_config(fm.train_list, dir + "/run", batch, warmup, steps,
-                                   R > 1 ? join(d) : "", threads),
+    // One replica is the plain single-GPU run on devices[0] (--devices N: no ring, no buckets).
+    Trainer t(bench_replica_config(fm.train_list, dir + "/run", batch, warmup, steps, join(d),
+                                   threads),
               choose_device("cuda", "fp16"));
     if (R == 4) {  // the largest: every listed device that takes part (before timing: it syncs)
       description = t.replicas_description();
       peers = t.peer_report();
     }
     ReplicaTiming m = time_replica_training(t, warmup, steps);
-    if (R == 1) one = m.images_per_s(), m.devices = std::to_string(d[0]) + " (no --devices)";
+    if (R == 1) one = m.images_per_s();
     print_replica_row(m, one, steps);
   }
   std::printf("\nthe trainer at R = 4: %s\n%s", description.c_str(), peers.c_str());

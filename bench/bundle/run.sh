@@ -13,15 +13,20 @@
 #              the default model and settings on the GPU (as `make demo` does); the test
 #              accuracy, wall time and images/s into train-gpu.md (not in the default list:
 #              it takes minutes; name it)
+#   replicas   bin/bench_replicas_gpu --devices ${REPLICA_DEVICES:-0,0}: the ring all-reduce's
+#              bandwidth against the copy bandwidth, and training with 1, 2 and 4 replicas
+#              (replicas.md; not in the default list: name it)
 # Without a GPU the sanitizer steps are skipped with the reason, and the benchmark says why
 # and measures nothing; the tests still run (their GPU cases skip).
 #
 # Files written (at most 8 per run, as the device tool brings back): summary.md (the info and
 # one line per step), tests.log, memcheck.log, racecheck.log, bench.log, bench-kernels.md,
-# bench-kernels.json; the train step: train.log, train-gpu.md, metrics.jsonl.
+# bench-kernels.json; the train step: train.log, train-gpu.md, metrics.jsonl; the replicas
+# step: replicas.md.
 # Exit status: 1 when a step failed (tests, a sanitizer, a WRONG kernel), else 0.
 # Environment: STEP_TIMEOUT (seconds per step, default 540), TEST_ARGS (extra arguments of
-# cutrain_tests, e.g. -tc="conv2d*"), BENCH_ARGS (of bench_kernels_gpu), CUDA_HOME.
+# cutrain_tests, e.g. -tc="conv2d*"), BENCH_ARGS (of bench_kernels_gpu), TRAIN_ARGS (of the
+# train step's cutrain train), REPLICA_DEVICES, CUDA_HOME.
 set -uo pipefail
 out=${1:?usage: run.sh OUTDIR [info|tests|memcheck|racecheck|bench ...]}
 shift
@@ -193,7 +198,14 @@ for step in $steps; do
       } >"$out/train-gpu.md"
       row train "exit $last_rc" "${final:-no final line}"
       ;;
-    *) echo "run.sh: unknown step '$step' (info tests memcheck racecheck bench train)" >&2; exit 2 ;;
+    replicas)
+      run_step replicas "$out/replicas.md" bin/bench_replicas_gpu \
+        --devices "${REPLICA_DEVICES:-0,0}"
+      hidden=$(grep -a "^| 2 |" "$out/replicas.md" | head -1)
+      row replicas "exit $last_rc, ${last_secs}s" "${hidden:-no R = 2 row (see replicas.md)}"
+      ;;
+    *) echo "run.sh: unknown step '$step' (info tests memcheck racecheck bench train replicas)" >&2
+       exit 2 ;;
   esac
 done
 
