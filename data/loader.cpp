@@ -57,7 +57,9 @@ Loader::Loader(std::shared_ptr<const SampleSource> source, const SamplerConfig& 
   }
   sample_bytes_ = src_->sample_bytes();
   bad_flag_ = std::vector<std::atomic<uint8_t>>(size_t(src_->size()));
-  const size_t B = size_t(sampler_.config().batch_size);  // a replica never gets more than this
+  // A replica's shard of a global batch of B is at most ceil(B / R) (data/sampler.h).
+  const SamplerConfig& sc = sampler_.config();
+  const size_t B = size_t((sc.batch_size + sc.replicas - 1) / sc.replicas);
   const bool gpu = cfg_.gpu >= 0;
   std::unique_ptr<DeviceGuard> on_gpu;  // the stream, the events and the memory belong to it
   if (gpu) {

@@ -30,7 +30,10 @@
 //     gemm(N, N, m=N, n=M, k=K, A=B lda=N, B=A ldb=K, C=C ldc=N)
 //
 // Handles: one cublasHandle_t per (device, thread), created on first use, destroyed when the
-// thread exits, bound to the call's stream at every call.
+// thread exits, bound at every call to the call's stream and to a workspace from the caching
+// allocator on that stream. (Without cublasSetWorkspace a handle uses its default workspace
+// whatever the stream, so one thread driving two streams through it, as GPU replicas on one
+// device do, would have two GEMMs share one scratch buffer at once.)
 #include "kernels/check.h"
 #include "kernels/vendor.h"
 
@@ -65,8 +68,15 @@ namespace {
   } while (0)
 
 
-// The calling thread's handle for `device` (the current one), bound to `stream`.
-cublasHandle_t cublas_handle(int device, cudaStream_t stream) {
+// cuBLAS's recommended workspace (the cuBLAS docs: 32 MiB covers Hopper, 4 MiB the rest).
+constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+
+// The calling thread's handle for `device` (the current one), bound to `stream` and to `ws`.
+struct BoundHandle {
+  cublasHandle_t h = nullptr;
+  DeviceBuffer ws;  // back to the pool, stream-ordered, when the call's GEMMs are queued
+};
+BoundHandle cublas_handle(int device, cudaStream_t stream) {
   struct Handles {
     std::vector<cublasHandle_t> h;  // indexed by device
     ~Handles() {
@@ -84,8 +94,12 @@ cublasHandle_t cublas_handle(int device, cudaStream_t stream) {
   if (size_t(device) >= handles.h.size()) handles.h.resize(size_t(device) + 1, nullptr);
   cublasHandle_t& h = handles.h[size_t(device)];
   if (!h) CUBLAS_CHECK(cublasCreate(&h));  // binds to the current device
-  CUBLAS_CHECK(cublasSetStream(h, stream));
-  return h;
+  CUBLAS_CHECK(cublasSetStream(h, stream));  // (and resets the workspace to the default)
+  BoundHandle b;
+  b.h = h;
+  b.ws = DeviceBuffer(kWorkspaceBytes, device, stream);
+  CUBLAS_CHECK(cublasSetWorkspace(h, b.ws.data(), kWorkspaceBytes));
+  return b;
 }
 
 template <typename T> cudaDataType data_type() {
@@ -131,7 +145,8 @@ void linear_forward_cublas(int N, int C, int K, const T* x, const T* w, const T*
   CHECK(N > 0 && C > 0 && K > 0,
         "linear (cuBLAS): sizes must be positive, got N=" << N << " C=" << C << " K=" << K);
   const int dev = current_device();
-  cublasHandle_t h = cublas_handle(dev, stream);
+  const BoundHandle bound = cublas_handle(dev, stream);
+  cublasHandle_t h = bound.h;
   const cudaDataType t = data_type<T>();
   if (b) {  // y^T (K x N) = b (K x 1) * ones^T (1 x N)
     const T* one = ones<T>(dev, N, stream);
@@ -150,7 +165,8 @@ void linear_backward_cublas(int N, int C, int K, const T* x, const T* w, const T
   CHECK(N > 0 && C > 0 && K > 0,
         "linear (cuBLAS): sizes must be positive, got N=" << N << " C=" << C << " K=" << K);
   const int dev = current_device();
-  cublasHandle_t h = cublas_handle(dev, stream);
+  const BoundHandle bound = cublas_handle(dev, stream);
+  cublasHandle_t h = bound.h;
   const cudaDataType t = data_type<T>();
   if (dx)  // dx^T (C x N) += w^T (C x K) * dy^T (K x N)
     CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, C, N, K, &kOne, w, t, C, dy, t, K,
@@ -169,7 +185,8 @@ void gemm_f16_cublas(int M, int N, int K, const half_t* A, const half_t* B, half
                      cudaStream_t stream) {
   CHECK(M > 0 && N > 0 && K > 0,
         "gemm (cuBLAS): sizes must be positive, got M=" << M << " N=" << N << " K=" << K);
-  cublasHandle_t h = cublas_handle(current_device(), stream);
+  const BoundHandle bound = cublas_handle(current_device(), stream);
+  cublasHandle_t h = bound.h;
   // C^T (N x M) = B^T (N x K) * A^T (K x M)
   CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &kOne, B, CUDA_R_16F, N, A,
                             CUDA_R_16F, K, &kZero, C, CUDA_R_16F, N, CUBLAS_COMPUTE_32F,

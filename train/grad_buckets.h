@@ -7,7 +7,8 @@
 // parameters' gradients in *reverse* parameter order: backward reaches the last layer first,
 // so the buckets it completes first come first, and every bucket is one contiguous range.
 // Each parameter's Var::grad is a Tensor::flat_view into its buffer, so backward accumulates
-// straight into the buffer: nothing is copied in or out around the all-reduce.
+// straight into the buffer: nothing is copied in or out around the all-reduce. Each gradient
+// starts on a 16-byte boundary (zero padding between them, inside the buckets).
 //
 // Buckets: one per layer (the parameters "<layer>.w", "<layer>.b" share "<layer>"), merged with
 // the layers after it in backward order while the bucket is smaller than min_bytes: per-layer
@@ -27,7 +28,7 @@ namespace cutrain {
 struct GradBucket {
   DType dtype = DType::f32;
   void* data = nullptr;   // the first gradient element (in a flat buffer)
-  int64_t numel = 0;
+  int64_t numel = 0;      // elements to all-reduce: its gradients and the padding between them
   int params = 0;         // how many parameters' gradients it holds
   std::string layers;     // "conv3" or "linear1..bn4": the layers it covers, in backward order
 };
@@ -41,8 +42,8 @@ class GradBuckets {
 
   size_t size() const { return buckets_.size(); }
   const GradBucket& operator[](size_t k) const { return buckets_[k]; }
-  int64_t numel() const;
-  size_t bytes() const;
+  int64_t numel() const;  // gradient elements (the parameters' count)
+  size_t bytes() const;   // of the flat buffers, padding included
   std::string describe() const;  // "7 buckets, 24,714 gradients (96.5 KiB): linear1, ..."
 
   // Before the backward that completes the step's gradients (the last micro-batch): every
@@ -62,6 +63,7 @@ class GradBuckets {
   std::vector<GradBucket> buckets_;
   std::unordered_map<const Var*, int> bucket_of_;
   std::vector<int> pending_;                    // per bucket: parameters not yet complete
+  int64_t gradients_ = 0;
 };
 
 }  // namespace cutrain

@@ -219,6 +219,19 @@ void average_batchnorm_stats(std::vector<Replica*> replicas) {
   }
 }
 
+std::string overflow_name(const std::vector<char>& overflowed,
+                          const std::function<std::string(int)>& param) {
+  const int R = int(overflowed.size());
+  int first = -1, count = 0;
+  for (int r = 0; r < R; r++)
+    if (overflowed[size_t(r)]) {
+      if (first < 0) first = r;
+      count++;
+    }
+  if (first < 0) return "";
+  return count < R ? "replica " + std::to_string(first) + ": " + param(first) : param(first);
+}
+
 std::string replica_difference(const std::vector<Replica*>& replicas) {
   auto tensors = [](Replica& rep) {
     std::vector<std::pair<std::string, const Tensor*>> all;
@@ -227,10 +240,12 @@ std::string replica_difference(const std::vector<Replica*>& replicas) {
     return all;
   };
   const auto ref = tensors(*replicas[0]);
+  std::vector<Tensor> ref_host;  // replica 0's, copied once
+  for (const auto& named : ref) ref_host.push_back(on_host(*replicas[0], *named.second));
   for (size_t r = 1; r < replicas.size(); r++) {
     const auto other = tensors(*replicas[r]);
     for (size_t i = 0; i < ref.size(); i++) {
-      const Tensor a = on_host(*replicas[0], *ref[i].second);
+      const Tensor& a = ref_host[i];
       const Tensor b = on_host(*replicas[r], *other[i].second);
       const uint64_t ha = xxh64(a.raw(), a.bytes()), hb = xxh64(b.raw(), b.bytes());
       if (ha != hb || std::memcmp(a.raw(), b.raw(), a.bytes()) != 0) {

@@ -123,6 +123,15 @@ class ReplicaThreads {
 // result up to rounding.
 void average_batchnorm_stats(std::vector<Replica*> replicas);
 
+// What a step skipped by R > 1 replicas names: the first replica whose own (averaged)
+// gradients overflowed and its first parameter at fault, "replica 1: conv2.w"; only the
+// parameter when every replica's did. An inf or NaN in one replica's backward is averaged into
+// every replica's gradients, so then all overflow and the source is not known; a replica
+// named alone had it after the all-reduce (e.g. injected by a test). overflowed[r]: replica
+// r's check failed; param(r): its first parameter at fault.
+std::string overflow_name(const std::vector<char>& overflowed,
+                          const std::function<std::string(int)>& param);
+
 // "" when every replica's weights and optimizer state equal replica 0's bit for bit; else which
 // replica and tensor differ first, with the xxh64 of both. GPU replicas' tensors are copied to
 // the host (after the work queued for them): a debugging aid, not for every step.

@@ -72,7 +72,10 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
   for (int g : gpus)
     CHECK(g < gpu_count(), "--devices " << cfg.devices << ": GPU " << g << " does not exist ("
                                         << gpu_count() << " usable)");
-  if (!gpus.empty()) device.gpu = gpus[0];
+  if (!gpus.empty()) {
+    device.gpu = gpus[0];
+    set_device(gpus[0]);  // this thread's: no context is ever made on a GPU the run skips
+  }
   if (!device.notice.empty()) std::fprintf(stderr, "%s\n", device.notice.c_str());
   // The conv/linear implementation the ops of this thread use on a GPU (nn/gpu_context.h).
   GpuContextScope gpu_kernels(

@@ -45,8 +45,9 @@ Trainer::Trainer(const TrainConfig& cfg, const RunDevice& device) : cfg_(cfg), d
     gpu_ = std::make_unique<Gpu>();
     for (int r = 0; r < R; r++) {
       const int d = devices[size_t(r)];
-      CHECK(d < gpu_count(), "--devices " << cfg_.devices << ": GPU " << d << " does not exist ("
-                                          << gpu_count() << " usable)");
+      CHECK(d < gpu_count(), (cfg_.devices.empty() ? "--device cuda" : "--devices " + cfg_.devices)
+                                 << ": GPU " << d << " does not exist (" << gpu_count()
+                                 << " usable)");
       const DeviceGuard on(d);
       gpu_->lanes.push_back(std::make_unique<Gpu::Lane>(d));
       contexts[size_t(r)].stream = gpu_->lane(r).compute.get();
@@ -79,7 +80,8 @@ Trainer::Trainer(const TrainConfig& cfg, const RunDevice& device) : cfg_(cfg), d
     rep->model = build_model(spec, mo);
     rep->optimizer = make_optimizer(cfg_.optimizer, rep->model->parameters(), cfg_.lr,
                                     cfg_.momentum, cfg_.wd);
-    if (R > 1) rep->grads = std::make_unique<GradBuckets>(rep->model->parameters(), kBucketMinBytes);
+    if (R > 1)
+      rep->grads = std::make_unique<GradBuckets>(rep->model->parameters(), kBucketMinBytes);
     replicas_.push_back(std::move(rep));
   }
   if (R > 1 && !gpu_) {  // CPU replicas: a thread each, and a comm thread each on the Ring
@@ -353,10 +355,11 @@ StepResult Trainer::step_cpu() {
         if (!bad) opt.apply(r.loss_scale);
       });
       r.taken = !any_bad;
-      for (int i = 0; i < R && r.overflow.empty(); i++)
-        if (!finite[size_t(i)])
-          r.overflow = "replica " + std::to_string(i) + ": " +
-                       replicas_[size_t(i)]->optimizer->first_nonfinite();
+      std::vector<char> overflowed(size_t(R), 0);
+      for (int i = 0; i < R; i++) overflowed[size_t(i)] = !finite[size_t(i)];
+      r.overflow = overflow_name(overflowed, [&](int i) {
+        return replicas_[size_t(i)]->optimizer->first_nonfinite();
+      });
     }
     // 4. The loss scale follows (throws after too many overflows in a row).
     scaler_->update(!r.taken, step_);
@@ -395,7 +398,9 @@ std::string Trainer::replicas_description() const {
 std::string Trainer::peer_report() const {
   if (!gpu_ || !gpu_->ring) return "";
   PeerMatrix m = gpu_->ring->peers();
-  measure_copy_bandwidth(m);
+  measure_copy_bandwidth(m, size_t(16) << 20, 5);  // ~2 ms a pair over PCIe
+  // Its buffers were cached under a stream that is gone now: give them back.
+  for (int d : m.devices) device_allocator(d).empty_cache();
   return format_peer_matrix(m);
 }
 

@@ -91,12 +91,14 @@ struct StepResult {
   double loss_scale = 1;      // the loss scale its backward used
   double scale_after = 1;     // the loss scale after it (what the next step uses)
   bool taken = true;          // false: an inf/NaN gradient, the step was skipped
-  std::string overflow;       // then: the first parameter whose gradient overflowed
+  std::string overflow;       // then: the first parameter whose gradient overflowed (with
+                              // replicas, see overflow_name in train/replica.h)
   double data_wait_s = 0;     // waiting for the loader's next batch
   // Replicas (R > 1), means over the replicas:
   double comm_s = 0;          // all-reduce time of the step's buckets (on GPUs: from the first
                               // bucket ready to the last bucket reduced, idle gaps included)
-  double comm_exposed_s = 0;  // the part of it backward did not hide (compute waited for it)
+  double comm_exposed_s = 0;  // the part of it backward did not hide (compute waited for it;
+                              // with replicas sharing a GPU, also for the others' backward)
 };
 
 class Trainer {

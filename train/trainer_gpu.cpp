@@ -171,6 +171,7 @@ void Trainer::optimizer_step_gpu(int64_t step, bool stepped) {
 }
 
 void Trainer::bucket_ready_gpu(Replica& rep, int k) {
+  CHECK(gpu_ && gpu_->ring, "bucket_ready_gpu: not a trainer of GPU replicas");
   Gpu& g = *gpu_;
   Gpu::Lane& lane = g.lane(rep.rank);
   const cudaStream_t stream = rep.context.stream;  // the current context: rep's
@@ -237,16 +238,22 @@ void Trainer::collect_gpu(size_t wait_for) {
       r.loss_scale = state.scale_used;
       r.taken = state.skip == 0;
       if (!r.taken) {
-        // The first parameter at fault; with replicas, of the first replica whose own
-        // gradients overflowed (as the CPU names it).
-        int replica = -1, bad = state.first_bad;
-        for (int i = 0; i < R && R > 1 && replica < 0; i++) {
-          const StepState& own = g.lane(i).host_record(l.slot)->own;
-          if (own.skip) replica = i, bad = own.first_bad;
+        // The first parameter at fault; with replicas, named as the CPU names it.
+        auto name = [&](int bad) {
+          return bad >= 0 ? optimizer().parameter_name(size_t(bad))
+                          : std::string("(unknown parameter)");
+        };
+        if (R == 1) {
+          r.overflow = name(state.first_bad);
+        } else {
+          std::vector<char> overflowed(size_t(R), 0);
+          for (int i = 0; i < R; i++)
+            overflowed[size_t(i)] = g.lane(i).host_record(l.slot)->own.skip != 0;
+          r.overflow = overflow_name(overflowed, [&](int i) {
+            return name(g.lane(i).host_record(l.slot)->own.first_bad);
+          });
+          if (r.overflow.empty()) r.overflow = name(state.first_bad);  // not reached: the OR
         }
-        const std::string name = bad >= 0 ? optimizer().parameter_name(size_t(bad))
-                                          : std::string("(unknown parameter)");
-        r.overflow = replica >= 0 ? "replica " + std::to_string(replica) + ": " + name : name;
       }
       // The host's scaler takes the same transition (and throws, naming the step, after too
       // many overflows in a row); it must land on the device's bits.

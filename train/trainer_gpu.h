@@ -14,10 +14,10 @@
 //
 // R replicas (--devices 0,0 or 0,1,...), all queued by the one host thread, replica after
 // replica (Trainer::launch_gpu):
-//   compute r:  forward, backward: layer L ... 1 ───────────────► wait ring ─► check ─► wait ring ─► decide, update
-//                        │ bucket k ready (event)                    ▲            │ checked (event)  ▲
-//   comm r:              └──► all-reduce k (once every replica       │            └──► OR of the ────┘
-//                             has marked k: DeviceRing) ... ─────────┘                 overflow flags
+//   compute r: forward, backward L..1 ───────► wait ─► check ──────► wait ─► decide, update
+//                        │ bucket k ready        ▲              │ checked  ▲
+//   comm r:              └─► all-reduce k ... ───┘              └─► OR of the flags
+//                            (queued once every replica has marked k; DeviceRing)
 // Backward's buckets (train/grad_buckets.h) are marked as the host queues their last gradient;
 // the bucket's all-reduce is queued when the last replica marks it, in bucket order, and
 // runs on the comm streams while the compute streams go on with the layers before. The OR of

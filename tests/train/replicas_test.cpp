@@ -211,3 +211,12 @@ TEST_CASE("--devices: replica counts, and what is refused with a reason") {
   REQUIRE(back.check_replicas == 5);
   REQUIRE(may_change_on_resume("devices"));
 }
+
+TEST_CASE("replicas: a skipped step names the replica only when not every replica overflowed") {
+  auto param = [](int r) { return "conv" + std::to_string(r + 1) + ".w"; };
+  REQUIRE(overflow_name({0, 1, 0}, param) == "replica 1: conv2.w");  // after the all-reduce
+  REQUIRE(overflow_name({0, 1, 1}, param) == "replica 1: conv2.w");  // the first of them
+  // An inf in one replica's backward is averaged into all: the source is not known.
+  REQUIRE(overflow_name({1, 1, 1}, param) == "conv1.w");
+  REQUIRE(overflow_name({0, 0, 0}, param) == "");
+}
