@@ -1,13 +1,20 @@
 // defines: what the replica tests on the CPU (replicas_test.cpp) and on GPUs
 // (replicas_gpu_test.cpp) share: kNoBnModel, replica_config() (R replicas on "cpu" or on one
-// GPU ordinal, repeated), run_on(), gradients() and weights() of one replica, relative(), and
-// set_gradient(), which writes one element of a replica's gradient (to inject an inf).
+// GPU ordinal, repeated), run_on(), gradients() and weights() of one replica, relative(),
+// require_replicas_step_like_one() and require_each_sample_once() (the R-against-one tests on
+// any device), and set_gradient(),
+// which writes one element of a replica's gradient (to inject an inf).
 //
 // Replica r's tensors are read and written under Trainer::on_replica(r): on a GPU its compute
 // stream and device, so a copy to the host comes after the work queued for that replica (on
 // the CPU the scope changes nothing). Call these from after_backward or between steps.
 #pragma once
+#include <algorithm>
 #include <cmath>
+#include <functional>
+#include <initializer_list>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -72,6 +79,108 @@ inline double relative(const std::vector<double>& a, const std::vector<double>& 
   double d = 0, n = 0;
   for (size_t i = 0; i < a.size(); i++) d += (a[i] - b[i]) * (a[i] - b[i]), n += b[i] * b[i];
   return std::sqrt(d / n);
+}
+
+// R replicas (each of `counts`) against one replica with the same global batch and data order,
+// 20 fp32 steps: every replica's averaged gradient within 1e-6 (L2, relative) of the one
+// replica's, the losses within 1e-5, the weights after 20 steps within 1e-4 of how far they
+// moved, and after every step all replicas equal bit for bit. config(out, R) makes each run's
+// configuration (R = 1: the plain run); `where` is the device of all of them.
+inline void require_replicas_step_like_one(
+    const std::string& dir,
+    const std::function<cutrain::TrainConfig(const std::string&, int)>& config,
+    const cutrain::RunDevice& where, std::initializer_list<int> counts) {
+  using namespace cutrain;
+  const int steps = 20;
+  Trainer one(config(dir + "/one", 1), where);
+  REQUIRE(one.replicas() == 1);
+  std::vector<std::vector<double>> want_grads;
+  std::vector<double> want_losses;
+  one.after_backward = [&](Trainer& t) { want_grads.push_back(gradients(t)); };
+  const std::vector<double> w0 = weights(one);
+  for (int s = 0; s < steps; s++) want_losses.push_back(one.step().loss);
+  REQUIRE(want_grads.size() == size_t(steps));
+  const std::vector<double> want_w = weights(one);
+
+  for (int R : counts) {
+    INFO(R << " replicas");
+    const TrainConfig cfg = config(dir + "/r" + std::to_string(R), R);
+    Trainer t(cfg, where);
+    REQUIRE(t.replicas() == R);
+    REQUIRE(t.replicas_description().find(std::to_string(R) + " replicas (--devices " +
+                                          cfg.devices + ")") != std::string::npos);
+    REQUIRE(weights(t, R - 1) == w0);  // the same start on every replica
+    double worst_grad = 0, worst_loss = 0;
+    int s = 0, calls = 0;
+    t.after_backward = [&](Trainer& tr) {
+      calls++;
+      for (int r = 0; r < R; r++)  // each replica's averaged gradient, after its all-reduce
+        worst_grad = std::max(worst_grad, relative(gradients(tr, r), want_grads[size_t(s)]));
+    };
+    for (; s < steps; s++) {
+      const StepResult res = t.step();
+      REQUIRE(res.step == s);
+      REQUIRE(res.taken);
+      REQUIRE(res.images == 24);
+      REQUIRE(res.loss_scale == 1);  // fp32: no scaling
+      worst_loss = std::max(worst_loss, std::abs(res.loss - want_losses[size_t(s)]));
+      // After every step: every replica's weights and optimizer state equal bit for bit.
+      REQUIRE(t.replicas_difference() == "");
+    }
+    REQUIRE(calls == steps);
+    const double moved = relative(want_w, w0), off = relative(weights(t), want_w);
+    INFO("gradients within " << worst_grad << ", losses within " << worst_loss
+                             << ", weights moved " << moved << ", differ " << off);
+    REQUIRE(worst_grad < 1e-6);
+    REQUIRE(worst_loss < 1e-5);
+    REQUIRE(moved > 0.05);
+    REQUIRE(off < 1e-4 * moved);
+  }
+}
+
+// R replicas (each of `counts`) over two epochs against one replica: every sample exactly once
+// per epoch across the replicas, the shards arriving in rank order (every replica once a
+// step) and, put together, in one replica's order; replica 0 sees new images in the second
+// epoch (shards are not fixed per replica). config(out, R) as above, 240 images, batch 24.
+inline void require_each_sample_once(
+    const std::string& dir,
+    const std::function<cutrain::TrainConfig(const std::string&, int)>& config,
+    const cutrain::RunDevice& where, std::initializer_list<int> counts) {
+  using namespace cutrain;
+  Trainer one(config(dir + "/one", 1), where);
+  std::vector<int64_t> order1;
+  one.on_shard = [&](int, const Batch& b) {
+    order1.insert(order1.end(), b.indices, b.indices + b.n);
+  };
+  for (int s = 0; s < 20; s++) one.step();  // 2 epochs of 10 steps
+  REQUIRE(order1.size() == 480);
+
+  for (int R : counts) {
+    INFO(R << " replicas");
+    Trainer t(config(dir + "/r" + std::to_string(R), R), where);
+    std::vector<int64_t> orderR;
+    std::map<int64_t, std::vector<int64_t>> per_epoch;  // epoch -> indices, all replicas
+    std::vector<std::set<int64_t>> per_replica(static_cast<size_t>(R));
+    int next = 0;  // shards arrive in rank order, every replica once a step
+    t.on_shard = [&](int r, const Batch& b) {
+      REQUIRE(r == next);
+      next = (next + 1) % R;
+      REQUIRE(b.n == 24 / R);
+      orderR.insert(orderR.end(), b.indices, b.indices + b.n);  // rank order: the global batch
+      per_epoch[b.where.epoch].insert(per_epoch[b.where.epoch].end(), b.indices, b.indices + b.n);
+      per_replica[size_t(r)].insert(b.indices, b.indices + b.n);
+    };
+    for (int s = 0; s < 20; s++) REQUIRE(t.step().taken);
+    REQUIRE(orderR == order1);
+    REQUIRE(per_epoch.size() == 2);
+    for (auto& [epoch, idx] : per_epoch) {
+      INFO("epoch " << epoch);
+      REQUIRE(idx.size() == 240);  // 10 batches of 24: every image of the 240 ...
+      REQUIRE(std::set<int64_t>(idx.begin(), idx.end()).size() == 240);  // ... exactly once
+    }
+    // Replica 0 takes 240 / R an epoch, so more than that in all means new ones in epoch 2.
+    REQUIRE(per_replica[0].size() > size_t(240 / R));
+  }
 }
 
 // Element i of replica r's gradient of `param` set to `value` (f16 or f32 gradients). On a

@@ -48,52 +48,8 @@ constexpr double kGpuVsCpu = 1e-5;
 TEST_CASE("replicas [gpu]: R = 2 and 4 GPU replicas step like one GPU replica with the same global batch") {
   REQUIRE_GPU();
   TempDir dir;
-  const int steps = 20;
-  Trainer one(gpu_config(dir / "one", 1), gpu());
-  REQUIRE(one.replicas() == 1);
-  std::vector<std::vector<double>> want_grads;
-  std::vector<double> want_losses;
-  one.after_backward = [&](Trainer& t) { want_grads.push_back(gradients(t)); };
-  const std::vector<double> w0 = weights(one);
-  for (int s = 0; s < steps; s++) want_losses.push_back(one.step().loss);
-  REQUIRE(want_grads.size() == size_t(steps));
-  const std::vector<double> want_w = weights(one);
-
-  for (int R : {2, 4}) {
-    INFO(R << " GPU replicas");
-    const TrainConfig cfg = gpu_config(dir / ("r" + std::to_string(R)), R);
-    Trainer t(cfg, gpu());
-    REQUIRE(t.replicas() == R);
-    REQUIRE(t.replicas_description().find(std::to_string(R) + " replicas (--devices " +
-                                          cfg.devices + ")") != std::string::npos);
-    REQUIRE(weights(t, R - 1) == w0);  // the same start on every replica
-    double worst_grad = 0, worst_loss = 0;
-    int s = 0, calls = 0;
-    t.after_backward = [&](Trainer& tr) {
-      calls++;
-      for (int r = 0; r < R; r++)  // each replica's averaged gradient, after its all-reduce
-        worst_grad = std::max(worst_grad, relative(gradients(tr, r), want_grads[size_t(s)]));
-    };
-    for (; s < steps; s++) {
-      const StepResult res = t.step();
-      REQUIRE(res.step == s);
-      REQUIRE(res.taken);
-      REQUIRE(res.images == 24);
-      REQUIRE(res.loss_scale == 1);  // fp32: no scaling
-      worst_loss = std::max(worst_loss, std::abs(res.loss - want_losses[size_t(s)]));
-      // After every step: every replica's weights and optimizer state equal bit for bit.
-      REQUIRE(t.replicas_difference() == "");
-    }
-    REQUIRE(calls == steps);
-    const double moved = relative(want_w, w0), off = relative(weights(t), want_w);
-    INFO("gradients within " << worst_grad << ", losses within " << worst_loss
-                             << ", weights moved " << moved << ", differ " << off);
-    REQUIRE(worst_grad < 1e-6);
-    REQUIRE(worst_loss < 1e-5);
-    REQUIRE(moved > 0.05);
-    REQUIRE(off < 1e-4 * moved);
-    for (int r = 1; r < R; r++) REQUIRE(weights(t, r) == weights(t, 0));
-  }
+  require_replicas_step_like_one(
+      dir.str(), [](const std::string& out, int R) { return gpu_config(out, R); }, gpu(), {2, 4});
 }
 
 TEST_CASE("replicas [gpu]: GPU replicas follow CPU replicas (fp32, direct kernels)") {
@@ -135,42 +91,8 @@ TEST_CASE("replicas [gpu]: GPU replicas follow CPU replicas (fp32, direct kernel
 TEST_CASE("replicas [gpu]: every sample exactly once per epoch across GPU replicas, in the order of one") {
   REQUIRE_GPU();
   TempDir dir;
-  Trainer one(gpu_config(dir / "one", 1), gpu());
-  std::vector<int64_t> order1;
-  one.on_shard = [&](int r, const Batch& b) {
-    REQUIRE(r == 0);
-    order1.insert(order1.end(), b.indices, b.indices + b.n);
-  };
-  for (int s = 0; s < 20; s++) one.step();  // 2 epochs of 10 steps
-  REQUIRE(order1.size() == 480);
-
-  for (int R : {2, 4}) {
-    INFO(R << " GPU replicas");
-    Trainer t(gpu_config(dir / ("r" + std::to_string(R)), R), gpu());
-    std::vector<int64_t> orderR;
-    std::map<int64_t, std::vector<int64_t>> per_epoch;  // epoch -> indices, all replicas
-    std::vector<std::set<int64_t>> per_replica(static_cast<size_t>(R));
-    int next = 0;  // shards arrive in rank order, every replica once a step
-    t.on_shard = [&](int r, const Batch& b) {
-      REQUIRE(r == next);
-      next = (next + 1) % R;
-      REQUIRE(b.n == 24 / R);
-      orderR.insert(orderR.end(), b.indices, b.indices + b.n);  // rank order: the global batch
-      per_epoch[b.where.epoch].insert(per_epoch[b.where.epoch].end(), b.indices, b.indices + b.n);
-      per_replica[size_t(r)].insert(b.indices, b.indices + b.n);
-    };
-    for (int s = 0; s < 20; s++) REQUIRE(t.step().taken);
-    REQUIRE(orderR == order1);
-    REQUIRE(per_epoch.size() == 2);
-    for (auto& [epoch, idx] : per_epoch) {
-      INFO("epoch " << epoch);
-      REQUIRE(idx.size() == 240);  // 10 batches of 24: every image of the 240 ...
-      REQUIRE(std::set<int64_t>(idx.begin(), idx.end()).size() == 240);  // ... exactly once
-    }
-    // Replicas see different images over the two epochs (shards are not fixed per replica):
-    // replica 0 takes 240 / R a epoch, so more than that in all means new ones in epoch 2.
-    REQUIRE(per_replica[0].size() > size_t(240 / R));
-  }
+  require_each_sample_once(
+      dir.str(), [](const std::string& out, int R) { return gpu_config(out, R); }, gpu(), {2, 4});
 }
 
 TEST_CASE("replicas [gpu]: an inf on one GPU replica skips the step on all of them") {

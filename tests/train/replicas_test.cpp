@@ -23,42 +23,9 @@ RunDevice cpu(DType dtype = DType::f32) { return run_on(Device::cpu, dtype); }
 
 TEST_CASE("replicas: R = 2, 3, 4 step like one replica with the same global batch") {
   TempDir dir;
-  const int steps = 20;
-  Trainer one(replica_config(dir / "one", 1), cpu());
-  std::vector<std::vector<double>> want_grads;
-  std::vector<double> want_losses;
-  one.after_backward = [&](Trainer& t) { want_grads.push_back(gradients(t)); };
-  const std::vector<double> w0 = weights(one);
-  for (int s = 0; s < steps; s++) want_losses.push_back(one.step().loss);
-  const std::vector<double> want_w = weights(one);
-
-  for (int R : {2, 3, 4}) {
-    INFO(R << " replicas");
-    Trainer t(replica_config(dir / ("r" + std::to_string(R)), R), cpu());
-    REQUIRE(t.replicas() == R);
-    REQUIRE(weights(t, R - 1) == w0);  // the same start on every replica
-    double worst_grad = 0, worst_loss = 0;
-    int s = 0;
-    t.after_backward = [&](Trainer& tr) {
-      for (int r = 0; r < R; r++)
-        worst_grad = std::max(worst_grad, relative(gradients(tr, r), want_grads[size_t(s)]));
-    };
-    for (; s < steps; s++) {
-      const StepResult res = t.step();
-      REQUIRE(res.taken);
-      REQUIRE(res.images == 24);
-      worst_loss = std::max(worst_loss, std::abs(res.loss - want_losses[size_t(s)]));
-      // After every step: every replica's weights and optimizer state equal bit for bit.
-      REQUIRE(t.replicas_difference() == "");
-    }
-    const double moved = relative(want_w, w0), off = relative(weights(t), want_w);
-    INFO("gradients within " << worst_grad << ", losses within " << worst_loss
-                             << ", weights moved " << moved << ", differ " << off);
-    REQUIRE(worst_grad < 1e-6);
-    REQUIRE(worst_loss < 1e-5);
-    REQUIRE(moved > 0.05);
-    REQUIRE(off < 1e-4 * moved);
-  }
+  require_replicas_step_like_one(
+      dir.str(), [](const std::string& out, int R) { return replica_config(out, R); }, cpu(),
+      {2, 3, 4});
 }
 
 TEST_CASE("replicas: with BatchNorm, R replicas equal one replica with the batch in R parts") {
@@ -90,29 +57,9 @@ TEST_CASE("replicas: with BatchNorm, R replicas equal one replica with the batch
 
 TEST_CASE("replicas: every sample exactly once per epoch across the replicas, in the order of one") {
   TempDir dir;
-  const int R = 3;
-  Trainer one(replica_config(dir / "one", 1), cpu()), t(replica_config(dir / "r3", R), cpu());
-  std::vector<int64_t> order1;
-  std::map<int64_t, std::vector<int64_t>> per_epoch;  // epoch -> indices, all replicas
-  std::vector<std::set<int64_t>> per_replica(R);
-  one.on_shard = [&](int, const Batch& b) { order1.insert(order1.end(), b.indices, b.indices + b.n); };
-  std::vector<int64_t> orderR;
-  t.on_shard = [&](int r, const Batch& b) {
-    REQUIRE(b.n == 8);
-    orderR.insert(orderR.end(), b.indices, b.indices + b.n);  // rank order: the global batch
-    per_epoch[b.where.epoch].insert(per_epoch[b.where.epoch].end(), b.indices, b.indices + b.n);
-    per_replica[size_t(r)].insert(b.indices, b.indices + b.n);
-  };
-  for (int s = 0; s < 20; s++) one.step(), t.step();  // 2 epochs of 10 steps
-  REQUIRE(orderR == order1);
-  REQUIRE(per_epoch.size() == 2);
-  for (auto& [epoch, idx] : per_epoch) {
-    INFO("epoch " << epoch);
-    REQUIRE(idx.size() == 240);  // 10 batches of 24: every image of the 240 ...
-    REQUIRE(std::set<int64_t>(idx.begin(), idx.end()).size() == 240);  // ... exactly once
-  }
-  // Replicas see different images over the two epochs (shards are not fixed per replica).
-  REQUIRE(per_replica[0].size() > 80);
+  require_each_sample_once(
+      dir.str(), [](const std::string& out, int R) { return replica_config(out, R); }, cpu(),
+      {3});
 }
 
 TEST_CASE("replicas: an inf on one replica skips the step on all of them") {
