@@ -149,6 +149,14 @@ void read_tensors(hid_t file, const std::string& path, int64_t file_bytes, Check
 
 }  // namespace
 
+void Checkpoint::complete() {
+  if (!pending) return;
+  // Cleared first: a completion that throws is not run twice on a half-completed checkpoint.
+  const std::function<void(Checkpoint&)> finish = std::move(pending);
+  pending = nullptr;
+  finish(*this);
+}
+
 const Tensor& Checkpoint::tensor(const std::string& name) const {
   for (const auto& nt : tensors)
     if (nt.first == name) return nt.second;

@@ -34,6 +34,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -63,7 +64,13 @@ struct Checkpoint {
   std::vector<std::pair<std::string, Tensor>> tensors;
   // Loss scale, scaler counters, best accuracy, ... (names non-empty, no NUL).
   std::map<std::string, double> scalars;
+  // Set while part of the checkpoint is still on its way from a GPU (Trainer::snapshot_async:
+  // tensors still on the device, scalars the device still holds): completes it in place,
+  // waiting for the device. Call complete() before reading such a checkpoint; the
+  // CheckpointWriter does, on its own thread, so the training thread never waits for it.
+  std::function<void(Checkpoint&)> pending;
 
+  void complete();  // runs and clears `pending`, if set
   // The tensor called `name`; throws "the checkpoint has no tensor '<name>'".
   const Tensor& tensor(const std::string& name) const;
 };
@@ -125,8 +132,8 @@ std::string newest_checkpoint(const std::string& dir,
 //
 // With a tracer (data/trace.h; it must outlive the writer), the writer thread's row is
 // "checkpoint writer": one span "write step-<step>.h5" per checkpoint (arg step; recorded
-// even when the write fails) holding write_checkpoint's spans, then "link best.h5" and
-// "prune".
+// even when the write fails) holding "from GPU" (a pending snapshot completed) and
+// write_checkpoint's spans, then "link best.h5" and "prune".
 class CheckpointWriter {
  public:
   // Creates dir if needed and removes temporary files there left by killed writers.
@@ -138,7 +145,8 @@ class CheckpointWriter {
 
   // Queues `snapshot` for checkpoint_path(dir, step). The snapshot is the writer's from now on:
   // its tensors must be copies (Tensor::clone()) that the caller no longer writes into.
-  // snapshot.step must equal step; the snapshot is validated here, before queueing.
+  // snapshot.step must equal step; the snapshot is validated here, before queueing (a pending
+  // one on the writer's thread, once complete(): an error then comes with the next call).
   double submit(Checkpoint snapshot, int64_t step, bool is_best);
   // Blocks until every submitted checkpoint is on disk (or failed); rethrows failures.
   void wait();
@@ -152,7 +160,7 @@ class CheckpointWriter {
     bool is_best;
   };
   void run();                    // the writer thread
-  void write(const Job& job);    // one checkpoint: file, best link, pruning
+  void write(Job& job);          // one checkpoint: completed, file, best link, pruning
   void throw_pending_errors();   // under mu_
 
   const std::string dir_;

@@ -161,7 +161,7 @@ CheckpointWriter::~CheckpointWriter() {
 double CheckpointWriter::submit(Checkpoint snapshot, int64_t step, bool is_best) {
   CHECK(snapshot.step == step, "the snapshot of step " << snapshot.step
                                    << " was submitted as step " << step);
-  validate_checkpoint(snapshot);
+  if (!snapshot.pending) validate_checkpoint(snapshot);
   const auto t0 = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(mu_);
   throw_pending_errors();
@@ -219,10 +219,14 @@ void CheckpointWriter::run() {
   }
 }
 
-void CheckpointWriter::write(const Job& job) {
+void CheckpointWriter::write(Job& job) {
   const std::string path = checkpoint_path(dir_, job.step);
   WholeWriteSpan span(tracer_, "write " + fs::path(path).filename().string(), job.step);
-  write_checkpoint(job.snapshot, path, tracer_);
+  if (job.snapshot.pending) {
+    TraceSpan from_gpu(tracer_, "from GPU", "checkpoint");
+    job.snapshot.complete();
+  }
+  write_checkpoint(job.snapshot, path, tracer_);  // validates it first
   if (job.is_best) {
     TraceSpan link(tracer_, "link best.h5", "checkpoint");
     link_best(path, best_checkpoint_path(dir_));

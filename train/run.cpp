@@ -124,7 +124,8 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
     double waited = 0;
     {
       TraceSpan span(tracer.get(), "checkpoint snapshot", "train");
-      waited = writer.submit(t.snapshot(extra), t.steps_done(), is_best);
+      // On a GPU: cloned on the device after the queued steps; the writer thread brings it over.
+      waited = writer.submit(t.snapshot_async(extra), t.steps_done(), is_best);
     }
     sum.last_checkpoint = checkpoint_path(cfg.out, t.steps_done());
     report.checkpoint(t.steps_done(), sum.last_checkpoint, is_best);
@@ -134,8 +135,9 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
 
   // ---- the loop ------------------------------------------------------------------------
   // launch() queues a step (on the CPU: does it); results() hands out the steps whose loss is
-  // known, without waiting. Before an evaluation, a checkpoint or the end, results(true) waits
-  // for the steps in flight, so what is evaluated and saved is the state after the last step.
+  // known, without waiting. Before an evaluation (its numbers go with the epoch's line), a stop
+  // on a signal and the end, results(true) waits for the steps in flight; a checkpoint alone
+  // does not wait (Trainer::snapshot_async).
   StopSignals signals;
   auto take = [&](bool wait) {
     const auto t0 = Clock::now();
@@ -154,7 +156,7 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
     const int signal = signals.received();  // read once: a signal arriving later waits a step
     const bool save_now = epoch_end || signal != 0 ||
                           (cfg.checkpoint_every > 0 && t.steps_done() % cfg.checkpoint_every == 0);
-    take(save_now);
+    take(epoch_end || signal != 0);
 
     if (epoch_end) {
       std::map<std::string, double> extra;

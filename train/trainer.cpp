@@ -405,6 +405,11 @@ std::string Trainer::peer_report() const {
 }
 
 void Trainer::average_batchnorm() {
+  if (replicas() == 1) return;
+  if (gpu_) {
+    average_batchnorm_gpu();
+    return;
+  }
   std::vector<Replica*> all;
   for (auto& rep : replicas_) all.push_back(rep.get());
   average_batchnorm_stats(all);

@@ -129,11 +129,18 @@ class Trainer {
   EvalResult evaluate();
   bool has_validation() const { return bool(val_); }
 
-  // Everything a resumed run needs, as host copies (the writer thread owns them): see
-  // trainer_state.cpp for the names. scalars also carry `extra` (e.g. best_top1). With
-  // replicas: replica 0's state (all are equal), after averaging the BatchNorm statistics.
-  // No step may be pending (results(true) first): the scalars are the host's mirror.
+  // Everything a resumed run needs after the last launched step, as host copies (the writer
+  // thread owns them): see trainer_state.cpp for the names. scalars also carry `extra` (e.g.
+  // best_top1). With replicas: replica 0's state (all are equal), after averaging the
+  // BatchNorm statistics. Steps may be pending: on a GPU this waits for them.
   Checkpoint snapshot(const std::map<std::string, double>& extra = {});
+  // The same without waiting for the GPU (on the CPU it is snapshot()): the state is cloned
+  // on the device, queued after the launched steps, and the checkpoint comes back pending
+  // (Checkpoint::pending): its complete(), which the CheckpointWriter calls on its thread,
+  // waits for the clones, copies them to the host and reads the loss scaler's state and the
+  // step count the device had after the last launched step. Training goes on meanwhile; the
+  // clones cost the state's size in device memory until then.
+  Checkpoint snapshot_async(const std::map<std::string, double>& extra = {});
   // Puts a checkpoint's state into this trainer (into every replica), made from the
   // checkpoint's configuration, on any number of replicas. Every tensor must be there with the
   // right shape and dtype, and nothing else; the next step() trains on the checkpoint's cursor.
@@ -213,6 +220,9 @@ class Trainer {
   // trace rows, for a batch whose files were all bad): the checks, with replicas the OR of
   // the overflow flags, the decision, the update, the scale's change.
   void optimizer_step_gpu(int64_t step, bool stepped);
+  // average_batchnorm on GPU replicas: the ring averages the statistics on the devices, after
+  // the steps queued so far; the compute streams wait for it (the host does not).
+  void average_batchnorm_gpu();
   // The model's input and labels for images [begin, begin + n) of a replica's batch, in the
   // model's dtype, on the model's device.
   std::pair<Tensor, Tensor> micro_batch(const Replica& rep, int begin, int n) const;

@@ -197,6 +197,32 @@ void Trainer::bucket_ready_gpu(Replica& rep, int k) {
   }
 }
 
+void Trainer::average_batchnorm_gpu() {
+  Gpu& g = *gpu_;
+  const int R = replicas();
+  std::vector<cudaEvent_t> ready;
+  for (auto& rep : replicas_) {
+    const GpuContextScope on(rep->context);
+    Event& e = g.lane(rep->rank).stats_ready;
+    e.record(rep->context.stream);
+    ready.push_back(e.get());
+  }
+  const size_t layers = model().batchnorm_states().size();
+  for (size_t i = 0; i < layers; i++)
+    for (Tensor BatchNormState::*field : {&BatchNormState::running_mean,
+                                          &BatchNormState::running_var}) {
+      std::vector<void*> data;
+      for (int r = 0; r < R; r++)
+        data.push_back((model(r).batchnorm_states()[i].second->*field).raw());
+      const Tensor& t0 = model(0).batchnorm_states()[i].second->*field;
+      g.ring->all_reduce(data, t0.numel(), t0.dtype(), true, ready);
+    }
+  for (auto& rep : replicas_) {
+    const GpuContextScope on(rep->context);
+    g.ring->wait(rep->rank, rep->context.stream);
+  }
+}
+
 void Trainer::collect_gpu(size_t wait_for) {
   Gpu& g = *gpu_;
   const int R = replicas();

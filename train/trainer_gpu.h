@@ -75,6 +75,7 @@ struct Trainer::Gpu {
     // R > 1:
     std::vector<Event> bucket_ready;  // per bucket: backward has queued its last gradient
     Event checked;                    // the overflow checks are queued (the flags are final)
+    Event stats_ready;                // average_batchnorm: the running statistics are final
     // per slot, timed: the step's first bucket ready, backward done, the ring done (when the
     // compute stream got past its wait); StepResult::comm_s and comm_exposed_s come from them
     std::vector<Event> first_ready, backward_done, reduced;

@@ -10,6 +10,8 @@
 //   epoch's validation metrics).
 // Metadata: step (steps attempted: the schedule's clock), epoch (epochs completed), cursor
 // (the next batch), seed, and the resolved configuration as JSON.
+#include <cstring>
+#include <memory>
 #include <set>
 
 #include "kernels/check.h"
@@ -41,6 +43,15 @@ std::vector<std::pair<std::string, Tensor*>> state_tensors(Model& model, Optimiz
   return all;
 }
 
+// The scalars a resume needs: the loss scaler's state and the optimizer's step count.
+void put_scaler_state(Checkpoint& c, const LossScalerState& s, int64_t steps_taken) {
+  c.scalars["loss_scale"] = s.scale;
+  c.scalars["scaler_clean_steps"] = s.clean_steps;
+  c.scalars["scaler_consecutive_skips"] = s.consecutive_skips;
+  c.scalars["scaler_skipped_total"] = double(s.skipped_total);
+  c.scalars["optimizer_steps_taken"] = double(steps_taken);
+}
+
 double scalar(const Checkpoint& c, const char* name) {
   auto it = c.scalars.find(name);
   CHECK(it != c.scalars.end(), "the checkpoint has no scalar '" << name << "'");
@@ -50,27 +61,46 @@ double scalar(const Checkpoint& c, const char* name) {
 }  // namespace
 
 Checkpoint Trainer::snapshot(const std::map<std::string, double>& extra) {
-  CHECK(pending() == 0, "snapshot: " << pending() << " launched steps are pending; collect "
-                                                    "them with results(true) first");
-  const GpuContextScope on = on_device();  // copies from a GPU come after the queued steps
+  Checkpoint c = snapshot_async(extra);
+  c.complete();
+  return c;
+}
+
+Checkpoint Trainer::snapshot_async(const std::map<std::string, double>& extra) {
   average_batchnorm();  // replica 0 then holds what every replica would evaluate
+  const GpuContextScope on = on_device();  // a GPU's clones come after the queued steps
   Checkpoint c;
   c.config_json = config_to_json_text(cfg_);
   c.step = step_;
   c.epoch = epochs_done();
   c.cursor = cursor_;
   c.seed = cfg_.seed;
-  // Host copies. From a GPU this waits for the copies (a few MB: milliseconds); the HDF5
-  // write and the fsync happen on the writer's thread.
-  for (auto& [name, t] : state_tensors(model(), optimizer()))
-    c.tensors.emplace_back(name, t->device() == Device::cpu ? t->clone() : t->to(Device::cpu));
-  const LossScalerState s = scaler_->state();
   c.scalars = extra;
-  c.scalars["loss_scale"] = s.scale;
-  c.scalars["scaler_clean_steps"] = s.clean_steps;
-  c.scalars["scaler_consecutive_skips"] = s.consecutive_skips;
-  c.scalars["scaler_skipped_total"] = double(s.skipped_total);
-  c.scalars["optimizer_steps_taken"] = double(replicas_[0]->optimizer->steps_taken);
+  // Copies the caller may keep while training goes on (the HDF5 write and the fsync happen on
+  // the writer's thread). On a GPU, clones on the device: queued, no wait.
+  for (auto& [name, t] : state_tensors(model(), optimizer()))
+    c.tensors.emplace_back(name, t->clone());
+  if (!gpu_) {  // the host's scaler is the state after the last step
+    put_scaler_state(c, scaler_->state(), replicas_[0]->optimizer->steps_taken);
+    return c;
+  }
+  // On a GPU the host's scaler lags behind the launched steps: the state after the last of
+  // them is the device's, copied beside the clones.
+  static_assert(sizeof(StepState) % sizeof(int32_t) == 0, "StepState copied as int32s");
+  const int words = int(sizeof(StepState) / sizeof(int32_t));
+  Tensor state = Tensor::empty({words}, DType::i32, Device::cuda);
+  copy_async(state.raw(), gpu_->lane(0).step->state(), sizeof(StepState), gpu_context().stream);
+  auto cloned = std::make_shared<Event>();
+  cloned->record(gpu_context().stream);
+  const int device = gpu_->lane(0).device;
+  c.pending = [cloned, state, device](Checkpoint& ck) {
+    const DeviceGuard on(device);  // the writer thread's copies: from replica 0's device
+    cloned->synchronize();         // the clones and the state are complete
+    for (auto& named : ck.tensors) named.second = named.second.to(Device::cpu);
+    StepState s;
+    std::memcpy(&s, state.to(Device::cpu).raw(), sizeof s);
+    put_scaler_state(ck, s.scaler, s.steps_taken);
+  };
   return c;
 }
 

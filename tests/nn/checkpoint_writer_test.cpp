@@ -1,6 +1,7 @@
 // CheckpointWriter: the last N and the best kept; the write really happens on the writer's
 // thread; a full queue blocks submit(); background errors surface from wait() and submit()
-// (and from the destructor, on stderr); temporary files of dead writers removed.
+// (and from the destructor, on stderr); temporary files of dead writers removed; a pending
+// snapshot (a GPU's, still on its way) completed on the writer's thread.
 // newest_checkpoint: the highest step that verifies, damaged and temporary files named.
 #include <fcntl.h>
 #include <sys/wait.h>
@@ -233,4 +234,45 @@ TEST_CASE("newest_checkpoint: the highest step that verifies; damaged and tempor
   REQUIRE(newest_checkpoint(dir.str(), &skipped) == checkpoint_path(dir.str(), 10));
   fs::remove(checkpoint_path(dir.str(), 10));
   REQUIRE(newest_checkpoint(dir.str(), &skipped).empty());
+}
+
+TEST_CASE("checkpoint writer: a pending snapshot is completed on the writer's thread, then written") {
+  // What Trainer::snapshot_async hands over on a GPU: tensors that are not the final ones yet
+  // and scalars still missing; `pending` fills them in. Here it stands for the device's copies
+  // with a plain function, so the writer's side of the protocol runs on the CPU.
+  TempDir dir;
+  CheckpointWriter writer(dir.str());
+  const Checkpoint want = small_checkpoint(3);
+  Checkpoint c = want;
+  for (auto& named : c.tensors) named.second = Tensor();  // undefined: validation would refuse
+  c.scalars.clear();
+  std::atomic<bool> completed{false};
+  std::thread::id completed_on;
+  c.pending = [&](Checkpoint& ck) {
+    completed_on = std::this_thread::get_id();
+    ck.tensors = want.tensors;
+    ck.scalars = want.scalars;
+    completed = true;
+  };
+  writer.submit(std::move(c), 3, false);  // validated only once complete, on the writer
+  writer.wait();
+  REQUIRE(completed);
+  REQUIRE(completed_on != std::this_thread::get_id());
+  require_identical(read_checkpoint(checkpoint_path(dir.str(), 3)), want);
+
+  // A completion that fails is the writer's failure: reported by the next wait().
+  Checkpoint failing = small_checkpoint(4);
+  failing.pending = [](Checkpoint&) { throw Error("the device's copy failed"); };
+  writer.submit(std::move(failing), 4, false);
+  REQUIRE_ERROR(writer.wait(), "the device's copy failed");
+  REQUIRE(!fs::exists(checkpoint_path(dir.str(), 4)));
+
+  // complete() runs the completion once and clears it.
+  int calls = 0;
+  Checkpoint once = small_checkpoint(5);
+  once.pending = [&](Checkpoint&) { calls++; };
+  once.complete();
+  once.complete();
+  REQUIRE(calls == 1);
+  REQUIRE(!once.pending);
 }

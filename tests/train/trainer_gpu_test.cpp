@@ -96,6 +96,43 @@ TEST_CASE("trainer [gpu]: resume on the GPU gives the unbroken run's losses bit 
   }
 }
 
+TEST_CASE("trainer [gpu]: a checkpoint taken with steps in flight holds the state after the "
+          "last launched one, and training goes on while it completes") {
+  REQUIRE_GPU();
+  for (const int replicas : {1, 2}) {
+    INFO(replicas << " replica(s)");
+    TempDir dir;
+    TrainConfig cfg = tiny_run_config(dir / "run", 320, 1);  // 10 steps, fp16, AdamW
+    cfg.optimizer = "adamw", cfg.lr = 3e-3;
+    if (replicas == 2) cfg.devices = "0,0";
+    const int k = 5, N = 10;
+    // a: k steps launched and not collected, then the snapshot, then more steps queued behind
+    // it before it completes. b: the same steps one at a time, the snapshot after step k.
+    Trainer a(cfg, on(Device::cuda, DType::f16)), b(cfg, on(Device::cuda, DType::f16));
+    for (int s = 0; s < k; s++) a.launch();
+    Checkpoint c = a.snapshot_async({{"best_top1", 0.25}});
+    REQUIRE(a.pending() > 0);  // it did not wait for them
+    REQUIRE(c.pending);
+    REQUIRE(c.step == k);
+    for (int s = k; s < N; s++) a.launch();
+    c.complete();  // the steps after k were queued in the meantime: they must not show
+    REQUIRE(!c.pending);
+    std::vector<double> la, lb;
+    for (const StepResult& r : a.results(true)) la.push_back(r.loss);
+    for (int s = 0; s < k; s++) lb.push_back(b.step().loss);
+    const Checkpoint d = b.snapshot({{"best_top1", 0.25}});
+    require_same_state(c, d);
+    REQUIRE(c.scalars == d.scalars);  // the device's scaler state and step count, after step k
+    REQUIRE(c.scalars.at("optimizer_steps_taken") == k);
+    for (int s = k; s < N; s++) lb.push_back(b.step().loss);
+    REQUIRE(la == lb);  // and the run went on unchanged
+    // What it saved resumes like the unbroken run.
+    Trainer r(cfg, on(Device::cuda, DType::f16));
+    r.restore(c);
+    for (int s = k; s < N; s++) REQUIRE(r.step().loss == la[size_t(s)]);
+  }
+}
+
 TEST_CASE("trainer [gpu]: an inf in one gradient skips the step on the device") {
   REQUIRE_GPU();
   TempDir dir;
