@@ -5,6 +5,7 @@
 #include <exception>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "data/check_data.h"
 #include "data/fashion_mnist.h"
@@ -15,6 +16,7 @@
 #include "train/commands.h"
 #include "train/describe.h"
 #include "train/device.h"
+#include "train/peer_access.h"
 #include "train/progress.h"
 
 using namespace cutrain;
@@ -23,6 +25,11 @@ static int cmd_info() {
   std::printf("cutrain, built %s\n", cuda_compiled() ? "with CUDA" : "CPU-only");
   if (gpu_usable()) {
     for (int d = 0; d < gpu_count(); d++) std::printf("  cuda:%d  %s\n", d, gpu_name(d).c_str());
+    if (gpu_count() > 1) {  // which replicas of --devices 0,1,... copy peer to peer
+      std::vector<int> all;
+      for (int d = 0; d < gpu_count(); d++) all.push_back(d);
+      std::fputs(format_peer_matrix(enable_peer_access(all)).c_str(), stdout);
+    }
   } else {
     std::printf("  no GPU: %s\n", gpu_unavailable_reason().c_str());
   }
