@@ -165,6 +165,8 @@ const Tensor& Checkpoint::tensor(const std::string& name) const {
 }
 
 void validate_checkpoint(const Checkpoint& c) {
+  CHECK(!c.pending, "the checkpoint of step " << c.step << " is still pending (on its way from "
+                                                "a GPU): complete() it first");
   std::set<std::string> seen;
   for (const auto& [name, t] : c.tensors) {
     CHECK(!name.empty(), "a checkpoint tensor has an empty name");

@@ -75,8 +75,9 @@ struct Checkpoint {
   const Tensor& tensor(const std::string& name) const;
 };
 
-// Throws cutrain::Error for what write_checkpoint refuses: a bad or duplicate name, an
-// undefined or non-CPU tensor, a negative step/epoch/cursor, a NUL in config_json.
+// Throws cutrain::Error for what write_checkpoint refuses: a pending checkpoint, a bad or
+// duplicate name, an undefined or non-CPU tensor, a negative step/epoch/cursor, a NUL in
+// config_json.
 void validate_checkpoint(const Checkpoint& c);
 
 // xxh64 of this canonical record, in which every integer is a uint64 little-endian and every

@@ -56,6 +56,10 @@ void LossScaler::restore(const LossScalerState& s) {
   CHECK(!c_.dynamic || s.clean_steps < c_.growth_interval,
         "loss scaler: saved clean_steps " << s.clean_steps << " must be below growth_interval "
                                           << c_.growth_interval);
+  CHECK(s.consecutive_skips < c_.max_consecutive_skips,
+        "loss scaler: the saved state has " << s.consecutive_skips
+                                            << " overflows in a row, where the run stops at "
+                                            << c_.max_consecutive_skips);
   s_ = s;
 }
 

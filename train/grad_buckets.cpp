@@ -66,7 +66,7 @@ GradBuckets::GradBuckets(const std::vector<VarPtr>& params, size_t min_bytes) {
     bool fresh = current < 0 || buckets_[size_t(current)].dtype != p->value.dtype();
     if (!fresh && layer != current_layer) {
       const GradBucket& c = buckets_[size_t(current)];
-        const bool contiguous = static_cast<char*>(c.data) + size_t(c.numel) * es ==
+      const bool contiguous = static_cast<char*>(c.data) + size_t(c.numel) * es ==
                               static_cast<char*>(p->grad.raw());
       fresh = !contiguous || size_t(c.numel) * es >= min_bytes;
     }

@@ -254,6 +254,7 @@ void Trainer::launch() {
   CHECK(!broken_, "Trainer: an earlier step failed partway (a replica, or a GPU step), so "
                   "the model's state is unknown; restart from the last checkpoint");
   const GpuContextScope on = on_device();
+  bn_averaged_ = false;  // the step moves every replica's statistics its own way
   if (!replicas_[0]->loader) start_loaders();
   if (gpu_) {
     // The host part of the result: the rest comes with the step's record (collect_gpu).
@@ -405,7 +406,10 @@ std::string Trainer::peer_report() const {
 }
 
 void Trainer::average_batchnorm() {
-  if (replicas() == 1) return;
+  // Once per state: evaluating and then saving the same step averages once (a second pass
+  // could move a statistic by an ulp: the sum of R equal values times 1/R need not be exact).
+  if (replicas() == 1 || bn_averaged_) return;
+  bn_averaged_ = true;
   if (gpu_) {
     average_batchnorm_gpu();
     return;

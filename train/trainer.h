@@ -160,7 +160,8 @@ class Trainer {
   Optimizer& optimizer(int replica) { return *replicas_.at(size_t(replica))->optimizer; }
   // One line: the replicas, the shards and the gradient buckets ("" with one replica).
   std::string replicas_description() const;
-  // Averages the BatchNorm running statistics over the replicas (evaluate and snapshot do).
+  // Averages the BatchNorm running statistics over the replicas (evaluate and snapshot do;
+  // once between two steps). On GPUs the ring does it, queued: no wait.
   void average_batchnorm();
   // Replica r's GPU context for a scope: its compute stream and its device, so that tensor
   // copies and kernels are ordered after the steps queued for it (tests reading or writing a
@@ -239,6 +240,7 @@ class Trainer {
   std::unique_ptr<Ring> ring_;                 // R > 1 on the CPU (GPUs: gpu_->ring)
   std::unique_ptr<ReplicaThreads> threads_;    // R > 1 on the CPU
   bool broken_ = false;                        // a replica failed: the replicas disagree
+  bool bn_averaged_ = false;                   // no step since average_batchnorm()
   std::unique_ptr<LossScaler> scaler_;
   ScheduleConfig schedule_;
   int64_t steps_per_epoch_ = 0;

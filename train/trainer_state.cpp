@@ -67,6 +67,7 @@ Checkpoint Trainer::snapshot(const std::map<std::string, double>& extra) {
 }
 
 Checkpoint Trainer::snapshot_async(const std::map<std::string, double>& extra) {
+  CHECK(!broken_, "snapshot: an earlier step failed partway, so the state is unknown");
   average_batchnorm();  // replica 0 then holds what every replica would evaluate
   const GpuContextScope on = on_device();  // a GPU's clones come after the queued steps
   Checkpoint c;
@@ -93,12 +94,24 @@ Checkpoint Trainer::snapshot_async(const std::map<std::string, double>& extra) {
   auto cloned = std::make_shared<Event>();
   cloned->record(gpu_context().stream);
   const int device = gpu_->lane(0).device;
-  c.pending = [cloned, state, device](Checkpoint& ck) {
-    const DeviceGuard on(device);  // the writer thread's copies: from replica 0's device
-    cloned->synchronize();         // the clones and the state are complete
+  const int max_skips = scaler_->config().max_consecutive_skips;
+  c.pending = [cloned, state, device, max_skips](Checkpoint& ck) {
+    // Replica 0's device, and left so: no context is made on a GPU the run does not use by
+    // switching back (the writer's thread has no other; the trainer's has this one already).
+    // The copies on the legacy stream, after the event: not on whatever stream the caller's
+    // context names.
+    set_device(device);
+    const GpuContextScope legacy{GpuContext{}};
+    cloned->synchronize();  // the clones and the state are complete
     for (auto& named : ck.tensors) named.second = named.second.to(Device::cpu);
     StepState s;
     std::memcpy(&s, state.to(Device::cpu).raw(), sizeof s);
+    // The host has not seen these steps yet: if they end the run (too many overflows in a
+    // row), this checkpoint must not be written (it would resume past the stop).
+    CHECK(s.scaler.consecutive_skips < max_skips,
+          "the checkpoint of step " << ck.step << " is not written: its last "
+                                    << s.scaler.consecutive_skips
+                                    << " steps overflowed, and the run stops at " << max_skips);
     put_scaler_state(ck, s.scaler, s.steps_taken);
   };
   return c;
@@ -106,6 +119,8 @@ Checkpoint Trainer::snapshot_async(const std::map<std::string, double>& extra) {
 
 void Trainer::restore(const Checkpoint& c) {
   CHECK(pending() == 0, "restore: " << pending() << " launched steps are pending");
+  CHECK(!c.pending, "restore: the checkpoint is still pending (on its way from a GPU): "
+                    "complete() it first");
   CHECK(c.seed == cfg_.seed, "checkpoint seed " << c.seed << " differs from the run's " << cfg_.seed);
   CHECK(c.step >= 0 && c.step <= total_steps(),
         "checkpoint step " << c.step << " is outside this run's " << total_steps() << " steps");
@@ -134,6 +149,7 @@ void Trainer::restore(const Checkpoint& c) {
     rep->optimizer->steps_taken = int64_t(scalar(c, "optimizer_steps_taken"));
     rep->loader.reset();  // the next step starts the loaders at the restored cursor
   }
+  bn_averaged_ = true;  // every replica holds the checkpoint's statistics
   if (gpu_)
     for (int r = 0; r < replicas(); r++) {
       const GpuContextScope on = on_replica(r);

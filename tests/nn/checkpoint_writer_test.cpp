@@ -267,10 +267,12 @@ TEST_CASE("checkpoint writer: a pending snapshot is completed on the writer's th
   REQUIRE_ERROR(writer.wait(), "the device's copy failed");
   REQUIRE(!fs::exists(checkpoint_path(dir.str(), 4)));
 
-  // complete() runs the completion once and clears it.
+  // complete() runs the completion once and clears it; until then nothing takes it as whole.
   int calls = 0;
   Checkpoint once = small_checkpoint(5);
   once.pending = [&](Checkpoint&) { calls++; };
+  REQUIRE_ERROR(validate_checkpoint(once), "the checkpoint of step 5 is still pending");
+  REQUIRE_ERROR(write_checkpoint(once, dir / "x.h5"), "still pending");
   once.complete();
   once.complete();
   REQUIRE(calls == 1);

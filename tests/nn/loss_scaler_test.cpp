@@ -129,6 +129,10 @@ TEST_CASE("loss scaler: a restored state continues exactly as the original") {
   bad = saved;
   bad.clean_steps = 3;
   REQUIRE_ERROR(b.restore(bad), "must be below growth_interval 3");
+  // A state the run would have stopped at (saved by a GPU checkpoint of steps not yet seen).
+  bad = saved;
+  bad.consecutive_skips = small_config().max_consecutive_skips;
+  REQUIRE_ERROR(b.restore(bad), "overflows in a row, where the run stops at");
 }
 
 TEST_CASE("loss scaler: bad configs are refused, naming the field") {
