@@ -21,6 +21,7 @@ CachingAllocator::~CachingAllocator() {
 void* CachingAllocator::allocate(size_t bytes, const void* stream) {
   const size_t size = round_size(bytes);
   std::lock_guard<std::mutex> lock(mu_);
+  retired_.erase(stream);  // a live stream asks: its handle is in use again
   // best fit: the smallest cached block of this stream with size <= block <= 2 * size
   auto it = cached_.lower_bound(Key(stream, size));
   if (it != cached_.end() && it->first.first == stream && it->first.second <= 2 * size) {
@@ -54,9 +55,26 @@ void CachingAllocator::deallocate(void* p) {
   CHECK(it != in_use_.end(), "deallocate of a pointer this allocator did not hand out");
   const Block b = it->second;
   in_use_.erase(it);
-  cached_.emplace(Key(b.stream, b.size), p);
   stats_.bytes_in_use -= b.size;
+  if (retired_.count(b.stream)) {  // nobody will ask for this stream's blocks again
+    backend_.free(p);
+    stats_.backend_frees++;
+    return;
+  }
+  cached_.emplace(Key(b.stream, b.size), p);
   stats_.bytes_cached += b.size;
+}
+
+void CachingAllocator::retire_stream(const void* stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = cached_.lower_bound(Key(stream, 0));
+       it != cached_.end() && it->first.first == stream;) {
+    backend_.free(it->second);
+    stats_.backend_frees++;
+    stats_.bytes_cached -= it->first.second;
+    it = cached_.erase(it);
+  }
+  retired_.insert(stream);
 }
 
 void CachingAllocator::empty_cache() {

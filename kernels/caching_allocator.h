@@ -14,6 +14,11 @@
 // without any synchronisation. Using a block on another stream is the caller's job to order
 // with events.
 //
+// A stream that goes away takes its blocks with it (retire_stream, called by Stream's
+// destructor): cached ones go back to the backend, and blocks still in use go back when they
+// are freed. Otherwise every loader's copy stream (one per evaluation, say) would leave its
+// slot buffers cached under a key no stream will ever ask for again.
+//
 // The allocator is generic over its backend (two functions), so the pooling logic is tested
 // on the CPU with a counting backend; the CUDA one (gpu.cpp) plugs in cudaMalloc/cudaFree.
 #pragma once
@@ -21,6 +26,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <unordered_map>
 #include <utility>
 
@@ -53,6 +59,10 @@ class CachingAllocator {
   void deallocate(void* p);
   // Gives every cached (free) block back to the backend.
   void empty_cache();
+  // `stream` is about to be destroyed: its cached blocks go back to the backend now, and its
+  // blocks still in use when they are freed. (A new stream that gets the same handle later
+  // starts afresh: its first allocate() un-retires the key.)
+  void retire_stream(const void* stream);
   Stats stats() const;
 
   static size_t round_size(size_t bytes);
@@ -70,6 +80,7 @@ class CachingAllocator {
   mutable std::mutex mu_;
   std::unordered_map<void*, Block> in_use_;
   std::multimap<Key, void*> cached_;
+  std::set<const void*> retired_;  // streams destroyed since: their blocks are not cached
   Stats stats_;
 };
 

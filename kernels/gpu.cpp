@@ -110,7 +110,14 @@ Stream::Stream(int device) : device_(device) {
   CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
 }
 Stream::~Stream() {
-  if (s_) cudaStreamDestroy(s_);
+  if (!s_) return;
+  // Its cached blocks go back to cudaFree (which waits for the device), before the handle can
+  // be reused by a new stream (kernels/caching_allocator.h).
+  try {
+    device_allocator(device_).retire_stream(s_);
+  } catch (...) {  // a destructor: a CUDA error here is reported by the next call that checks
+  }
+  cudaStreamDestroy(s_);
 }
 void Stream::synchronize() const { CUDA_CHECK(cudaStreamSynchronize(s_)); }
 

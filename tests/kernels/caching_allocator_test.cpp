@@ -120,3 +120,30 @@ TEST_CASE("caching allocator: freeing a foreign pointer is an error") {
   REQUIRE_ERROR(a.deallocate(&x), "did not hand out");
   a.deallocate(nullptr);  // like free(nullptr): nothing
 }
+
+TEST_CASE("caching allocator: a retired stream's blocks go back to the backend, now or when freed") {
+  CountingBackend be;
+  CachingAllocator a(be.make());
+  int s1 = 0, s2 = 0;  // two streams' keys
+  void* cached = a.allocate(1000, &s1);
+  void* held = a.allocate(5000, &s1);
+  void* other = a.allocate(1000, &s2);
+  a.deallocate(cached);
+  a.deallocate(other);
+  REQUIRE(a.stats().bytes_cached == 2048);  // s1's 1 KiB and s2's 1 KiB (rounded to 512 B)
+  a.retire_stream(&s1);
+  REQUIRE(be.frees == 1);  // s1's cached block, at once
+  REQUIRE(be.outstanding.count(cached) == 0);
+  REQUIRE(a.stats().bytes_cached == 1024);  // s2's stays
+  a.deallocate(held);  // in use when s1 went: back to the backend, never cached
+  REQUIRE(be.frees == 2);
+  REQUIRE(be.outstanding.count(held) == 0);
+  REQUIRE(a.stats().bytes_in_use == 0);
+  // s2 still reuses its block; a new stream with s1's handle starts afresh and caches again.
+  REQUIRE(a.allocate(1000, &s2) == other);
+  void* fresh = a.allocate(1000, &s1);
+  REQUIRE(be.allocs == 4);
+  a.deallocate(fresh);
+  REQUIRE(a.stats().bytes_cached == 1024);
+  REQUIRE(a.allocate(1000, &s1) == fresh);
+}

@@ -63,3 +63,17 @@ TEST_CASE("gpu [gpu]: a steady-state step makes no cudaMalloc") {
   for (int i = 0; i < 10; i++) step();
   REQUIRE(pool.stats().backend_allocs == before);
 }
+
+TEST_CASE("gpu [gpu]: a stream's cached blocks go back to cudaFree when it is destroyed") {
+  REQUIRE_GPU();
+  CachingAllocator& a = device_allocator(0);
+  const size_t cached_before = a.stats().bytes_cached;
+  const size_t frees_before = a.stats().backend_frees;
+  {
+    Stream s(0);
+    { DeviceBuffer b(size_t(3) << 20, 0, s.get()); }  // freed into s's part of the pool
+    REQUIRE(a.stats().bytes_cached == cached_before + (size_t(3) << 20));
+  }
+  REQUIRE(a.stats().bytes_cached == cached_before);  // not left under a dead stream's key
+  REQUIRE(a.stats().backend_frees == frees_before + 1);
+}
