@@ -112,9 +112,10 @@ Stream::Stream(int device) : device_(device) {
 Stream::~Stream() {
   if (!s_) return;
   // Its cached blocks go back to cudaFree (which waits for the device), before the handle can
-  // be reused by a new stream (kernels/caching_allocator.h).
+  // be reused by a new stream (kernels/caching_allocator.h). Any device's pool may hold some:
+  // a buffer on one GPU may be ordered by a stream of another (a peer copy's source).
   try {
-    device_allocator(device_).retire_stream(s_);
+    for (int d = 0; d < gpu_count(); d++) device_allocator(d).retire_stream(s_);
   } catch (...) {  // a destructor: a CUDA error here is reported by the next call that checks
   }
   cudaStreamDestroy(s_);
