@@ -1,6 +1,7 @@
 // GradBuckets: the flat gradient buffers and their buckets (see grad_buckets.h).
 #include "train/grad_buckets.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -53,41 +54,56 @@ GradBuckets::GradBuckets(const std::vector<VarPtr>& params, size_t min_bytes) {
   for (size_t b = 0; b < dtypes.size(); b++)
     flat_.push_back(Tensor::zeros({int(sizes[b])}, dtypes[b], device));
 
-  // Buckets: walk in backward order; a new bucket at a dtype change, or at a new layer once
-  // the current bucket has min_bytes.
-  int current = -1;
-  std::string current_layer;
+  // Buckets: walk in backward order, each dtype's buffer on its own: a parameter joins the
+  // open bucket of its dtype, which closes at a new layer once it holds min_bytes. Then the
+  // buckets are listed in the order backward completes them (by their last parameter), the
+  // order they are all-reduced in.
+  struct Forming {
+    GradBucket bucket;
+    size_t last = 0;  // the position of its last parameter in `order`
+    std::vector<const Var*> params;
+  };
+  std::vector<Forming> formed;
+  std::vector<int> open(dtypes.size(), -1);           // per buffer: its open bucket
+  std::vector<std::string> open_layer(dtypes.size());  // and that bucket's latest layer
   for (size_t i = 0; i < order.size(); i++) {
     const VarPtr& p = order[i];
     const auto [b, offset] = place[i];
     p->grad = flat_[size_t(b)].flat_view(offset, p->value.shape());
     const std::string layer = layer_of(p->name);
     const size_t es = dtype_size(p->value.dtype());
-    bool fresh = current < 0 || buckets_[size_t(current)].dtype != p->value.dtype();
-    if (!fresh && layer != current_layer) {
-      const GradBucket& c = buckets_[size_t(current)];
-      const bool contiguous = static_cast<char*>(c.data) + size_t(c.numel) * es ==
-                              static_cast<char*>(p->grad.raw());
-      fresh = !contiguous || size_t(c.numel) * es >= min_bytes;
-    }
-    if (fresh) {
-      GradBucket nb;
-      nb.dtype = p->value.dtype();
-      nb.data = p->grad.raw();
-      nb.layers = layer;
-      buckets_.push_back(nb);
-      current = int(buckets_.size()) - 1;
-    } else if (layer != current_layer) {
+    int& k = open[size_t(b)];
+    if (k >= 0 && layer != open_layer[size_t(b)] &&
+        size_t(formed[size_t(k)].bucket.numel) * es >= min_bytes)
+      k = -1;  // full: the next layer starts a bucket
+    if (k < 0) {
+      Forming f;
+      f.bucket.dtype = p->value.dtype();
+      f.bucket.data = p->grad.raw();
+      f.bucket.layers = layer;
+      formed.push_back(f);
+      k = int(formed.size()) - 1;
+    } else if (layer != open_layer[size_t(b)]) {
       // "a..b": keep the first layer and the latest
-      GradBucket& c = buckets_[size_t(current)];
-      c.layers = c.layers.substr(0, c.layers.find("..")) + ".." + layer;
+      std::string& layers = formed[size_t(k)].bucket.layers;
+      layers = layers.substr(0, layers.find("..")) + ".." + layer;
     }
-    current_layer = layer;
-    GradBucket& c = buckets_[size_t(current)];
-    c.numel += slot_elements(p->value);  // with its padding: buckets tile the buffer
-    c.params++;
-    CHECK(!bucket_of_.count(p.get()), "GradBuckets: parameter " << p->name << " given twice");
-    bucket_of_[p.get()] = current;
+    open_layer[size_t(b)] = layer;
+    Forming& f = formed[size_t(k)];
+    f.bucket.numel += slot_elements(p->value);  // with its padding: buckets tile the buffer
+    f.bucket.params++;
+    f.last = i;
+    CHECK(std::find(f.params.begin(), f.params.end(), p.get()) == f.params.end() &&
+              !bucket_of_.count(p.get()),
+          "GradBuckets: parameter " << p->name << " given twice");
+    f.params.push_back(p.get());
+    bucket_of_[p.get()] = -1;  // numbered below
+  }
+  std::stable_sort(formed.begin(), formed.end(),
+                   [](const Forming& a, const Forming& b) { return a.last < b.last; });
+  for (const Forming& f : formed) {
+    for (const Var* v : f.params) bucket_of_[v] = int(buckets_.size());
+    buckets_.push_back(f.bucket);
   }
   pending_.assign(buckets_.size(), 0);
 }

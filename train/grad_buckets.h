@@ -13,7 +13,10 @@
 // Buckets: one per layer (the parameters "<layer>.w", "<layer>.b" share "<layer>"), merged with
 // the layers after it in backward order while the bucket is smaller than min_bytes: per-layer
 // buckets start communication early, but a BatchNorm's 2C values are too small to be worth a
-// round of the ring on their own. A dtype change always starts a new bucket.
+// round of the ring on their own. Each dtype's buffer is cut on its own (a bucket holds one
+// dtype), so in fp16 training the fp32 BatchNorm gradients of all layers make one small
+// bucket instead of one between every two conv layers; the buckets are listed in the order
+// backward completes them (by their last parameter), the order they go round the ring.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -84,12 +84,31 @@ TEST_CASE("GradBuckets: fp16 conv weights and fp32 BatchNorm parameters in two b
   ModelOptions mo;
   mo.H = mo.W = 12, mo.C = 1, mo.classes = 10, mo.dtype = DType::f16;
   auto model = build_model(parse_model_spec(kSmallModel, "small"), mo);
+  // Per layer (no minimum): linear1 (f16), bn2 (f32), conv2 (f16), bn1 (f32), conv1 (f16),
+  // in the order backward completes them.
+  GradBuckets per_layer(model->parameters(), 0);
+  REQUIRE(per_layer.size() == 5);
+  REQUIRE(per_layer[0].layers == "linear1");
+  REQUIRE(per_layer[1].layers == "bn2");
+  REQUIRE(per_layer[1].dtype == DType::f32);
+  REQUIRE(per_layer[4].layers == "conv1");
+  // Merged: each dtype's buffer is cut on its own, so the BatchNorm layers between the convs
+  // make one fp32 bucket (not one between every two convs), listed by when it completes: with
+  // bn1, before conv1, which completes the fp16 one.
   GradBuckets g(model->parameters(), size_t(1) << 20);
-  // linear1 (f16), bn2 (f32), conv2 (f16), bn1 (f32), conv1 (f16): a dtype change starts a
-  // bucket; same-dtype layers are merged only when adjacent in their buffer and backward order.
-  REQUIRE(g.size() == 5);
-  REQUIRE(g[0].dtype == DType::f16);
-  REQUIRE(g[1].dtype == DType::f32);
+  REQUIRE(g.size() == 2);
+  REQUIRE(g[0].dtype == DType::f32);
+  REQUIRE(g[0].layers == "bn2..bn1");
+  REQUIRE(g[1].dtype == DType::f16);
+  REQUIRE(g[1].layers == "linear1..conv1");
+  // Backward completes them in that order.
+  g.arm();
+  std::vector<int> completed;
+  const auto& params = model->parameters();
+  for (auto it = params.rbegin(); it != params.rend(); ++it)
+    if (const int k = g.ready(**it); k >= 0) completed.push_back(k);
+  REQUIRE(completed == std::vector<int>{0, 1});
+  REQUIRE(g.finish().empty());
   // Every gradient 16-byte aligned (cuDNN and the vector loads): linear1.b's 10 fp16 values
   // take 32 bytes, not 20.
   size_t padded = 0;
