@@ -1,6 +1,7 @@
 #include "data/loader.h"
 
 #include <algorithm>
+#include <optional>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -61,13 +62,13 @@ Loader::Loader(std::shared_ptr<const SampleSource> source, const SamplerConfig& 
   const SamplerConfig& sc = sampler_.config();
   const size_t B = size_t((sc.batch_size + sc.replicas - 1) / sc.replicas);
   const bool gpu = cfg_.gpu >= 0;
-  std::unique_ptr<DeviceGuard> on_gpu;  // the stream, the events and the memory belong to it
+  std::optional<DeviceGuard> on_gpu;  // the stream, the events and the memory belong to it
   if (gpu) {
     CHECK(gpu_usable(), "loader: cannot copy batches to cuda:" << cfg_.gpu << ": "
                                                                << gpu_unavailable_reason());
     CHECK(cfg_.gpu < gpu_count(), "loader: cuda:" << cfg_.gpu << " does not exist ("
                                                   << gpu_count() << " devices)");
-    on_gpu = std::make_unique<DeviceGuard>(cfg_.gpu);
+    on_gpu.emplace(cfg_.gpu);
     copy_stream_ = std::make_unique<Stream>(cfg_.gpu);
     copy_trace_ = std::make_unique<GpuTimeline>(
         cfg_.tracer,

@@ -137,13 +137,17 @@ const T* ones(int device, int n, cudaStream_t stream) {
 
 const float kOne = 1.0f, kZero = 0.0f;
 
+void check_linear_sizes(int N, int C, int K) {
+  CHECK(N > 0 && C > 0 && K > 0,
+        "linear (cuBLAS): sizes must be positive, got N=" << N << " C=" << C << " K=" << K);
+}
+
 }  // namespace
 
 template <typename T>
 void linear_forward_cublas(int N, int C, int K, const T* x, const T* w, const T* b, T* y,
                            cudaStream_t stream) {
-  CHECK(N > 0 && C > 0 && K > 0,
-        "linear (cuBLAS): sizes must be positive, got N=" << N << " C=" << C << " K=" << K);
+  check_linear_sizes(N, C, K);
   const int dev = current_device();
   const BoundHandle bound = cublas_handle(dev, stream);
   cublasHandle_t h = bound.h;
@@ -162,8 +166,7 @@ void linear_forward_cublas(int N, int C, int K, const T* x, const T* w, const T*
 template <typename T>
 void linear_backward_cublas(int N, int C, int K, const T* x, const T* w, const T* dy, T* dx,
                             T* dw, T* db, cudaStream_t stream) {
-  CHECK(N > 0 && C > 0 && K > 0,
-        "linear (cuBLAS): sizes must be positive, got N=" << N << " C=" << C << " K=" << K);
+  check_linear_sizes(N, C, K);
   const int dev = current_device();
   const BoundHandle bound = cublas_handle(dev, stream);
   cublasHandle_t h = bound.h;

@@ -12,7 +12,7 @@
 // A context with a device (>= 0) also makes that device current for the scope: a replica on
 // GPU 1 (train/trainer.h) puts its tensors, kernels and events there.
 #pragma once
-#include <memory>
+#include <optional>
 #include <type_traits>
 
 #include "kernels/gpu.h"
@@ -33,9 +33,8 @@ GpuContext& gpu_context();  // the calling thread's
 // Sets this thread's context for a scope and restores the previous one at its end.
 class GpuContextScope {
  public:
-  explicit GpuContextScope(const GpuContext& c)
-      : saved_(gpu_context()), device_(c.device >= 0 ? std::make_unique<DeviceGuard>(c.device)
-                                                     : nullptr) {
+  explicit GpuContextScope(const GpuContext& c) : saved_(gpu_context()) {
+    if (c.device >= 0) device_.emplace(c.device);
     gpu_context() = c;
   }
   ~GpuContextScope() { gpu_context() = saved_; }
@@ -44,7 +43,7 @@ class GpuContextScope {
 
  private:
   GpuContext saved_;
-  std::unique_ptr<DeviceGuard> device_;  // restores the previous device
+  std::optional<DeviceGuard> device_;  // restores the previous device
 };
 
 // The implementation an op on T runs: the context's, except that tc (tensor cores: fp16 in)

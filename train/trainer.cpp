@@ -237,6 +237,20 @@ void Trainer::forward_backward(Replica& rep, int images, double loss_scale) {
   }
 }
 
+void Trainer::next_shards(StepResult& r) {
+  const auto wait_start = std::chrono::steady_clock::now();
+  r.images = 0;
+  for (auto& rep : replicas_) {
+    const GpuContextScope on(rep->context);  // on a GPU: its compute stream waits for the copy
+    rep->batch = rep->loader->next(rep->context.stream);
+    r.images += rep->batch.n;
+    if (on_shard) on_shard(rep->rank, rep->batch);
+  }
+  r.data_wait_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
+  r.batch = replicas_[0]->batch.where;
+}
+
 std::pair<Tensor, Tensor> Trainer::micro_batch(const Replica& rep, int begin, int n) const {
   const int S = cfg_.size, C = cfg_.channels;
   const Batch& batch = rep.batch;
@@ -299,19 +313,9 @@ StepResult Trainer::step_cpu() {
   StepResult r;
   r.step = step_;
 
-  // 1. Every replica's shard of the next global batch, in sampler order: (n,S,S,C) uint8
-  // pixels and n labels each.
-  const auto wait_start = std::chrono::steady_clock::now();
-  int images = 0;
-  for (auto& rep : replicas_) {
-    rep->batch = rep->loader->next();
-    images += rep->batch.n;
-    if (on_shard) on_shard(rep->rank, rep->batch);
-  }
-  r.data_wait_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
-  r.batch = replicas_[0]->batch.where;
-  r.images = images;
+  // 1. Every replica's shard of the next global batch.
+  next_shards(r);
+  const int images = r.images;
   r.lr = lr_at(schedule_, step_);
   for (auto& rep : replicas_) rep->optimizer->lr = r.lr;
   r.loss_scale = scaler_->scale();

@@ -224,6 +224,10 @@ class Trainer {
   // average_batchnorm on GPU replicas: the ring averages the statistics on the devices, after
   // the steps queued so far; the compute streams wait for it (the host does not).
   void average_batchnorm_gpu();
+  // Step 1 on every replica: its shard of the next global batch from its loader (on a GPU, on
+  // the device, its compute stream waiting for the copy), in rank order; into r the images,
+  // the batch's place and the time waited for the loader.
+  void next_shards(StepResult& r);
   // The model's input and labels for images [begin, begin + n) of a replica's batch, in the
   // model's dtype, on the model's device.
   std::pair<Tensor, Tensor> micro_batch(const Replica& rep, int begin, int n) const;

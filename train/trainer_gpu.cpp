@@ -4,7 +4,6 @@
 // train/trainer_gpu.h for the streams, the records and the ring, and train/trainer.h for the
 // step itself (forward_backward is shared with the CPU).
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -42,18 +41,8 @@ void Trainer::launch_gpu(StepResult r) {
   // 1. Every replica's shard of the batch: decoded by the workers and copied on the loader's
   // copy stream; the replica's compute stream waits for that copy (an event), the host does
   // not.
-  const auto wait_start = std::chrono::steady_clock::now();
-  int images = 0;
-  for (auto& rep : replicas_) {
-    const GpuContextScope on(rep->context);
-    rep->batch = rep->loader->next(rep->context.stream);
-    images += rep->batch.n;
-    if (on_shard) on_shard(rep->rank, rep->batch);
-  }
-  r.data_wait_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
-  r.batch = replicas_[0]->batch.where;
-  r.images = images;
+  next_shards(r);
+  const int images = r.images;
 
   // 2. Forward and backward, replica after replica; the loss and the top-1 count add up in
   // each replica's record. With replicas, the last replica's backward completes each bucket
