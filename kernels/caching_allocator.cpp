@@ -13,7 +13,7 @@ size_t CachingAllocator::round_size(size_t bytes) {
 
 CachingAllocator::~CachingAllocator() {
   std::lock_guard<std::mutex> lock(mu_);
-  release_cached_locked();
+  release_cached_locked(true);
   // Blocks still in use belong to objects that outlive the allocator (static destruction
   // order); they are left to the process exit rather than freed under their owners.
 }
@@ -36,7 +36,7 @@ void* CachingAllocator::allocate(size_t bytes, const void* stream) {
   }
   void* p = backend_.alloc(size);
   if (!p && !cached_.empty()) {  // out of memory: give the cache back and try once more
-    release_cached_locked();
+    release_cached_locked(false);
     p = backend_.alloc(size);
   }
   CHECK(p, "out of device memory allocating " << bytes << " bytes (" << stats_.bytes_in_use
@@ -48,7 +48,11 @@ void* CachingAllocator::allocate(size_t bytes, const void* stream) {
   return p;
 }
 
-void CachingAllocator::deallocate(void* p) {
+void CachingAllocator::deallocate(void* p) { give_back(p, nullptr, false); }
+
+void CachingAllocator::deallocate(void* p, const void* key) { give_back(p, key, true); }
+
+void CachingAllocator::give_back(void* p, const void* key, bool rekey) {
   if (!p) return;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = in_use_.find(p);
@@ -56,13 +60,20 @@ void CachingAllocator::deallocate(void* p) {
   const Block b = it->second;
   in_use_.erase(it);
   stats_.bytes_in_use -= b.size;
-  if (retired_.count(b.stream)) {  // nobody will ask for this stream's blocks again
+  const void* to = rekey ? key : b.stream;
+  if (retired_.count(to)) {  // nobody will ask for this stream's blocks again
     backend_.free(p);
     stats_.backend_frees++;
     return;
   }
-  cached_.emplace(Key(b.stream, b.size), p);
+  cached_.emplace(Key(to, b.size), p);
   stats_.bytes_cached += b.size;
+}
+
+void CachingAllocator::hold(const void* key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  retired_.erase(key);
+  held_.insert(key);
 }
 
 void CachingAllocator::retire_stream(const void* stream) {
@@ -75,20 +86,25 @@ void CachingAllocator::retire_stream(const void* stream) {
     it = cached_.erase(it);
   }
   retired_.insert(stream);
+  held_.erase(stream);
 }
 
 void CachingAllocator::empty_cache() {
   std::lock_guard<std::mutex> lock(mu_);
-  release_cached_locked();
+  release_cached_locked(false);
 }
 
-void CachingAllocator::release_cached_locked() {
-  for (auto& kv : cached_) {
-    backend_.free(kv.second);
+void CachingAllocator::release_cached_locked(bool all) {
+  for (auto it = cached_.begin(); it != cached_.end();) {
+    if (!all && held_.count(it->first.first)) {
+      ++it;
+      continue;
+    }
+    backend_.free(it->second);
     stats_.backend_frees++;
+    stats_.bytes_cached -= it->first.second;
+    it = cached_.erase(it);
   }
-  cached_.clear();
-  stats_.bytes_cached = 0;
 }
 
 CachingAllocator::Stats CachingAllocator::stats() const {

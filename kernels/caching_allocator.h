@@ -19,6 +19,13 @@
 // are freed. Otherwise every loader's copy stream (one per evaluation, say) would leave its
 // slot buffers cached under a key no stream will ever ask for again.
 //
+// A private pool (a captured CUDA graph's: CudaGraph in kernels/gpu.h) is a key like a
+// stream's, held (hold): a graph's replays write into the addresses its capture was given, long
+// after the tensors that asked for them are gone, so its blocks must never go to anyone else.
+// Blocks freed under capture go to the pool too (deallocate(p, key)): the graph may use them.
+// Held blocks are not given back by empty_cache() or the out-of-memory flush, only when the
+// graph is destroyed (retire_stream(key)).
+//
 // The allocator is generic over its backend (two functions), so the pooling logic is tested
 // on the CPU with a counting backend; the CUDA one (gpu.cpp) plugs in cudaMalloc/cudaFree.
 #pragma once
@@ -57,10 +64,15 @@ class CachingAllocator {
   void* allocate(size_t bytes, const void* stream = nullptr);
   // Returns a block to the pool. Passing a pointer this allocator did not hand out throws.
   void deallocate(void* p);
-  // Gives every cached (free) block back to the backend.
+  // The same, but the block is cached under `key` (a private pool) instead of its stream.
+  void deallocate(void* p, const void* key);
+  // `key` is a private pool: its cached blocks stay until retire_stream(key).
+  void hold(const void* key);
+  // Gives every cached (free) block back to the backend, except those of held pools.
   void empty_cache();
-  // `stream` is about to be destroyed: its cached blocks go back to the backend now, and its
-  // blocks still in use when they are freed. (A new stream that gets the same handle later
+  // `stream` is about to be destroyed (or a private pool's graph): its cached blocks go back
+  // to the backend now, and its blocks still in use when they are freed; a held pool is
+  // released. (A new stream that gets the same handle later
   // starts afresh: its first allocate() un-retires the key.)
   void retire_stream(const void* stream);
   Stats stats() const;
@@ -74,13 +86,16 @@ class CachingAllocator {
   };
   using Key = std::pair<const void*, size_t>;  // (stream, size): ordered for best fit
 
-  void release_cached_locked();
+  void give_back(void* p, const void* key, bool rekey);  // the deallocates: to key if rekey
+  // Every cached block back to the backend; held pools' too only when `all` (destruction).
+  void release_cached_locked(bool all);
 
   Backend backend_;
   mutable std::mutex mu_;
   std::unordered_map<void*, Block> in_use_;
   std::multimap<Key, void*> cached_;
   std::set<const void*> retired_;  // streams destroyed since: their blocks are not cached
+  std::set<const void*> held_;     // private pools: their cached blocks are not released
   Stats stats_;
 };
 

@@ -147,3 +147,41 @@ TEST_CASE("caching allocator: a retired stream's blocks go back to the backend, 
   REQUIRE(a.stats().bytes_cached == 1024);
   REQUIRE(a.allocate(1000, &s1) == fresh);
 }
+
+TEST_CASE("caching allocator: a held pool keeps its blocks from everyone else until it is retired") {
+  CountingBackend be;
+  CachingAllocator a(be.make());
+  int stream = 0, graph = 0;  // a stream's key and a captured graph's private pool
+  void* before = a.allocate(3000, &stream);  // made before the capture, freed during it
+  a.hold(&graph);
+  void* mine = a.allocate(1000, &graph);     // the capture's own blocks
+  a.deallocate(mine);                        // to the pool: it keeps its own blocks
+  a.deallocate(before, &graph);              // a stream's block freed under capture: the pool's
+  REQUIRE(a.stats().bytes_cached == 1024 + 3072);
+  // The stream never gets them back: the graph's replays write there.
+  void* eager = a.allocate(1000, &stream);
+  REQUIRE(eager != mine);
+  REQUIRE(a.allocate(3000, &stream) != before);
+  REQUIRE(be.allocs == 4);
+  // A later capture into the same pool reuses them.
+  REQUIRE(a.allocate(3000, &graph) == before);
+  a.deallocate(before);  // its key is now the pool's
+  // Neither emptying the cache nor running out of memory gives them back.
+  a.empty_cache();
+  REQUIRE(a.stats().bytes_cached == 1024 + 3072);
+  REQUIRE(be.outstanding.count(mine) == 1);
+  be.limit = be.live;  // the device is full: the flush frees nothing held, and reports
+  REQUIRE_ERROR(a.allocate(1 << 20, &stream), "out of device memory");
+  REQUIRE(be.outstanding.count(mine) == 1);
+  REQUIRE(be.outstanding.count(before) == 1);
+  // Retiring the pool (the graph is destroyed) releases them, and later frees too.
+  void* last = a.allocate(1000, &graph);
+  REQUIRE(last == mine);
+  const int frees = be.frees;
+  a.retire_stream(&graph);
+  REQUIRE(be.frees == frees + 1);  // `before`; `mine` is still in use
+  a.deallocate(last);
+  REQUIRE(be.frees == frees + 2);
+  REQUIRE(be.outstanding.count(mine) == 0);
+  REQUIRE(be.outstanding.count(before) == 0);
+}
