@@ -144,14 +144,81 @@ float Event::ms_since(const Event& start) const {
   return ms;
 }
 
+namespace {
+// The CudaGraph this thread is capturing, and its device: DeviceBuffers made or freed there
+// meanwhile use its private pool.
+struct Capturing {
+  const CudaGraph* graph = nullptr;
+  int device = -1;
+};
+thread_local Capturing t_capturing;
+}  // namespace
+
 DeviceBuffer::DeviceBuffer(size_t bytes, int device, cudaStream_t stream)
     : bytes_(bytes), device_(device) {
-  p_ = device_allocator(device).allocate(bytes, stream);
+  const bool pool = t_capturing.graph && t_capturing.device == device;
+  p_ = device_allocator(device).allocate(
+      bytes, pool ? static_cast<const void*>(t_capturing.graph) : stream);
 }
 void DeviceBuffer::release() {
-  if (p_) device_allocator(device_).deallocate(p_);
+  if (p_) {
+    if (t_capturing.graph && t_capturing.device == device_)
+      // The graph may have used it (a tensor made before the capture, freed during it): it
+      // must not go back to its stream, whose next kernels would share it with the replays.
+      device_allocator(device_).deallocate(p_, t_capturing.graph);
+    else
+      device_allocator(device_).deallocate(p_);
+  }
   p_ = nullptr;
   bytes_ = 0;
+}
+
+std::string CudaGraph::capture(cudaStream_t stream, const std::function<void()>& work) {
+  CHECK(gpu_usable(), "cannot capture a CUDA graph: " << gpu_unavailable_reason());
+  CHECK(!exec_ && device_ < 0, "CudaGraph: capture() is called once per graph");
+  CHECK(!t_capturing.graph, "CudaGraph: this thread is capturing another graph");
+  device_ = current_device();
+  device_allocator(device_).hold(this);
+  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
+  t_capturing = Capturing{this, device_};
+  std::string why;
+  try {
+    work();
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  t_capturing = Capturing{};
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(stream, &graph);  // ends it in every case
+  if (why.empty() && ended != cudaSuccess)
+    why = std::string("cudaStreamEndCapture: ") + cudaGetErrorString(ended);
+  if (why.empty()) {
+    const cudaError_t made = cudaGraphInstantiate(&exec_, graph, 0);
+    if (made != cudaSuccess) {
+      why = std::string("cudaGraphInstantiate: ") + cudaGetErrorString(made);
+      exec_ = nullptr;
+    } else {
+      CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &nodes_));
+    }
+  }
+  if (graph) cudaGraphDestroy(graph);  // the executable graph is a copy
+  if (!why.empty()) cudaGetLastError();  // a refused capture is an answer, not a failure
+  return why;
+}
+
+void CudaGraph::launch(cudaStream_t stream) const {
+  CHECK(exec_, "CudaGraph: launch before a successful capture");
+  CUDA_CHECK(cudaGraphLaunch(exec_, stream));
+}
+
+CudaGraph::~CudaGraph() {
+  if (exec_) cudaGraphExecDestroy(exec_);  // a replay in flight finishes first (CUDA's rule)
+  // The pool's blocks go back to cudaFree, which waits for the device: no replay still
+  // writes into them.
+  if (device_ >= 0) try {
+      device_allocator(device_).retire_stream(this);
+    } catch (...) {  // a destructor: a CUDA error here is reported by the next call that checks
+    }
 }
 
 PinnedBuffer::PinnedBuffer(size_t bytes) : bytes_(bytes) {
@@ -208,6 +275,11 @@ void Event::synchronize() const {}
 float Event::ms_since(const Event&) const { return 0; }
 DeviceBuffer::DeviceBuffer(size_t, int, cudaStream_t) { no_cuda("allocate device memory"); }
 void DeviceBuffer::release() {}
+std::string CudaGraph::capture(cudaStream_t, const std::function<void()>&) {
+  no_cuda("capture a CUDA graph");
+}
+void CudaGraph::launch(cudaStream_t) const { no_cuda("launch a CUDA graph"); }
+CudaGraph::~CudaGraph() = default;
 PinnedBuffer::PinnedBuffer(size_t) { no_cuda("allocate pinned memory"); }
 PinnedBuffer::~PinnedBuffer() = default;
 void copy_async(void*, const void*, size_t, cudaStream_t) { no_cuda("copy to or from a device"); }

@@ -1,5 +1,5 @@
 // defines: the CUDA runtime in RAII form: gpu_usable() and why not, Stream, Event,
-// DeviceBuffer (from the per-device caching allocator), PinnedBuffer, copy helpers.
+// DeviceBuffer (from the per-device caching allocator), PinnedBuffer, CudaGraph, copy helpers.
 //
 // This header needs no CUDA headers: a CPU-only build compiles everything that includes it,
 // and gpu_usable() then answers false with the reason "built without CUDA". Every object here
@@ -7,6 +7,7 @@
 // so the copy constructors are deleted.
 #pragma once
 #include <cstddef>
+#include <functional>
 #include <string>
 
 #include "kernels/caching_allocator.h"
@@ -14,8 +15,10 @@
 // The CUDA runtime's own handle types (identical typedefs are legal to repeat in C++).
 struct CUstream_st;
 struct CUevent_st;
+struct CUgraphExec_st;
 typedef CUstream_st* cudaStream_t;
 typedef CUevent_st* cudaEvent_t;
+typedef CUgraphExec_st* cudaGraphExec_t;
 
 namespace cutrain {
 
@@ -83,6 +86,7 @@ class Event {
 };
 
 // Device memory from the device's caching allocator, owned. bytes() is what was asked for.
+// Cached for `stream`; while this thread captures a CudaGraph on that device, the graph's.
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
@@ -121,6 +125,45 @@ class PinnedBuffer {
  private:
   void* p_ = nullptr;
   size_t bytes_ = 0;
+};
+
+// A CUDA graph: the work one stream is given, recorded once and replayed with one launch.
+// A step of a small model is a hundred-odd short kernels; launched one by one, the GPU idles
+// between them while the host prepares the next. Replayed from a graph, the kernels follow each
+// other on the device.
+//
+//   CudaGraph g;
+//   std::string why = g.capture(stream, [&] { queue the step's kernels on `stream` });
+//   if (why.empty()) g.launch(stream);   // now, and again each step: the same work
+//
+// capture() records and does not run: the kernels, their arguments and every address they
+// touch are frozen, so each replay reads and writes the same memory. What changes from run to
+// run must be in device memory at a fixed address (a batch copied into the graph's input
+// buffer, a loss scale read from a device scalar), never a kernel argument.
+// Device memory the calling thread allocates during the capture comes from the graph's private
+// pool (kernels/caching_allocator.h), and the buffers it frees go there: nobody else ever gets
+// those addresses while the graph lives, though the tensors that asked for them are gone.
+// Capture is in relaxed mode: other threads (the loader's) go on copying on their own streams.
+class CudaGraph {
+ public:
+  CudaGraph() = default;
+  ~CudaGraph();  // the executable graph, and its private pool back to the allocator
+  CudaGraph(const CudaGraph&) = delete;  // its address is its pool's key: no moves either
+  CudaGraph& operator=(const CudaGraph&) = delete;
+
+  // Records what `work` queues on `stream` (on the current device) without running any of
+  // it, and makes the graph ready to launch. Returns "" on success, else why it failed (an
+  // exception out of `work`, such as a call that waits for the stream, or CUDA refusing the
+  // capture); then nothing has run, the stream works as before and this graph stays empty.
+  std::string capture(cudaStream_t stream, const std::function<void()>& work);
+  void launch(cudaStream_t stream) const;  // queue one replay on `stream`
+  bool captured() const { return exec_ != nullptr; }
+  size_t nodes() const { return nodes_; }  // kernels, copies and memsets in the graph
+
+ private:
+  cudaGraphExec_t exec_ = nullptr;
+  size_t nodes_ = 0;
+  int device_ = -1;  // >= 0 once its pool is held on that device's allocator
 };
 
 // Copies between any two of host, pinned and device memory (unified addressing decides the

@@ -17,6 +17,8 @@ TEST_CASE("gpu: without a usable device every entry point says why") {
   REQUIRE_ERROR(Stream(), "cannot create a CUDA stream");
   REQUIRE_ERROR(PinnedBuffer(16), "cannot allocate pinned memory");
   REQUIRE_ERROR(Tensor::zeros({4}, DType::f32, Device::cuda), "cannot place a tensor on cuda");
+  CudaGraph g;
+  REQUIRE_ERROR(g.capture(nullptr, [] {}), "cannot capture a CUDA graph");
   if (!cuda_compiled()) REQUIRE(gpu_unavailable_reason().find("without CUDA") != std::string::npos);
 }
 
