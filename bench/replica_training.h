@@ -66,6 +66,7 @@ struct ReplicaTiming {
   double exposed_s = 0;     // the part of it the compute waited for
   double data_wait_s = 0;   // launch() waiting for the loader's next batch
   int skipped = 0;          // steps skipped (fp16 overflow while the scaler finds its scale)
+  int graph = 0;            // steps replayed from the CUDA graph (--cuda-graph)
   double images_per_s() const { return images / seconds; }
 };
 
@@ -88,6 +89,7 @@ inline ReplicaTiming time_replica_training(Trainer& t, int warmup, int steps) {
     m.images += r.images;
     m.comm_s += r.comm_s, m.exposed_s += r.comm_exposed_s, m.data_wait_s += r.data_wait_s;
     m.skipped += r.taken ? 0 : 1;
+    m.graph += r.graph ? 1 : 0;
   }
   const double n = std::max<double>(1, double(got.size()));
   m.comm_s /= n, m.exposed_s /= n, m.data_wait_s /= n;

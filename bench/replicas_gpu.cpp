@@ -14,7 +14,9 @@
 //      launch() waited for the loader, and the trainer's peer report
 //      (Trainer::peer_report()). Timed with bench/replica_training.h, as bench_replicas times
 //      CPU replicas: warm-up steps, then launch() x steps and results(true) at the end of the
-//      window (a GPU step is queued, not run, by launch()).
+//      window (a GPU step is queued, not run, by launch()). One replica is timed twice: with
+//      its kernels launched one by one, and with forward and backward replayed from a CUDA
+//      graph (--cuda-graph): its "x one" is the graph's gain.
 //
 //   bin/bench_replicas_gpu [--devices 0,0] [--reps 10] [--staged] [--steps 30] [--batch 256]
 //
@@ -183,6 +185,23 @@ void bench_training(const std::vector<int>& devices, int batch, int steps) {
     ReplicaTiming m = time_replica_training(t, warmup, steps);
     if (R == 1) one = m.images_per_s();
     print_replica_row(m, one, steps);
+    if (R == 1) {
+      // The same run with forward and backward replayed from a CUDA graph (--cuda-graph,
+      // captured during the warm-up): "x one" is the graph's gain over launching each kernel.
+      TrainConfig c = bench_replica_config(fm.train_list, dir + "/run-graph", batch, warmup,
+                                           steps, join(d), threads);
+      c.cuda_graph = true;
+      Trainer tg(c, choose_device("cuda", "fp16"));
+      std::string refused;
+      tg.notice = [&](const std::string& line) {
+        if (line.find("refused") != std::string::npos) refused = line;
+      };
+      ReplicaTiming g = time_replica_training(tg, warmup, steps);
+      g.devices = (g.devices.empty() ? std::string("-") : g.devices) + ", CUDA graph (" +
+                  std::to_string(g.graph) + " of " + std::to_string(steps) + " steps)";
+      print_replica_row(g, one, steps);
+      if (!refused.empty()) std::printf("(%s)\n", refused.c_str());
+    }
   }
   std::printf("\nthe trainer at R = 4: %s\n%s", description.c_str(), peers.c_str());
   std::filesystem::remove_all(dir);

@@ -60,6 +60,10 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
       ->group("Model");
   t->add_option("--linear", c.linear, "GPU linear kernels: tc, direct or cublas (as --conv)")
       ->group("Model");
+  t->add_flag("--cuda-graph", c.cuda_graph,
+              "GPU, one replica: capture forward and backward of a full batch as a CUDA graph "
+              "and replay it each step (fewer launch gaps; the same results bit for bit)")
+      ->group("Model");
   // optimisation
   t->add_option("--optimizer", c.optimizer, "sgd, nesterov or adamw")->group("Optimization");
   t->add_option("--lr", c.lr, "Peak learning rate (0: 0.1 for sgd/nesterov, 0.001 for adamw)")

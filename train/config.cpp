@@ -131,6 +131,12 @@ void validate_config(const TrainConfig& c) {
              (c.accum > 1 ? " times --accum " + std::to_string(c.accum) : std::string()) +
              ": the global batch is split evenly over the replicas" +
              (c.accum > 1 ? ", and each replica's share into --accum micro-batches" : ""));
+  need(!c.cuda_graph || c.device != "cpu",
+       "--cuda-graph needs a GPU: it contradicts --device cpu");
+  need(!c.cuda_graph || (!any_cpu && replicas == 1),
+       "--cuda-graph captures the step of one replica on one GPU; --devices " + c.devices +
+           " trains " + std::to_string(replicas) + (any_cpu ? " CPU" : "") +
+           " replica(s): leave out --cuda-graph");
   need(c.check_replicas >= 0, "--check-replicas must be >= 0, got " +
                                   std::to_string(c.check_replicas));
   need(c.label_smoothing >= 0 && c.label_smoothing < 1,
@@ -163,6 +169,7 @@ void for_each_field(Config& c, F&& f) {
   f("strict", c.strict), f("model", c.model), f("device", c.device);
   f("devices", c.devices);
   f("precision", c.precision), f("conv", c.conv), f("linear", c.linear);
+  f("cuda_graph", c.cuda_graph);
   f("optimizer", c.optimizer), f("lr", c.lr);
   f("momentum", c.momentum), f("wd", c.wd), f("schedule", c.schedule), f("warmup", c.warmup);
   f("epochs", c.epochs), f("batch", c.batch), f("accum", c.accum);
@@ -227,7 +234,8 @@ std::string option_key(const std::string& option) {
 bool may_change_on_resume(const std::string& key) {
   static const std::set<std::string> ok = {"epochs", "threads", "out", "keep", "resume",
                                            "metrics", "trace", "log_every", "checkpoint_every",
-                                           "device", "devices", "check_replicas"};
+                                           "device", "devices", "check_replicas",
+                                           "cuda_graph"};
   return ok.count(key) > 0;
 }
 
@@ -243,8 +251,8 @@ TrainConfig resume_config(const TrainConfig& saved, const TrainConfig& cli,
       CHECK(false, "--" << key << " " << c[key].dump() << " differs from the checkpoint's "
                         << s[key].dump() << ": a resumed run continues the computation it "
                         << "started, so only --epochs, --threads, --out, --keep, --metrics, --trace, "
-                        << "--log-every, --checkpoint-every, --device, --devices and --check-replicas may "
-                        << "change");
+                        << "--log-every, --checkpoint-every, --device, --devices, --check-replicas and "
+                        << "--cuda-graph may change");
     }
   }
   return merged.get<TrainConfig>();

@@ -44,6 +44,8 @@ struct TrainConfig {
   std::string precision = "auto";   // auto | fp16 | fp32 (auto: fp16 on cuda, fp32 on cpu)
   std::string conv = "tc";          // GPU conv2d: direct | tc | cudnn (kernels/impl.h)
   std::string linear = "tc";        // GPU linear: direct | tc | cublas (tc means direct in fp32)
+  bool cuda_graph = false;          // GPU, one replica: replay forward and backward of a full
+                                    //   batch from a CUDA graph (train/trainer_gpu.h)
 
   // ---- optimisation ---------------------------------------------------------------------
   std::string optimizer = "sgd";    // sgd | nesterov | adamw
@@ -106,7 +108,7 @@ std::string option_key(const std::string& option);
 
 // The options a resumed run may change: they do not alter what is computed, only how long it
 // runs and where and how it reports (--epochs, --threads, --out, --keep, --metrics, --trace,
-// --log-every, --checkpoint-every, --device).
+// --log-every, --checkpoint-every, --device, --devices, --check-replicas, --cuda-graph).
 bool may_change_on_resume(const std::string& key);
 
 // The configuration of a resumed run: `saved` (from the checkpoint) with the keys in `given`

@@ -77,6 +77,8 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
     set_device(gpus[0]);  // this thread's: no context is ever made on a GPU the run skips
   }
   if (!device.notice.empty()) std::fprintf(stderr, "%s\n", device.notice.c_str());
+  if (cfg.cuda_graph && device.device == Device::cpu)
+    std::fprintf(stderr, "cutrain: --cuda-graph has no effect on the CPU\n");
   // The conv/linear implementation the ops of this thread use on a GPU (nn/gpu_context.h).
   GpuContextScope gpu_kernels(
       GpuContext{nullptr, parse_conv_impl(cfg.conv), parse_linear_impl(cfg.linear)});
@@ -119,6 +121,7 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
 
   RunReporter report(cfg, t.steps_done(), t.total_steps(), out);
   CheckpointWriter writer(cfg.out, cfg.keep, tracer.get());  // its row in the trace
+  t.notice = [&](const std::string& line) { report.note(line); };
   auto save = [&](bool is_best, std::map<std::string, double> extra) {
     extra["best_top1"] = best_top1;
     double waited = 0;
@@ -145,6 +148,7 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
     sum.train_seconds += seconds_since(t0);
     for (const StepResult& r : rs) {
       sum.losses.push_back(r.loss);
+      sum.graph_steps += r.graph;
       report.step(r, r.step + 1, device.dtype == DType::f16 ? r.scale_after : 0.0);
     }
   };
@@ -208,6 +212,9 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
     std::fprintf(out, "final: %s\n%s", eval_summary(sum.final_eval).c_str(),
                  per_class_report(sum.final_eval, cfg.class_names).c_str());
   }
+  if (cfg.cuda_graph && device.device == Device::cuda)
+    std::fprintf(out, "CUDA graph: %lld of %lld steps replayed from it\n",
+                 (long long)sum.graph_steps, (long long)sum.losses.size());
   std::fprintf(out, "trained %lld steps in %.1f s (%.0f images/s in the steps); checkpoints in "
                     "%s (best: %s); metrics: %s\n",
                (long long)(t.steps_done() - sum.first_step), sum.seconds,

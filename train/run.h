@@ -27,6 +27,7 @@ struct RunSummary {
   int64_t first_step = 0;       // where this process started (> 0 after --resume)
   int64_t steps = 0;            // steps done at the end, counting those before a resume
   std::vector<double> losses;   // the loss of every step this process ran, in order
+  int64_t graph_steps = 0;      // of them, replayed from the CUDA graph (--cuda-graph)
   EvalResult final_eval;        // the last evaluation (images == 0: none)
   std::string last_checkpoint;  // the newest checkpoint file written
   double train_seconds = 0;     // in training steps, this process

@@ -99,6 +99,7 @@ struct StepResult {
                               // bucket ready to the last bucket reduced, idle gaps included)
   double comm_exposed_s = 0;  // the part of it backward did not hide (compute waited for it;
                               // with replicas sharing a GPU, also for the others' backward)
+  bool graph = false;         // forward and backward replayed from the CUDA graph (--cuda-graph)
 };
 
 class Trainer {
@@ -191,6 +192,9 @@ class Trainer {
   std::function<void(Trainer&)> after_backward;
   // Called in launch() with each replica's shard once the loader has delivered it. For tests.
   std::function<void(int replica, const Batch&)> on_shard;
+  // One-line messages for the user while training (run.cpp prints them): the CUDA graph was
+  // captured (--cuda-graph), or why CUDA refused it. Null: not said.
+  std::function<void(const std::string&)> notice;
 
   // Steps a GPU trainer may have in flight: the size of its ring of step records.
   static constexpr int kGpuSlots = 16;
@@ -234,6 +238,12 @@ class Trainer {
   // Step 2 on one replica: forward and backward over its shard in micro-batches; with
   // replicas, the buckets' all-reduce overlapped. `images`: the global batch's.
   void forward_backward(Replica& rep, int images, double loss_scale);
+  // --cuda-graph (train/trainer_gpu.h): can step 2 of this step come from the graph? Captures
+  // it at the first full batch after the warm-up; false before, for a short batch, and when
+  // CUDA refused the capture (said once through `notice`).
+  bool graph_ready(Replica& rep, int images);
+  // Step 2 from the graph: the batch into its input, the replay, its sums into the slot's record.
+  void replay_graph(Replica& rep);
 
   TrainConfig cfg_;
   RunDevice device_;

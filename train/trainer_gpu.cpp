@@ -66,10 +66,19 @@ void Trainer::launch_gpu(StepResult r) {
       row += "cuda:" + std::to_string(lane.device) + ")";
       lane.timeline = std::make_unique<GpuTimeline>(tracer, row, rep->context.stream);
     }
-    if (lane.timeline) lane.timeline->begin("forward + backward", {"step", r.step});
-    memset_async(lane.device_record(g.slot), 0, sizeof(StepRecord), rep->context.stream);
+    r.graph = graph_ready(*rep, images);  // --cuda-graph
+    if (lane.timeline)
+      lane.timeline->begin(r.graph ? "forward + backward (CUDA graph)" : "forward + backward",
+                           {"step", r.step});
     lane.any_ready = false;
-    forward_backward(*rep, images, 0.0);  // the scale is on the device: backward_gpu
+    if (r.graph) {
+      replay_graph(*rep);
+    } else {
+      lane.sums = lane.device_record(g.slot);
+      memset_async(lane.sums, 0, sizeof(StepRecord), rep->context.stream);
+      forward_backward(*rep, images, 0.0);  // the scale is on the device: backward_gpu
+      if (cfg_.cuda_graph && images == cfg_.batch) g.eager_full++;
+    }
   }
   if (R > 1) {
     CHECK(g.queued == g.marked.size(), "step " << r.step << ": " << g.queued << " of "
@@ -118,6 +127,58 @@ void Trainer::launch_gpu(StepResult r) {
     CHECK(diff.empty(), "--check-replicas: after step " << step_ - 1 << ", " << diff
                                                         << ": the replicas have drifted apart");
   }
+}
+
+bool Trainer::graph_ready(Replica& rep, int images) {
+  Gpu& g = *gpu_;
+  if (!cfg_.cuda_graph || replicas() > 1 || images != cfg_.batch || !g.graph_refused.empty())
+    return false;
+  if (g.graph) return true;
+  if (g.eager_full < Gpu::kGraphWarmup) return false;
+  TraceSpan span(tracer, "capture CUDA graph", "train");
+  const int S = cfg_.size, C = cfg_.channels;
+  const size_t image_bytes = size_t(images) * size_t(S) * size_t(S) * size_t(C);
+  const cudaStream_t stream = rep.context.stream;
+  Gpu::Lane& lane = g.lane(rep.rank);
+  g.graph_images = DeviceBuffer(image_bytes, lane.device, stream);
+  g.graph_labels = DeviceBuffer(size_t(images) * sizeof(int32_t), lane.device, stream);
+  g.graph_record = DeviceBuffer(sizeof(StepRecord), lane.device, stream);
+  // The graph reads its own input buffers and adds into its own record (the top of
+  // trainer_gpu.h); capture runs nothing, so the batch in them does not matter yet.
+  const Batch batch = rep.batch;
+  rep.batch.d_images = g.graph_images.data();
+  rep.batch.d_labels = static_cast<const int32_t*>(g.graph_labels.data());
+  lane.sums = static_cast<StepRecord*>(g.graph_record.data());
+  auto graph = std::make_unique<CudaGraph>();
+  const std::string why = graph->capture(stream, [&] {
+    memset_async(lane.sums, 0, sizeof(StepRecord), stream);
+    forward_backward(rep, images, 0.0);
+  });
+  rep.batch = batch;
+  if (!why.empty()) {
+    g.graph_refused = why;
+    if (notice)
+      notice("cutrain: --cuda-graph: CUDA refused to capture the step (" + why +
+             "); training goes on without the graph");
+    return false;
+  }
+  g.graph = std::move(graph);
+  if (notice)
+    notice("cutrain: --cuda-graph: forward and backward captured at step " +
+           std::to_string(step_) + " (" + std::to_string(g.graph->nodes()) +
+           " nodes), replayed for every full batch from now on");
+  return true;
+}
+
+void Trainer::replay_graph(Replica& rep) {
+  Gpu& g = *gpu_;
+  Gpu::Lane& lane = g.lane(rep.rank);
+  const cudaStream_t stream = rep.context.stream;  // it waits for the loader's copy (next())
+  copy_async(g.graph_images.data(), rep.batch.d_images, g.graph_images.bytes(), stream);
+  copy_async(g.graph_labels.data(), rep.batch.d_labels, g.graph_labels.bytes(), stream);
+  g.graph->launch(stream);
+  lane.sums = lane.device_record(g.slot);
+  copy_async(lane.sums, g.graph_record.data(), sizeof(StepRecord), stream);
 }
 
 void Trainer::optimizer_step_gpu(int64_t step, bool stepped) {
@@ -304,7 +365,7 @@ void Trainer::backward_gpu(Replica& rep, Tape& tape, const VarPtr& loss, double 
 void Trainer::record_metrics_gpu(Replica& rep, const VarPtr& loss, const VarPtr& logits,
                                  const Tensor& labels, double weight) {
 #if defined(CUTRAIN_CUDA)
-  StepRecord* rec = gpu_->lane(rep.rank).device_record(gpu_->slot);
+  StepRecord* rec = gpu_->lane(rep.rank).sums;
   const cudaStream_t stream = rep.context.stream;
   scalar_accumulate_gpu(loss->value.data<float>(), weight, &rec->loss, stream);
   const Tensor& z = logits->value;  // (n,K)

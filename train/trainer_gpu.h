@@ -23,6 +23,19 @@
 // runs on the comm streams while the compute streams go on with the layers before. The OR of
 // the per-parameter overflow flags makes every replica take the same decision; each record
 // also keeps the replica's own decision, to name the replica whose gradient overflowed.
+//
+// --cuda-graph (one replica): forward and backward of a full batch, recorded once as a CUDA
+// graph (kernels/gpu.h, CudaGraph) and replayed each step after:
+//   compute stream:  batch ─► graph's input   [graph: zero its record, forward, backward]   its record ─► record[s]   optimizer ...
+// The graph's addresses are frozen, so the batch is copied into the graph's own input buffers
+// (the loader's slot changes every step) and the graph adds the loss and the count into its
+// own record, copied into the slot's. Everything else the graph touches stays where it is
+// between steps: weights, gradients, BatchNorm statistics, the loss scale (a device scalar,
+// which seeds backward). The optimizer step is not in the graph: its learning rate changes
+// every step and is a kernel argument. Capture waits for the steady state (kGraphWarmup full
+// batches launched one by one: the gradients, the cuDNN plans and the cuBLAS handle exist by
+// then); a short batch (an epoch's end, bad files) runs without the graph. If CUDA refuses the
+// capture, the run says why once and goes on without it.
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -80,6 +93,9 @@ struct Trainer::Gpu {
     // compute stream got past its wait); StepResult::comm_s and comm_exposed_s come from them
     std::vector<Event> first_ready, backward_done, reduced;
     bool any_ready = false;           // this step: a bucket was marked (first_ready recorded)
+    // Where this step's forward and backward add the loss and the top-1 count: the slot's
+    // record, or the graph's.
+    StepRecord* sums = nullptr;
   };
 
   Lane& lane(int r) { return *lanes[size_t(r)]; }
@@ -99,6 +115,15 @@ struct Trainer::Gpu {
   };
   std::deque<Launched> launched;   // queued, records not yet read, in step order
   int slot = 0;                    // the record slot of the step being queued
+
+  // --cuda-graph (see the top of this file)
+  static constexpr int kGraphWarmup = 2;
+  DeviceBuffer graph_images, graph_labels;  // the graph's input: each batch is copied in
+  DeviceBuffer graph_record;                // the graph's StepRecord (loss, count)
+  int eager_full = 0;                       // full batches launched without the graph
+  std::string graph_refused;                // why CUDA refused the capture: not tried again
+  // Last: destroyed first, its private pool back to the allocator before anything else goes.
+  std::unique_ptr<CudaGraph> graph;
 };
 
 }  // namespace cutrain

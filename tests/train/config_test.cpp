@@ -41,6 +41,18 @@ TEST_CASE("config: the defaults are valid once --train is given; every problem i
   REQUIRE_ERROR(validate_config(g), "--conv winograd: expected direct, tc or cudnn");
   g.conv = "cudnn", g.linear = "cudnn";
   REQUIRE_ERROR(validate_config(g), "--linear cudnn: expected direct, tc or cublas");
+  // --cuda-graph: one replica, on a GPU (auto may still fall back to the CPU: run.cpp says so).
+  TrainConfig h;
+  h.train = "x", h.cuda_graph = true;
+  validate_config(h);
+  h.devices = "3";
+  validate_config(h);
+  h.devices = "0,0";
+  REQUIRE_ERROR(validate_config(h), "--devices 0,0 trains 2 replica(s): leave out --cuda-graph");
+  h.devices = "cpu";
+  REQUIRE_ERROR(validate_config(h), "--devices cpu trains 1 CPU replica(s)");
+  h.devices = "", h.device = "cpu";
+  REQUIRE_ERROR(validate_config(h), "--cuda-graph needs a GPU: it contradicts --device cpu");
 }
 
 TEST_CASE("config: JSON round trip; unknown keys and wrong types are refused by name") {
@@ -49,12 +61,17 @@ TEST_CASE("config: JSON round trip; unknown keys and wrong types are refused by 
   c.mean = {0.1, 0.2, 0.3}, c.std = {0.4, 0.5, 0.6}, c.augment = true, c.pad = 4;
   c.optimizer = "adamw", c.lr = 0.003, c.seed = 0xfedcba9876543210ull, c.class_names = {"a", "b"};
   c.classes = 2, c.model_text = "conv 8 3x3\nlinear classes\n", c.limit_train = 5000;
+  c.cuda_graph = true;
   const std::string text = config_to_json_text(c);
   const TrainConfig back = config_from_json_text(text, "config.json");
   REQUIRE(config_to_json_text(back) == text);
   REQUIRE(back.seed == c.seed);  // 64-bit seeds survive JSON
   REQUIRE(back.mean == c.mean);
   REQUIRE(back.model_text == c.model_text);
+  REQUIRE(back.cuda_graph);
+  nlohmann::json old = c;  // a checkpoint from before the option: the default, off
+  old.erase("cuda_graph");
+  REQUIRE(!config_from_json_text(old.dump(), "old.json").cuda_graph);
 
   nlohmann::json j = c;
   j["learning_rate"] = 0.1;
@@ -81,6 +98,9 @@ TEST_CASE("config: a resumed run may change how long it runs, not what it comput
   REQUIRE_ERROR(resume_config(saved, cli, {"batch"}), "--batch 64 differs");
   // Not given: the saved value stands even when the command line's default differs.
   REQUIRE(resume_config(saved, cli, {}).batch == saved.batch);
+  // How the step is launched changes no result: a resumed run may switch the graph on or off.
+  cli.batch = saved.batch, cli.cuda_graph = true;
+  REQUIRE(resume_config(saved, cli, {"cuda_graph"}).cuda_graph);
 }
 
 TEST_CASE("device: auto falls back to the CPU with one line saying why; cuda names what is missing") {
