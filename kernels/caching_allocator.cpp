@@ -18,7 +18,7 @@ CachingAllocator::~CachingAllocator() {
   // order); they are left to the process exit rather than freed under their owners.
 }
 
-void* CachingAllocator::allocate(size_t bytes, const void* stream) {
+void* CachingAllocator::allocate(size_t bytes, const void* stream, bool may_flush) {
   const size_t size = round_size(bytes);
   std::lock_guard<std::mutex> lock(mu_);
   retired_.erase(stream);  // a live stream asks: its handle is in use again
@@ -35,7 +35,7 @@ void* CachingAllocator::allocate(size_t bytes, const void* stream) {
     return p;
   }
   void* p = backend_.alloc(size);
-  if (!p && !cached_.empty()) {  // out of memory: give the cache back and try once more
+  if (!p && may_flush && !cached_.empty()) {  // out of memory: give the cache back, retry
     release_cached_locked(false);
     p = backend_.alloc(size);
   }

@@ -60,8 +60,9 @@ class CachingAllocator {
 
   // A block of at least `bytes` for work on `stream` (any pointer-sized key; nullptr is the
   // default stream). Throws cutrain::Error naming the size when the backend is out of memory
-  // even after the cache was emptied.
-  void* allocate(size_t bytes, const void* stream = nullptr);
+  // even after the cache was emptied (may_flush = false: without emptying it, for a caller
+  // that may not free now: one capturing a CUDA graph).
+  void* allocate(size_t bytes, const void* stream = nullptr, bool may_flush = true);
   // Returns a block to the pool. Passing a pointer this allocator did not hand out throws.
   void deallocate(void* p);
   // The same, but the block is cached under `key` (a private pool) instead of its stream.

@@ -5,7 +5,8 @@
 //  - CHECK is for things a user or a caller can get wrong (a bad shape, a label out of range,
 //    a malformed model file). It throws, so the program can report it and tests can assert it.
 //  - CUDA_CHECK is for the runtime failing. CUDA errors are sticky: after one, the context is
-//    unusable, so there is nothing sensible to recover; print everything and abort.
+//    unusable, so there is nothing sensible to recover; print everything and abort. (Except
+//    while capturing a graph, where an error means "this cannot be recorded": it throws.)
 #ifndef CUTRAIN_KERNELS_CHECK_H
 #define CUTRAIN_KERNELS_CHECK_H
 #include <sstream>
@@ -33,7 +34,18 @@ struct Error : std::runtime_error {
 #include <cstdlib>
 
 namespace cutrain {
+// Whether this thread is capturing a CudaGraph (kernels/gpu.h). Then a failing call is not a
+// broken context but CUDA (or cuDNN, cuBLAS) refusing to record it, and nothing has run: the
+// *_fail functions throw cutrain::Error instead of aborting, and CudaGraph::capture turns the
+// error into its answer.
+bool capturing_graph();
+
 [[noreturn]] inline void cuda_fail(const char* call, const char* file, int line, cudaError_t e) {
+  if (capturing_graph()) {
+    cudaGetLastError();  // not sticky: clear it
+    throw_error(file, line, std::string(call) + ": " + cudaGetErrorName(e) + ": " +
+                                cudaGetErrorString(e));
+  }
   std::fprintf(stderr, "CUDA error at %s:%d\n  %s\n  %s: %s\n", file, line, call,
                cudaGetErrorName(e), cudaGetErrorString(e));
   std::abort();
@@ -50,11 +62,13 @@ bool sync_after_launch();
   } while (0)
 
 // After every <<<...>>>: catches bad launch configurations at once, and with
-// CUTRAIN_SYNC_LAUNCHES=1 also errors raised while the kernel ran.
+// CUTRAIN_SYNC_LAUNCHES=1 also errors raised while the kernel ran (not while capturing a
+// graph: the kernel is recorded, not run).
 #define LAUNCH_CHECK()                                                     \
   do {                                                                     \
     CUDA_CHECK(cudaGetLastError());                                        \
-    if (::cutrain::sync_after_launch()) CUDA_CHECK(cudaDeviceSynchronize()); \
+    if (::cutrain::sync_after_launch() && !::cutrain::capturing_graph())   \
+      CUDA_CHECK(cudaDeviceSynchronize());                                 \
   } while (0)
 #endif
 #endif  // CUTRAIN_KERNELS_CHECK_H

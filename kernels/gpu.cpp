@@ -154,11 +154,15 @@ struct Capturing {
 thread_local Capturing t_capturing;
 }  // namespace
 
+bool capturing_graph() { return t_capturing.graph != nullptr; }
+
 DeviceBuffer::DeviceBuffer(size_t bytes, int device, cudaStream_t stream)
     : bytes_(bytes), device_(device) {
+  // While capturing: from the graph's pool, and no out-of-memory flush, whose cudaFree may
+  // not run under capture (out of memory then refuses the capture).
   const bool pool = t_capturing.graph && t_capturing.device == device;
-  p_ = device_allocator(device).allocate(
-      bytes, pool ? static_cast<const void*>(t_capturing.graph) : stream);
+  const void* key = pool ? static_cast<const void*>(t_capturing.graph) : stream;
+  p_ = device_allocator(device).allocate(bytes, key, !capturing_graph());
 }
 void DeviceBuffer::release() {
   if (p_) {
@@ -178,16 +182,22 @@ std::string CudaGraph::capture(cudaStream_t stream, const std::function<void()>&
   CHECK(!exec_ && device_ < 0, "CudaGraph: capture() is called once per graph");
   CHECK(!t_capturing.graph, "CudaGraph: this thread is capturing another graph");
   device_ = current_device();
+  // The capture's buffers are new blocks (its pool starts empty): make room for them now, while
+  // cudaFree is allowed, by giving back what the streams have cached.
+  device_allocator(device_).empty_cache();
   device_allocator(device_).hold(this);
-  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
-  t_capturing = Capturing{this, device_};
+  t_capturing = Capturing{this, device_};  // from here CUDA errors throw (kernels/check.h)
   std::string why;
+  bool began = false;
   try {
+    CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
+    began = true;
     work();
   } catch (const std::exception& e) {
     why = e.what();
   }
   t_capturing = Capturing{};
+  if (!began) return why;  // the stream is not capturing: nothing to end
   cudaGraph_t graph = nullptr;
   const cudaError_t ended = cudaStreamEndCapture(stream, &graph);  // ends it in every case
   if (why.empty() && ended != cudaSuccess)

@@ -131,12 +131,10 @@ void validate_config(const TrainConfig& c) {
              (c.accum > 1 ? " times --accum " + std::to_string(c.accum) : std::string()) +
              ": the global batch is split evenly over the replicas" +
              (c.accum > 1 ? ", and each replica's share into --accum micro-batches" : ""));
-  need(!c.cuda_graph || c.device != "cpu",
-       "--cuda-graph needs a GPU: it contradicts --device cpu");
-  need(!c.cuda_graph || (!any_cpu && replicas == 1),
-       "--cuda-graph captures the step of one replica on one GPU; --devices " + c.devices +
-           " trains " + std::to_string(replicas) + (any_cpu ? " CPU" : "") +
-           " replica(s): leave out --cuda-graph");
+  need(!c.cuda_graph || !any_gpu || replicas == 1,
+       "--cuda-graph captures the step of one replica; --devices " + c.devices + " trains " +
+           std::to_string(replicas) + " GPU replicas: leave out --cuda-graph "
+           "(--cuda-graph=false to resume a run that used it)");
   need(c.check_replicas >= 0, "--check-replicas must be >= 0, got " +
                                   std::to_string(c.check_replicas));
   need(c.label_smoothing >= 0 && c.label_smoothing < 1,

@@ -103,6 +103,10 @@ TEST_CASE("caching allocator: out of memory empties the cache and retries, then 
   CachingAllocator a(be.make());
   void* p = a.allocate(6 << 20);
   a.deallocate(p);  // 6 MiB cached
+  // A caller that may not free now (capturing a CUDA graph) gets the error, the cache intact.
+  REQUIRE_ERROR(a.allocate(8 << 20, nullptr, false), "out of device memory");
+  REQUIRE(be.frees == 0);
+  REQUIRE(a.stats().bytes_cached == size_t(6 << 20));
   // 8 MiB does not fit beside the cached 6 MiB: the cache is released and the retry succeeds
   void* q = a.allocate(8 << 20);
   REQUIRE(q != nullptr);
