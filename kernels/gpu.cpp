@@ -124,7 +124,11 @@ void Stream::synchronize() const { CUDA_CHECK(cudaStreamSynchronize(s_)); }
 
 Event::Event(bool timing) {
   CHECK(gpu_usable(), "cannot create a CUDA event: " << gpu_unavailable_reason());
-  CUDA_CHECK(cudaEventCreateWithFlags(&e_, timing ? cudaEventDefault : cudaEventDisableTiming));
+  // Blocking sync: a thread waiting on an event sleeps instead of spinning a core (the loader's
+  // workers wait for their slots' consumption, the checkpoint writer for its clones, while the
+  // decode threads need every core).
+  CUDA_CHECK(cudaEventCreateWithFlags(
+      &e_, (timing ? cudaEventDefault : cudaEventDisableTiming) | cudaEventBlockingSync));
 }
 Event::~Event() {
   if (e_) cudaEventDestroy(e_);

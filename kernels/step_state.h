@@ -16,7 +16,8 @@
 //                 scale_used = scaler.scale
 //   sgd_step_gpu / adamw_step_gpu(inv_scale, skip, t)     (nothing changes when skip)
 //   step_finish:  scaler = loss_scaler_next(cfg, scaler, skip); steps_taken += !skip;
-//                 inv_scale = 1 / scaler.scale (as float: exact, scales are powers of two)
+//                 inv_scale = 1 / scaler.scale (as float: exact, scales are powers of two);
+//                 peak_skips = the longest run of skips so far
 //
 // Every function is a CUTRAIN_HD function below, run by one thread on the GPU and called by
 // the CPU reference as is: the GPU's states equal the CPU's bit for bit, and the CPU trainer's
@@ -38,7 +39,9 @@ struct StepState {
   float inv_scale = 0;       // 1 / scaler.scale: what the optimizer kernels unscale with
   int32_t skip = 0;          // the step just decided overflowed: nothing was updated
   int32_t first_bad = -1;    // then: the index of the first parameter whose gradient did
-  int32_t pad_ = 0;
+  int32_t peak_skips = 0;    // the longest run of consecutive skips since the state was made:
+                             //   once it reaches the abort's limit the run stops there, so
+                             //   nothing after may be saved, even after a clean step
 };
 
 // A state at the start of training or after a restore: inv_scale from the scale, t from
@@ -52,6 +55,7 @@ CUTRAIN_HD inline StepState step_state_make(const LossScalerState& scaler, int64
   s.inv_scale = float(div_rn(1.0, scaler.scale));
   s.skip = 0;
   s.first_bad = -1;
+  s.peak_skips = scaler.consecutive_skips;
   return s;
 }
 
@@ -68,6 +72,7 @@ CUTRAIN_HD inline void step_decide(int P, const int32_t* flags, StepState* s) {
 
 CUTRAIN_HD inline void step_finish(const LossScalerConfig& c, StepState* s) {
   s->scaler = loss_scaler_next(c, s->scaler, s->skip != 0);
+  if (s->scaler.consecutive_skips > s->peak_skips) s->peak_skips = s->scaler.consecutive_skips;
   if (!s->skip) s->steps_taken++;
   s->t = s->steps_taken + 1;
   s->inv_scale = float(div_rn(1.0, s->scaler.scale));

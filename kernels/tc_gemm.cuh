@@ -25,7 +25,9 @@
 //   (as floats) so that each thread hands consecutive n to the epilogue (coalesced stores).
 // split-K: when the tiles alone cannot fill the GPU (a weight gradient: M*N small, Kd = N*P*Q
 //   huge) blockIdx.z takes one slice of kd, fp32 partial tiles go to a scratch buffer, and a
-//   second kernel sums the slices in a fixed order and calls epi: the same bits on every run.
+//   second kernel sums the slices in a fixed order and calls epi: the same bits on every run,
+//   and on every GPU of one architecture (the split depends on the shape, not the SM count;
+//   WMMA's own accumulation order may differ between architectures).
 // bytes / flops: 2*M*N*Kd flops. Each block reads (BM + BN) * Kd halves: A is read N/BN times
 //   and B M/BM times (from L2 mostly), C written once. With 128x64 tiles a kd step moves 12 KiB
 //   from global memory for 512 kflop (~43 flops a byte); the layers of the default models are
@@ -222,9 +224,12 @@ void launch(int64_t M, int64_t N, int64_t Kd, const OpA& a, const OpB& b, const 
   const int64_t tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
   const int64_t tiles = tiles_m * tiles_n, ksteps = (Kd + BK - 1) / BK;
   CHECK(tiles_n <= 65535, "tc_gemm: N = " << N << " is too large");
-  int sms = 1;
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, current_device()));
   // Split kd only when the tiles leave the GPU mostly idle and each slice keeps >= 8 steps.
+  // "The GPU" is a fixed 132 SMs (an H100 SXM's), not the device's count: the split decides
+  // the order of the fp32 sums, so the result's bits depend on the shape alone, and a run
+  // resumed on another GPU of the same architecture (an H100 PCIe has 114 SMs, a MIG slice
+  // fewer) continues bit for bit.
+  constexpr int sms = 132;
   int64_t splits = 1;
   if (tiles < sms && ksteps >= 16)
     splits = std::min<int64_t>({(2 * sms + tiles - 1) / tiles, ksteps / 8, 64});

@@ -44,10 +44,13 @@ DeviceNormalization::DeviceNormalization(const Normalization& norm) {
   const cudaStream_t stream = gpu_context().stream;
   mean_ = Tensor::empty({C}, DType::f32, Device::cuda);  // (C) f32
   std_ = Tensor::empty({C}, DType::f32, Device::cuda);   // (C) f32
-  // From pageable memory: the driver stages the bytes before copy_async returns, so the
-  // vectors may go out of scope; the kernels that read the arrays come later on `stream`.
+  // From locals, so wait for the copies before they go out of scope (as DeviceStep::reset
+  // does: for a pageable source the CUDA docs promise little). Once per trainer or evaluation.
   copy_async(mean_.raw(), mean.data(), mean_.bytes(), stream);
   copy_async(std_.raw(), stddev.data(), std_.bytes(), stream);
+  Event done;
+  done.record(stream);
+  done.synchronize();
 }
 
 Tensor input_tensor_gpu(const uint8_t* d_images, int n, int S, int C,

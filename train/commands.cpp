@@ -80,6 +80,10 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
   t->add_option("--accum", c.accum, "Compute each step as this many micro-batches "
                                     "(gradient accumulation; divides --batch)")
       ->group("Optimization");
+  t->add_option("--max-skips", c.max_skips,
+                "Stop the run, naming the step, after this many steps in a row were skipped for "
+                "inf/NaN gradients")
+      ->group("Optimization");
   t->add_option("--label-smoothing", c.label_smoothing, "Label smoothing of the loss")
       ->group("Optimization");
   t->add_option("--seed", c.seed, "Seed of the weights, the batch order and the augmentation")

@@ -137,6 +137,7 @@ void validate_config(const TrainConfig& c) {
            "(--cuda-graph=false to resume a run that used it)");
   need(c.check_replicas >= 0, "--check-replicas must be >= 0, got " +
                                   std::to_string(c.check_replicas));
+  need(c.max_skips >= 1, "--max-skips must be >= 1, got " + std::to_string(c.max_skips));
   need(c.label_smoothing >= 0 && c.label_smoothing < 1,
        "--label-smoothing must be in [0, 1), got " + str(c.label_smoothing));
   need(c.threads >= 0, "--threads must be >= 0, got " + std::to_string(c.threads));
@@ -171,7 +172,8 @@ void for_each_field(Config& c, F&& f) {
   f("optimizer", c.optimizer), f("lr", c.lr);
   f("momentum", c.momentum), f("wd", c.wd), f("schedule", c.schedule), f("warmup", c.warmup);
   f("epochs", c.epochs), f("batch", c.batch), f("accum", c.accum);
-  f("label_smoothing", c.label_smoothing), f("seed", c.seed), f("threads", c.threads);
+  f("label_smoothing", c.label_smoothing), f("max_skips", c.max_skips);
+  f("seed", c.seed), f("threads", c.threads);
   f("out", c.out), f("keep", c.keep), f("resume", c.resume), f("metrics", c.metrics);
   f("trace", c.trace), f("log_every", c.log_every);
   f("checkpoint_every", c.checkpoint_every), f("check_replicas", c.check_replicas);
@@ -233,7 +235,7 @@ bool may_change_on_resume(const std::string& key) {
   static const std::set<std::string> ok = {"epochs", "threads", "out", "keep", "resume",
                                            "metrics", "trace", "log_every", "checkpoint_every",
                                            "device", "devices", "check_replicas",
-                                           "cuda_graph"};
+                                           "cuda_graph", "max_skips"};
   return ok.count(key) > 0;
 }
 
@@ -249,8 +251,8 @@ TrainConfig resume_config(const TrainConfig& saved, const TrainConfig& cli,
       CHECK(false, "--" << key << " " << c[key].dump() << " differs from the checkpoint's "
                         << s[key].dump() << ": a resumed run continues the computation it "
                         << "started, so only --epochs, --threads, --out, --keep, --metrics, --trace, "
-                        << "--log-every, --checkpoint-every, --device, --devices, --check-replicas and "
-                        << "--cuda-graph may change");
+                        << "--log-every, --checkpoint-every, --device, --devices, --check-replicas, "
+                        << "--cuda-graph and --max-skips may change");
     }
   }
   return merged.get<TrainConfig>();

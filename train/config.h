@@ -62,6 +62,8 @@ struct TrainConfig {
   int batch = 128;                  // images per optimizer step
   int accum = 1;                    // ... computed as this many micro-batches (batch / accum)
   double label_smoothing = 0.1;
+  int max_skips = 30;               // stop after this many steps in a row skipped for inf/NaN
+                                    //   gradients (nothing is being learnt)
   uint64_t seed = 1;                // weights, batch order and augmentation
 
   // ---- the run --------------------------------------------------------------------------
@@ -109,7 +111,8 @@ std::string option_key(const std::string& option);
 
 // The options a resumed run may change: they do not alter what is computed, only how long it
 // runs and where and how it reports (--epochs, --threads, --out, --keep, --metrics, --trace,
-// --log-every, --checkpoint-every, --device, --devices, --check-replicas, --cuda-graph).
+// --log-every, --checkpoint-every, --device, --devices, --check-replicas, --cuda-graph,
+// --max-skips).
 bool may_change_on_resume(const std::string& key);
 
 // The configuration of a resumed run: `saved` (from the checkpoint) with the keys in `given`

@@ -146,6 +146,19 @@ void evaluate_gpu(Model& model, Loader& loader, const ImageSpec& spec, const Eva
   const DeviceNormalization norm(opt.norm);
   const int K = model.options().classes;
   ResultSlot slots[2] = {ResultSlot(opt.batch, K), ResultSlot(opt.batch, K)};
+  // Should a batch throw (drain checks the labels), the pinned slots must outlive the copies
+  // queued into them: wait for the stream before they go (destroyed first, declared last).
+  struct WaitAtExit {
+    cudaStream_t stream;
+    ~WaitAtExit() {
+      try {
+        Event done;
+        done.record(stream);
+        done.synchronize();
+      } catch (...) {  // a destructor: an error here is reported by the next call that checks
+      }
+    }
+  } wait_at_exit{stream};
   for (int64_t b = 0; b < loader.sampler().batches_per_epoch(); b++) {
     const Batch batch = loader.next(stream);  // `stream` waits for the batch's copy
     ResultSlot& mine = slots[b % 2];          // free: batch b-2 was drained last time round

@@ -19,8 +19,9 @@ namespace cutrain {
 // a GPU), so a bucket should carry at least a few hundred KiB for the copies to dominate.
 constexpr size_t kBucketMinBytes = size_t(256) << 10;
 
-LossScalerConfig loss_scaler_config(DType dtype) {
+LossScalerConfig loss_scaler_config(DType dtype, int max_skips) {
   LossScalerConfig c;  // 2^16, x2 after 2000 clean steps, x0.5 on overflow, [1, 2^24]
+  c.max_consecutive_skips = max_skips;
   if (dtype != DType::f16) {
     c.dynamic = false;  // fp32 gradients do not underflow: no scaling
     c.init = 1;
@@ -92,7 +93,7 @@ Trainer::Trainer(const TrainConfig& cfg, const RunDevice& device) : cfg_(cfg), d
       ring_->abort(why);
     });
   }
-  scaler_ = std::make_unique<LossScaler>(loss_scaler_config(device_.dtype));
+  scaler_ = std::make_unique<LossScaler>(loss_scaler_config(device_.dtype, cfg_.max_skips));
   if (gpu_) {
     const int P = int(model().parameters().size());
     for (int r = 0; r < R; r++) {

@@ -264,8 +264,9 @@ class Trainer {
 };
 
 // The scaler of a run: dynamic from 2^16 for fp16; fixed at 1 for fp32 (an inf/NaN gradient
-// still skips the step and counts towards the abort).
-LossScalerConfig loss_scaler_config(DType dtype);
+// still skips the step and counts towards the abort); the run stops after max_skips skipped
+// steps in a row (--max-skips).
+LossScalerConfig loss_scaler_config(DType dtype, int max_skips);
 
 // A model as a checkpoint saved it, for evaluation and prediction: built from the checkpoint's
 // configuration in `dtype`, weights and BatchNorm statistics loaded. For a dtype other than

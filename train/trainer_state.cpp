@@ -107,11 +107,13 @@ Checkpoint Trainer::snapshot_async(const std::map<std::string, double>& extra) {
     StepState s;
     std::memcpy(&s, state.to(Device::cpu).raw(), sizeof s);
     // The host has not seen these steps yet: if they end the run (too many overflows in a
-    // row), this checkpoint must not be written (it would resume past the stop).
-    CHECK(s.scaler.consecutive_skips < max_skips,
-          "the checkpoint of step " << ck.step << " is not written: its last "
-                                    << s.scaler.consecutive_skips
-                                    << " steps overflowed, and the run stops at " << max_skips);
+    // row), this checkpoint must not be written (it would resume past the stop). Their
+    // longest run of skips counts, not the last: a clean step after the limit was reached
+    // resets the counter, but the run still stops at the limit.
+    CHECK(s.peak_skips < max_skips,
+          "the checkpoint of step " << ck.step << " is not written: " << s.peak_skips
+                                    << " steps in a row overflowed before it, and the run "
+                                    << "stops at " << max_skips);
     put_scaler_state(ck, s.scaler, s.steps_taken);
   };
   return c;

@@ -60,6 +60,7 @@ TEST_CASE("step state: step_state_make sets t, inv_scale and nothing decided") {
   REQUIRE(s.inv_scale == std::ldexp(1.0f, -16));  // exact: a power of two
   REQUIRE(s.skip == 0);
   REQUIRE(s.first_bad == -1);
+  REQUIRE(s.peak_skips == 2);  // the restored run of skips counts
   // a scale that is no power of two: 1/scale rounded to double, then once to float
   sc.scale = 3;
   REQUIRE(step_state_make(sc, 0).inv_scale == float(1.0 / 3));
@@ -123,6 +124,8 @@ TEST_CASE("step state: step_finish walks LossScaler's states on a script hitting
   }
   REQUIRE(s.scaler.skipped_total == 6);
   REQUIRE(s.scaler.scale == 2);
+  REQUIRE(s.scaler.consecutive_skips == 0);  // three clean steps since the five overflows
+  REQUIRE(s.peak_skips == 5);                // which are not forgotten
 }
 
 TEST_CASE("step state: step_finish equals LossScaler over a long random run") {

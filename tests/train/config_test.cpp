@@ -54,6 +54,8 @@ TEST_CASE("config: the defaults are valid once --train is given; every problem i
   validate_config(h);
   h.devices = "", h.device = "cpu";
   validate_config(h);
+  h.max_skips = 0;
+  REQUIRE_ERROR(validate_config(h), "--max-skips must be >= 1, got 0");
 }
 
 TEST_CASE("config: JSON round trip; unknown keys and wrong types are refused by name") {
@@ -62,7 +64,7 @@ TEST_CASE("config: JSON round trip; unknown keys and wrong types are refused by 
   c.mean = {0.1, 0.2, 0.3}, c.std = {0.4, 0.5, 0.6}, c.augment = true, c.pad = 4;
   c.optimizer = "adamw", c.lr = 0.003, c.seed = 0xfedcba9876543210ull, c.class_names = {"a", "b"};
   c.classes = 2, c.model_text = "conv 8 3x3\nlinear classes\n", c.limit_train = 5000;
-  c.cuda_graph = true;
+  c.cuda_graph = true, c.max_skips = 7;
   const std::string text = config_to_json_text(c);
   const TrainConfig back = config_from_json_text(text, "config.json");
   REQUIRE(config_to_json_text(back) == text);
@@ -70,6 +72,7 @@ TEST_CASE("config: JSON round trip; unknown keys and wrong types are refused by 
   REQUIRE(back.mean == c.mean);
   REQUIRE(back.model_text == c.model_text);
   REQUIRE(back.cuda_graph);
+  REQUIRE(back.max_skips == 7);
   nlohmann::json old = c;  // a checkpoint from before the option: the default, off
   old.erase("cuda_graph");
   REQUIRE(!config_from_json_text(old.dump(), "old.json").cuda_graph);

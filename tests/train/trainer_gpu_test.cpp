@@ -171,6 +171,29 @@ TEST_CASE("trainer [gpu]: an inf in one gradient skips the step on the device") 
   REQUIRE(t.optimizer().steps_taken == 4);
 }
 
+TEST_CASE("trainer [gpu]: a checkpoint taken after the steps that end the run is not written, "
+          "even when a clean step came after them") {
+  REQUIRE_GPU();
+  TempDir dir;
+  TrainConfig cfg = tiny_run_config(dir / "run", 320, 1);
+  cfg.max_skips = 3;
+  Trainer t(cfg, on(Device::cuda, DType::f16));
+  REQUIRE(t.step().taken);
+  t.after_backward = [](Trainer& tr) {
+    Tensor& g = tr.model().parameters().back()->grad_buffer();
+    Tensor h = g.to(Device::cpu);
+    h.data<half_t>()[0] = half_t(std::nanf(""));
+    g.copy_from(h);
+  };
+  for (int s = 0; s < 3; s++) t.launch();  // steps 1-3 overflow: the run stops at step 3
+  t.after_backward = nullptr;
+  t.launch();  // step 4 is clean: the device's counter of skips in a row is 0 again
+  Checkpoint c = t.snapshot_async();  // none of these steps has been seen by the host
+  REQUIRE(c.pending);
+  REQUIRE_ERROR(c.complete(), "3 steps in a row overflowed before it");
+  REQUIRE_ERROR(t.results(true), "step 3: 3 consecutive");
+}
+
 TEST_CASE("trainer [gpu]: many steps in flight come back in order, each once") {
   REQUIRE_GPU();
   TempDir dir;

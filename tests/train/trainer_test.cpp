@@ -213,6 +213,14 @@ TEST_CASE("a run whose every gradient overflows stops with an error naming the s
   REQUIRE(t.scaler().scale() == 1);  // halved from 2^16 down to its minimum, 1
   REQUIRE(t.scaler().consecutive_skips() == 29);
   REQUIRE_ERROR(t.step(), "step 29: 30 consecutive");  // the 30th overflow in a row ends it
+  // --max-skips sets the limit.
+  TrainConfig c3 = tiny_run_config(dir / "run3", 320, 10);
+  c3.max_skips = 3;
+  Trainer u(c3, cpu(DType::f16));
+  u.after_backward = t.after_backward;
+  REQUIRE(!u.step().taken);
+  REQUIRE(!u.step().taken);
+  REQUIRE_ERROR(u.step(), "step 2: 3 consecutive");
 }
 
 TEST_CASE("launch and results: each step's result once, in order; step() refuses pending steps") {
