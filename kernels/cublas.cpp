@@ -95,7 +95,13 @@ BoundHandle cublas_handle(int device, cudaStream_t stream) {
   thread_local Handles handles;
   if (size_t(device) >= handles.h.size()) handles.h.resize(size_t(device) + 1, nullptr);
   cublasHandle_t& h = handles.h[size_t(device)];
-  if (!h) CUBLAS_CHECK(cublasCreate(&h));  // binds to the current device
+  if (!h) {
+    CUBLAS_CHECK(cublasCreate(&h));  // binds to the current device
+    // Sums in fp32 even when the output is fp16: by default cuBLAS may add split-K partial
+    // sums in the output's type (cublas_api.h, CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION).
+    CUBLAS_CHECK(cublasSetMathMode(
+        h, cublasMath_t(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
+  }
   CUBLAS_CHECK(cublasSetStream(h, stream));  // (and resets the workspace to the default)
   BoundHandle b;
   b.h = h;

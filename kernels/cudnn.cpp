@@ -11,7 +11,8 @@
 //
 // Algorithm: the first one in cuDNN's own ranking (cudnnGet*Algorithm_v7, fastest first by
 // its heuristics for this shape, dtype and GPU) that works, needs at most kWorkspaceCap of
-// workspace, and is deterministic; only when no deterministic one fits, the first that works.
+// workspace, and is deterministic; only when no deterministic one fits, the first that works,
+// with a notice on stderr.
 // Not cudnnFind*AlgorithmEx: that one times every algorithm on the device, blocks the host,
 // overwrites its output argument (our += targets) and, timing being noisy, may pick a different
 // algorithm in the next process, so a resumed run would not reproduce the bits of the first.
@@ -164,8 +165,9 @@ ConvPlan& conv_plan(int device, cudnnDataType_t dt, const Conv2dShape& s) {
 }
 
 // From cuDNN's ranked list (fastest first), the first entry that works and fits the cap,
-// deterministic ones first (see the top of the file). ws_of(algo) asks cuDNN for the exact
-// workspace of the chosen one.
+// deterministic ones first (see the top of the file). ws_of(algo, &bytes) asks cuDNN for the
+// exact workspace of a candidate; one it cannot size is passed over. Falling back to a
+// non-deterministic algorithm is said once (resume is then no longer bit-exact).
 template <typename Perf, typename WsOf>
 Algo pick_algo(const std::vector<Perf>& perf, int count, WsOf ws_of, const char* what,
                const Conv2dShape& s, cudnnDataType_t dt) {
@@ -174,8 +176,14 @@ Algo pick_algo(const std::vector<Perf>& perf, int count, WsOf ws_of, const char*
       const Perf& p = perf[size_t(i)];
       if (p.status != CUDNN_STATUS_SUCCESS || p.memory > kWorkspaceCap) continue;
       if (pass == 0 && p.determinism != CUDNN_DETERMINISTIC) continue;
-      const size_t ws = ws_of(p.algo);
-      if (ws > kWorkspaceCap) continue;
+      size_t ws = 0;
+      if (ws_of(p.algo, &ws) != CUDNN_STATUS_SUCCESS || ws > kWorkspaceCap) continue;
+      if (pass == 1)
+        std::fprintf(stderr,
+                     "cutrain: cuDNN has no deterministic %s algorithm for conv2d %s within a "
+                     "%zu MiB workspace: using a non-deterministic one (results may differ "
+                     "from run to run; --conv tc or direct are deterministic)\n",
+                     what, describe(s, dt).c_str(), kWorkspaceCap >> 20);
       return Algo{int(p.algo), ws};
     }
   }
@@ -191,11 +199,9 @@ void choose_forward(cudnnHandle_t h, ConvPlan& p, const Conv2dShape& s, cudnnDat
   std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(size_t(max > 0 ? max : 1));
   CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, p.x.get(), p.w.get(), p.conv.get(),
                                                      p.y.get(), max, &count, perf.data()));
-  auto ws_of = [&](cudnnConvolutionFwdAlgo_t a) {
-    size_t b = 0;
-    CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(h, p.x.get(), p.w.get(), p.conv.get(),
-                                                        p.y.get(), a, &b));
-    return b;
+  auto ws_of = [&](cudnnConvolutionFwdAlgo_t a, size_t* b) {
+    return cudnnGetConvolutionForwardWorkspaceSize(h, p.x.get(), p.w.get(), p.conv.get(),
+                                                   p.y.get(), a, b);
   };
   p.fwd = pick_algo(perf, count, ws_of, "forward", s, dt);
 }
@@ -207,11 +213,9 @@ void choose_backward_data(cudnnHandle_t h, ConvPlan& p, const Conv2dShape& s,
   std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(size_t(max > 0 ? max : 1));
   CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
       h, p.w.get(), p.y.get(), p.conv.get(), p.x.get(), max, &count, perf.data()));
-  auto ws_of = [&](cudnnConvolutionBwdDataAlgo_t a) {
-    size_t b = 0;
-    CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w.get(), p.y.get(),
-                                                             p.conv.get(), p.x.get(), a, &b));
-    return b;
+  auto ws_of = [&](cudnnConvolutionBwdDataAlgo_t a, size_t* b) {
+    return cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w.get(), p.y.get(), p.conv.get(),
+                                                        p.x.get(), a, b);
   };
   p.bwd_data = pick_algo(perf, count, ws_of, "backward-data", s, dt);
 }
@@ -223,11 +227,9 @@ void choose_backward_filter(cudnnHandle_t h, ConvPlan& p, const Conv2dShape& s,
   std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(size_t(max > 0 ? max : 1));
   CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
       h, p.x.get(), p.y.get(), p.conv.get(), p.w.get(), max, &count, perf.data()));
-  auto ws_of = [&](cudnnConvolutionBwdFilterAlgo_t a) {
-    size_t b = 0;
-    CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p.x.get(), p.y.get(),
-                                                               p.conv.get(), p.w.get(), a, &b));
-    return b;
+  auto ws_of = [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* b) {
+    return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p.x.get(), p.y.get(), p.conv.get(),
+                                                          p.w.get(), a, b);
   };
   p.bwd_filter = pick_algo(perf, count, ws_of, "backward-filter", s, dt);
 }

@@ -41,15 +41,18 @@ namespace {
 constexpr cudnnBatchNormMode_t kTrainMode = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
 constexpr cudnnBatchNormMode_t kEvalMode = CUDNN_BATCHNORM_SPATIAL;
 
-// x (M,C) as NHWC (n = M, c = C, h = w = 1) and the derived per-channel (1,C,1,1) fp32
-// descriptor that gamma, beta, the saved and the running statistics share.
+// x (M,C) as one NHWC image of M x 1 pixels (n = 1, c = C, h = M, w = 1): the same bytes, the
+// statistics over the same M values. Not n = M: cuDNN's batchnorm kernels limit the batch
+// dimension (PyTorch sends cuDNN no batch above 880,801 in training, 65,535 in evaluation),
+// and M = N*H*W passes that at once (128 x 32 x 32 = 131,072). With the derived per-channel
+// (1,C,1,1) fp32 descriptor that gamma, beta, the saved and the running statistics share.
 struct BnDescs {
   TensorDesc x, param;
   BnDescs(int64_t M, int C, cudnnDataType_t dt, cudnnBatchNormMode_t mode) {
     CHECK(M >= 1 && C >= 1,
           "batchnorm (cuDNN): M and C must be positive, got M=" << M << " C=" << C);
     check_elements("batchnorm x", M * C);
-    CUDNN_CHECK(cudnnSetTensor4dDescriptor(x.get(), CUDNN_TENSOR_NHWC, dt, int(M), C, 1, 1));
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(x.get(), CUDNN_TENSOR_NHWC, dt, 1, C, int(M), 1));
     CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(param.get(), x.get(), mode));
   }
 };
