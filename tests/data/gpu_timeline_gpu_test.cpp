@@ -84,12 +84,13 @@ TEST_CASE("gpu timeline [gpu]: spans in order, as long as the work, on the host'
   REQUIRE(std::llabs(ns(second.at("ts")) - ns(first.at("ts")) - ns(first.at("dur"))) <= 2);
   // The calibration: the idle stream reached the first mark right after it was queued
   // (launch latency, microseconds), and the last one before flush() returned. The slack is
-  // the calibration's error (half a record + wait, tens of us) and the launch latency.
+  // the calibration's error (half a record + wait; the events sleep while waited for, so the
+  // thread's wake-up, up to hundreds of us on a busy host) and the launch latency.
   const int64_t begin_ns = ns(first.at("ts"));
   const int64_t end_ns = ns(second.at("ts")) + ns(second.at("dur"));
   REQUIRE(begin_ns >= trace_ns(tracer, queued) - 200000);
   REQUIRE(begin_ns <= trace_ns(tracer, queued) + 2 * kMs);
-  REQUIRE(end_ns <= trace_ns(tracer, flushed) + 200000);
+  REQUIRE(end_ns <= trace_ns(tracer, flushed) + kMs);
 }
 
 TEST_CASE("gpu timeline [gpu]: collect() never waits for the stream; flush() collects all") {

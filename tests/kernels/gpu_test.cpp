@@ -46,7 +46,7 @@ TEST_CASE("gpu [gpu]: tensors round-trip through the device, f32 -> f16 on the d
   Tensor t = Tensor::from_floats({1.0f, -2.5f, 65504.0f, 70000.0f, 1e-8f}, {5});
   Tensor d = t.to(Device::cuda);
   REQUIRE(d.device() == Device::cuda);
-  require_close(d.to(Device::cpu), {1.0, -2.5, 65504.0, 70000.0, 1e-8}, 0);
+  require_close(d.to(Device::cpu), {1.0, -2.5, 65504.0, 70000.0, double(1e-8f)}, 0);
   Tensor h = d.to(DType::f16).to(Device::cpu);
   Tensor want = t.to(DType::f16);
   for (int i = 0; i < 5; i++) REQUIRE(h.data<half_t>()[i].bits == want.data<half_t>()[i].bits);

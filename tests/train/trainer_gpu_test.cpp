@@ -1,12 +1,14 @@
 // The trainer on a GPU against the trainer on the CPU, on real Fashion-MNIST images: the same
 // losses within the kernels' tolerance, exact resume on the GPU itself, an injected inf
-// skipping the step on the device, and many steps in flight without losing one. They skip
-// when no GPU is usable (REQUIRE_GPU).
+// skipping the step on the device, a checkpoint taken without waiting (and refused past the
+// overflow abort), many steps in flight without losing one, and --cuda-graph against the
+// launched run bit for bit. They skip when no GPU is usable (REQUIRE_GPU).
+#include <chrono>
 #include <cmath>
 #include <cstring>
-#include <limits>
-
 #include <fstream>
+#include <limits>
+#include <thread>
 
 #include "data/image_list.h"
 #include "kernels/gpu.h"
@@ -19,6 +21,11 @@ using namespace cutrain;
 using namespace cutrain_test;
 
 namespace {
+
+// A host function for a stream (cudaLaunchHostFunc): the stream waits while it sleeps.
+void CUDART_CB sleep_host(void* ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(*static_cast<const int*>(ms)));
+}
 
 RunDevice on(Device device, DType dtype) {
   RunDevice d;
@@ -113,8 +120,17 @@ TEST_CASE("trainer [gpu]: a checkpoint taken with steps in flight holds the stat
     // it before it completes. b: the same steps one at a time, the snapshot after step k.
     Trainer a(cfg, on(Device::cuda, DType::f16)), b(cfg, on(Device::cuda, DType::f16));
     for (int s = 0; s < k; s++) a.launch();
+    {  // replica 0's stream held up 300 ms behind the steps: a snapshot that waited would too
+      const GpuContextScope on = a.on_replica(0);
+      static const int ms = 300;
+      CUDA_CHECK(cudaLaunchHostFunc(gpu_context().stream, sleep_host, const_cast<int*>(&ms)));
+    }
+    const auto t0 = std::chrono::steady_clock::now();
     Checkpoint c = a.snapshot_async({{"best_top1", 0.25}});
-    REQUIRE(a.pending() > 0);  // it did not wait for them
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    INFO("snapshot_async took " << took << " s");
+    REQUIRE(took < 0.15);  // it did not wait for the steps
+    REQUIRE(a.pending() == size_t(k));
     REQUIRE(c.pending);
     REQUIRE(c.step == k);
     for (int s = k; s < N; s++) a.launch();
