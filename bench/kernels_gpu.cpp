@@ -223,7 +223,7 @@ int main(int argc, char** argv) {
                                   {"gemm_f16_tflops", ctx.ceilings.gemm_tflops}}},
                     {"rows", r.rows()}, {"targets", targets}, {"wrong", r.failures}}
                        .dump(2) + "\n");
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_kernels_gpu: %s\n", e.what());
     return 1;
   }

@@ -24,7 +24,12 @@
 # bench-kernels.json; the train step: train.log, train-gpu.md, metrics.jsonl; the replicas
 # step: replicas.md.
 # Exit status: 1 when a step failed (tests, a sanitizer, a WRONG kernel), else 0.
-# Environment: STEP_TIMEOUT (seconds per step, default 540), TEST_ARGS (extra arguments of
+# Time: each step stops after STEP_TIMEOUT, and all of them together after TOTAL_TIMEOUT
+# (default 570 s: one call of the device tool is 600 s). A step that no longer fits is skipped
+# and said so. summary.md gets each step's row as soon as it ends, so a run cut short still
+# says what it did. Give the long steps a call each: `info tests`, `memcheck`, `racecheck`,
+# `bench`, `train`, `replicas`.
+# Environment: STEP_TIMEOUT (seconds per step, default 540), TOTAL_TIMEOUT, TEST_ARGS (extra arguments of
 # cutrain_tests, e.g. -tc="conv2d*"), BENCH_ARGS (of bench_kernels_gpu), TRAIN_ARGS (of the
 # train step's cutrain train), REPLICA_DEVICES, CUDA_HOME.
 set -uo pipefail
@@ -34,6 +39,11 @@ steps=${*:-info tests memcheck racecheck bench}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+if [ ! -f "$here/payload.tar.xz" ]; then
+  echo "run.sh: no payload.tar.xz beside it: run the copy that make bundle writes (bundle/run.sh)" >&2
+  exit 2
+fi
+deadline=$(( SECONDS + ${TOTAL_TIMEOUT:-570} ))
 # bin/ and lib/ travel compressed: unpack them into a temporary folder for this run (not into
 # the bundle, which must stay small enough to carry)
 work=$(mktemp -d "${TMPDIR:-/tmp}/cutrain-bundle.XXXXXX") || exit 1
@@ -103,23 +113,38 @@ sanitizer=$(command -v compute-sanitizer ||
   echo
 } >"$summary"
 
-# run_step NAME LOG COMMAND...: runs it under the step timeout, appends a summary line.
-results=""
+# run_step NAME LOG COMMAND...: runs it under the step timeout (or what is left of the total),
+# sets last_rc and last_secs.
 status=0  # 1 when a step failed: run.sh's exit status
 run_step() {
-  local name=$1 log=$2 t0 rc
+  local name=$1 log=$2 t0 rc limit=$step_timeout left=$(( deadline - SECONDS - 5 ))
   shift 2
+  [ "$left" -lt "$limit" ] && limit=$left
+  if [ "$limit" -lt 10 ]; then
+    echo "== $name: skipped: TOTAL_TIMEOUT reached (run it in a call of its own)" | tee -a "$log"
+    last_rc=124 last_secs=0 status=1
+    return
+  fi
   echo "== $name: $*" | tee -a "$log"
   t0=$(date +%s)
-  timeout --kill-after=10 "$step_timeout" "$@" >>"$log" 2>&1
+  timeout --kill-after=10 "$limit" "$@" >>"$log" 2>&1
   rc=$?
-  [ $rc = 124 ] && echo "== $name: stopped after ${step_timeout}s (STEP_TIMEOUT)" >>"$log"
+  [ $rc = 124 ] && echo "== $name: stopped after ${limit}s (STEP_TIMEOUT/TOTAL_TIMEOUT)" >>"$log"
   echo "== $name: exit $rc after $(( $(date +%s) - t0 ))s" | tee -a "$log"
   last_rc=$rc
   last_secs=$(( $(date +%s) - t0 ))
   [ $rc = 0 ] || status=1
 }
-row() { results="$results| $1 | $2 | $3 |\n"; }
+# A row of the summary's table, written at once (a run cut short keeps the rows it made); the
+# table starts at the first row, after the info step's sections.
+table=""
+row() {
+  if [ -z "$table" ]; then
+    { echo "## steps"; echo; echo "| step | status | result |"; echo "| --- | --- | --- |"; } >>"$summary"
+    table=1
+  fi
+  echo "| $1 | $2 | $3 |" >>"$summary"
+}
 
 for step in $steps; do
   case $step in
@@ -145,8 +170,24 @@ for step in $steps; do
         row "$step" skipped "${gpu_reason:-compute-sanitizer not found}"
         continue
       fi
-      run_step "$step" "$out/$step.log" "$sanitizer" --tool "$step" --print-limit 100 \
-        bin/cutrain_tests -tc="*[gpu]*" "${test_args[@]}"
+      # Can it run here at all? (Some hosts' sanitizer refuses the device: "not supported".)
+      if ! probe=$("$sanitizer" --tool "$step" bin/cutrain info 2>&1) ||
+         grep -qi "not supported\|unknown error" <<<"$probe"; then
+        echo "skipped: compute-sanitizer cannot run here:" >"$out/$step.log"
+        echo "$probe" | tail -20 >>"$out/$step.log"
+        row "$step" skipped "compute-sanitizer cannot run on this host (see $step.log)"
+        continue
+      fi
+      # Errors make the exit status; memcheck leaves out the CUDA API errors that tests provoke
+      # on purpose (a refused graph capture), which the tests check themselves. The tests with
+      # timing bounds are left out: the sanitizer slows everything.
+      sanitizer_args=(--tool "$step" --print-limit 100 --error-exitcode 1)
+      if [ "$step" = memcheck ] && "$sanitizer" --help 2>&1 | grep -q -- --report-api-errors; then
+        sanitizer_args+=(--report-api-errors no)
+      fi
+      run_step "$step" "$out/$step.log" "$sanitizer" "${sanitizer_args[@]}" \
+        bin/cutrain_tests -tc="*[gpu]*" -tce="gpu timeline*,*checkpoint taken with steps in flight*" \
+        "${test_args[@]}"
       # memcheck: "ERROR SUMMARY: N errors"; racecheck: "RACECHECK SUMMARY: N hazards ..."
       counts=$(grep -a "ERROR SUMMARY\|RACECHECK SUMMARY" "$out/$step.log" | sed 's/^=* *//' |
                tr '\n' ' ')
@@ -199,6 +240,14 @@ for step in $steps; do
       row train "exit $last_rc" "${final:-no final line}"
       ;;
     replicas)
+      {
+        echo "# bench_replicas_gpu --devices ${REPLICA_DEVICES:-0,0}"
+        echo
+        sed 's/^/    /' "$here/BUILD"
+        echo
+        echo "Date: $(date -u '+%Y-%m-%d %H:%M UTC'). Device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -4 | tr '\n' ';')"
+        echo
+      } >"$out/replicas.md"
       run_step replicas "$out/replicas.md" bin/bench_replicas_gpu \
         --devices "${REPLICA_DEVICES:-0,0}"
       hidden=$(grep -a "^| 2 |" "$out/replicas.md" | head -1)
@@ -209,11 +258,6 @@ for step in $steps; do
   esac
 done
 
-{
-  echo "## steps"; echo
-  echo "| step | status | result |"; echo "| --- | --- | --- |"
-  echo -ne "$results"
-} >>"$summary"
 echo
 sed -n '/^## steps/,$p' "$summary"
 echo "logs: $out"
