@@ -15,8 +15,8 @@
 //      (Trainer::peer_report()). Timed with bench/replica_training.h, as bench_replicas times
 //      CPU replicas: warm-up steps, then launch() x steps and results(true) at the end of the
 //      window (a GPU step is queued, not run, by launch()). One replica is timed twice: with
-//      its kernels launched one by one, and with forward and backward replayed from a CUDA
-//      graph (--cuda-graph): its "x one" is the graph's gain.
+//      its kernels launched one by one, and with its step replayed from CUDA graphs
+//      (--cuda-graph): its "x one" is the graphs' gain.
 //
 //   bin/bench_replicas_gpu [--devices 0,0] [--reps 10] [--staged] [--steps 30] [--batch 256]
 //
@@ -186,7 +186,7 @@ void bench_training(const std::vector<int>& devices, int batch, int steps) {
     if (R == 1) one = m.images_per_s();
     print_replica_row(m, one, steps);
     if (R == 1) {
-      // The same run with forward and backward replayed from a CUDA graph (--cuda-graph,
+      // The same run with its step replayed from CUDA graphs (--cuda-graph,
       // captured during the warm-up): "x one" is the graph's gain over launching each kernel.
       TrainConfig c = bench_replica_config(fm.train_list, dir + "/run-graph", batch, warmup,
                                            steps, join(d), threads);

@@ -21,18 +21,23 @@ constexpr int kAdamBlock = 256;
 
 template <typename TD>
 __global__ void adamw_step_kernel(int64_t n, const TD* grad, const float* inv_scale,
-                                  const int32_t* skip, float* master, float* m, float* v,
-                                  TD* working, AdamWScalars<float> k, double beta1,
-                                  double beta2, const int64_t* step) {
+                                  const int32_t* skip, const double* lr, float* master, float* m,
+                                  float* v, TD* working, AdamWScalars<float> k, double beta1,
+                                  double beta2, double weight_decay, const int64_t* step) {
   if (*skip) return;  // the same value in every thread: the whole grid leaves
-  __shared__ float bc[2];
+  __shared__ float sh[4];
   if (threadIdx.x == 0) {
     const int64_t t = *step;
-    bc[0] = adamw_bias_correction<float>(beta1, t);
-    bc[1] = adamw_bias_correction<float>(beta2, t);
+    sh[0] = adamw_bias_correction<float>(beta1, t);
+    sh[1] = adamw_bias_correction<float>(beta2, t);
+    // lr and lr * wd rounded once from double, as adamw_scalars does on the host
+    sh[2] = float(*lr);
+    sh[3] = float(mul_rn(*lr, weight_decay));
   }
   __syncthreads();
-  const float bc1 = bc[0], bc2 = bc[1], s = *inv_scale;
+  const float bc1 = sh[0], bc2 = sh[1], s = *inv_scale;
+  k.lr = sh[2];
+  k.lr_wd = sh[3];
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     float w = master[i], mi = m[i], vi = v[i];
@@ -46,23 +51,24 @@ __global__ void adamw_step_kernel(int64_t n, const TD* grad, const float* inv_sc
 
 template <typename T>
 void adamw_step_gpu(int64_t n, const T* grad, const float* inv_scale, const int32_t* skip,
-                    float* master, float* m, float* v, T* working, const AdamWParams& p,
-                    const int64_t* step, cudaStream_t stream) {
+                    const double* lr, float* master, float* m, float* v, T* working,
+                    const AdamWParams& p, const int64_t* step, cudaStream_t stream) {
   CHECK(n >= 0, "AdamW step of " << n << " parameters");
+  CHECK(lr != nullptr, "AdamW step: the learning rate must be in device memory");
   if (n == 0) return;
   const int64_t blocks = (n + kAdamBlock - 1) / kAdamBlock;
   adamw_step_kernel<<<int(blocks > 4096 ? 4096 : blocks), kAdamBlock, 0, stream>>>(
-      n, dev(grad), inv_scale, skip, master, m, v,
-      dev(working), adamw_scalars<float>(p), p.beta1, p.beta2,
+      n, dev(grad), inv_scale, skip, lr, master, m, v,
+      dev(working), adamw_scalars<float>(p), p.beta1, p.beta2, p.weight_decay,
       step);
   LAUNCH_CHECK();
 }
 
-template void adamw_step_gpu<float>(int64_t, const float*, const float*, const int32_t*, float*,
-                                    float*, float*, float*, const AdamWParams&, const int64_t*,
-                                    cudaStream_t);
+template void adamw_step_gpu<float>(int64_t, const float*, const float*, const int32_t*,
+                                    const double*, float*, float*, float*, float*,
+                                    const AdamWParams&, const int64_t*, cudaStream_t);
 template void adamw_step_gpu<half_t>(int64_t, const half_t*, const float*, const int32_t*,
-                                     float*, float*, float*, half_t*, const AdamWParams&,
-                                     const int64_t*, cudaStream_t);
+                                     const double*, float*, float*, float*, half_t*,
+                                     const AdamWParams&, const int64_t*, cudaStream_t);
 
 }  // namespace cutrain

@@ -95,11 +95,12 @@ void adamw_step_cpu(int64_t n, const T* grad, double inv_scale, acc_t<T>* master
 
 // adamw_step_cpu on the device, bit for bit, unless *skip != 0: then nothing changes at all.
 // T = float or half_t; master, m and v are fp32. inv_scale (float), skip (int32, from
-// grads_nonfinite_gpu in sgd.h) and step (int64, t >= 1: the caller's step counter, kept on
-// the device) are scalars in device memory. working may be null (f32 training).
+// grads_nonfinite_gpu in sgd.h), lr (double: the learning rate, in place of p.lr, which is
+// not read; see sgd_step_gpu) and step (int64, t >= 1: the caller's step counter) are scalars
+// in device memory. working may be null (f32 training).
 template <typename T>
 void adamw_step_gpu(int64_t n, const T* grad, const float* inv_scale, const int32_t* skip,
-                    float* master, float* m, float* v, T* working, const AdamWParams& p,
-                    const int64_t* step, cudaStream_t stream);
+                    const double* lr, float* master, float* m, float* v, T* working,
+                    const AdamWParams& p, const int64_t* step, cudaStream_t stream);
 
 }  // namespace cutrain

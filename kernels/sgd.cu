@@ -39,10 +39,11 @@ __global__ void grads_nonfinite_kernel(int64_t n, const TD* grad, const float* i
 
 template <typename TD>
 __global__ void sgd_step_kernel(int64_t n, const TD* grad, const float* inv_scale,
-                                const int32_t* skip, float* master, float* velocity, TD* working,
-                                SgdScalars<float> k) {
+                                const int32_t* skip, const double* lr, float* master,
+                                float* velocity, TD* working, SgdScalars<float> k) {
   if (*skip) return;
   const float s = *inv_scale;
+  k.lr = float(*lr);  // rounded once from double, as sgd_scalars does on the host
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     float w = master[i], v = velocity[i];
@@ -65,12 +66,13 @@ void grads_nonfinite_gpu(int64_t n, const T* grad, const float* inv_scale, int32
 
 template <typename T>
 void sgd_step_gpu(int64_t n, const T* grad, const float* inv_scale, const int32_t* skip,
-                  float* master, float* velocity, T* working, const SgdParams& p,
-                  cudaStream_t stream) {
+                  const double* lr, float* master, float* velocity, T* working,
+                  const SgdParams& p, cudaStream_t stream) {
   CHECK(n >= 0, "SGD step of " << n << " parameters");
+  CHECK(lr != nullptr, "SGD step: the learning rate must be in device memory");
   if (n == 0) return;
   sgd_step_kernel<<<opt_grid(n), kOptBlock, 0, stream>>>(
-      n, dev(grad), inv_scale, skip, master, velocity,
+      n, dev(grad), inv_scale, skip, lr, master, velocity,
       dev(working), sgd_scalars<float>(p));
   LAUNCH_CHECK();
 }
@@ -78,8 +80,9 @@ void sgd_step_gpu(int64_t n, const T* grad, const float* inv_scale, const int32_
 #define CUTRAIN_INSTANTIATE(T)                                                              \
   template void grads_nonfinite_gpu<T>(int64_t, const T*, const float*, int32_t*,           \
                                        cudaStream_t);                                       \
-  template void sgd_step_gpu<T>(int64_t, const T*, const float*, const int32_t*, float*,    \
-                                float*, T*, const SgdParams&, cudaStream_t);
+  template void sgd_step_gpu<T>(int64_t, const T*, const float*, const int32_t*,           \
+                                const double*, float*, float*, T*, const SgdParams&,         \
+                                cudaStream_t);
 CUTRAIN_INSTANTIATE(float)
 CUTRAIN_INSTANTIATE(half_t)
 #undef CUTRAIN_INSTANTIATE

@@ -77,10 +77,12 @@ void grads_nonfinite_gpu(int64_t n, const T* grad, const float* inv_scale, int32
                          cudaStream_t stream);
 
 // sgd_step_cpu on the device, bit for bit, unless *skip != 0: then nothing changes at all.
-// working may be null (f32 training: the master weights are the working copy).
+// The learning rate is *lr (double, device memory: StepState::lr), not p.lr, which is not
+// read: it changes every step, and a CUDA graph of the update must replay with the current
+// one. working may be null (f32 training: the master weights are the working copy).
 template <typename T>
 void sgd_step_gpu(int64_t n, const T* grad, const float* inv_scale, const int32_t* skip,
-                  float* master, float* velocity, T* working, const SgdParams& p,
-                  cudaStream_t stream);
+                  const double* lr, float* master, float* velocity, T* working,
+                  const SgdParams& p, cudaStream_t stream);
 
 }  // namespace cutrain

@@ -6,6 +6,7 @@ namespace cutrain {
 
 void step_decide_cpu(int P, const int32_t* flags, StepState* s) { step_decide(P, flags, s); }
 void step_finish_cpu(const LossScalerConfig& c, StepState* s) { step_finish(c, s); }
+void step_set_lr_cpu(StepState* s, double lr) { step_set_lr(s, lr); }
 void loss_seed_cpu(const StepState* s, double share, float* seed) { *seed = loss_seed(*s, share); }
 void scalar_accumulate_cpu(const float* x, double w, float* acc) { scalar_accumulate(x, w, acc); }
 

@@ -2,7 +2,7 @@
 //
 // launch: one block of one thread each. They move a few dozen bytes: what matters is that they
 // run in stream order between the gradient checks and the updates, not their speed (each is a
-// ~3 us launch; a step has four of them against hundreds of other kernels).
+// ~3 us launch; a step has five of them against hundreds of other kernels).
 // precision: the CUTRAIN_HD functions of step_state.h and loss_scale.h, whose arithmetic goes
 // through hd.h's once-rounded operations: the same bits as the CPU functions.
 #include "kernels/check.h"
@@ -17,6 +17,8 @@ __global__ void step_decide_kernel(int P, const int32_t* flags, StepState* s) {
 }
 
 __global__ void step_finish_kernel(LossScalerConfig c, StepState* s) { step_finish(c, s); }
+
+__global__ void step_set_lr_kernel(StepState* s, double lr) { step_set_lr(s, lr); }
 
 __global__ void loss_seed_kernel(const StepState* s, double share, float* seed) {
   *seed = loss_seed(*s, share);
@@ -34,6 +36,11 @@ void step_decide_gpu(int P, const int32_t* flags, StepState* s, cudaStream_t str
 
 void step_finish_gpu(const LossScalerConfig& c, StepState* s, cudaStream_t stream) {
   step_finish_kernel<<<1, 1, 0, stream>>>(c, s);
+  LAUNCH_CHECK();
+}
+
+void step_set_lr_gpu(StepState* s, double lr, cudaStream_t stream) {
+  step_set_lr_kernel<<<1, 1, 0, stream>>>(s, lr);
   LAUNCH_CHECK();
 }
 

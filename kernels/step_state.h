@@ -10,11 +10,12 @@
 // asynchronous copy of the state (train/trainer.cpp reads it every step, never waiting).
 //
 // One GPU step, all queued on the compute stream (nn/device_step.h drives it):
+//   step_set_lr:  lr = the schedule's rate for this step (the one value the host sends)
 //   flags[0..P) = 0                          (a memset)
 //   grads_nonfinite_gpu(param i) -> flags[i] (kernels/sgd.h; one per parameter)
 //   step_decide:  skip = any(flags), first_bad = first i flagged or -1, t = steps_taken + 1,
 //                 scale_used = scaler.scale
-//   sgd_step_gpu / adamw_step_gpu(inv_scale, skip, t)     (nothing changes when skip)
+//   sgd_step_gpu / adamw_step_gpu(inv_scale, skip, lr, t) (nothing changes when skip)
 //   step_finish:  scaler = loss_scaler_next(cfg, scaler, skip); steps_taken += !skip;
 //                 inv_scale = 1 / scaler.scale (as float: exact, scales are powers of two);
 //                 peak_skips = the longest run of skips so far
@@ -34,6 +35,9 @@ namespace cutrain {
 struct StepState {
   LossScalerState scaler;    // the scale the next backward uses, and the scaler's counters
   double scale_used = 0;     // the scale of the step just decided (set by step_decide)
+  double lr = 0;             // the learning rate of the step being taken (step_set_lr): the
+                             //   optimizer kernels read it here, not as an argument, so a
+                             //   CUDA graph of the update replays with each step's rate
   int64_t steps_taken = 0;   // optimizer steps taken (skipped ones not counted)
   int64_t t = 1;             // the step being taken is number t (AdamW's bias correction)
   float inv_scale = 0;       // 1 / scaler.scale: what the optimizer kernels unscale with
@@ -78,6 +82,8 @@ CUTRAIN_HD inline void step_finish(const LossScalerConfig& c, StepState* s) {
   s->inv_scale = float(div_rn(1.0, s->scaler.scale));
 }
 
+CUTRAIN_HD inline void step_set_lr(StepState* s, double lr) { s->lr = lr; }
+
 // backward's seed for a micro-batch: the loss scale times its share of the batch's mean loss.
 CUTRAIN_HD inline float loss_seed(const StepState& s, double share) {
   return float(mul_rn(s.scaler.scale, share));
@@ -91,12 +97,14 @@ CUTRAIN_HD inline void scalar_accumulate(const float* x, double w, float* acc) {
 // --- CPU (host pointers): the functions above, for the tests to compare with the GPU ---
 void step_decide_cpu(int P, const int32_t* flags, StepState* s);
 void step_finish_cpu(const LossScalerConfig& c, StepState* s);
+void step_set_lr_cpu(StepState* s, double lr);
 void loss_seed_cpu(const StepState* s, double share, float* seed);
 void scalar_accumulate_cpu(const float* x, double w, float* acc);
 
 // --- GPU (CUDA builds only; device pointers; one thread each, queued on stream) ---
 void step_decide_gpu(int P, const int32_t* flags, StepState* s, cudaStream_t stream);
 void step_finish_gpu(const LossScalerConfig& c, StepState* s, cudaStream_t stream);
+void step_set_lr_gpu(StepState* s, double lr, cudaStream_t stream);
 void loss_seed_gpu(const StepState* s, double share, float* seed, cudaStream_t stream);
 void scalar_accumulate_gpu(const float* x, double w, float* acc, cudaStream_t stream);
 

@@ -1,6 +1,8 @@
 // DeviceStep: the device memory of the step state and the launches that move it along.
 #include "nn/device_step.h"
 
+#include <cmath>
+
 #include "kernels/check.h"
 #include "nn/gpu_context.h"
 
@@ -49,6 +51,10 @@ void DeviceStep::decide_into(StepState* out) {
   step_decide_gpu(params_, flags_, out, gpu_context().stream);
 }
 void DeviceStep::finish() { step_finish_gpu(config_, state_, gpu_context().stream); }
+void DeviceStep::set_lr(double lr) {
+  CHECK(std::isfinite(lr) && lr >= 0, "the learning rate must be >= 0, got " << lr);
+  step_set_lr_gpu(state_, lr, gpu_context().stream);
+}
 void DeviceStep::seed(double share, float* seed) {
   loss_seed_gpu(state_, share, seed, gpu_context().stream);
 }
@@ -59,6 +65,7 @@ void DeviceStep::decide_into(StepState*) {
   CHECK(false, "DeviceStep: a CPU-only build has no GPU kernels");
 }
 void DeviceStep::finish() { CHECK(false, "DeviceStep: a CPU-only build has no GPU kernels"); }
+void DeviceStep::set_lr(double) { CHECK(false, "DeviceStep: a CPU-only build has no GPU kernels"); }
 void DeviceStep::seed(double, float*) {
   CHECK(false, "DeviceStep: a CPU-only build has no GPU kernels");
 }

@@ -7,7 +7,8 @@
 //   DeviceStep ds(scaler_config, opt.params().size());        // on this thread's stream
 //   ds.reset(scaler.state(), opt.steps_taken);                 // start, or after a restore
 //   per micro-batch: ds.seed(share, seed.data<float>());  tape.backward(loss, seed);
-//   ds.begin();  opt.check_device(ds);  ds.decide();  opt.apply_device(ds);  ds.finish();
+//   ds.set_lr(lr);  ds.begin();  opt.check_device(ds);  ds.decide();  opt.apply_device(ds);
+//   ds.finish();
 //   ... later, from an asynchronous copy of *ds.state(): what the step did.
 //
 // Everything is queued on the calling thread's GpuContext stream (nn/gpu_context.h) at the
@@ -31,6 +32,10 @@ class DeviceStep {
   // Waits for the stream (the copy is from host memory that does not outlive the call).
   void reset(const LossScalerState& scaler, int64_t steps_taken);
 
+  // The step's learning rate into the state, where the update kernels read it (a kernel whose
+  // argument it is: queue it outside a captured CUDA graph of the rest). Throws for a rate
+  // that is negative or not finite.
+  void set_lr(double lr);
   void begin();                      // every flag = 0: before the checks of a step
   int32_t* flag(int i);              // parameter i's overflow flag (device)
   void decide();                     // step_decide_gpu over the flags
@@ -48,6 +53,7 @@ class DeviceStep {
   const float* inv_scale() const { return &state_->inv_scale; }
   const int32_t* skip() const { return &state_->skip; }
   const int64_t* t() const { return &state_->t; }
+  const double* lr() const { return &state_->lr; }
 
   // A synchronous copy of the state (waits for the stream): tests, never a training step.
   StepState read() const;

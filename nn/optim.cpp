@@ -91,8 +91,7 @@ void Optimizer::check_device(DeviceStep& ds) {
 
 void Optimizer::apply_device(DeviceStep& ds) {
   CHECK(device() == Device::cuda, who_ << ": apply_device needs parameters on cuda");
-  CHECK(std::isfinite(lr) && lr >= 0, who_ << ": learning rate must be >= 0, got " << lr);
-  update_device(ds);
+  update_device(ds);  // at ds.lr(), checked by DeviceStep::set_lr
 }
 
 void Optimizer::zero_grad() {
@@ -142,14 +141,13 @@ void SGD::update(double inv_scale) {
 
 void SGD::update_device(DeviceStep& ds) {
 #if defined(CUTRAIN_CUDA)
-  SgdParams p = hp_;
-  p.lr = lr;
+  const SgdParams& p = hp_;  // the learning rate is ds.lr(), on the device
   for (size_t i = 0; i < params_.size(); i++) {
     Tensor& g = grad(i);  // zeros when never written, as on the CPU
     dispatch_float(g.dtype(), [&](auto tag) {
       using T = decltype(tag);
       ON_GPU(who_, T, sgd_step_gpu<T>(g.numel(), g.template data<T>(), ds.inv_scale(), ds.skip(),
-                                      masters_[i].template data<float>(),
+                                      ds.lr(), masters_[i].template data<float>(),
                                       velocity_[i].template data<float>(), working<T>(i), p,
                                       gpu_context().stream));
     });
@@ -198,14 +196,13 @@ void AdamW::update(double inv_scale) {
 
 void AdamW::update_device(DeviceStep& ds) {
 #if defined(CUTRAIN_CUDA)
-  AdamWParams p = hp_;
-  p.lr = lr;
+  const AdamWParams& p = hp_;  // the learning rate is ds.lr(), on the device
   for (size_t i = 0; i < params_.size(); i++) {
     Tensor& g = grad(i);
     dispatch_float(g.dtype(), [&](auto tag) {
       using T = decltype(tag);
       ON_GPU(who_, T, adamw_step_gpu<T>(g.numel(), g.template data<T>(), ds.inv_scale(),
-                                        ds.skip(), masters_[i].template data<float>(),
+                                        ds.skip(), ds.lr(), masters_[i].template data<float>(),
                                         m_[i].template data<float>(), v_[i].template data<float>(),
                                         working<T>(i), p, ds.t(), gpu_context().stream));
     });

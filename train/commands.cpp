@@ -61,8 +61,8 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
   t->add_option("--linear", c.linear, "GPU linear kernels: tc, direct or cublas (as --conv)")
       ->group("Model");
   t->add_flag("--cuda-graph", c.cuda_graph,
-              "GPU, one replica: capture forward and backward of a full batch as a CUDA graph "
-              "and replay it each step (fewer launch gaps; the same results bit for bit)")
+              "GPU, one replica: capture the step of a full batch as CUDA graphs and replay "
+              "them each step (fewer launch gaps; the same results bit for bit)")
       ->group("Model");
   // optimisation
   t->add_option("--optimizer", c.optimizer, "sgd, nesterov or adamw")->group("Optimization");

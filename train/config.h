@@ -44,9 +44,9 @@ struct TrainConfig {
   std::string precision = "auto";   // auto | fp16 | fp32 (auto: fp16 on cuda, fp32 on cpu)
   std::string conv = "tc";          // GPU conv2d: direct | tc | cudnn (kernels/impl.h)
   std::string linear = "tc";        // GPU linear: direct | tc | cublas (tc means direct in fp32)
-  bool cuda_graph = false;          // one GPU replica: replay forward and backward of a full
-                                    //   batch from a CUDA graph (train/trainer_gpu.h); no
-                                    //   effect on the CPU
+  bool cuda_graph = false;          // one GPU replica: replay the step of a full batch from
+                                    //   CUDA graphs (train/trainer_gpu.h); no effect on the
+                                    //   CPU
 
   // ---- optimisation ---------------------------------------------------------------------
   std::string optimizer = "sgd";    // sgd | nesterov | adamw

@@ -221,10 +221,12 @@ class Trainer {
   // event; once every replica has, queues its all-reduce (and those of the buckets after it
   // that are complete too).
   void bucket_ready_gpu(Replica& rep, int k);
-  // The optimizer step of step `step` on every replica, queued (stepped = false: only the
-  // trace rows, for a batch whose files were all bad): the checks, with replicas the OR of
-  // the overflow flags, the decision, the update, the scale's change.
-  void optimizer_step_gpu(int64_t step, bool stepped);
+  // Steps 3-4 on every replica, queued after the learning rate (DeviceStep::set_lr): the
+  // checks, with replicas the OR of the overflow flags, the decision, the update, the scale's
+  // change (none of it when stepped = false: a batch whose files were all bad); then the state
+  // into each replica's record and the gradients zeroed. Host work that only queues: a CUDA
+  // graph can capture it (--cuda-graph, one replica).
+  void update_gpu(bool stepped);
   // average_batchnorm on GPU replicas: the ring averages the statistics on the devices, after
   // the steps queued so far; the compute streams wait for it (the host does not).
   void average_batchnorm_gpu();
@@ -238,12 +240,12 @@ class Trainer {
   // Step 2 on one replica: forward and backward over its shard in micro-batches; with
   // replicas, the buckets' all-reduce overlapped. `images`: the global batch's.
   void forward_backward(Replica& rep, int images, double loss_scale);
-  // --cuda-graph (train/trainer_gpu.h): can step 2 of this step come from the graph? Captures
-  // it at the first full batch after the warm-up; false before, for a short batch, and when
-  // CUDA refused the capture (said once through `notice`).
+  // --cuda-graph (train/trainer_gpu.h): can this step come from the graphs? Captures them at
+  // the first full batch after the warm-up; false before, for a short batch, and when CUDA
+  // refused the capture (said once through `notice`).
   bool graph_ready(Replica& rep, int images);
-  // Step 2 from the graph: the batch into its input, the replay, its sums into the slot's record.
-  void replay_graph(Replica& rep);
+  // Step 2 from its graph: the batch into the graph's input buffers, the replay.
+  void replay_forward_backward(Replica& rep);
 
   TrainConfig cfg_;
   RunDevice device_;

@@ -72,10 +72,10 @@ void Trainer::launch_gpu(StepResult r) {
                            {"step", r.step});
     lane.any_ready = false;
     if (r.graph) {
-      replay_graph(*rep);
+      replay_forward_backward(*rep);
     } else {
-      lane.sums = lane.device_record(g.slot);
-      memset_async(lane.sums, 0, sizeof(StepRecord), rep->context.stream);
+      lane.rec = lane.device_record(g.slot);
+      memset_async(lane.rec, 0, sizeof(StepRecord), rep->context.stream);
       forward_backward(*rep, images, 0.0);  // the scale is on the device: backward_gpu
       if (cfg_.cuda_graph && images == cfg_.batch) g.eager_full++;
     }
@@ -96,9 +96,23 @@ void Trainer::launch_gpu(StepResult r) {
   }
   if (after_backward) after_backward(*this);
 
-  // 3-4. Check, decide, update, move the scale: kernels, no host round trip.
+  // 3-4. The step's learning rate into every replica's step state: the one value the host
+  // sends, as a kernel argument, outside any graph. Then check, decide, update, move the scale,
+  // the state into the record, the gradients zeroed: kernels, no host round trip (with
+  // --cuda-graph, one graph launch).
   const bool stepped = images > 0;
-  optimizer_step_gpu(r.step, stepped);
+  for (auto& rep : replicas_) {
+    const GpuContextScope on(rep->context);
+    Gpu::Lane& lane = g.lane(rep->rank);
+    if (lane.timeline) lane.timeline->begin("optimizer", {"step", r.step});
+    if (stepped) lane.step->set_lr(r.lr);
+  }
+  if (r.graph) {
+    const GpuContextScope on(replicas_[0]->context);
+    g.update_graph->launch(replicas_[0]->context.stream);
+  } else {
+    update_gpu(stepped);
+  }
 
   // The records to the host on the side streams, as soon as the compute streams have written
   // them; 5. the slots are refilled once the compute streams are past what reads them.
@@ -107,11 +121,7 @@ void Trainer::launch_gpu(StepResult r) {
     Gpu::Lane& lane = g.lane(rep->rank);
     const cudaStream_t stream = rep->context.stream;
     StepRecord* rec = lane.device_record(g.slot);
-    copy_async(&rec->state, lane.step->state(), sizeof(StepState), stream);
-    if (rep->grads)
-      rep->grads->zero();  // one memset per flat buffer
-    else
-      rep->optimizer->zero_grad();
+    if (lane.rec != rec) copy_async(rec, lane.rec, sizeof(StepRecord), stream);  // the graph's
     if (lane.timeline) lane.timeline->end();
     lane.computed[slot].record(stream);
     lane.computed[slot].wait(lane.readback.get());
@@ -135,7 +145,7 @@ bool Trainer::graph_ready(Replica& rep, int images) {
     return false;
   if (g.graph) return true;
   if (g.eager_full < Gpu::kGraphWarmup) return false;
-  TraceSpan span(tracer, "capture CUDA graph", "train");
+  TraceSpan span(tracer, "capture CUDA graphs", "train");
   const int S = cfg_.size, C = cfg_.channels;
   const size_t image_bytes = size_t(images) * size_t(S) * size_t(S) * size_t(C);
   const cudaStream_t stream = rep.context.stream;
@@ -143,80 +153,90 @@ bool Trainer::graph_ready(Replica& rep, int images) {
   g.graph_images = DeviceBuffer(image_bytes, lane.device, stream);
   g.graph_labels = DeviceBuffer(size_t(images) * sizeof(int32_t), lane.device, stream);
   g.graph_record = DeviceBuffer(sizeof(StepRecord), lane.device, stream);
-  // The graph reads its own input buffers and adds into its own record (the top of
-  // trainer_gpu.h); capture runs nothing, so the batch in them does not matter yet.
+  // The graphs read their own input buffers and write their own record (the top of
+  // trainer_gpu.h); capture runs nothing, so what the buffers hold does not matter yet.
   const Batch batch = rep.batch;
   rep.batch.d_images = g.graph_images.data();
   rep.batch.d_labels = static_cast<const int32_t*>(g.graph_labels.data());
-  lane.sums = static_cast<StepRecord*>(g.graph_record.data());
-  auto graph = std::make_unique<CudaGraph>();
-  const std::string why = graph->capture(stream, [&] {
-    memset_async(lane.sums, 0, sizeof(StepRecord), stream);
+  lane.rec = static_cast<StepRecord*>(g.graph_record.data());
+  auto graph = std::make_unique<CudaGraph>(), update = std::make_unique<CudaGraph>();
+  std::string why = graph->capture(stream, [&] {
+    memset_async(lane.rec, 0, sizeof(StepRecord), stream);
     forward_backward(rep, images, 0.0);
   });
+  if (why.empty()) why = update->capture(stream, [&] { update_gpu(true); });
   rep.batch = batch;
   if (!why.empty()) {
     g.graph_refused = why;
     if (notice)
       notice("cutrain: --cuda-graph: CUDA refused to capture the step (" + why +
-             "); training goes on without the graph");
+             "); training goes on without the graphs");
     return false;
   }
   g.graph = std::move(graph);
+  g.update_graph = std::move(update);
   if (notice)
-    notice("cutrain: --cuda-graph: forward and backward captured at step " +
-           std::to_string(step_) + " (" + std::to_string(g.graph->nodes()) +
+    notice("cutrain: --cuda-graph: the step captured at step " + std::to_string(step_) +
+           " as two CUDA graphs (forward and backward: " + std::to_string(g.graph->nodes()) +
+           " nodes; the update: " + std::to_string(g.update_graph->nodes()) +
            " nodes), replayed for every full batch from now on");
   return true;
 }
 
-void Trainer::replay_graph(Replica& rep) {
+void Trainer::replay_forward_backward(Replica& rep) {
   Gpu& g = *gpu_;
-  Gpu::Lane& lane = g.lane(rep.rank);
   const cudaStream_t stream = rep.context.stream;  // it waits for the loader's copy (next())
   copy_async(g.graph_images.data(), rep.batch.d_images, g.graph_images.bytes(), stream);
   copy_async(g.graph_labels.data(), rep.batch.d_labels, g.graph_labels.bytes(), stream);
+  g.lane(rep.rank).rec = static_cast<StepRecord*>(g.graph_record.data());
   g.graph->launch(stream);
-  lane.sums = lane.device_record(g.slot);
-  copy_async(lane.sums, g.graph_record.data(), sizeof(StepRecord), stream);
 }
 
-void Trainer::optimizer_step_gpu(int64_t step, bool stepped) {
+void Trainer::update_gpu(bool stepped) {
   Gpu& g = *gpu_;
   const int R = replicas();
   TraceSpan span(tracer, "optimizer", "train");
-  // Every replica checks its own gradients; with replicas, keeps that decision in its record
-  // (to name the replica at fault) and marks its flags final.
+  if (stepped) {
+    // Every replica checks its own gradients; with replicas, keeps that decision in its
+    // record (to name the replica at fault) and marks its flags final.
+    for (auto& rep : replicas_) {
+      const GpuContextScope on(rep->context);
+      Gpu::Lane& lane = g.lane(rep->rank);
+      DeviceStep& ds = *lane.step;
+      ds.begin();
+      rep->optimizer->check_device(ds);
+      if (R > 1) {
+        ds.decide_into(&lane.rec->own);
+        lane.checked.record(rep->context.stream);
+      }
+    }
+    if (R > 1) {  // flag i on every replica = flag i on any: every replica decides alike
+      std::vector<int32_t*> flags;
+      std::vector<cudaEvent_t> ready;
+      for (int r = 0; r < R; r++) {
+        flags.push_back(g.lane(r).step->flags());
+        ready.push_back(g.lane(r).checked.get());
+      }
+      g.ring->any(flags, g.lane(0).step->params(), ready);
+    }
+    for (auto& rep : replicas_) {
+      const GpuContextScope on(rep->context);
+      DeviceStep& ds = *g.lane(rep->rank).step;
+      if (R > 1) g.ring->wait(rep->rank, rep->context.stream);
+      ds.decide();
+      rep->optimizer->apply_device(ds);
+      ds.finish();
+    }
+  }
+  // The state after the step into the record; the gradients zeroed for the next step.
   for (auto& rep : replicas_) {
     const GpuContextScope on(rep->context);
     Gpu::Lane& lane = g.lane(rep->rank);
-    if (lane.timeline) lane.timeline->begin("optimizer", {"step", step});
-    if (!stepped) continue;
-    DeviceStep& ds = *lane.step;
-    ds.begin();
-    rep->optimizer->check_device(ds);
-    if (R > 1) {
-      ds.decide_into(&lane.device_record(g.slot)->own);
-      lane.checked.record(rep->context.stream);
-    }
-  }
-  if (!stepped) return;
-  if (R > 1) {  // flag i on every replica = flag i on any: every replica decides alike
-    std::vector<int32_t*> flags;
-    std::vector<cudaEvent_t> ready;
-    for (int r = 0; r < R; r++) {
-      flags.push_back(g.lane(r).step->flags());
-      ready.push_back(g.lane(r).checked.get());
-    }
-    g.ring->any(flags, g.lane(0).step->params(), ready);
-  }
-  for (auto& rep : replicas_) {
-    const GpuContextScope on(rep->context);
-    DeviceStep& ds = *g.lane(rep->rank).step;
-    if (R > 1) g.ring->wait(rep->rank, rep->context.stream);
-    ds.decide();
-    rep->optimizer->apply_device(ds);
-    ds.finish();
+    copy_async(&lane.rec->state, lane.step->state(), sizeof(StepState), rep->context.stream);
+    if (rep->grads)
+      rep->grads->zero();  // one memset per flat buffer
+    else
+      rep->optimizer->zero_grad();
   }
 }
 
@@ -365,7 +385,7 @@ void Trainer::backward_gpu(Replica& rep, Tape& tape, const VarPtr& loss, double 
 void Trainer::record_metrics_gpu(Replica& rep, const VarPtr& loss, const VarPtr& logits,
                                  const Tensor& labels, double weight) {
 #if defined(CUTRAIN_CUDA)
-  StepRecord* rec = gpu_->lane(rep.rank).sums;
+  StepRecord* rec = gpu_->lane(rep.rank).rec;
   const cudaStream_t stream = rep.context.stream;
   scalar_accumulate_gpu(loss->value.data<float>(), weight, &rec->loss, stream);
   const Tensor& z = logits->value;  // (n,K)

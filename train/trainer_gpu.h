@@ -24,18 +24,22 @@
 // the per-parameter overflow flags makes every replica take the same decision; each record
 // also keeps the replica's own decision, to name the replica whose gradient overflowed.
 //
-// --cuda-graph (one replica): forward and backward of a full batch, recorded once as a CUDA
-// graph (kernels/gpu.h, CudaGraph) and replayed each step after:
-//   compute stream:  batch ─► graph's input   [graph: zero its record, forward, backward]   its record ─► record[s]   optimizer ...
-// The graph's addresses are frozen, so the batch is copied into the graph's own input buffers
-// (the loader's slot changes every step) and the graph adds the loss and the count into its
-// own record, copied into the slot's. Everything else the graph touches stays where it is
-// between steps: weights, gradients, BatchNorm statistics, the loss scale (a device scalar,
-// which seeds backward). The optimizer step is not in the graph: its learning rate changes
-// every step and is a kernel argument. Capture waits for the steady state (kGraphWarmup full
+// --cuda-graph (one replica): the step of a full batch recorded once as two CUDA graphs
+// (kernels/gpu.h, CudaGraph) and replayed each step after:
+//   compute stream:  batch ─► graph input   [graph 1: zero the record, forward, backward]
+//                    (after_backward)   lr ─► step state   [graph 2: update_gpu]
+//                    graph record ─► record[s]
+// A graph's addresses and arguments are frozen, so what changes from step to step sits at a
+// fixed address: the batch is copied into the graphs' input buffers (the loader's slot
+// changes every step); the graphs write their own record, copied into the slot's; the loss
+// scale and the learning rate are device scalars (the one kernel argument that changes, the
+// rate, goes in by step_set_lr between the two graphs). Everything else the graphs touch
+// stays where it is between steps: weights, gradients, optimizer state, BatchNorm statistics.
+// Two graphs rather than one so that after_backward (the tests' inf injection) still sits
+// between backward and the checks. Capture waits for the steady state (kGraphWarmup full
 // batches launched one by one: the gradients, the cuDNN plans and the cuBLAS handle exist by
-// then); a short batch (an epoch's end, bad files) runs without the graph. If CUDA refuses the
-// capture, the run says why once and goes on without it.
+// then); a short batch (bad files removed) runs without the graphs. If CUDA refuses the
+// capture, the run says why once and goes on without them.
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -93,9 +97,9 @@ struct Trainer::Gpu {
     // compute stream got past its wait); StepResult::comm_s and comm_exposed_s come from them
     std::vector<Event> first_ready, backward_done, reduced;
     bool any_ready = false;           // this step: a bucket was marked (first_ready recorded)
-    // Where this step's forward and backward add the loss and the top-1 count: the slot's
-    // record, or the graph's.
-    StepRecord* sums = nullptr;
+    // The record this step writes (the loss and top-1 count forward adds up, the state after
+    // the update): the slot's, or with --cuda-graph the graphs' own, copied into the slot's.
+    StepRecord* rec = nullptr;
   };
 
   Lane& lane(int r) { return *lanes[size_t(r)]; }
@@ -119,11 +123,12 @@ struct Trainer::Gpu {
   // --cuda-graph (see the top of this file)
   static constexpr int kGraphWarmup = 2;
   DeviceBuffer graph_images, graph_labels;  // the graph's input: each batch is copied in
-  DeviceBuffer graph_record;                // the graph's StepRecord (loss, count)
-  int eager_full = 0;                       // full batches launched without the graph
+  DeviceBuffer graph_record;                // the graphs' StepRecord
+  int eager_full = 0;                       // full batches launched without the graphs
   std::string graph_refused;                // why CUDA refused the capture: not tried again
-  // Last: destroyed first, its private pool back to the allocator before anything else goes.
-  std::unique_ptr<CudaGraph> graph;
+  // Last: destroyed first, their private pools back to the allocator before anything else.
+  std::unique_ptr<CudaGraph> graph;         // forward and backward
+  std::unique_ptr<CudaGraph> update_graph;  // update_gpu: check, decide, update, record, zero
 };
 
 }  // namespace cutrain

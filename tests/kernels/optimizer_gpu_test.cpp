@@ -104,11 +104,12 @@ TEST_CASE_TEMPLATE("sgd [gpu]: equals sgd_step_cpu bit for bit over 3 steps, and
       std::vector<T> work = working_of<T>(w, with_working);
       Stream stream;
       DeviceBuffer dw = upload(w), dv = upload(v), dwork = upload(work);
-      DeviceBuffer ds = scalar(float(kInvScale)), skip = scalar(int32_t(0));
+      DeviceBuffer ds = scalar(float(kInvScale)), skip = scalar(int32_t(0)), dlr = scalar(p.lr);
       const auto gpu_step = [&](const DeviceBuffer& dg) {
         sgd_step_gpu<T>(kN, static_cast<const T*>(dg.data()),
                         static_cast<const float*>(ds.data()),
-                        static_cast<const int32_t*>(skip.data()), static_cast<float*>(dw.data()),
+                        static_cast<const int32_t*>(skip.data()),
+                        static_cast<const double*>(dlr.data()), static_cast<float*>(dw.data()),
                         static_cast<float*>(dv.data()), ptr<T>(dwork, with_working), p,
                         stream.get());
         stream.synchronize();
@@ -148,10 +149,12 @@ TEST_CASE_TEMPLATE("adamw [gpu]: equals adamw_step_cpu bit for bit, with t on th
     std::vector<T> work = working_of<T>(w, with_working);
     Stream stream;
     DeviceBuffer dw = upload(w), dm = upload(m), dv = upload(v), dwork = upload(work);
-    DeviceBuffer ds = scalar(float(kInvScale)), skip = scalar(int32_t(0)), dt = scalar(int64_t(1));
+    DeviceBuffer ds = scalar(float(kInvScale)), skip = scalar(int32_t(0)), dt = scalar(int64_t(1)),
+                 dlr = scalar(p.lr);
     const auto gpu_step = [&](const DeviceBuffer& dg) {
       adamw_step_gpu<T>(kN, static_cast<const T*>(dg.data()), static_cast<const float*>(ds.data()),
-                        static_cast<const int32_t*>(skip.data()), static_cast<float*>(dw.data()),
+                        static_cast<const int32_t*>(skip.data()),
+                        static_cast<const double*>(dlr.data()), static_cast<float*>(dw.data()),
                         static_cast<float*>(dm.data()), static_cast<float*>(dv.data()),
                         ptr<T>(dwork, with_working), p, static_cast<const int64_t*>(dt.data()),
                         stream.get());

@@ -34,6 +34,8 @@ void require_same_state(const StepState& got, const StepState& want) {
   REQUIRE(cutrain_test::bits_of(got.inv_scale) == cutrain_test::bits_of(want.inv_scale));
   REQUIRE(got.skip == want.skip);
   REQUIRE(got.first_bad == want.first_bad);
+  REQUIRE(bits_of_double(got.lr) == bits_of_double(want.lr));
+  REQUIRE(got.peak_skips == want.peak_skips);
 }
 
 // The device state, after waiting for the stream (a synchronous copy after the wait).
@@ -45,8 +47,8 @@ StepState read_state(const DeviceBuffer& d, Stream& stream) {
 }
 }  // namespace
 
-TEST_CASE("step state [gpu]: step_decide_gpu and step_finish_gpu equal the CPU over random "
-          "flags") {
+TEST_CASE("step state [gpu]: step_set_lr_gpu, step_decide_gpu and step_finish_gpu equal the CPU "
+          "over random flags") {
   REQUIRE_GPU();
   LossScalerConfig small;  // x2 after 3 clean steps, within [1, 32]: every rule is hit often
   small.init = 8, small.min_scale = 1, small.max_scale = 32, small.growth_interval = 3;
@@ -75,6 +77,9 @@ TEST_CASE("step state [gpu]: step_decide_gpu and step_finish_gpu equal the CPU o
           flags[size_t(rng_uniform(23, step, uint64_t(k)) * P) % size_t(P)] = 1;
       }
       copy_async(dflags.data(), flags.data(), flags.size() * sizeof(int32_t), stream.get());
+      const double lr = 0.1 * rng_uniform(24, step);  // the step's learning rate
+      step_set_lr_gpu(static_cast<StepState*>(dstate.data()), lr, stream.get());
+      step_set_lr_cpu(&cpu, lr);
       step_decide_gpu(P, static_cast<const int32_t*>(dflags.data()),
                       static_cast<StepState*>(dstate.data()), stream.get());
       step_decide_cpu(P, flags.data(), &cpu);

@@ -134,14 +134,19 @@ TEST_CASE("optim [gpu]: the device step equals Optimizer::step + LossScaler bit 
         }
         const auto gpu_before = snapshot(*gpu);
 
+        // A rate that changes from step to step: the GPU's comes from the device (set_lr).
+        const double lr = 0.01 * (1 + step % 3);
+        cpu->lr = lr;
         const bool taken = cpu->step(scale);
         scaler.update(!taken, step);
+        ds.set_lr(lr);
         ds.begin();
         gpu->check_device(ds);
         ds.decide();
         gpu->apply_device(ds);
         ds.finish();
         const StepState st = ds.read();
+        REQUIRE(st.lr == lr);
 
         skipped += !taken;
         REQUIRE(st.skip == int32_t(!taken));
