@@ -61,6 +61,10 @@ TEST_CASE("step state: step_state_make sets t, inv_scale and nothing decided") {
   REQUIRE(s.skip == 0);
   REQUIRE(s.first_bad == -1);
   REQUIRE(s.peak_skips == 2);  // the restored run of skips counts
+  REQUIRE(s.lr == 0);  // set before each step: step_set_lr
+  StepState x = s;
+  step_set_lr_cpu(&x, 0.125);
+  REQUIRE(x.lr == 0.125);
   // a scale that is no power of two: 1/scale rounded to double, then once to float
   sc.scale = 3;
   REQUIRE(step_state_make(sc, 0).inv_scale == float(1.0 / 3));
