@@ -64,8 +64,9 @@ class Optimizer {
   // GpuContext stream; nothing is read back. check_device: grads_nonfinite_gpu of every
   // parameter into ds.flag(i) (a parameter without a gradient buffer is skipped). apply_device:
   // the update kernels, unscaling by ds.inv_scale(), doing nothing when ds.skip() is set, at
-  // the learning rate ds.lr() (DeviceStep::set_lr; `lr` is the CPU's), AdamW at step ds.t(). steps_taken and first_nonfinite() are not touched: the device counts the
-  // steps (StepState::steps_taken), and the caller copies them back when it learns them.
+  // the learning rate ds.lr() (DeviceStep::set_lr; `lr` is the CPU's), AdamW at step ds.t().
+  // steps_taken and first_nonfinite() are not touched: the device counts the steps
+  // (StepState::steps_taken), and the caller copies them back when it learns them.
   void check_device(DeviceStep& ds);
   void apply_device(DeviceStep& ds);
   Device device() const { return params_[0]->value.device(); }

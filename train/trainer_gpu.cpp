@@ -101,17 +101,20 @@ void Trainer::launch_gpu(StepResult r) {
   // the state into the record, the gradients zeroed: kernels, no host round trip (with
   // --cuda-graph, one graph launch).
   const bool stepped = images > 0;
-  for (auto& rep : replicas_) {
-    const GpuContextScope on(rep->context);
-    Gpu::Lane& lane = g.lane(rep->rank);
-    if (lane.timeline) lane.timeline->begin("optimizer", {"step", r.step});
-    if (stepped) lane.step->set_lr(r.lr);
-  }
-  if (r.graph) {
-    const GpuContextScope on(replicas_[0]->context);
-    g.update_graph->launch(replicas_[0]->context.stream);
-  } else {
-    update_gpu(stepped);
+  {
+    TraceSpan s(tracer, "optimizer", "train");
+    for (auto& rep : replicas_) {
+      const GpuContextScope on(rep->context);
+      Gpu::Lane& lane = g.lane(rep->rank);
+      if (lane.timeline) lane.timeline->begin("optimizer", {"step", r.step});
+      if (stepped) lane.step->set_lr(r.lr);
+    }
+    if (r.graph) {
+      const GpuContextScope on(replicas_[0]->context);
+      g.update_graph->launch(replicas_[0]->context.stream);
+    } else {
+      update_gpu(stepped);
+    }
   }
 
   // The records to the host on the side streams, as soon as the compute streams have written
@@ -195,7 +198,6 @@ void Trainer::replay_forward_backward(Replica& rep) {
 void Trainer::update_gpu(bool stepped) {
   Gpu& g = *gpu_;
   const int R = replicas();
-  TraceSpan span(tracer, "optimizer", "train");
   if (stepped) {
     // Every replica checks its own gradients; with replicas, keeps that decision in its
     // record (to name the replica at fault) and marks its flags final.

@@ -294,7 +294,7 @@ TEST_CASE("trainer [gpu]: --cuda-graph: an inf skips the replayed step, and a re
   cfg.cuda_graph = true;
   Trainer t(cfg, on(Device::cuda, DType::f16));
   for (int s = 0; s < 4; s++) REQUIRE(t.step().taken);
-  // An inf after the replay, before the checks (which are not in the graph).
+  // An inf after the first graph's replay, before the checks (in the second graph).
   t.after_backward = [](Trainer& tr) {
     for (const VarPtr& p : tr.model().parameters())
       if (p->name == "conv1.w") {
