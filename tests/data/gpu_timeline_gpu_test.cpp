@@ -11,13 +11,13 @@
 #include <cstring>
 #include <memory>
 #include <set>
-#include <thread>
 
 #include "data/gpu_timeline.h"
 #include "data/loader.h"
 #include "kernels/check.h"
 #include "tests/data/temp_dir.h"
 #include "tests/data/trace_json.h"
+#include "tests/kernels/gpu_compare.h"
 #include "tests/test_util.h"
 
 using namespace cutrain;
@@ -26,15 +26,6 @@ using nlohmann::json;
 using Clock = Tracer::Clock;
 
 namespace {
-
-void CUDART_CB sleep_host(void* ms) {
-  std::this_thread::sleep_for(std::chrono::milliseconds(*static_cast<const int*>(ms)));
-}
-
-// Occupies `stream` for `ms` milliseconds (`ms` must live until the stream gets there).
-void sleep_on(cudaStream_t stream, const int& ms) {
-  CUDA_CHECK(cudaLaunchHostFunc(stream, sleep_host, const_cast<int*>(&ms)));
-}
 
 // ns since the tracer's origin, as the trace writes them
 int64_t trace_ns(const Tracer& t, Clock::time_point p) {

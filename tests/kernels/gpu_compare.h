@@ -3,12 +3,14 @@
 // report the first bad element and how many there are: require_same_bits (NaN matches any
 // NaN, since the NaN payload of a GPU add differs from the CPU's) and require_close_values
 // (and finite wherever the reference is finite); and require_close_sum(), for outputs that are
-// sums of many products (conv2d, linear), whose tolerance follows from the number of terms.
-// Included by tests/kernels/*_gpu_test.cpp.
+// sums of many products (conv2d, linear), whose tolerance follows from the number of terms;
+// sleep_on(), which holds a stream up for a known time. Included by the *_gpu_test.cpp files.
 #pragma once
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -18,6 +20,15 @@
 #include "tests/test_util.h"
 
 namespace cutrain_test {
+
+// Occupies `stream` for `ms` milliseconds: a host function the stream waits for
+// (cudaLaunchHostFunc). `ms` must live until the stream gets there.
+inline void sleep_on(cudaStream_t stream, const int& ms) {
+  const cudaHostFn_t sleep = [](void* p) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(*static_cast<const int*>(p)));
+  };
+  CUDA_CHECK(cudaLaunchHostFunc(stream, sleep, const_cast<int*>(&ms)));
+}
 
 // A device copy of v (at least one byte, so an empty vector still gives a valid pointer).
 template <typename T> cutrain::DeviceBuffer upload(const std::vector<T>& v) {

@@ -8,11 +8,11 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
-#include <thread>
 
 #include "data/image_list.h"
 #include "kernels/gpu.h"
 #include "nn/checkpoint.h"
+#include "tests/kernels/gpu_compare.h"
 #include "tests/test_util.h"
 #include "tests/train/train_fixture.h"
 #include "train/trainer.h"
@@ -21,11 +21,6 @@ using namespace cutrain;
 using namespace cutrain_test;
 
 namespace {
-
-// A host function for a stream (cudaLaunchHostFunc): the stream waits while it sleeps.
-void CUDART_CB sleep_host(void* ms) {
-  std::this_thread::sleep_for(std::chrono::milliseconds(*static_cast<const int*>(ms)));
-}
 
 RunDevice on(Device device, DType dtype) {
   RunDevice d;
@@ -123,11 +118,12 @@ TEST_CASE("trainer [gpu]: a checkpoint taken with steps in flight holds the stat
     {  // replica 0's stream held up 300 ms behind the steps: a snapshot that waited would too
       const GpuContextScope on = a.on_replica(0);
       static const int ms = 300;
-      CUDA_CHECK(cudaLaunchHostFunc(gpu_context().stream, sleep_host, const_cast<int*>(&ms)));
+      sleep_on(gpu_context().stream, ms);
     }
     const auto t0 = std::chrono::steady_clock::now();
     Checkpoint c = a.snapshot_async({{"best_top1", 0.25}});
-    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double took =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     INFO("snapshot_async took " << took << " s");
     REQUIRE(took < 0.15);  // it did not wait for the steps
     REQUIRE(a.pending() == size_t(k));
