@@ -2,7 +2,8 @@
 #
 #   make                 CUDA build when nvcc is found (PATH or /usr/local/cuda/bin), else CPU-only
 #   make CPU_ONLY=1      CPU-only build even when nvcc is there
-#   make CUDA_ARCH="-gencode arch=compute_90,code=sm_90"   other GPU targets
+#   make CUDA_ARCH=sm_90  one GPU architecture, machine code only (an H100/H200 host; also
+#                        sm_80,sm_90 or nvcc's own -gencode flags)
 #   make deps            installs the Debian packages cutrain needs (no-op when present)
 #   make test | clean | demo
 #   make bundle          bundle/: binaries, libraries, data and run.sh for a GPU host (CUDA only)
@@ -10,12 +11,19 @@
 # Objects go to build/cpu or build/cuda, so switching modes never mixes them.
 
 CXX      ?= g++
+comma    := ,
 CPU_ONLY ?= 0
 CUDA_HOME ?= /usr/local/cuda
 NVCC     ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard $(CUDA_HOME)/bin/nvcc))
 # sm_80 (A100) and sm_90 (H100/H200) machine code, plus PTX so newer GPUs can JIT it.
 CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
              -gencode arch=compute_90,code=compute_90
+# The short spelling: CUDA_ARCH=sm_90 or sm_80,sm_90 -> one -gencode per architecture.
+ifneq ($(filter sm_%,$(subst $(comma), ,$(CUDA_ARCH))),)
+  CUDA_GENCODE := $(foreach a,$(patsubst sm_%,%,$(subst $(comma), ,$(CUDA_ARCH))),-gencode arch=compute_$(a),code=sm_$(a))
+else
+  CUDA_GENCODE := $(CUDA_ARCH)
+endif
 
 ifeq ($(CPU_ONLY),1)
   USE_CUDA := 0
@@ -46,7 +54,7 @@ ifeq ($(USE_CUDA),1)
   CUDA_INC  := $(dir $(NVCC))../include
   CUDA_LIB  := $(dir $(NVCC))../lib64
   CXXFLAGS  += -DCUTRAIN_CUDA=1 -isystem $(CUDA_INC)
-  NVCCFLAGS += -std=c++17 -O2 -g -lineinfo -DCUTRAIN_CUDA=1 -I. $(CUDA_ARCH) \
+  NVCCFLAGS += -std=c++17 -O2 -g -lineinfo -DCUTRAIN_CUDA=1 -I. $(CUDA_GENCODE) \
                -Xcompiler -Wall,-Wextra -MMD -MP
   # cuBLAS always (part of the toolkit); cuDNN when its header is there (CUTRAIN_CUDNN).
   # Both are shared libraries: found through the rpath here, LD_LIBRARY_PATH elsewhere.
@@ -98,6 +106,14 @@ COMMIT_STAMP := build/commit
 $(shell [ "$$(cat $(COMMIT_STAMP) 2>/dev/null)" = "$(GIT_COMMIT)" ] || \
         echo $(GIT_COMMIT) > $(COMMIT_STAMP))
 
+# The GPU architectures the .cu objects were built for: another CUDA_ARCH rebuilds them (and
+# only them) instead of linking objects of two different target sets.
+ARCH_STAMP := build/cuda_arch
+ifeq ($(USE_CUDA),1)
+$(shell [ "$$(cat $(ARCH_STAMP) 2>/dev/null)" = "$(CUDA_GENCODE)" ] || echo "$(CUDA_GENCODE)" > $(ARCH_STAMP))
+$(call obj,$(LIB_CU) $(TEST_CU)): $(ARCH_STAMP)
+endif
+
 .PHONY: all test clean deps demo bench bundle
 all: bin/cutrain bin/cutrain_tests $(BENCH_BIN)
 
@@ -116,8 +132,9 @@ bin/bench_%: $(BUILD)/bench/%.cpp.o $(LIB_OBJ) $(MODE_STAMP)
 
 bench: $(BENCH_BIN)
 # Reached only through the pattern above, the bench objects would count as intermediate files
-# on a first build, be deleted after linking and be rebuilt by the next make: keep them.
-.PRECIOUS: $(BUILD)/bench/%.cpp.o
+# on a first build, be deleted after linking and be rebuilt by the next make: keep them
+# (.SECONDARY with the files named; a .PRECIOUS pattern keeps them only when make is interrupted).
+.SECONDARY: $(call obj,$(BENCH_CPP))
 # The GPU benchmarks print the commit ($(GIT_COMMIT), above).
 BENCH_GPU_OBJ := $(call obj,$(filter $(BENCH_GPU_CPP),$(BENCH_CPP)))
 $(BENCH_GPU_OBJ): $(COMMIT_STAMP)
@@ -136,7 +153,7 @@ $(BUILD)/%.cu.o: %.cu
 # Fashion-MNIST files and run.sh, which runs the tests, the sanitizers and the benchmark.
 ifeq ($(USE_CUDA),1)
 bundle: all
-	CUDA_ARCH="$(CUDA_ARCH)" bench/bundle/make.sh bundle bin/cutrain bin/cutrain_tests $(BENCH_BIN)
+	CUDA_ARCH="$(CUDA_GENCODE)" bench/bundle/make.sh bundle bin/cutrain bin/cutrain_tests $(BENCH_BIN)
 else
 bundle:
 	@echo "make bundle: needs the CUDA build (nvcc not found, or CPU_ONLY=1)"; exit 1

@@ -168,7 +168,14 @@ else
   DEV="$GPU"
   DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)
 fi
-COMMIT=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!bench/results' || echo "-dirty")
+# The commit measured: $CUTRAIN_COMMIT (the bundle's, on a GPU host whose copy has no .git), else git's.
+if [ -n "${CUTRAIN_COMMIT:-}" ]; then
+  COMMIT=$CUTRAIN_COMMIT
+elif git rev-parse --short HEAD >/dev/null 2>&1; then
+  COMMIT=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!bench/results' || echo "-dirty")
+else
+  COMMIT=unknown
+fi
 TORCH_INFO=$("$PY" -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda, "cuDNN", torch.backends.cudnn.version())')
 {
   echo "# $TITLE"

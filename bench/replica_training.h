@@ -26,19 +26,12 @@
 
 namespace cutrain {
 
-// The folder of the Fashion-MNIST IDX files: $CUTRAIN_FASHION_MNIST_DIR (a GPU host: make
-// bundle carries them) or the Debian package's folder.
-inline std::string bench_fashion_mnist_idx_dir() {
-  const char* env = std::getenv("CUTRAIN_FASHION_MNIST_DIR");
-  return env != nullptr && *env != 0 ? env : kFashionMnistDir;
-}
-
 // Fashion-MNIST as JPEG lists under `dir`, from the IDX files. Reused when the folder already
 // holds a complete import. Throws, naming the file, when the IDX files are not there.
 inline ImportSummary bench_fashion_mnist(const std::string& dir, int threads) {
   ImportOptions io;
   io.threads = threads;
-  return import_fashion_mnist(bench_fashion_mnist_idx_dir(), dir, io);
+  return import_fashion_mnist(fashion_mnist_idx_dir(), dir, io);
 }
 
 // The default model on `train_list`, batch `batch`, one epoch of exactly warmup + steps steps,

@@ -154,7 +154,7 @@ void bench_training(const std::vector<int>& devices, int batch, int steps) {
   CHECK(batch % 4 == 0, "--batch " << batch << ": must be divisible by 4 (up to 4 replicas)");
   CHECK(steps >= 1, "--steps must be >= 1");
   const int warmup = 3;  // loaders started, allocator and kernels (and cuDNN) warm, scaler settled
-  const std::string idx = bench_fashion_mnist_idx_dir();
+  const std::string idx = fashion_mnist_idx_dir();
   if (!std::filesystem::exists(idx + "/train-images-idx3-ubyte.gz")) {
     std::printf("\n2. training: skipped: no Fashion-MNIST IDX files in %s (set "
                 "CUTRAIN_FASHION_MNIST_DIR)\n", idx.c_str());

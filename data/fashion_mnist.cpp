@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -166,6 +167,11 @@ const std::vector<std::string>& fashion_mnist_classes() {
                                                  "Coat",        "Sandal",  "Shirt",    "Sneaker",
                                                  "Bag",         "Ankle boot"};
   return names;
+}
+
+std::string fashion_mnist_idx_dir() {
+  const char* dir = std::getenv("CUTRAIN_FASHION_MNIST_DIR");
+  return dir != nullptr && *dir != 0 ? dir : kFashionMnistDir;
 }
 
 ImportSummary import_fashion_mnist(const std::string& idx_dir, const std::string& out_dir,

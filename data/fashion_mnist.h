@@ -29,6 +29,9 @@ namespace cutrain {
 
 // Where the Debian package dataset-fashion-mnist installs the IDX files.
 constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
+// The folder the IDX files are read from by default: $CUTRAIN_FASHION_MNIST_DIR when set (a GPU
+// host without the Debian package: make bundle carries the files), else kFashionMnistDir.
+std::string fashion_mnist_idx_dir();
 
 // "T-shirt/top", "Trouser", ..., "Ankle boot": the name of label i at index i.
 const std::vector<std::string>& fashion_mnist_classes();

@@ -19,11 +19,11 @@ CachingAllocator::~CachingAllocator() {
 }
 
 void* CachingAllocator::allocate(size_t bytes, const void* stream, bool may_flush) {
-  const size_t size = round_size(bytes);
+  const size_t size = exact_ ? (bytes == 0 ? 1 : bytes) : round_size(bytes);
   std::lock_guard<std::mutex> lock(mu_);
   retired_.erase(stream);  // a live stream asks: its handle is in use again
   // best fit: the smallest cached block of this stream with size <= block <= 2 * size
-  auto it = cached_.lower_bound(Key(stream, size));
+  auto it = exact_ ? cached_.end() : cached_.lower_bound(Key(stream, size));
   if (it != cached_.end() && it->first.first == stream && it->first.second <= 2 * size) {
     void* p = it->second;
     const size_t got = it->first.second;
@@ -61,7 +61,8 @@ void CachingAllocator::give_back(void* p, const void* key, bool rekey) {
   in_use_.erase(it);
   stats_.bytes_in_use -= b.size;
   const void* to = rekey ? key : b.stream;
-  if (retired_.count(to)) {  // nobody will ask for this stream's blocks again
+  // exact: straight back, unless into a held pool (a captured graph may still use the block)
+  if (retired_.count(to) || (exact_ && !held_.count(to))) {  // nobody will ask for it again
     backend_.free(p);
     stats_.backend_frees++;
     return;

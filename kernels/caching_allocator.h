@@ -53,7 +53,14 @@ class CachingAllocator {
     size_t peak_in_use = 0;
   };
 
-  explicit CachingAllocator(Backend backend) : backend_(std::move(backend)) {}
+  // exact: every allocate() is a backend allocation of exactly `bytes`, and every deallocate()
+  // gives the block straight back (except into a held pool: a graph may still use it), so a
+  // memory checker sees each buffer's true bounds: an overrun that a larger cached block would
+  // hide is caught. The GPU allocator is exact when CUTRAIN_EXACT_ALLOC=1 (bench/bundle/run.sh
+  // sets it under compute-sanitizer); slow, for checking only.
+  explicit CachingAllocator(Backend backend, bool exact = false)
+      : backend_(std::move(backend)), exact_(exact) {}
+  bool exact() const { return exact_; }
   ~CachingAllocator();
   CachingAllocator(const CachingAllocator&) = delete;
   CachingAllocator& operator=(const CachingAllocator&) = delete;
@@ -92,6 +99,7 @@ class CachingAllocator {
   void release_cached_locked(bool all);
 
   Backend backend_;
+  const bool exact_;
   mutable std::mutex mu_;
   std::unordered_map<void*, Block> in_use_;
   std::multimap<Key, void*> cached_;

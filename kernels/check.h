@@ -1,5 +1,6 @@
 // defines: CHECK (bad input -> cutrain::Error with file:line), CUDA_CHECK (abort with the call,
-// file:line and the CUDA error), LAUNCH_CHECK (after every kernel launch).
+// file:line and the CUDA error), LAUNCH_CHECK (after every kernel launch),
+// set_cuda_errors_throw (the test runner's switch: CUDA errors throw instead of aborting).
 //
 // Two kinds of failure, two policies:
 //  - CHECK is for things a user or a caller can get wrong (a bad shape, a label out of range,
@@ -7,6 +8,11 @@
 //  - CUDA_CHECK is for the runtime failing. CUDA errors are sticky: after one, the context is
 //    unusable, so there is nothing sensible to recover; print everything and abort. (Except
 //    while capturing a graph, where an error means "this cannot be recorded": it throws.)
+//    The test runner turns on set_cuda_errors_throw: then every CUDA, cuDNN and cuBLAS error
+//    throws, so a faulty kernel fails its own test case with the call and file:line instead of
+//    ending the process and hiding every other result. A sticky error (an illegal address,
+//    say) still breaks the context: the process's later GPU calls fail too, which is why
+//    bench/bundle/run.sh runs each group of GPU tests in a process of its own.
 #ifndef CUTRAIN_KERNELS_CHECK_H
 #define CUTRAIN_KERNELS_CHECK_H
 #include <sstream>
@@ -39,10 +45,14 @@ namespace cutrain {
 // *_fail functions throw cutrain::Error instead of aborting, and CudaGraph::capture turns the
 // error into its answer.
 bool capturing_graph();
+// Whether a failing CUDA, cuDNN or cuBLAS call throws cutrain::Error rather than aborting: while
+// capturing a graph, or everywhere once set_cuda_errors_throw(true) was called (the tests).
+bool cuda_errors_throw();
+void set_cuda_errors_throw(bool on);
 
 [[noreturn]] inline void cuda_fail(const char* call, const char* file, int line, cudaError_t e) {
-  if (capturing_graph()) {
-    cudaGetLastError();  // not sticky: clear it
+  if (cuda_errors_throw()) {
+    cudaGetLastError();  // clears it unless it is sticky
     throw_error(file, line, std::string(call) + ": " + cudaGetErrorName(e) + ": " +
                                 cudaGetErrorString(e));
   }

@@ -56,7 +56,7 @@ namespace {
 // Library failures are runtime failures, like CUDA's (kernels/check.h): report the call,
 // file:line and cuBLAS's own words, then abort.
 [[noreturn]] void cublas_fail(const char* call, const char* file, int line, cublasStatus_t st) {
-  if (capturing_graph())  // refused while recording a graph: nothing ran (kernels/check.h)
+  if (cuda_errors_throw())  // a graph capture refused (nothing ran), or the tests (kernels/check.h)
     throw_error(file, line, std::string(call) + ": " + cublasGetStatusString(st));
   std::fprintf(stderr, "cuBLAS error at %s:%d\n  %s\n  %s\n", file, line, call,
                cublasGetStatusString(st));

@@ -65,7 +65,7 @@ namespace cudnn_detail {
 void cudnn_fail(const char* call, const char* file, int line, cudnnStatus_t st) {
   char detail[512] = {0};
   cudnnGetLastErrorString(detail, sizeof(detail));
-  if (capturing_graph())  // refused while recording a graph: nothing ran (kernels/check.h)
+  if (cuda_errors_throw())  // a graph capture refused (nothing ran), or the tests (kernels/check.h)
     throw_error(file, line, std::string(call) + ": " + cudnnGetErrorString(st) + " " + detail);
   std::fprintf(stderr, "cuDNN error at %s:%d\n  %s\n  %s\n  %s\n", file, line, call,
                cudnnGetErrorString(st), detail);

@@ -3,6 +3,7 @@
 // throws cutrain::Error saying so.
 #include "kernels/gpu.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -99,7 +100,11 @@ CachingAllocator& device_allocator(int device) {
       DeviceGuard g(device);
       CUDA_CHECK(cudaFree(p));
     };
-    pool = std::make_unique<CachingAllocator>(std::move(b));
+    static const bool exact = [] {
+      const char* v = std::getenv("CUTRAIN_EXACT_ALLOC");
+      return v && *v && std::string(v) != "0";
+    }();
+    pool = std::make_unique<CachingAllocator>(std::move(b), exact);
   }
   return *pool;
 }
@@ -159,6 +164,12 @@ thread_local Capturing t_capturing;
 }  // namespace
 
 bool capturing_graph() { return t_capturing.graph != nullptr; }
+
+namespace {
+std::atomic<bool> g_cuda_errors_throw{false};
+}
+bool cuda_errors_throw() { return capturing_graph() || g_cuda_errors_throw.load(); }
+void set_cuda_errors_throw(bool on) { g_cuda_errors_throw = on; }
 
 DeviceBuffer::DeviceBuffer(size_t bytes, int device, cudaStream_t stream)
     : bytes_(bytes), device_(device) {

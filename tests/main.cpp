@@ -1,9 +1,15 @@
 // The test runner: doctest, plus a listener that counts skipped test cases apart and prints
-// the closing line "tests: N passed, N failed, N skipped".
+// the closing line "tests: N passed, N failed, N skipped". In CUDA builds a failing CUDA,
+// cuDNN or cuBLAS call throws (kernels/check.h), so it fails its test case instead of
+// aborting the process. CUTRAIN_TEST_ABORT_IN=TEXT aborts at the start of the first test case
+// whose source file's name contains TEXT: a planted crash, with which bench/bundle/run.sh's
+// test shows that one group's abort leaves the other groups' results intact.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <string>
 
@@ -25,7 +31,15 @@ struct SummaryListener : doctest::IReporter {
   void report_query(const doctest::QueryData&) override {}
   void test_run_start() override {}
   void test_run_end(const doctest::TestRunStats&) override {}
-  void test_case_start(const doctest::TestCaseData&) override { counts().skipping = false; }
+  void test_case_start(const doctest::TestCaseData& tc) override {
+    counts().skipping = false;
+    const char* plant = std::getenv("CUTRAIN_TEST_ABORT_IN");
+    if (plant != nullptr && *plant != 0 && std::strstr(tc.m_file.c_str(), plant) != nullptr) {
+      std::fprintf(stderr, "CUTRAIN_TEST_ABORT_IN=%s: aborting in \"%s\" (a planted fault)\n",
+                   plant, tc.m_name);
+      std::abort();
+    }
+  }
   void test_case_reenter(const doctest::TestCaseData&) override {}
   void test_case_end(const doctest::CurrentTestCaseStats& s) override {
     Counts& c = counts();
@@ -55,6 +69,9 @@ void skip(const std::string& reason) {
 }  // namespace cutrain_test
 
 int main(int argc, char** argv) {
+#if defined(CUTRAIN_CUDA)
+  cutrain::set_cuda_errors_throw(true);
+#endif
   doctest::Context context;
   context.applyCommandLine(argc, argv);
   const int rc = context.run();

@@ -11,9 +11,11 @@ using namespace cutrain;
 
 namespace cutrain_test {
 
-std::string fashion_mnist_idx_dir() {
-  const char* dir = std::getenv("CUTRAIN_FASHION_MNIST_DIR");
-  return dir != nullptr && *dir != 0 ? dir : kFashionMnistDir;
+void skip_gpu() {
+  const char* expect = std::getenv("CUTRAIN_EXPECT_GPU");
+  if (expect != nullptr && *expect != 0 && std::string(expect) != "0")
+    FAIL("CUTRAIN_EXPECT_GPU is set, but the GPU is not usable: " << gpu_unavailable_reason());
+  skip(gpu_unavailable_reason());
 }
 
 Tensor uniform(const Shape& shape, DType dtype, uint64_t seed, double lo, double hi) {

@@ -169,7 +169,7 @@ int main(int argc, char** argv) {
 
   auto* import_fm = app.add_subcommand(
       "import-fashion-mnist", "Turn the Fashion-MNIST IDX files into JPEGs plus train/test lists");
-  std::string import_from = kFashionMnistDir, import_out = "data/fashion-mnist";
+  std::string import_from = fashion_mnist_idx_dir(), import_out = "data/fashion-mnist";
   ImportOptions import_opt;
   import_opt.threads = int(std::thread::hardware_concurrency());
   import_fm->add_option("--from", import_from, "Folder of the IDX files")->capture_default_str();

@@ -11,6 +11,7 @@
 #   DEST/data/fashion-mnist/   the four IDX files the tests read (CUTRAIN_FASHION_MNIST_DIR);
 #                        already gzip-compressed, so they stay out of the payload
 #   DEST/run.sh          runs it all (bench/bundle/run.sh)
+#   DEST/compare/        bench/compare.sh, torch_reference.py and torch_ref/ (run.sh's compare)
 #   DEST/BUILD           the commit, the build host, CUDA_ARCH, the contents
 #
 # Which libraries travel: everything ldd lists except
@@ -47,7 +48,8 @@ ldd "$stage"/bin/* | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u |
     if [[ $name =~ $skip ]]; then continue; fi
     cp -L "$path" "$stage/lib/$name"
   done
-tar -cf - -C "$stage" bin lib | xz -T2 -6 >"$dest/payload.tar.xz"
+# -3 on all cores: a few seconds more to unpack than -6, a minute less to pack on 2 cores
+tar -cf - -C "$stage" bin lib | xz -T0 -3 >"$dest/payload.tar.xz"
 
 idx=${CUTRAIN_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz \
@@ -57,6 +59,11 @@ for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-
 done
 
 cp "$here/run.sh" "$dest/run.sh"
+# run.sh's compare step: bench/compare.sh and the PyTorch reference it runs
+mkdir -p "$dest/compare"
+cp "$here/../compare.sh" "$here/../torch_reference.py" "$dest/compare/"
+cp -r "$here/../torch_ref" "$dest/compare/"
+rm -rf "$dest/compare/torch_ref/__pycache__"
 chmod +x "$dest/run.sh"
 {
   echo "commit: $(git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)"

@@ -1,41 +1,55 @@
 #!/usr/bin/env bash
-# run.sh OUTDIR [STEP...]: runs cutrain's tests, the GPU tests under compute-sanitizer and the
-# kernel benchmark from this bundle (made by `make bundle`, see bench/README.md) on a GPU host
-# that has CUDA but not cutrain's Debian packages. Logs and result tables go to OUTDIR.
+# run.sh OUTDIR [quick | deep | STEP...]: checks cutrain's GPU side from this bundle (made by
+# `make bundle`, bench/README.md) on a GPU host that has CUDA but not cutrain's Debian packages,
+# within one call of the device tool (../shared/GPU.md). Tables and trimmed logs go to OUTDIR:
+# at most 8 files, which is what the device tool brings back.
 #
-# Steps, in this order (default: all):
-#   info       nvidia-smi, where cuBLAS/cuDNN were found, unresolved libraries
-#   tests      bin/cutrain_tests, every test (the GPU ones run when a GPU is usable)
-#   memcheck   the [gpu] tests under compute-sanitizer --tool memcheck
-#   racecheck  the [gpu] tests under compute-sanitizer --tool racecheck
-#   bench      bin/bench_kernels_gpu (--out/--json into OUTDIR)
-#   train      the [train] target: Fashion-MNIST imported into JPEGs, then `cutrain train` with
-#              the default model and settings on the GPU (as `make demo` does); the test
-#              accuracy, wall time and images/s into train-gpu.md (not in the default list:
-#              it takes minutes; name it)
-#   replicas   bin/bench_replicas_gpu --devices ${REPLICA_DEVICES:-0,0}: the ring all-reduce's
-#              bandwidth against the copy bandwidth, and training with 1, 2 and 4 replicas
-#              (replicas.md; not in the default list: name it)
-# Without a GPU the sanitizer steps are skipped with the reason, and the benchmark says why
-# and measures nothing; the tests still run (their GPU cases skip).
+#   quick  = info tests bench train            (about 5 minutes on an H100; TRAIN_EPOCHS=2)
+#   deep   = info sanitize replicas compare    (memcheck, racecheck, synccheck; --devices 0,0;
+#                                               PyTorch side by side)
+#   all    = info tests+sanitize bench train train-graph compare  (one call: the test groups and
+#            the sanitizers share the GPU in parallel, then the timed steps one at a time)
 #
-# Files written (at most 8 per run, as the device tool brings back): summary.md (the info and
-# one line per step), tests.log, memcheck.log, racecheck.log, bench.log, bench-kernels.md,
-# bench-kernels.json; the train step: train.log, train-gpu.md, metrics.jsonl; the replicas
-# step: replicas.md.
-# Exit status: 1 when a step failed (tests, a sanitizer, a WRONG kernel), else 0.
-# Time: each step stops after STEP_TIMEOUT, and all of them together after TOTAL_TIMEOUT
-# (default 570 s: one call of the device tool is 600 s). A step that no longer fits is skipped
-# and said so. summary.md gets each step's row as soon as it ends, so a run cut short still
-# says what it did. Give the long steps a call each: `info tests`, `memcheck`, `racecheck`,
-# `bench`, `train`, `replicas`.
-# Environment: STEP_TIMEOUT (seconds per step, default 540), TOTAL_TIMEOUT, TEST_ARGS (extra arguments of
-# cutrain_tests, e.g. -tc="conv2d*"), BENCH_ARGS (of bench_kernels_gpu), TRAIN_ARGS (of the
-# train step's cutrain train), REPLICA_DEVICES, CUDA_HOME.
+# Steps:
+#   info        preflight (10 s): nvidia-smi, driver, where cuBLAS/cuDNN were found, unresolved
+#               libraries, `cutrain info`
+#   tests       every group of GPU tests in a process of its own under its own timeout: a group
+#               is a test source file holding [gpu] test cases (the binary's own list, so a new
+#               test is never left out); JOBS groups at once. A group that crashed, hung or
+#               hit a sticky CUDA error is run again one test case per process, with
+#               CUTRAIN_SYNC_LAUNCHES=1, to name the test and the launch. Skipped GPU tests
+#               count as failures here (CUTRAIN_EXPECT_GPU=1) when nvidia-smi lists a GPU.
+#   sanitize    compute-sanitizer: memcheck on every kernel group (CUTRAIN_EXACT_ALLOC=1: each
+#               buffer its own cudaMalloc), racecheck and synccheck on the groups whose kernels
+#               use shared memory; one process per group
+#   tests+sanitize   both in one pool (the tests first)
+#   bench       bin/bench_kernels_gpu: rows land in bench.log as they are measured
+#   train       Fashion-MNIST (imported into JPEGs) with the default model on the GPU,
+#               TRAIN_EPOCHS epochs (default 10; quick: 2), with its trace; then the loader
+#               alone (bench_data) for the pipeline ratio
+#   train-graph the same with --cuda-graph
+#   compare     bench/compare.sh (cutrain vs PyTorch) when the host's python has torch
+#   replicas    bin/bench_replicas_gpu --devices ${REPLICA_DEVICES:-0,0}
+#
+# Files in OUTDIR: summary.md (kept current: a row per group and step as each ends, so a run
+# cut short still reports), tests.log (failing groups' output, durations of all), sanitize.log,
+# bench.log (+ bench-kernels.md at the end), train.log, train-gpu.md, compare.md, replicas.md.
+# Exit status: 1 when anything failed, else 0. Without a GPU every GPU step says
+# "skipped: no GPU" and the run ends in seconds with 0 (make test checks this dry run).
+# Environment: TOTAL_TIMEOUT (default 540 s), POOL_TIMEOUT (200: the test groups and sanitizers
+# together), RERUN_TIMEOUT (60), GROUP_TIMEOUT (150), JOBS (8), TRAIN_EPOCHS,
+# TRAIN_ARGS, BENCH_ARGS, TEST_ARGS, REPLICA_DEVICES, CUDA_HOME, CUTRAIN_COMMIT;
+# CUTRAIN_TEST_ABORT_IN=TEXT plants an abort in the test group whose file name contains TEXT.
 set -uo pipefail
-out=${1:?usage: run.sh OUTDIR [info|tests|memcheck|racecheck|bench ...]}
+out=${1:?usage: run.sh OUTDIR [quick|deep|all|STEP...]}
 shift
-steps=${*:-info tests memcheck racecheck bench}
+case "${1:-quick}" in
+  quick) steps="info tests bench train"; TRAIN_EPOCHS=${TRAIN_EPOCHS:-2} ;;
+  deep) steps="info sanitize replicas compare" ;;
+  all) steps="info tests+sanitize train bench train-graph compare" ;;
+  *) steps="$*" ;;
+esac
+TRAIN_EPOCHS=${TRAIN_EPOCHS:-10}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -43,9 +57,15 @@ if [ ! -f "$here/payload.tar.xz" ]; then
   echo "run.sh: no payload.tar.xz beside it: run the copy that make bundle writes (bundle/run.sh)" >&2
   exit 2
 fi
-deadline=$(( SECONDS + ${TOTAL_TIMEOUT:-570} ))
-# bin/ and lib/ travel compressed: unpack them into a temporary folder for this run (not into
-# the bundle, which must stay small enough to carry)
+start=$SECONDS
+deadline=$(( SECONDS + ${TOTAL_TIMEOUT:-540} ))
+group_timeout=${GROUP_TIMEOUT:-150}
+jobs_max=${JOBS:-8}
+read -r -a test_args <<<"${TEST_ARGS:-}"    # split into words, never globbed
+read -r -a bench_args <<<"${BENCH_ARGS:-}"
+read -r -a train_args <<<"${TRAIN_ARGS:-}"
+
+# bin/ and lib/ travel compressed: unpacked into a temporary folder for this run
 work=$(mktemp -d "${TMPDIR:-/tmp}/cutrain-bundle.XXXXXX") || exit 1
 trap 'rm -rf "$work"' EXIT
 if command -v xz >/dev/null 2>&1; then
@@ -57,14 +77,15 @@ t.extractall(sys.argv[2], **({"filter": "data"} if hasattr(tarfile, "data_filter
     "$here/payload.tar.xz" "$work" || exit 1
 fi
 cd "$work" || exit 1  # tests find bin/cutrain beside bin/cutrain_tests
+mkdir -p logs
 summary=$out/summary.md
-step_timeout=${STEP_TIMEOUT:-540}
 cuda=${CUDA_HOME:-/usr/local/cuda}
-read -r -a test_args <<<"${TEST_ARGS:-}"    # split into words, never globbed
-read -r -a bench_args <<<"${BENCH_ARGS:-}"
+commit=${CUTRAIN_COMMIT:-$(sed -n 's/^commit: //p' "$here/BUILD")}
 
 # --- libraries: the bundle's, then CUDA's, then cuBLAS/cuDNN wherever this host keeps them
-# (CUDA's lib64, the system, or the pip wheels of the torch python: nvidia/<lib>/lib).
+# (CUDA's lib64, the system, or the pip wheels of the torch python: nvidia/<lib>/lib). Only
+# cutrain's programs get this path (cr): a python started under it would load the bundle's
+# libz and libssl.
 lib_dirs="$work/lib"
 [ -d "$cuda/lib64" ] && lib_dirs="$lib_dirs:$cuda/lib64"
 wheel_dirs=$(python3 -c 'import nvidia, sys; print("\n".join(nvidia.__path__))' 2>/dev/null || true)
@@ -81,184 +102,339 @@ find_lib() {  # the first folder holding $1
 found=""
 for l in libcublas.so.13 libcublasLt.so.13 libcudnn.so.9; do
   if d=$(find_lib "$l"); then
-    found="$found\n- $l: $d"
+    found="$found- $l: $d"$'\n'
     case ":$lib_dirs:" in *":$d:"*) ;; *) lib_dirs="$lib_dirs:$d" ;; esac
   else
-    found="$found\n- $l: NOT FOUND"
+    found="$found- $l: NOT FOUND"$'\n'
   fi
 done
-export LD_LIBRARY_PATH="$lib_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+cr=(env "LD_LIBRARY_PATH=$lib_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
 export CUTRAIN_FASHION_MNIST_DIR="$here/data/fashion-mnist"
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+line_buffered=(); command -v stdbuf >/dev/null 2>&1 && line_buffered=(stdbuf -oL -eL)
 
-# --- is there a GPU? (the sanitizers need one; the programs also check for themselves)
+# --- is there a GPU? Then a skipped GPU test is a failure: the GPU went unchecked.
 gpu_reason=""
 if ! command -v nvidia-smi >/dev/null 2>&1; then
   gpu_reason="nvidia-smi not found"
 elif ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
   gpu_reason="nvidia-smi lists no GPU"
+else
+  export CUTRAIN_EXPECT_GPU=1
 fi
 sanitizer=$(command -v compute-sanitizer ||
             find "$cuda"/bin "$cuda"/compute-sanitizer -maxdepth 1 -name compute-sanitizer \
               2>/dev/null | head -1)
+gpu_name=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
 
 {
-  echo "# cutrain bundle run, $(date -u '+%Y-%m-%d %H:%M UTC') on $(hostname)"
+  echo "# cutrain bundle run, $(date -u '+%Y-%m-%d %H:%M UTC') on $(hostname): $steps"
   echo
   sed 's/^/    /' "$here/BUILD"
   echo
-  echo "GPU: ${gpu_reason:-$(nvidia-smi -L 2>/dev/null | head -4 | tr '\n' ' ')}"
+  echo "GPU: ${gpu_reason:-$gpu_name}"
   echo "compute-sanitizer: ${sanitizer:-not found}"
-  echo -e "libraries:$found"
+  echo "libraries:"
+  echo -n "$found"
   echo
 } >"$summary"
 
-# run_step NAME LOG COMMAND...: runs it under the step timeout (or what is left of the total),
-# sets last_rc and last_secs.
-status=0  # 1 when a step failed: run.sh's exit status
-run_step() {
-  local name=$1 log=$2 t0 rc limit=$step_timeout left=$(( deadline - SECONDS - 5 ))
-  shift 2
-  [ "$left" -lt "$limit" ] && limit=$left
-  if [ "$limit" -lt 10 ]; then
-    echo "== $name: skipped: TOTAL_TIMEOUT reached (run it in a call of its own)" | tee -a "$log"
-    last_rc=124 last_secs=0 status=1
-    return
-  fi
-  echo "== $name: $*" | tee -a "$log"
-  t0=$(date +%s)
-  timeout --kill-after=10 "$limit" "$@" >>"$log" 2>&1
-  rc=$?
-  [ $rc = 124 ] && echo "== $name: stopped after ${limit}s (STEP_TIMEOUT/TOTAL_TIMEOUT)" >>"$log"
-  echo "== $name: exit $rc after $(( $(date +%s) - t0 ))s" | tee -a "$log"
-  last_rc=$rc
-  last_secs=$(( $(date +%s) - t0 ))
-  [ $rc = 0 ] || status=1
+status=0  # 1 when anything failed: run.sh's exit status
+phase_deadline=$deadline  # the pool and the reruns end earlier, leaving time for the timed steps
+left() { local d=$deadline; [ "$phase_deadline" -lt "$d" ] && d=$phase_deadline; echo $(( d - SECONDS )); }
+# limit N: N, or what is left of the total (minus 5 s), whichever is smaller
+limit() { local l; l=$(left); l=$(( l - 5 )); [ "$1" -lt "$l" ] && l=$1; echo "$l"; }
+clean() { tr '|\n\r' '/  ' | cut -c1-"${2:-300}"; }  # $1 made safe for one table cell
+row() { echo "| $* |" >>"$summary"; }
+section() {  # section TITLE "| a | b |": a heading and a table's first two lines
+  printf '\n## %s\n\n%s\n%s\n' "$1" "$2" \
+    "$(echo "$2" | awk -F'|' '{ s = "|"; for (i = 2; i < NF; i++) s = s " --- |"; print s }')" >>"$summary"
 }
-# A row of the summary's table, written at once (a run cut short keeps the rows it made); the
-# table starts at the first row, after the info step's sections.
-table=""
-row() {
-  if [ -z "$table" ]; then
-    { echo "## steps"; echo; echo "| step | status | result |"; echo "| --- | --- | --- |"; } >>"$summary"
-    table=1
+
+# ---------------------------------------------------------------- groups of GPU tests
+# The binary's own list, with the file of each test case (doctest's XML listing), so a new
+# [gpu] test is never left out. A group: one source file; its tests filtered by -sf and [gpu].
+list_groups() {  # prints "file count" per group, files as compiled (tests/kernels/x_test.cpp)
+  "${cr[@]}" bin/cutrain_tests -ltc -tc="*[gpu]*" --reporters=xml 2>/dev/null |
+    sed -n 's/.*<TestCase .*filename="\([^"]*\)".*/\1/p' | sort | uniq -c | awk '{print $2, $1}'
+}
+group_name() { basename "$1" .cpp; }
+test_name() {  # test_name FILE K: the K-th [gpu] test case of FILE, in the order doctest runs them
+  "${cr[@]}" bin/cutrain_tests -ltc -sf="*$1" -tc="*[gpu]*" --reporters=xml 2>/dev/null |
+    sed -n 's/.*<TestCase name="\([^"]*\)".*/\1/p' | sed -n "$2p" | sed 's/&quot;/"/g; s/&apos;/'"'"'/g; s/&lt;/</g; s/&gt;/>/g; s/&amp;/\&/g'
+}
+sticky='cudaErrorIllegalAddress|cudaErrorLaunchFailure|cudaErrorMisalignedAddress|cudaErrorIllegalInstruction|cudaErrorAssert|cudaErrorHardwareStackError|cudaErrorInvalidPc|cudaErrorLaunchTimeout|cudaErrorECCUncorrectable'
+
+# test_job FILE: runs its [gpu] tests; the row goes into the summary at once.
+test_job() {
+  local file=$1 name log t0 rc lim counts first
+  name=$(group_name "$file"); log=logs/tests-$name.log
+  lim=$(limit "$group_timeout")
+  t0=$SECONDS
+  OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} timeout -k 5 "$lim" "${line_buffered[@]}" \
+    env LD_LIBRARY_PATH="$lib_dirs" bin/cutrain_tests -sf="*$file" -tc="*[gpu]*" \
+    --duration=true "${test_args[@]}" >"$log" 2>&1
+  rc=$?
+  echo "$rc" >"$log.rc"
+  counts=$(sed -n 's/^tests: \([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped.*/\1 | \2 | \3/p' "$log" | tail -1)
+  first=$(first_failure "$log" "$rc" "$lim")
+  row "$name | ${counts:-? | ? | ?} | $(( SECONDS - t0 )) | $rc | $first"
+}
+# The first failure of a log: the test case and the first error line; a crash's last lines.
+first_failure() {
+  local log=$1 rc=$2 lim=$3 tc err
+  [ "$rc" = 0 ] && { echo "-"; return; }
+  tc=$(grep -a -m1 '^TEST CASE:' "$log" | sed 's/^TEST CASE: *//')
+  err=$(grep -a -m1 -A1 'ERROR:\|FATAL ERROR\|CUDA error\|cuDNN error\|cuBLAS error\|terminate called\|a planted fault' "$log" | tr '\n' ' ')
+  case $rc in
+    124|137) echo "TIMED OUT after ${lim}s; last: $(tail -n 3 "$log" | clean /dev/stdin 200)" | clean ;;
+    134|139|136|135) echo "CRASHED (signal $(( rc - 128 ))) in ${tc:-?}: ${err:-$(tail -n 4 "$log" | tr '\n' ' ')}" | clean ;;
+    *) echo "${tc:-?}: ${err:-exit $rc; $(tail -n 2 "$log" | tr '\n' ' ')}" | clean ;;
+  esac
+}
+# rerun_job FILE COUNT: a crashed, hung or sticky-error group, one test case per process with
+# synchronous launches, so the failing test and launch are named. Rows "group #k".
+rerun_job() {
+  local file=$1 count=$2 name k log rc lim t0 first tc
+  name=$(group_name "$file")
+  for k in $(seq 1 "$count"); do
+    lim=$(limit 60)
+    [ "$lim" -lt 10 ] && { row "$name #$k | - | - | - | 0 | - | not rerun: out of time"; continue; }
+    log=logs/rerun-$name-$k.log
+    t0=$SECONDS
+    CUTRAIN_SYNC_LAUNCHES=1 OMP_NUM_THREADS=2 timeout -k 5 "$lim" "${line_buffered[@]}" \
+      env LD_LIBRARY_PATH="$lib_dirs" bin/cutrain_tests -sf="*$file" -tc="*[gpu]*" \
+      --first="$k" --last="$k" "${test_args[@]}" >"$log" 2>&1
+    rc=$?
+    tc=$(grep -a -m1 '^TEST CASE:' "$log" | sed 's/^TEST CASE: *//')
+    [ "$rc" = 0 ] && { rm -f "$log"; continue; }
+    first=$(first_failure "$log" "$rc" "$lim")
+    row "$name #$k | - | FAILED | - | $(( SECONDS - t0 )) | $rc | $(echo "[$(test_name "$file" "$k")] $first" | clean 400)"
+  done
+}
+
+# sanitize_job TOOL FILE: compute-sanitizer on one group. Tests with timing bounds are left
+# out; memcheck leaves out the API errors that tests provoke on purpose (a refused capture).
+sanitize_job() {
+  local tool=$1 file=$2 name log t0 rc lim args counts
+  name=$(group_name "$file"); log=logs/$tool-$name.log
+  lim=$(limit 200)
+  args=(--tool "$tool" --print-limit 20 --error-exitcode 1)
+  [ "$tool" = memcheck ] && args+=(--leak-check no --report-api-errors no)
+  t0=$SECONDS
+  CUTRAIN_EXACT_ALLOC=1 CUTRAIN_EXPECT_GPU=0 OMP_NUM_THREADS=2 timeout -k 5 "$lim" \
+    env LD_LIBRARY_PATH="$lib_dirs" "$sanitizer" "${args[@]}" bin/cutrain_tests \
+    -sf="*$file" -tc="*[gpu]*" -tce="gpu timeline*,*steps in flight*" >"$log" 2>&1
+  rc=$?
+  echo "$rc" >"$log.rc"
+  counts=$(grep -a "ERROR SUMMARY\|RACECHECK SUMMARY\|SYNCCHECK SUMMARY" "$log" | sed 's/^=* *//' | tail -1)
+  [ "$rc" = 124 ] && counts="TIMED OUT after ${lim}s; ${counts}"
+  row "$tool $name | $(sed -n 's/^tests: \(.*\)/\1/p' "$log" | tail -1 | clean) | $(( SECONDS - t0 )) | $rc | $(echo "${counts:-no summary} $(grep -a -m1 -A2 '^========= \(Invalid\|Race\|Barrier\|Error\)' "$log" | tr '\n' ' ')" | clean 400)"
+}
+
+# pool JOB...: runs the queued jobs ("test FILE", "sanitize TOOL FILE"), JOBS at a time; a
+# job not started before the deadline is reported as not run.
+pool() {
+  local running=0 j
+  for j in "$@"; do
+    if [ "$(left)" -lt 20 ]; then
+      row "$(echo "$j" | awk '{print $NF}' | xargs basename) | - | - | - | 0 | - | not run: TOTAL_TIMEOUT reached"
+      status=1; continue
+    fi
+    while [ "$running" -ge "$jobs_max" ]; do wait -n; running=$(( running - 1 )); done
+    # shellcheck disable=SC2086
+    ${j%% *}_job ${j#* } &
+    running=$(( running + 1 ))
+  done
+  wait
+}
+
+test_groups=""       # "file count" lines
+run_tests_and_sanitizers() {  # $1: tests, sanitize or both
+  local what=$1 queue=() g f c
+  test_groups=$(list_groups)
+  if [ -z "$test_groups" ]; then
+    row "(no [gpu] test cases listed by bin/cutrain_tests) | - | - | - | 0 | - | -"; status=1; return
   fi
-  echo "| $1 | $2 | $3 |" >>"$summary"
+  if [ "$what" != sanitize ]; then
+    section "GPU test groups (tests.log)" "| group | passed | failed | skipped | seconds | exit | first failure |"
+    if [ -n "$gpu_reason" ]; then
+      echo "$test_groups" | while read -r f c; do row "$(group_name "$f") | 0 | 0 | $c | 0 | 0 | skipped: $gpu_reason"; done
+    else
+      # the timeline tests compare host and device clocks: alone on the GPU, before the pool
+      while read -r f c; do
+        case $f in *timeline*) test_job "$f" ;; *) queue+=("test $f") ;; esac
+      done <<<"$test_groups"
+    fi
+  fi
+  if [ "$what" != tests ] && [ -z "$gpu_reason" ] && [ -n "$sanitizer" ] &&
+     ! "${cr[@]}" "$sanitizer" --tool memcheck bin/cutrain info 2>&1 | grep -qi "not supported\|unknown error"; then
+    while read -r f c; do
+      case $f in tests/kernels/*|tests/nn/*) queue+=("sanitize memcheck $f") ;; esac
+    done <<<"$test_groups"
+    for g in reduce_gpu_test batchnorm_gpu_test softmax_xent_gpu_test linear_gpu_test conv2d_gpu_test pool_gpu_test; do
+      f=$(echo "$test_groups" | awk -v g="/$g.cpp" 'index($1, g) {print $1}')
+      [ -n "$f" ] && queue+=("sanitize racecheck $f")
+    done
+    for g in reduce_gpu_test linear_gpu_test; do
+      f=$(echo "$test_groups" | awk -v g="/$g.cpp" 'index($1, g) {print $1}')
+      [ -n "$f" ] && queue+=("sanitize synccheck $f")
+    done
+  elif [ "$what" != tests ]; then
+    row "sanitizers | - | - | - | 0 | - | skipped: ${gpu_reason:-compute-sanitizer cannot run on this host}"
+  fi
+  phase_deadline=$(( SECONDS + ${POOL_TIMEOUT:-200} ))
+  [ "${#queue[@]}" -gt 0 ] && pool "${queue[@]}"
+  phase_deadline=$(( SECONDS + ${RERUN_TIMEOUT:-60} ))
+  # crashed, hung or sticky: again one test case per process
+  if [ "$what" != sanitize ] && [ -z "$gpu_reason" ]; then
+    while read -r f c; do
+      local log; log=logs/tests-$(group_name "$f").log
+      [ -f "$log.rc" ] || continue
+      local rc; rc=$(cat "$log.rc")
+      [ "$rc" = 0 ] && continue
+      if ! grep -aq '^tests: ' "$log" || grep -aEq "$sticky" "$log"; then
+        rerun_job "$f" "$c"
+      fi
+    done <<<"$test_groups"
+  fi
+  phase_deadline=$deadline
+  # tests.log: the failing groups' output (trimmed), then every test case's duration
+  {
+    for f in logs/tests-*.log logs/rerun-*.log; do
+      [ -f "$f" ] || continue
+      case $f in logs/tests-*) [ "$(cat "$f.rc" 2>/dev/null)" = 0 ] && continue ;; esac
+      echo "=============== $f (exit $(cat "$f.rc" 2>/dev/null || echo '?'))"
+      grep -av '^\[doctest\] \|^\s*$' "$f" | head -n 150
+    done
+    echo "=============== durations (seconds, test case)"
+    cat logs/tests-*.log 2>/dev/null | grep -a '^[0-9.]* s: ' | sort -rn | head -n 200
+  } >"$out/tests.log"
+  if ls logs/memcheck-* logs/racecheck-* logs/synccheck-* >/dev/null 2>&1; then
+    for f in logs/memcheck-* logs/racecheck-* logs/synccheck-*; do
+      [ -f "$f" ] || continue
+      grep -aq 'ERROR SUMMARY: 0 errors\|SUMMARY: 0 hazards' "$f" && grep -aq '^tests: .* 0 failed' "$f" && continue
+      echo "=============== $f"; grep -av '^\s*$' "$f" | head -n 120
+    done >"$out/sanitize.log"
+  fi
+  for f in logs/*.rc; do [ -f "$f" ] && [ "$(cat "$f")" != 0 ] && status=1; done
+}
+
+# ---------------------------------------------------------------- timed steps
+# timed NAME SECONDS LOG COMMAND...: one command under its limit; sets last_rc, last_secs.
+timed() {
+  local name=$1 lim log=$3 t0
+  lim=$(limit "$2"); shift 3
+  if [ "$lim" -lt 15 ]; then
+    echo "== $name: not run: TOTAL_TIMEOUT reached" >>"$log"; last_rc=124 last_secs=0; return
+  fi
+  echo "== $name ($(date -u +%H:%M:%S), limit ${lim}s): $*" >>"$log"
+  t0=$(date +%s.%N)
+  timeout -k 5 "$lim" "${line_buffered[@]}" "$@" >>"$log" 2>&1
+  last_rc=$?
+  last_secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  echo "== $name: exit $last_rc after ${last_secs}s" >>"$log"
+}
+steps_table=""
+step_row() {
+  [ -n "$steps_table" ] || { section "steps" "| step | exit | seconds | result |"; steps_table=1; }
+  row "$1 | $2 | $3 | $(echo "$4" | clean 400)"
+}
+fm=$work/fashion-mnist
+import_fm() {  # the JPEGs, once (every step that trains reads them)
+  [ -f "$fm/train.txt" ] && return 0
+  "${cr[@]}" bin/cutrain import-fashion-mnist --from "$CUTRAIN_FASHION_MNIST_DIR" --out "$fm" >>"$out/train.log" 2>&1
+}
+
+train_step() {  # $1: train or train-graph
+  local name=$1 run=$work/run-$1 extra=() final speed
+  [ "$name" = train-graph ] && extra=(--cuda-graph)
+  if [ -n "$gpu_reason" ]; then step_row "$name" - 0 "skipped: $gpu_reason"; return; fi
+  import_fm || { step_row "$name" 1 0 "import-fashion-mnist failed (train.log)"; status=1; return; }
+  timed "$name" 200 "$out/train.log" "${cr[@]}" bin/cutrain train --train "$fm/train.txt" \
+    --val "$fm/test.txt" --model default --device cuda --epochs "$TRAIN_EPOCHS" --out "$run" \
+    --trace "$run/trace.json" "${extra[@]}" "${train_args[@]}"
+  [ "$last_rc" = 0 ] || status=1
+  final=$(grep -a "^final:" "$out/train.log" | tail -1)
+  speed=$(grep -a "^trained " "$out/train.log" | tail -1)
+  {
+    echo "## $name: cutrain train --model default --device cuda --epochs $TRAIN_EPOCHS ${extra[*]} ${TRAIN_ARGS:-}"
+    echo
+    echo "- exit status $last_rc, wall time ${last_secs} s"
+    echo "- ${final:-no final line (train.log)}"
+    echo "- ${speed:-no summary line}"
+    grep -a "data wait\|pipeline\|images/s" "$out/train.log" | grep -av "^epoch" | tail -4 | sed 's/^/- /'
+    echo; echo '```'; grep -a "^epoch\|notice\|warning" "$out/train.log" | tail -30; echo '```'; echo
+    echo "The last records of metrics.jsonl (data wait, images/s per epoch):"; echo; echo '```'
+    tail -n 3 "$run/metrics.jsonl" 2>/dev/null | cut -c1-1500; echo '```'; echo
+  } >>"$out/train-gpu.md"
+  step_row "$name" "$last_rc" "$last_secs" "${final:-no final line: $(grep -av '^==' "$out/train.log" | tail -n 2 | tr '\n' ' ')} ${speed}"
+  if [ "$name" = train ] && [ -x bin/bench_data ]; then  # load-only, for the pipeline ratio
+    timed bench_data 40 "$out/train.log" "${cr[@]}" bin/bench_data --list "$fm/train.txt" --size 28 \
+      --resize 28 --channels 1 --batch 256
+    { echo "### the loader alone (bin/bench_data, same list)"; echo; grep -a '^|' "$out/train.log" | tail -20; echo; } >>"$out/train-gpu.md"
+  fi
+}
+
+compare_step() {
+  local py=python3 cmp=$work/compare
+  if [ -n "$gpu_reason" ]; then step_row compare - 0 "skipped: $gpu_reason"; return; fi
+  if ! "$py" -c 'import torch' 2>/dev/null; then step_row compare - 0 "skipped: no torch in $py"; return; fi
+  if [ ! -f "$here/compare/compare.sh" ]; then step_row compare - 0 "skipped: not in this bundle"; return; fi
+  import_fm || { step_row compare 1 0 "import-fashion-mnist failed"; status=1; return; }
+  # compare.sh runs from a repository root: its scripts, and bin/ as wrappers that give
+  # cutrain's programs the library path (and nothing else)
+  mkdir -p "$cmp/bin" "$cmp/bench"
+  cp -r "$here/compare/." "$cmp/bench/"
+  for b in cutrain bench_data; do
+    printf '#!/bin/sh\nLD_LIBRARY_PATH="%s" exec "%s" "$@"\n' "$lib_dirs" "$work/bin/$b" >"$cmp/bin/$b"
+    chmod +x "$cmp/bin/$b"
+  done
+  timed compare 400 "$out/compare.log" env CUTRAIN_COMMIT="$commit" "$cmp/bench/compare.sh" \
+    --epochs "$TRAIN_EPOCHS" --data "$fm" --out "$work/compare-runs" --results "$out/compare.md"
+  [ "$last_rc" = 0 ] || status=1
+  [ -f "$out/compare.md" ] || { echo "# compare.sh did not finish (exit $last_rc)"; echo; echo '```'; tail -40 "$out/compare.log"; echo '```'; } >"$out/compare.md"
+  rm -f "$out/compare.log"
+  step_row compare "$last_rc" "$last_secs" "$(grep -a '^| cutrain\|^| torch' "$out/compare.md" | head -3 | tr '\n' ' ')"
 }
 
 for step in $steps; do
   case $step in
     info)
       {
-        echo '## nvidia-smi'; echo; echo '```'
-        if [ -z "$gpu_reason" ]; then nvidia-smi 2>&1; else echo "($gpu_reason)"; fi
-        echo '```'; echo
-        echo '## ldd bin/cutrain_tests (where each library came from)'; echo; echo '```'
-        ldd bin/cutrain_tests 2>&1
-        echo '```'; echo
-      } >>"$summary"
-      unresolved=$(ldd bin/* 2>&1 | grep "not found" | sort -u | tr -s ' \t\n' ' ')
-      row info "${unresolved:-no unresolved libraries}" "nvidia-smi: ${gpu_reason:-ok}"
-      ;;
-    tests)
-      run_step tests "$out/tests.log" bin/cutrain_tests "${test_args[@]}"
-      row tests "exit $last_rc, ${last_secs}s" "$(grep -a "^tests:" "$out/tests.log" | tail -1)"
-      ;;
-    memcheck|racecheck)
-      if [ -n "$gpu_reason" ] || [ -z "$sanitizer" ]; then
-        echo "skipped: ${gpu_reason:-compute-sanitizer not found}" >"$out/$step.log"
-        row "$step" skipped "${gpu_reason:-compute-sanitizer not found}"
-        continue
-      fi
-      # Can it run here at all? (Some hosts' sanitizer refuses the device: "not supported".)
-      if ! probe=$("$sanitizer" --tool "$step" bin/cutrain info 2>&1) ||
-         grep -qi "not supported\|unknown error" <<<"$probe"; then
-        echo "skipped: compute-sanitizer cannot run here:" >"$out/$step.log"
-        echo "$probe" | tail -20 >>"$out/$step.log"
-        row "$step" skipped "compute-sanitizer cannot run on this host (see $step.log)"
-        continue
-      fi
-      # Errors make the exit status; memcheck leaves out the CUDA API errors that tests provoke
-      # on purpose (a refused graph capture), which the tests check themselves. The tests with
-      # timing bounds are left out: the sanitizer slows everything.
-      sanitizer_args=(--tool "$step" --print-limit 100 --error-exitcode 1)
-      if [ "$step" = memcheck ] && "$sanitizer" --help 2>&1 | grep -q -- --report-api-errors; then
-        sanitizer_args+=(--report-api-errors no)
-      fi
-      run_step "$step" "$out/$step.log" "$sanitizer" "${sanitizer_args[@]}" \
-        bin/cutrain_tests -tc="*[gpu]*" -tce="gpu timeline*,*checkpoint taken with steps in flight*" \
-        "${test_args[@]}"
-      # memcheck: "ERROR SUMMARY: N errors"; racecheck: "RACECHECK SUMMARY: N hazards ..."
-      counts=$(grep -a "ERROR SUMMARY\|RACECHECK SUMMARY" "$out/$step.log" | sed 's/^=* *//' |
-               tr '\n' ' ')
-      tests=$(grep -a "^tests:" "$out/$step.log" | tail -1)
-      row "$step" "exit $last_rc, ${last_secs}s" "${counts:-no summary line (see $step.log)}; $tests"
-      ;;
-    bench)
-      if [ ! -x bin/bench_kernels_gpu ]; then
-        echo "bin/bench_kernels_gpu is not in this bundle" >"$out/bench.log"
-        row bench missing "bin/bench_kernels_gpu is not in this bundle"
-        continue
-      fi
-      run_step bench "$out/bench.log" bin/bench_kernels_gpu --out "$out/bench-kernels.md" \
-        --json "$out/bench-kernels.json" "${bench_args[@]}"
-      verdicts=$(grep -a "^- \(PASS\|FAIL\|NOT\)\|no usable GPU\|WRONG" "$out/bench.log" |
-                 head -4 | tr '\n' ' ')
-      row bench "exit $last_rc, ${last_secs}s" "$verdicts"
-      ;;
-    train)
-      # The JPEGs and the run folder in the temporary work folder; what matters comes back.
-      fm="$work/fashion-mnist" run="$work/run-train" t0="" t1=""
-      run_step train "$out/train.log" bin/cutrain import-fashion-mnist \
-        --from "$CUTRAIN_FASHION_MNIST_DIR" --out "$fm"
-      if [ "$last_rc" = 0 ]; then
-        t0=$(date +%s.%N)
-        run_step train "$out/train.log" bin/cutrain train --train "$fm/train.txt" \
-          --val "$fm/test.txt" --model default --device cuda --out "$run" \
-          --trace "$run/trace.json" ${TRAIN_ARGS:-}
-        t1=$(date +%s.%N)
-      fi
-      cp "$run/metrics.jsonl" "$out/metrics.jsonl" 2>/dev/null
-      final=$(grep -a "^final:" "$out/train.log" | tail -1)
-      speed=$(grep -a "^trained " "$out/train.log" | tail -1)
-      {
-        echo "# Fashion-MNIST, default model and settings, on the GPU ([train] target: >= 93%)"
-        echo
-        sed 's/^/    /' "$here/BUILD"
-        echo
-        echo "Date: $(date -u '+%Y-%m-%d %H:%M UTC'). Device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)."
-        echo "Command: cutrain train --train train.txt --val test.txt --model default --device cuda ${TRAIN_ARGS:-}"
-        echo
-        echo "- exit status: $last_rc; wall time of the run: ${t1:+$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')} s"
-        echo "- ${final:-no final line (see train.log)}"
-        echo "- ${speed:-no summary line}"
-        echo
-        echo "Per epoch (from train.log):"; echo; echo '```'
-        grep -a "^epoch" "$out/train.log" | tail -40
+        echo '## preflight'; echo; echo '```'
+        if [ -z "$gpu_reason" ]; then
+          nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1
+        else echo "($gpu_reason)"; fi
+        echo "unresolved libraries: $("${cr[@]}" ldd bin/* 2>&1 | grep "not found" | sort -u | tr -s ' \t\n' ' ')"
+        timeout 20 "${line_buffered[@]}" env LD_LIBRARY_PATH="$lib_dirs" bin/cutrain info 2>&1 | head -30
         echo '```'
-      } >"$out/train-gpu.md"
-      row train "exit $last_rc" "${final:-no final line}"
+      } >>"$summary"
       ;;
+    tests) run_tests_and_sanitizers tests ;;
+    sanitize) run_tests_and_sanitizers sanitize ;;
+    tests+sanitize) run_tests_and_sanitizers both ;;
+    bench)
+      if [ -n "$gpu_reason" ]; then step_row bench - 0 "skipped: $gpu_reason"; continue; fi
+      timed bench 150 "$out/bench.log" "${cr[@]}" bin/bench_kernels_gpu --out "$out/bench-kernels.md" \
+        "${bench_args[@]}"
+      [ "$last_rc" = 0 ] || status=1
+      step_row bench "$last_rc" "$last_secs" "$(grep -a "^- \(PASS\|FAIL\|NOT\)\|WRONG" "$out/bench.log" | head -4 | tr '\n' ' ')"
+      ;;
+    train|train-graph) train_step "$step" ;;
+    compare) compare_step ;;
     replicas)
-      {
-        echo "# bench_replicas_gpu --devices ${REPLICA_DEVICES:-0,0}"
-        echo
-        sed 's/^/    /' "$here/BUILD"
-        echo
-        echo "Date: $(date -u '+%Y-%m-%d %H:%M UTC'). Device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -4 | tr '\n' ';')"
-        echo
-      } >"$out/replicas.md"
-      run_step replicas "$out/replicas.md" bin/bench_replicas_gpu \
-        --devices "${REPLICA_DEVICES:-0,0}"
-      hidden=$(grep -a "^| 2 |" "$out/replicas.md" | head -1)
-      row replicas "exit $last_rc, ${last_secs}s" "${hidden:-no R = 2 row (see replicas.md)}"
+      if [ -n "$gpu_reason" ]; then step_row replicas - 0 "skipped: $gpu_reason"; continue; fi
+      timed replicas 200 "$out/replicas.md" "${cr[@]}" bin/bench_replicas_gpu --devices "${REPLICA_DEVICES:-0,0}"
+      [ "$last_rc" = 0 ] || status=1
+      step_row replicas "$last_rc" "$last_secs" "$(grep -a '^| 2 |' "$out/replicas.md" | head -1)"
       ;;
-    *) echo "run.sh: unknown step '$step' (info tests memcheck racecheck bench train replicas)" >&2
+    *) echo "run.sh: unknown step '$step' (info tests sanitize tests+sanitize bench train train-graph compare replicas)" >&2
        exit 2 ;;
   esac
 done
 
-echo
-sed -n '/^## steps/,$p' "$summary"
-echo "logs: $out"
+echo "ended after $(( SECONDS - start ))s, exit $status" >>"$summary"
+sed -n '/^## GPU test groups/,$p' "$summary"
+echo "files: $out"
 exit $status

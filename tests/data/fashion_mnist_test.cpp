@@ -22,7 +22,7 @@ namespace fs = std::filesystem;
 namespace {
 
 IdxDataset read_real(const char* prefix) {
-  const std::string dir = cutrain_test::fashion_mnist_idx_dir() + "/" + prefix;
+  const std::string dir = cutrain::fashion_mnist_idx_dir() + "/" + prefix;
   REQUIRE_MESSAGE(fs::exists(dir + "-images-idx3-ubyte.gz"),
                   dir << "-images-idx3-ubyte.gz is missing: install dataset-fashion-mnist");
   return read_idx_dataset(dir + "-images-idx3-ubyte.gz", dir + "-labels-idx1-ubyte.gz");
@@ -130,7 +130,7 @@ TEST_CASE("fashion-mnist import: 60,000 + 10,000 JPEGs whose pixels match the ID
     last_done = done;
     last_total = total;
   };
-  const ImportSummary s = import_fashion_mnist(cutrain_test::fashion_mnist_idx_dir(), out, opt);
+  const ImportSummary s = import_fashion_mnist(cutrain::fashion_mnist_idx_dir(), out, opt);
   REQUIRE(s.train == 60000);
   REQUIRE(s.test == 10000);
   REQUIRE_FALSE(s.reused);
@@ -167,7 +167,7 @@ TEST_CASE("fashion-mnist import: 60,000 + 10,000 JPEGs whose pixels match the ID
   // A second import finds the first complete and keeps it; it rewrites nothing.
   const auto written = fs::last_write_time(out + "/test/5/09999.jpg");  // the last: a sandal
   const ImportSummary again =
-      import_fashion_mnist(cutrain_test::fashion_mnist_idx_dir(), out, opt);
+      import_fashion_mnist(cutrain::fashion_mnist_idx_dir(), out, opt);
   REQUIRE(again.reused);
   REQUIRE(again.train == 60000);
   REQUIRE(again.test == 10000);

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "data/fashion_mnist.h"
 #include "data/idx.h"
 #include "tests/data/idx_files.h"
 #include "tests/data/temp_dir.h"
@@ -20,7 +21,7 @@ namespace {
 // $CUTRAIN_FASHION_MNIST_DIR names a folder holding its files). Missing files fail the tests
 // (they are the demo's data, and CI has them), they are not skipped.
 std::string real(const std::string& name) {
-  const std::string p = cutrain_test::fashion_mnist_idx_dir() + "/" + name;
+  const std::string p = cutrain::fashion_mnist_idx_dir() + "/" + name;
   REQUIRE_MESSAGE(std::filesystem::exists(p), p << " is missing: install dataset-fashion-mnist");
   return p;
 }

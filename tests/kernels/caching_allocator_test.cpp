@@ -189,3 +189,29 @@ TEST_CASE("caching allocator: a held pool keeps its blocks from everyone else un
   REQUIRE(be.outstanding.count(mine) == 0);
   REQUIRE(be.outstanding.count(before) == 0);
 }
+
+TEST_CASE("caching allocator: exact mode allocates each request at its own size and frees at once") {
+  CountingBackend be;
+  CachingAllocator a(be.make(), /*exact=*/true);
+  REQUIRE(a.exact());
+  int s1 = 0, graph = 0;
+  for (int it = 0; it < 3; it++) {
+    void* p = a.allocate(300, &s1);
+    void* q = a.allocate(70001, &s1);
+    REQUIRE(be.sizes[p] == 300);  // not rounded: an overrun past 300 bytes is outside the block
+    REQUIRE(be.sizes[q] == 70001);
+    a.deallocate(p);
+    a.deallocate(q);
+    REQUIRE(be.outstanding.empty());  // nothing cached
+  }
+  REQUIRE(be.allocs == 6);
+  REQUIRE(be.frees == 6);
+  // A held pool (a captured graph's) keeps its blocks until it is retired, exact or not.
+  a.hold(&graph);
+  void* g = a.allocate(1000, &s1);
+  a.deallocate(g, &graph);
+  REQUIRE(be.outstanding.size() == 1);
+  REQUIRE(a.allocate(1000, &graph) != g);  // but never hands them out again
+  a.retire_stream(&graph);
+  REQUIRE(be.outstanding.size() == 1);  // the second block is still in use
+}

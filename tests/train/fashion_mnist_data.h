@@ -20,7 +20,7 @@ inline const FashionMnistFiles& fashion_mnist_jpegs() {
   static const FashionMnistFiles files = [] {
     cutrain::ImportOptions opt;
     opt.threads = 2;
-    const cutrain::ImportSummary s = cutrain::import_fashion_mnist(fashion_mnist_idx_dir(),
+    const cutrain::ImportSummary s = cutrain::import_fashion_mnist(cutrain::fashion_mnist_idx_dir(),
                                                                    dir / "fmnist", opt);
     return FashionMnistFiles{s.out_dir, s.train_list, s.test_list, s.classes_file};
   }();
