@@ -38,7 +38,8 @@
 # "skipped: no GPU" and the run ends in seconds with 0 (make test checks this dry run).
 # Environment: TOTAL_TIMEOUT (default 540 s), POOL_TIMEOUT (200: the test groups and sanitizers
 # together), RERUN_TIMEOUT (60), GROUP_TIMEOUT (150), JOBS (8), TRAIN_EPOCHS,
-# TRAIN_ARGS, BENCH_ARGS, TEST_ARGS, REPLICA_DEVICES, CUDA_HOME, CUTRAIN_COMMIT;
+# TRAIN_ARGS, BENCH_ARGS, TEST_ARGS, REPLICA_DEVICES, CUDA_HOME, CUTRAIN_COMMIT; MEMCHECK_ALL=1
+# puts memcheck on the data and train groups too (the trainer's GPU paths; slower);
 # CUTRAIN_TEST_ABORT_IN=TEXT plants an abort in the test group whose file name contains TEXT.
 set -uo pipefail
 out=${1:?usage: run.sh OUTDIR [quick|deep|all|STEP...]}
@@ -184,8 +185,10 @@ test_job() {
 first_failure() {
   local log=$1 rc=$2 lim=$3 tc err
   [ "$rc" = 0 ] && { echo "-"; return; }
-  tc=$(grep -a -m1 '^TEST CASE:' "$log" | sed 's/^TEST CASE: *//')
-  err=$(grep -a -m1 -A1 'ERROR:\|FATAL ERROR\|CUDA error\|cuDNN error\|cuBLAS error\|terminate called\|a planted fault' "$log" | tr '\n' ' ')
+  local pat='ERROR:|FATAL ERROR|CUDA error|cuDNN error|cuBLAS error|terminate called|a planted fault'
+  # the test case whose output holds the first error (with --duration doctest names every one)
+  tc=$(awk -v pat="$pat" '/^TEST CASE:/ { t = $0 } $0 ~ pat { print t; exit }' "$log" | sed 's/^TEST CASE: *//')
+  err=$(grep -a -m1 -A1 -E "$pat" "$log" | tr '\n' ' ')
   case $rc in
     124|137) echo "TIMED OUT after ${lim}s; last: $(tail -n 3 "$log" | clean /dev/stdin 200)" | clean ;;
     134|139|136|135) echo "CRASHED (signal $(( rc - 128 ))) in ${tc:-?}: ${err:-$(tail -n 4 "$log" | tr '\n' ' ')}" | clean ;;
@@ -270,7 +273,10 @@ run_tests_and_sanitizers() {  # $1: tests, sanitize or both
   if [ "$what" != tests ] && [ -z "$gpu_reason" ] && [ -n "$sanitizer" ] &&
      ! "${cr[@]}" "$sanitizer" --tool memcheck bin/cutrain info 2>&1 | grep -qi "not supported\|unknown error"; then
     while read -r f c; do
-      case $f in tests/kernels/*|tests/nn/*) queue+=("sanitize memcheck $f") ;; esac
+      case $f in
+        tests/kernels/*|tests/nn/*) queue+=("sanitize memcheck $f") ;;
+        *) [ "${MEMCHECK_ALL:-0}" = 1 ] && queue+=("sanitize memcheck $f") ;;
+      esac
     done <<<"$test_groups"
     for g in reduce_gpu_test batchnorm_gpu_test softmax_xent_gpu_test linear_gpu_test conv2d_gpu_test pool_gpu_test; do
       f=$(echo "$test_groups" | awk -v g="/$g.cpp" 'index($1, g) {print $1}')

@@ -6,6 +6,7 @@
 // sums of many products (conv2d, linear), whose tolerance follows from the number of terms;
 // sleep_on(), which holds a stream up for a known time. Included by the *_gpu_test.cpp files.
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -29,6 +30,31 @@ inline void sleep_on(cudaStream_t stream, const int& ms) {
   };
   CUDA_CHECK(cudaLaunchHostFunc(stream, sleep, const_cast<int*>(&ms)));
 }
+
+// Holds `stream` at a host function until release(): the work queued behind it waits for the
+// test, not for a clock (a sleep that is "long enough" is not, on a slow host). The destructor
+// releases it and waits until the stream has passed, so declare the gate after the stream.
+class StreamGate {
+ public:
+  explicit StreamGate(cudaStream_t stream) {
+    CUDA_CHECK(cudaLaunchHostFunc(stream, &StreamGate::wait_until_open, this));
+  }
+  ~StreamGate() {
+    open_ = true;
+    while (!passed_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  StreamGate(const StreamGate&) = delete;
+  StreamGate& operator=(const StreamGate&) = delete;
+  void release() { open_ = true; }
+
+ private:
+  static void wait_until_open(void* p) {  // runs on CUDA's host-function thread
+    auto* g = static_cast<StreamGate*>(p);
+    while (!g->open_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    g->passed_ = true;
+  }
+  std::atomic<bool> open_{false}, passed_{false};
+};
 
 // A device copy of v (at least one byte, so an empty vector still gives a valid pointer).
 template <typename T> cutrain::DeviceBuffer upload(const std::vector<T>& v) {

@@ -96,8 +96,8 @@ TEST_CASE("nn ops [gpu]: a network of every op on cuda matches the CPU, for ever
   };
   for (const Case& c : cases) {
     if (c.conv == ConvImpl::cudnn && !cudnn_built()) continue;
-    INFO(dtype_name(c.dtype) << " conv " << impl_name(c.conv) << " linear "
-                             << impl_name(c.linear));
+    INFO(std::string(dtype_name(c.dtype)) << " conv " << std::string(impl_name(c.conv))
+                                          << " linear " << std::string(impl_name(c.linear)));
     Stream stream;
     GpuContextScope scope(GpuContext{stream.get(), c.conv, c.linear});
     Net gpu = place(cpu0, Device::cuda, c.dtype);
@@ -109,8 +109,13 @@ TEST_CASE("nn ops [gpu]: a network of every op on cuda matches the CPU, for ever
       REQUIRE(g->grad.device() == Device::cuda);
       REQUIRE(g->grad.dtype() == g->value.dtype());
       const std::vector<double> got = g->grad.to_doubles(), want = ref.leaves[i]->grad.to_doubles();
+      // Relative to the leaf's largest gradient, except conv1's bias (leaf 2): a BatchNorm
+      // follows it, so its gradient is zero in exact arithmetic and both sides hold rounding
+      // noise of the sum over the conv's output gradients; that is measured on the scale of
+      // conv1's weight gradient (leaf 1), which sums the same terms.
       double scale = 0;
-      for (double w : want) scale = std::max(scale, std::fabs(w));
+      for (double w : (i == 2 ? ref.leaves[1] : ref.leaves[i])->grad.to_doubles())
+        scale = std::max(scale, std::fabs(w));
       cutrain_test::require_near(got, want, c.tol * scale);
     }
     cutrain_test::require_near(gpu.bn.running_var.to_doubles(), ref.bn.running_var.to_doubles(),
