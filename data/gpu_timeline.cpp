@@ -29,8 +29,9 @@ int stream_device(cudaStream_t stream) {
 
 }  // namespace
 
-GpuTimeline::GpuTimeline(Tracer* tracer, const std::string& row, cudaStream_t stream)
-    : tracer_(tracer), stream_(stream) {
+GpuTimeline::GpuTimeline(Tracer* tracer, const std::string& row, cudaStream_t stream,
+                         size_t max_pending)
+    : tracer_(tracer), stream_(stream), max_pending_(max_pending < 1 ? 1 : max_pending) {
   // Checked in this order so that a null tracer never touches CUDA, and a CPU-only build or a
   // machine without a GPU makes no call beyond the probe gpu_usable() has made once anyway.
   active_ = tracer_ && cuda_compiled() && gpu_usable();
@@ -77,9 +78,9 @@ void GpuTimeline::end() {
 }
 
 void GpuTimeline::mark(const char* name, TraceArg a0) {
-  if (pending_.size() >= kMaxPending) {
+  if (pending_.size() >= max_pending_) {
     collect();
-    while (pending_.size() >= kMaxPending) drop_oldest();
+    while (pending_.size() >= max_pending_) drop_oldest();
   }
   Mark m;
   m.name = name;

@@ -25,9 +25,12 @@
 // that wait (tens of microseconds). The GPU's clock and the host's drift apart slowly (parts
 // per million), which is not corrected.
 //
-// Memory is bounded: marks wait in a queue until collected; past kMaxPending of them a mark
-// first collects what is done, and if the stream is so far behind that the queue is still
-// full, the oldest mark is dropped, its spans counted in dropped(), never stored.
+// Memory is bounded: marks wait in a queue until collected; past max_pending of them (default
+// kMaxPending) a mark first collects what is done, and if the stream is so far behind that the
+// queue is still full, the oldest mark is dropped, its spans counted in dropped(), never
+// stored. (Seen on an H200 host with driver 580: a few thousand records behind a stalled
+// stream fill the driver's own queue first, and cudaEventRecord then blocks until the stream
+// moves, so the default bound is a safety net rarely reached; the test uses a small one.)
 //
 // Not thread-safe: one thread at a time (or a mutex around every call). The stream's device
 // is looked up once; the events are created on it whatever the calling thread's device.
@@ -45,7 +48,8 @@ namespace cutrain {
 
 class GpuTimeline {
  public:
-  GpuTimeline(Tracer* tracer, const std::string& row, cudaStream_t stream);
+  GpuTimeline(Tracer* tracer, const std::string& row, cudaStream_t stream,
+              size_t max_pending = kMaxPending);
   ~GpuTimeline();  // flushes
   GpuTimeline(const GpuTimeline&) = delete;
   GpuTimeline& operator=(const GpuTimeline&) = delete;
@@ -91,6 +95,7 @@ class GpuTimeline {
   TraceArg span_arg_;
   double span_begin_ms_ = 0;
   int64_t dropped_ = 0;
+  size_t max_pending_ = kMaxPending;
 };
 
 }  // namespace cutrain

@@ -34,6 +34,9 @@ inline void sleep_on(cudaStream_t stream, const int& ms) {
 // Holds `stream` at a host function until release(): the work queued behind it waits for the
 // test, not for a clock (a sleep that is "long enough" is not, on a slow host). The destructor
 // releases it and waits until the stream has passed, so declare the gate after the stream.
+// If the host blocks while the stream is held (the driver's queue is full), nothing could ever
+// release it: after 30 s the gate opens by itself and timed_out() says so, failing the test
+// instead of hanging it.
 class StreamGate {
  public:
   explicit StreamGate(cudaStream_t stream) {
@@ -46,14 +49,22 @@ class StreamGate {
   StreamGate(const StreamGate&) = delete;
   StreamGate& operator=(const StreamGate&) = delete;
   void release() { open_ = true; }
+  bool timed_out() const { return timed_out_; }
 
  private:
   static void wait_until_open(void* p) {  // runs on CUDA's host-function thread
     auto* g = static_cast<StreamGate*>(p);
-    while (!g->open_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!g->open_) {
+      if (std::chrono::steady_clock::now() > give_up) {
+        g->timed_out_ = true;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     g->passed_ = true;
   }
-  std::atomic<bool> open_{false}, passed_{false};
+  std::atomic<bool> open_{false}, passed_{false}, timed_out_{false};
 };
 
 // A device copy of v (at least one byte, so an empty vector still gives a valid pointer).

@@ -44,8 +44,11 @@ Net place(const Net& cpu, Device device, DType dtype) {
     Tensor t = cpu.leaves[i]->value.to(bn_param ? DType::f32 : dtype).to(device);
     n.leaves.push_back(make_var(t, true));
   }
-  n.bn.running_mean = cpu.bn.running_mean.to(device);
-  n.bn.running_var = cpu.bn.running_var.to(device);
+  // clone(): to() onto the tensor's own device may share its storage, and the forward updates
+  // the running statistics in place (the CPU reference would move cpu's, which every later
+  // case starts from)
+  n.bn.running_mean = cpu.bn.running_mean.to(device).clone();
+  n.bn.running_var = cpu.bn.running_var.to(device).clone();
   return n;
 }
 
