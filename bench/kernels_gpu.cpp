@@ -28,6 +28,7 @@
 #include <cudnn.h>
 #endif
 
+#include <cstdio>
 #include <ctime>
 #include <fstream>
 #include <sstream>
@@ -52,17 +53,26 @@ std::string version_text(int v) {  // CUDA's 13000 -> "13.0"
   return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
 }
 
-// "580.159.04" from the kernel module's version line, the number nvidia-smi shows.
+// "580.159.04" from the kernel module's version line, the number nvidia-smi shows; where that
+// file is missing (a sandboxed host: seen on an H200 under gVisor), nvidia-smi's own answer.
 std::string driver_version() {
   std::ifstream f("/proc/driver/nvidia/version");
   std::string line;
   std::getline(f, line);
   const size_t at = line.find("Kernel Module");
-  if (at == std::string::npos) return "unknown";
-  std::istringstream in(line.substr(at + 13));
   std::string v;
-  in >> v;
-  return v;
+  if (at != std::string::npos) {
+    std::istringstream in(line.substr(at + 13));
+    in >> v;
+    return v;
+  }
+  if (FILE* p = popen("nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null", "r")) {
+    char buf[64] = {0};
+    if (std::fgets(buf, sizeof buf, p)) v = buf;
+    pclose(p);
+  }
+  while (!v.empty() && (v.back() == '\n' || v.back() == ' ')) v.pop_back();
+  return v.empty() ? "unknown" : v;
 }
 
 json device_info() {

@@ -91,16 +91,16 @@ void GpuTimeline::mark(const char* name, TraceArg a0) {
 }
 
 // The stream is far behind: forget the oldest mark. Its time is never known, so the span it
-// ends (begun by the last collected mark) and the span it begins are both lost. Re-recording
-// its event later is fine even if the stream has not reached it yet: a record replaces the
-// event's earlier state.
+// ends (begun by the last collected mark) and the span it begins are both lost. Its event is
+// destroyed (CUDA releases it once the stream reaches it), not pooled: recording it again
+// while its record is still pending blocked the host until the stream got there (seen on an
+// H200, driver 580: the stalled-stream test waited out its stall instead of dropping).
 void GpuTimeline::drop_oldest() {
   Mark& m = pending_.front();
   if (span_name_) dropped_++;
   if (m.name) dropped_++;
   span_name_ = nullptr;
-  pool_.push_back(std::move(m.event));
-  pending_.pop_front();
+  pending_.pop_front();  // and its event with it
 }
 
 Tracer::Clock::time_point GpuTimeline::host_time(double ms) const {

@@ -28,9 +28,9 @@
 // Memory is bounded: marks wait in a queue until collected; past max_pending of them (default
 // kMaxPending) a mark first collects what is done, and if the stream is so far behind that the
 // queue is still full, the oldest mark is dropped, its spans counted in dropped(), never
-// stored. (Seen on an H200 host with driver 580: a few thousand records behind a stalled
-// stream fill the driver's own queue first, and cudaEventRecord then blocks until the stream
-// moves, so the default bound is a safety net rarely reached; the test uses a small one.)
+// stored. A dropped mark's event is destroyed, never recorded again: on an H200 with driver
+// 580, recording an event whose earlier record the stream has not reached blocked the host
+// until the stream got there, which turned "drop and go on" into a wait.
 //
 // Not thread-safe: one thread at a time (or a mutex around every call). The stream's device
 // is looked up once; the events are created on it whatever the calling thread's device.

@@ -54,7 +54,10 @@ TRAIN_EPOCHS=${TRAIN_EPOCHS:-10}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-if [ ! -f "$here/payload.tar.xz" ]; then
+# CUTRAIN_BUNDLE_BIN=DIR: run the programs of a build tree (DIR holds cutrain_tests, cutrain,
+# ...) instead of a bundle's payload: the dry run that make test checks (tests/bench/).
+bundle_bin=${CUTRAIN_BUNDLE_BIN:-}
+if [ -z "$bundle_bin" ] && [ ! -f "$here/payload.tar.xz" ]; then
   echo "run.sh: no payload.tar.xz beside it: run the copy that make bundle writes (bundle/run.sh)" >&2
   exit 2
 fi
@@ -69,7 +72,9 @@ read -r -a train_args <<<"${TRAIN_ARGS:-}"
 # bin/ and lib/ travel compressed: unpacked into a temporary folder for this run
 work=$(mktemp -d "${TMPDIR:-/tmp}/cutrain-bundle.XXXXXX") || exit 1
 trap 'rm -rf "$work"' EXIT
-if command -v xz >/dev/null 2>&1; then
+if [ -n "$bundle_bin" ]; then
+  ln -s "$(cd "$bundle_bin" && pwd)" "$work/bin" && mkdir "$work/lib" || exit 1
+elif command -v xz >/dev/null 2>&1; then
   tar -xJf "$here/payload.tar.xz" -C "$work" || exit 1
 else  # no xz on the host: Python's tarfile reads .xz too
   python3 -c 'import sys, tarfile
@@ -81,7 +86,12 @@ cd "$work" || exit 1  # tests find bin/cutrain beside bin/cutrain_tests
 mkdir -p logs
 summary=$out/summary.md
 cuda=${CUDA_HOME:-/usr/local/cuda}
-commit=${CUTRAIN_COMMIT:-$(sed -n 's/^commit: //p' "$here/BUILD")}
+build_info=$here/BUILD
+if [ ! -f "$build_info" ]; then  # a build tree (CUTRAIN_BUNDLE_BIN)
+  build_info=$work/BUILD
+  echo "build tree: $bundle_bin (not a bundle)" >"$build_info"
+fi
+commit=${CUTRAIN_COMMIT:-$(sed -n 's/^commit: //p' "$build_info")}
 
 # --- libraries: the bundle's, then CUDA's, then cuBLAS/cuDNN wherever this host keeps them
 # (CUDA's lib64, the system, or the pip wheels of the torch python: nvidia/<lib>/lib). Only
@@ -110,7 +120,7 @@ for l in libcublas.so.13 libcublasLt.so.13 libcudnn.so.9; do
   fi
 done
 cr=(env "LD_LIBRARY_PATH=$lib_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
-export CUTRAIN_FASHION_MNIST_DIR="$here/data/fashion-mnist"
+[ -d "$here/data/fashion-mnist" ] && export CUTRAIN_FASHION_MNIST_DIR="$here/data/fashion-mnist"
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 line_buffered=(); command -v stdbuf >/dev/null 2>&1 && line_buffered=(stdbuf -oL -eL)
 
@@ -131,7 +141,7 @@ gpu_name=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/d
 {
   echo "# cutrain bundle run, $(date -u '+%Y-%m-%d %H:%M UTC') on $(hostname): $steps"
   echo
-  sed 's/^/    /' "$here/BUILD"
+  sed 's/^/    /' "$build_info"
   echo
   echo "GPU: ${gpu_reason:-$gpu_name}"
   echo "compute-sanitizer: ${sanitizer:-not found}"
@@ -317,7 +327,7 @@ run_tests_and_sanitizers() {  # $1: tests, sanitize or both
     cat logs/tests-*.log 2>/dev/null | grep -a '^[0-9.]* s: ' | sort -rn | head -n 200
   } >"$out/tests.log"
   if ls logs/memcheck-* logs/racecheck-* logs/synccheck-* >/dev/null 2>&1; then
-    for f in logs/memcheck-* logs/racecheck-* logs/synccheck-*; do
+    for f in logs/memcheck-*.log logs/racecheck-*.log logs/synccheck-*.log; do
       [ -f "$f" ] || continue
       grep -aq 'ERROR SUMMARY: 0 errors\|SUMMARY: 0 hazards' "$f" && grep -aq '^tests: .* 0 failed' "$f" && continue
       echo "=============== $f"; grep -av '^\s*$' "$f" | head -n 120
@@ -369,7 +379,6 @@ train_step() {  # $1: train or train-graph
     echo "- exit status $last_rc, wall time ${last_secs} s"
     echo "- ${final:-no final line (train.log)}"
     echo "- ${speed:-no summary line}"
-    grep -a "data wait\|pipeline\|images/s" "$out/train.log" | grep -av "^epoch" | tail -4 | sed 's/^/- /'
     echo; echo '```'; grep -a "^epoch\|notice\|warning" "$out/train.log" | tail -30; echo '```'; echo
     echo "The last records of metrics.jsonl (data wait, images/s per epoch):"; echo; echo '```'
     tail -n 3 "$run/metrics.jsonl" 2>/dev/null | cut -c1-1500; echo '```'; echo
