@@ -82,4 +82,4 @@ echo "bundle: $dest, ${size} MiB: $(du -sh "$stage/bin" | cut -f1) of binaries a
 if [ "$size" -gt 60 ]; then
   echo "bundle: WARNING: over 60 MiB; the device tool carries 64 MiB with the working tree" >&2
 fi
-echo "run it on the GPU host:  $dest/run.sh OUTDIR   (see bench/README.md)"
+echo "run it on the GPU host:  $dest/run.sh OUTDIR quick|deep|all   (see bench/README.md)"
