@@ -106,6 +106,9 @@ COMMIT_STAMP := build/commit
 $(shell [ "$$(cat $(COMMIT_STAMP) 2>/dev/null)" = "$(GIT_COMMIT)" ] || \
         echo $(GIT_COMMIT) > $(COMMIT_STAMP))
 
+.PHONY: all test clean deps demo bench bundle
+all: bin/cutrain bin/cutrain_tests $(BENCH_BIN)
+
 # The GPU architectures the .cu objects were built for: another CUDA_ARCH rebuilds them (and
 # only them) instead of linking objects of two different target sets.
 ARCH_STAMP := build/cuda_arch
@@ -113,9 +116,6 @@ ifeq ($(USE_CUDA),1)
 $(shell [ "$$(cat $(ARCH_STAMP) 2>/dev/null)" = "$(CUDA_GENCODE)" ] || echo "$(CUDA_GENCODE)" > $(ARCH_STAMP))
 $(call obj,$(LIB_CU) $(TEST_CU)): $(ARCH_STAMP)
 endif
-
-.PHONY: all test clean deps demo bench bundle
-all: bin/cutrain bin/cutrain_tests $(BENCH_BIN)
 
 bin/cutrain: $(APP_OBJ) $(LIB_OBJ) $(MODE_STAMP)
 	@mkdir -p $(@D)

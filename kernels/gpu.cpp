@@ -13,13 +13,15 @@
 
 namespace cutrain {
 
+bool env_flag(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != 0 && std::string(v) != "0";
+}
+
 #if defined(CUTRAIN_CUDA)
 
 bool sync_after_launch() {
-  static const bool on = [] {
-    const char* v = std::getenv("CUTRAIN_SYNC_LAUNCHES");
-    return v && *v && std::string(v) != "0";
-  }();
+  static const bool on = env_flag("CUTRAIN_SYNC_LAUNCHES");
   return on;
 }
 
@@ -100,10 +102,7 @@ CachingAllocator& device_allocator(int device) {
       DeviceGuard g(device);
       CUDA_CHECK(cudaFree(p));
     };
-    static const bool exact = [] {
-      const char* v = std::getenv("CUTRAIN_EXACT_ALLOC");
-      return v && *v && std::string(v) != "0";
-    }();
+    static const bool exact = env_flag("CUTRAIN_EXACT_ALLOC");
     pool = std::make_unique<CachingAllocator>(std::move(b), exact);
   }
   return *pool;

@@ -22,6 +22,9 @@ typedef CUgraphExec_st* cudaGraphExec_t;
 
 namespace cutrain {
 
+// Whether the environment switch `name` is on: set, non-empty and not "0" (CUTRAIN_SYNC_LAUNCHES,
+// CUTRAIN_EXACT_ALLOC, the tests' CUTRAIN_EXPECT_GPU).
+bool env_flag(const char* name);
 bool cuda_compiled();                 // was this binary built with CUDA?
 bool gpu_usable();                    // built with CUDA and at least one device answers
 const std::string& gpu_unavailable_reason();  // "" when usable; otherwise one line saying why

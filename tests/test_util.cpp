@@ -12,8 +12,7 @@ using namespace cutrain;
 namespace cutrain_test {
 
 void skip_gpu() {
-  const char* expect = std::getenv("CUTRAIN_EXPECT_GPU");
-  if (expect != nullptr && *expect != 0 && std::string(expect) != "0")
+  if (env_flag("CUTRAIN_EXPECT_GPU"))
     FAIL("CUTRAIN_EXPECT_GPU is set, but the GPU is not usable: " << gpu_unavailable_reason());
   skip(gpu_unavailable_reason());
 }

@@ -176,15 +176,24 @@ test_name() {  # test_name FILE K: the K-th [gpu] test case of FILE, in the orde
 }
 sticky='cudaErrorIllegalAddress|cudaErrorLaunchFailure|cudaErrorMisalignedAddress|cudaErrorIllegalInstruction|cudaErrorAssert|cudaErrorHardwareStackError|cudaErrorInvalidPc|cudaErrorLaunchTimeout|cudaErrorECCUncorrectable'
 
+# group_tests LIMIT LOG FILE [ARGS...]: FILE's [gpu] test cases (and TEST_ARGS) under the
+# limit, line-buffered, with cutrain's library path, into LOG; `via` (an array, empty unless a
+# caller sets it: compute-sanitizer and its options) runs the binary.
+via=()
+group_tests() {
+  local lim=$1 log=$2 file=$3
+  shift 3
+  timeout -k 5 "$lim" "${line_buffered[@]}" env LD_LIBRARY_PATH="$lib_dirs" "${via[@]}" \
+    bin/cutrain_tests -sf="*$file" -tc="*[gpu]*" "$@" "${test_args[@]}" >"$log" 2>&1
+}
+
 # test_job FILE: runs its [gpu] tests; the row goes into the summary at once.
 test_job() {
   local file=$1 name log t0 rc lim counts first
   name=$(group_name "$file"); log=logs/tests-$name.log
   lim=$(limit "$group_timeout")
   t0=$SECONDS
-  OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} timeout -k 5 "$lim" "${line_buffered[@]}" \
-    env LD_LIBRARY_PATH="$lib_dirs" bin/cutrain_tests -sf="*$file" -tc="*[gpu]*" \
-    --duration=true "${test_args[@]}" >"$log" 2>&1
+  OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} group_tests "$lim" "$log" "$file" --duration=true
   rc=$?
   echo "$rc" >"$log.rc"
   counts=$(sed -n 's/^tests: \([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped.*/\1 | \2 | \3/p' "$log" | tail -1)
@@ -200,7 +209,7 @@ first_failure() {
   tc=$(awk -v pat="$pat" '/^TEST CASE:/ { t = $0 } $0 ~ pat { print t; exit }' "$log" | sed 's/^TEST CASE: *//')
   err=$(grep -a -m1 -A1 -E "$pat" "$log" | tr '\n' ' ')
   case $rc in
-    124|137) echo "TIMED OUT after ${lim}s; last: $(tail -n 3 "$log" | clean /dev/stdin 200)" | clean ;;
+    124|137) echo "TIMED OUT after ${lim}s; last: $(tail -n 3 "$log" | tr '\n' ' ')" | clean ;;
     134|139|136|135) echo "CRASHED (signal $(( rc - 128 ))) in ${tc:-?}: ${err:-$(tail -n 4 "$log" | tr '\n' ' ')}" | clean ;;
     *) echo "${tc:-?}: ${err:-exit $rc; $(tail -n 2 "$log" | tr '\n' ' ')}" | clean ;;
   esac
@@ -208,18 +217,16 @@ first_failure() {
 # rerun_job FILE COUNT: a crashed, hung or sticky-error group, one test case per process with
 # synchronous launches, so the failing test and launch are named. Rows "group #k".
 rerun_job() {
-  local file=$1 count=$2 name k log rc lim t0 first tc
+  local file=$1 count=$2 name k log rc lim t0 first
   name=$(group_name "$file")
   for k in $(seq 1 "$count"); do
     lim=$(limit 60)
     [ "$lim" -lt 10 ] && { row "$name #$k | - | - | - | 0 | - | not rerun: out of time"; continue; }
     log=logs/rerun-$name-$k.log
     t0=$SECONDS
-    CUTRAIN_SYNC_LAUNCHES=1 OMP_NUM_THREADS=2 timeout -k 5 "$lim" "${line_buffered[@]}" \
-      env LD_LIBRARY_PATH="$lib_dirs" bin/cutrain_tests -sf="*$file" -tc="*[gpu]*" \
-      --first="$k" --last="$k" "${test_args[@]}" >"$log" 2>&1
+    CUTRAIN_SYNC_LAUNCHES=1 OMP_NUM_THREADS=2 group_tests "$lim" "$log" "$file" \
+      --first="$k" --last="$k"
     rc=$?
-    tc=$(grep -a -m1 '^TEST CASE:' "$log" | sed 's/^TEST CASE: *//')
     [ "$rc" = 0 ] && { rm -f "$log"; continue; }
     first=$(first_failure "$log" "$rc" "$lim")
     row "$name #$k | - | FAILED | - | $(( SECONDS - t0 )) | $rc | $(echo "[$(test_name "$file" "$k")] $first" | clean 400)"
@@ -229,15 +236,14 @@ rerun_job() {
 # sanitize_job TOOL FILE: compute-sanitizer on one group. Tests with timing bounds are left
 # out; memcheck leaves out the API errors that tests provoke on purpose (a refused capture).
 sanitize_job() {
-  local tool=$1 file=$2 name log t0 rc lim args counts
+  local tool=$1 file=$2 name log t0 rc lim counts
   name=$(group_name "$file"); log=logs/$tool-$name.log
   lim=$(limit 200)
-  args=(--tool "$tool" --print-limit 20 --error-exitcode 1)
-  [ "$tool" = memcheck ] && args+=(--leak-check no --report-api-errors no)
+  local via=("$sanitizer" --tool "$tool" --print-limit 20 --error-exitcode 1)
+  [ "$tool" = memcheck ] && via+=(--leak-check no --report-api-errors no)
   t0=$SECONDS
-  CUTRAIN_EXACT_ALLOC=1 CUTRAIN_EXPECT_GPU=0 OMP_NUM_THREADS=2 timeout -k 5 "$lim" \
-    env LD_LIBRARY_PATH="$lib_dirs" "$sanitizer" "${args[@]}" bin/cutrain_tests \
-    -sf="*$file" -tc="*[gpu]*" -tce="gpu timeline*,*steps in flight*" >"$log" 2>&1
+  CUTRAIN_EXACT_ALLOC=1 OMP_NUM_THREADS=2 group_tests "$lim" "$log" "$file" \
+    -tce="gpu timeline*,*steps in flight*"
   rc=$?
   echo "$rc" >"$log.rc"
   counts=$(grep -a "ERROR SUMMARY\|RACECHECK SUMMARY\|SYNCCHECK SUMMARY" "$log" | sed 's/^=* *//' | tail -1)

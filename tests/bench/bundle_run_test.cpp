@@ -7,7 +7,6 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <regex>
 #include <sstream>
@@ -25,13 +24,6 @@ namespace {
 fs::path bin_dir() { return fs::read_symlink("/proc/self/exe").parent_path(); }
 fs::path repo_root() { return bin_dir().parent_path(); }
 
-std::string slurp(const fs::path& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 // Runs `command` under sh; returns its exit status (-1 when it did not exit normally).
 int shell(const std::string& command) {
   const int status = std::system(command.c_str());
@@ -45,7 +37,7 @@ std::map<std::string, int> gpu_cases_by_file(const TempDir& dir) {
   REQUIRE(shell("'" + (bin_dir() / "cutrain_tests").string() +
                 "' -ltc -tc='*[gpu]*' --reporters=xml > '" + listing + "'") == 0);
   std::map<std::string, int> files;
-  const std::string xml = slurp(listing);
+  const std::string xml = read_text(listing);
   // (the names may hold a raw '>': match the attribute, not the element's end)
   const std::regex file_re("<TestCase name=\"[^\"]*\" filename=\"([^\"]*)\"");
   for (auto it = std::sregex_iterator(xml.begin(), xml.end(), file_re);
@@ -106,9 +98,9 @@ TEST_CASE("bundle run.sh: without a GPU every group of GPU tests says skipped, i
   const std::string out = dir / "out";
   const int rc = run_sh("PATH='" + fake_nvidia_smi(dir, false) + "':\"$PATH\"", out,
                         dir / "log");
-  INFO(slurp(dir / "log"));
+  INFO(read_text(dir / "log"));
   REQUIRE(rc == 0);
-  const std::string summary = slurp(out + "/summary.md");
+  const std::string summary = read_text(out + "/summary.md");
   INFO(summary);
   const auto rows = group_rows(summary);
   // every [gpu] test case in exactly one group: the groups are the files, with their counts
@@ -133,9 +125,9 @@ TEST_CASE("bundle run.sh: a crash planted in one group leaves every other group'
   const int rc = run_sh("CUTRAIN_TEST_ABORT_IN='" + planted + "' PATH='" +
                             fake_nvidia_smi(dir, true) + "':\"$PATH\"",
                         out, dir / "log");
-  INFO(slurp(dir / "log"));
+  INFO(read_text(dir / "log"));
   REQUIRE(rc == 1);
-  const std::string summary = slurp(out + "/summary.md");
+  const std::string summary = read_text(out + "/summary.md");
   INFO(summary);
   const auto rows = group_rows(summary);
   for (const auto& [file, count] : files) {

@@ -124,8 +124,9 @@ TEST_CASE("gpu timeline [gpu]: without collect(), marks stay bounded; a stalled 
     // A small bound keeps the test quick; the default (4,096) works the same way.
     const size_t max_pending = 64;
     GpuTimeline tl(&tracer, "compute stream (cuda:0)", stream.get(), max_pending);
-    // The stream waits at the gate until every mark is queued, however long queueing takes
-    // (a 500 ms sleep was not long enough on an H200 host for 4,196 marks).
+    // The stream waits at the gate until every mark is queued, however long queueing takes: no
+    // sleep is "long enough". Were a dropped mark's event recorded again while still pending,
+    // the host would block here and the gate time out (seen on an H200 before the fix).
     StreamGate gate(stream.get());
     const int m = int(max_pending) + 100;
     for (int i = 0; i < m; i++) tl.begin("mark", {"i", i});

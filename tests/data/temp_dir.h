@@ -57,6 +57,12 @@ class TempDir {
   std::filesystem::path path_;
 };
 
+// A file's whole contents, as bytes ("" when it cannot be read).
+inline std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
 // Writes `bytes` exactly as given (binary: "\r\n" stays "\r\n"), creating parent folders.
 inline void write_text(const std::string& path, const std::string& bytes) {
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());

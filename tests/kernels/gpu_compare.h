@@ -4,7 +4,8 @@
 // NaN, since the NaN payload of a GPU add differs from the CPU's) and require_close_values
 // (and finite wherever the reference is finite); and require_close_sum(), for outputs that are
 // sums of many products (conv2d, linear), whose tolerance follows from the number of terms;
-// sleep_on(), which holds a stream up for a known time. Included by the *_gpu_test.cpp files.
+// sleep_on(), which holds a stream up for a known time, and StreamGate, which holds it until
+// the test lets it go. Included by the *_gpu_test.cpp files.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -34,9 +35,9 @@ inline void sleep_on(cudaStream_t stream, const int& ms) {
 // Holds `stream` at a host function until release(): the work queued behind it waits for the
 // test, not for a clock (a sleep that is "long enough" is not, on a slow host). The destructor
 // releases it and waits until the stream has passed, so declare the gate after the stream.
-// If the host blocks while the stream is held (the driver's queue is full), nothing could ever
-// release it: after 30 s the gate opens by itself and timed_out() says so, failing the test
-// instead of hanging it.
+// If the host blocks in a CUDA call while the stream is held (re-recording an event the stream
+// has not reached does, data/gpu_timeline.h), nothing could ever release it: after 30 s the
+// gate opens by itself and timed_out() says so, failing the test instead of hanging it.
 class StreamGate {
  public:
   explicit StreamGate(cudaStream_t stream) {
@@ -155,7 +156,8 @@ void require_close_values(const std::vector<T>& got, const std::vector<T>& want,
 // covers it. For f16 storage, two fp32 values a hair apart can round to neighbouring halves:
 // one half ulp step, <= 2^-10 * |want| for normal results (rtol 2^-9 leaves a factor of two)
 // and 2^-24 absolute in the subnormal range. f32 storage keeps the fp32 sum: rtol 2^-20.
-// No inf / NaN may appear where the reference is finite.
+// No inf / NaN may appear where the reference is finite, and where the reference is not finite
+// the GPU must give the same (inf of the same sign, or NaN): a tolerance means nothing there.
 template <typename T>
 void require_close_sum(const std::vector<T>& got, const std::vector<T>& want, double terms,
                        double scale, const char* what) {
@@ -166,7 +168,9 @@ void require_close_sum(const std::vector<T>& got, const std::vector<T>& want, do
   size_t bad = got.size();  // the first element out of tolerance
   for (size_t i = 0; i < got.size() && bad == got.size(); i++) {
     const double g = double(float(got[i])), w = double(float(want[i]));
-    if (std::isfinite(w) && !(std::fabs(g - w) <= atol + rtol * std::fabs(w))) bad = i;
+    const bool ok = std::isfinite(w) ? std::fabs(g - w) <= atol + rtol * std::fabs(w)
+                                     : g == w || (std::isnan(g) && std::isnan(w));
+    if (!ok) bad = i;
   }
   // (INFO is evaluated only when the REQUIRE below fails, i.e. when bad is an element.)
   INFO(what << " element " << bad << " of " << got.size() << ": got " << float(got[bad])

@@ -22,6 +22,18 @@ TEST_CASE("gpu: without a usable device every entry point says why") {
   if (!cuda_compiled()) REQUIRE(gpu_unavailable_reason().find("without CUDA") != std::string::npos);
 }
 
+#if defined(CUTRAIN_CUDA)
+// The test runner turns on set_cuda_errors_throw (tests/main.cpp): a failing CUDA call fails its
+// test case, naming the call, file:line and CUDA's error, instead of aborting every test after
+// it. Needs no device: the error code is handed to CUDA_CHECK as it is.
+TEST_CASE("gpu: in the tests a failing CUDA call throws, naming the call, file:line and the error") {
+  REQUIRE(cuda_errors_throw());
+  REQUIRE_ERROR([] { CUDA_CHECK(cudaErrorInvalidValue); }(), "cudaErrorInvalidValue");
+  REQUIRE_ERROR([] { CUDA_CHECK(cudaErrorInvalidValue); }(), "gpu_test.cpp:");
+  REQUIRE_ERROR([] { CUDA_CHECK(cudaErrorInvalidValue); }(), "invalid argument");
+}
+#endif
+
 TEST_CASE("gpu [gpu]: pinned -> device -> pinned on a stream, ordered by an event") {
   REQUIRE_GPU();
   const size_t n = 1 << 20;
@@ -52,12 +64,19 @@ TEST_CASE("gpu [gpu]: tensors round-trip through the device, f32 -> f16 on the d
   for (int i = 0; i < 5; i++) REQUIRE(h.data<half_t>()[i].bits == want.data<half_t>()[i].bits);
 }
 
+namespace {
+// Under CUTRAIN_EXACT_ALLOC=1 (run.sh's memcheck) the allocator caches nothing: the tests of
+// its cache skip, saying why.
+bool skip_when_exact() {
+  if (!device_allocator(0).exact()) return false;
+  cutrain_test::skip("CUTRAIN_EXACT_ALLOC=1: the allocator caches nothing, so there is no cache to test");
+  return true;
+}
+}  // namespace
+
 TEST_CASE("gpu [gpu]: a steady-state step makes no cudaMalloc") {
   REQUIRE_GPU();
-  if (device_allocator(0).exact()) {
-    cutrain_test::skip("CUTRAIN_EXACT_ALLOC=1: the allocator caches nothing, so there is no cache to test");
-    return;
-  }
+  if (skip_when_exact()) return;
   CachingAllocator& pool = device_allocator(0);
   auto step = [] {
     std::vector<Tensor> acts;
@@ -72,10 +91,7 @@ TEST_CASE("gpu [gpu]: a steady-state step makes no cudaMalloc") {
 
 TEST_CASE("gpu [gpu]: a stream's cached blocks go back to cudaFree when it is destroyed") {
   REQUIRE_GPU();
-  if (device_allocator(0).exact()) {
-    cutrain_test::skip("CUTRAIN_EXACT_ALLOC=1: the allocator caches nothing, so there is no cache to test");
-    return;
-  }
+  if (skip_when_exact()) return;
   CachingAllocator& a = device_allocator(0);
   const size_t cached_before = a.stats().bytes_cached;
   const size_t frees_before = a.stats().backend_frees;

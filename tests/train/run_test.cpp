@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "nn/checkpoint.h"
+#include "tests/data/temp_dir.h"
 #include "tests/test_util.h"
 #include "tests/train/train_fixture.h"
 #include "train/predict.h"
@@ -32,16 +33,9 @@ std::string cutrain_exe() {
   return (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "cutrain").string();
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 // The "step" spans of a trace file.
 int step_spans(const std::string& path) {
-  const nlohmann::json trace = nlohmann::json::parse(slurp(path));
+  const nlohmann::json trace = nlohmann::json::parse(read_text(path));
   int n = 0;
   for (const auto& e : trace["traceEvents"]) n += e.value("name", "") == "step";
   return n;
@@ -101,7 +95,7 @@ TEST_CASE("SIGINT during training: the process saves, exits 130, and the run res
   int status = 0;
   while (!progressed && std::chrono::steady_clock::now() < deadline) {
     if (::waitpid(pid, &status, WNOHANG) == pid) break;  // ended early: reported below
-    progressed = slurp(log).find("step 3/") != std::string::npos;
+    progressed = read_text(log).find("step 3/") != std::string::npos;
     if (!progressed) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   if (progressed) {
@@ -111,7 +105,7 @@ TEST_CASE("SIGINT during training: the process saves, exits 130, and the run res
     ::kill(pid, SIGKILL);
     ::waitpid(pid, &status, 0);
   }
-  const std::string out = slurp(log);
+  const std::string out = read_text(log);
   INFO("the child's output:\n" << out);
   REQUIRE(progressed);
   REQUIRE(WIFEXITED(status));
@@ -153,7 +147,7 @@ TEST_CASE("SIGINT during training: the process saves, exits 130, and the run res
   std::map<std::string, int> kinds;
   int64_t last_step = 0;
   double last_step_time = 0;
-  std::istringstream lines(slurp(run + "/metrics.jsonl"));
+  std::istringstream lines(read_text(run + "/metrics.jsonl"));
   for (std::string line; std::getline(lines, line);) {
     const nlohmann::json j = nlohmann::json::parse(line);
     kinds[j["kind"]]++;
@@ -241,7 +235,7 @@ TEST_CASE("GPU run [gpu]: the CPU run's recipe on the GPU: accuracy, checkpoint,
   // The trace has the host's steps and the GPU's rows: the compute stream, the copy stream
   // and the checkpoint writer.
   REQUIRE(step_spans(cfg.trace) == s.steps);
-  const nlohmann::json trace = nlohmann::json::parse(slurp(cfg.trace));
+  const nlohmann::json trace = nlohmann::json::parse(read_text(cfg.trace));
   std::map<std::string, int> rows;
   for (const auto& ev : trace["traceEvents"])
     if (ev.value("name", "") == "thread_name")
