@@ -57,11 +57,11 @@ void remove_stale_temp_files(const std::string& dir,
 
 void fsync_path(const std::string& path, bool is_dir) {
   const int fd = ::open(path.c_str(), is_dir ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-  CHECK(fd >= 0, "cannot open '" << path << "' to sync it: " << std::strerror(errno));
+  USER_CHECK(fd >= 0, "cannot open '" << path << "' to sync it: " << std::strerror(errno));
   const int status = ::fsync(fd);
   const int saved_errno = errno;
   ::close(fd);
-  CHECK(status == 0, "cannot sync '" << path << "' to disk: " << std::strerror(saved_errno));
+  USER_CHECK(status == 0, "cannot sync '" << path << "' to disk: " << std::strerror(saved_errno));
 }
 
 void write_atomically(const std::string& path,
@@ -73,7 +73,7 @@ void write_atomically(const std::string& path,
   try {
     write(tmp);
     fsync_path(tmp);
-    CHECK(::rename(tmp.c_str(), path.c_str()) == 0,
+    USER_CHECK(::rename(tmp.c_str(), path.c_str()) == 0,
           "cannot rename '" << tmp << "' to '" << path << "': " << std::strerror(errno));
   } catch (...) {
     std::error_code ec;
@@ -81,6 +81,28 @@ void write_atomically(const std::string& path,
     throw;
   }
   fsync_path(dir.string(), true);  // the rename itself is durable
+}
+
+void write_file_atomically(const std::string& path, const void* bytes, size_t n) {
+  write_atomically(path, [&](const std::string& tmp) {
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    USER_CHECK(fd >= 0, "cannot create '" << path << "': " << std::strerror(errno));
+    const char* p = static_cast<const char*>(bytes);
+    int error = 0;
+    for (size_t done = 0; done < n && error == 0;) {
+      const ssize_t w = ::write(fd, p + done, n - done);
+      if (w > 0)
+        done += size_t(w);
+      else if (w < 0 && errno != EINTR)
+        error = errno;
+    }
+    if (::close(fd) != 0 && error == 0) error = errno;
+    USER_CHECK(error == 0, "cannot write '" << path << "': " << std::strerror(error));
+  });
+}
+
+void write_file_atomically(const std::string& path, const std::string& text) {
+  write_file_atomically(path, text.data(), text.size());
 }
 
 }  // namespace cutrain

@@ -1,4 +1,5 @@
 // defines: write_atomically (a file appears whole under its final name, or not at all),
+// write_file_atomically (the same for bytes in memory),
 // temp_path_for and parse_temp_name (the temporary file's name), remove_stale_temp_files,
 // fsync_path.
 //
@@ -15,6 +16,7 @@
 // The temporary name holds the process id only, so one process must not write the same final
 // path from two threads at once (the pack writer and the checkpoint writer never do).
 #pragma once
+#include <cstddef>
 #include <functional>
 #include <string>
 
@@ -41,5 +43,11 @@ void fsync_path(const std::string& path, bool is_dir = false);
 // exception passes on; `path` is then untouched.
 void write_atomically(const std::string& path,
                       const std::function<void(const std::string& tmp)>& write);
+
+// write_atomically with `n` bytes as the file's contents: every system call checked, a
+// failure a UserError naming `path` and the system's reason ("cannot write 'OUT/config.json':
+// No space left on device").
+void write_file_atomically(const std::string& path, const void* bytes, size_t n);
+void write_file_atomically(const std::string& path, const std::string& text);
 
 }  // namespace cutrain

@@ -17,9 +17,11 @@
 #include <mutex>
 #include <thread>
 
+#include "data/atomic_file.h"
 #include "data/idx.h"
 #include "data/image.h"
 #include "kernels/check.h"
+#include "kernels/thread_start.h"
 
 namespace cutrain {
 namespace {
@@ -61,7 +63,7 @@ std::string classes_text() {
 
 void check_labels(const std::vector<uint8_t>& labels, const std::string& path) {
   for (size_t i = 0; i < labels.size(); i++)
-    CHECK(labels[i] < kClasses, path << ": label " << int(labels[i]) << " of sample " << i
+    USER_CHECK(labels[i] < kClasses, path << ": label " << int(labels[i]) << " of sample " << i
                                      << " is outside [0, " << kClasses << ")");
 }
 
@@ -75,19 +77,11 @@ bool read_text(const std::string& path, std::string* out) {
 
 void write_file(const std::string& path, const void* data, size_t size) {
   FILE* f = std::fopen(path.c_str(), "wb");
-  CHECK(f != nullptr, path << ": cannot create: " << std::strerror(errno));
+  USER_CHECK(f != nullptr, path << ": cannot create: " << std::strerror(errno));
   const bool wrote = std::fwrite(data, 1, size, f) == size;
   const int werr = errno;
   const bool closed = std::fclose(f) == 0;  // reports a full disk on buffered data
-  CHECK(wrote && closed, path << ": write failed: " << std::strerror(wrote ? errno : werr));
-}
-
-// Written under a temporary name, then renamed: the final name never holds half a file.
-void write_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  write_file(tmp, text.data(), text.size());
-  CHECK(std::rename(tmp.c_str(), path.c_str()) == 0,
-        path << ": cannot rename " << tmp << " into place: " << std::strerror(errno));
+  USER_CHECK(wrote && closed, path << ": write failed: " << std::strerror(wrote ? errno : werr));
 }
 
 // A previous import is complete when its lists and classes.txt are exactly what this one
@@ -145,7 +139,16 @@ void parallel_for(int64_t total, int threads, const std::function<void(int64_t)>
         if (t.joinable()) t.join();
     }
   } workers;
-  for (int t = 0; t < threads; t++) workers.pool.emplace_back(worker);
+  workers.pool.reserve(size_t(threads));
+  try {
+    for (int t = 0; t < threads; t++)
+      workers.pool.push_back(start_thread("encoder thread " + std::to_string(t + 1) + " of " +
+                                              std::to_string(threads),
+                                          worker));
+  } catch (...) {
+    failed = true;  // the running ones stop at their next chunk; JoinAll joins them
+    throw;
+  }
   {
     std::unique_lock<std::mutex> lk(m);
     while (!finished.wait_for(lk, std::chrono::milliseconds(250), [&] { return running == 0; }))
@@ -177,10 +180,10 @@ std::string fashion_mnist_idx_dir() {
 ImportSummary import_fashion_mnist(const std::string& idx_dir, const std::string& out_dir,
                                    const ImportOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
-  CHECK(opt.quality >= 1 && opt.quality <= 100,
+  USER_CHECK(opt.quality >= 1 && opt.quality <= 100,
         "JPEG quality must be in [1, 100]; got " << opt.quality);
-  CHECK(opt.threads >= 0, "threads must be >= 0 (0: the hardware threads); got " << opt.threads);
-  CHECK(!out_dir.empty(), "the output folder must be named");
+  USER_CHECK(opt.threads >= 0, "threads must be >= 0 (0: the hardware threads); got " << opt.threads);
+  USER_CHECK(!out_dir.empty(), "the output folder must be named");
   const fs::path out(out_dir);
   ImportSummary sum;
   sum.out_dir = out_dir;
@@ -215,19 +218,19 @@ ImportSummary import_fashion_mnist(const std::string& idx_dir, const std::string
   for (const std::string& p : {sum.train_list, sum.test_list, sum.classes_file}) {
     std::error_code ec;
     fs::remove(p, ec);
-    CHECK(!ec, p << ": cannot remove the old file: " << ec.message());
+    USER_CHECK(!ec, p << ": cannot remove the old file: " << ec.message());
   }
   IdxImages images[2];
   for (int s = 0; s < 2; s++) {
     IdxDataset d = read_idx_dataset(idx_file(idx_dir, kSplits[s].idx_prefix, "images-idx3"),
                                     idx_file(idx_dir, kSplits[s].idx_prefix, "labels-idx1"));
-    CHECK(d.labels == labels[s], idx_dir << ": the label file changed during the import");
+    USER_CHECK(d.labels == labels[s], idx_dir << ": the label file changed during the import");
     images[s] = std::move(d.images);
     for (int c = 0; c < kClasses; c++) {
       const fs::path folder = out / kSplits[s].name / std::to_string(c);
       std::error_code ec;
       fs::create_directories(folder, ec);
-      CHECK(!ec, folder.string() << ": cannot create the folder: " << ec.message());
+      USER_CHECK(!ec, folder.string() << ": cannot create the folder: " << ec.message());
     }
   }
 
@@ -246,8 +249,8 @@ ImportSummary import_fashion_mnist(const std::string& idx_dir, const std::string
   sum.jpeg_bytes = bytes;
 
   // Every image is on disk: now the lists may appear, classes.txt last.
-  for (int s = 0; s < 2; s++) write_atomically(list_paths[s], lists[s]);
-  write_atomically(sum.classes_file, classes_text());
+  for (int s = 0; s < 2; s++) write_file_atomically(list_paths[s], lists[s]);
+  write_file_atomically(sum.classes_file, classes_text());
   sum.seconds = seconds();
   return sum;
 }

@@ -45,12 +45,12 @@ std::string with_reason(const std::string& what) {
 }  // namespace
 
 H5Handle h5_owned(hid_t id, H5Handle::Closer closer, const std::string& what) {
-  CHECK(id >= 0, with_reason(what));
+  USER_CHECK(id >= 0, with_reason(what));
   return H5Handle(id, closer);
 }
 
 void h5_check(herr_t status, const std::string& what) {
-  CHECK(status >= 0, with_reason(what));
+  USER_CHECK(status >= 0, with_reason(what));
 }
 
 }  // namespace cutrain

@@ -31,7 +31,7 @@ std::string describe_type(hid_t type) {
 }
 
 H5Handle open_attribute(hid_t obj, const std::string& name, const std::string& where) {
-  CHECK(h5_has_attribute(obj, name), where << ": attribute '" << name << "' is missing");
+  USER_CHECK(h5_has_attribute(obj, name), where << ": attribute '" << name << "' is missing");
   return h5_owned(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose,
                   where + ": cannot open attribute '" + name + "'");
 }
@@ -41,10 +41,10 @@ H5Handle open_scalar_attribute(hid_t obj, const std::string& name, H5T_class_t c
                                const char* cls_name, const std::string& where) {
   H5Handle attr = open_attribute(obj, name, where);
   H5Handle space = h5_owned(H5Aget_space(attr.get()), H5Sclose, where + ": attribute " + name);
-  CHECK(H5Sget_simple_extent_npoints(space.get()) == 1,
+  USER_CHECK(H5Sget_simple_extent_npoints(space.get()) == 1,
         where << ": attribute '" << name << "' should hold one value");
   H5Handle type = h5_owned(H5Aget_type(attr.get()), H5Tclose, where + ": attribute " + name);
-  CHECK(H5Tget_class(type.get()) == cls, where << ": attribute '" << name << "' is "
+  USER_CHECK(H5Tget_class(type.get()) == cls, where << ": attribute '" << name << "' is "
                                                 << describe_type(type.get()) << ", not "
                                                 << cls_name);
   return attr;
@@ -166,7 +166,7 @@ H5Handle h5_create_group(hid_t loc, const std::string& name) {
 
 H5Handle h5_open_group(hid_t loc, const std::string& name, const std::string& where) {
   H5Lock lock;
-  CHECK(H5Lexists(loc, name.c_str(), H5P_DEFAULT) > 0,
+  USER_CHECK(H5Lexists(loc, name.c_str(), H5P_DEFAULT) > 0,
         where << ": group '" << name << "' is missing");
   return h5_owned(H5Gopen2(loc, name.c_str(), H5P_DEFAULT), H5Gclose,
                   where + ": '" + name + "' is not a group");
@@ -198,13 +198,13 @@ void h5_write_strings(hid_t loc, const std::string& name,
 std::vector<std::string> h5_read_strings(hid_t loc, const std::string& name,
                                          const std::string& where) {
   H5Lock lock;
-  CHECK(H5Lexists(loc, name.c_str(), H5P_DEFAULT) > 0,
+  USER_CHECK(H5Lexists(loc, name.c_str(), H5P_DEFAULT) > 0,
         where << ": dataset '" << name << "' is missing");
   H5Handle ds = h5_owned(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), H5Dclose,
                          where + ": cannot open dataset '" + name + "'");
   H5Handle type = h5_owned(H5Dget_type(ds.get()), H5Tclose, where + ": dataset " + name);
   H5Handle space = h5_owned(H5Dget_space(ds.get()), H5Sclose, where + ": dataset " + name);
-  CHECK(H5Tget_class(type.get()) == H5T_STRING && H5Tis_variable_str(type.get()) > 0 &&
+  USER_CHECK(H5Tget_class(type.get()) == H5T_STRING && H5Tis_variable_str(type.get()) > 0 &&
             H5Sget_simple_extent_ndims(space.get()) == 1,
         where << ": dataset '" << name << "' should be a 1-D list of variable-length strings");
   std::vector<char*> ptrs(size_t(H5Sget_simple_extent_npoints(space.get())), nullptr);
@@ -254,7 +254,7 @@ H5Handle h5_write_array(hid_t loc, const std::string& name, const void* data,
 
 H5Handle h5_open_dataset(hid_t loc, const std::string& name, const std::string& where) {
   H5Lock lock;
-  CHECK(H5Lexists(loc, name.c_str(), H5P_DEFAULT) > 0,
+  USER_CHECK(H5Lexists(loc, name.c_str(), H5P_DEFAULT) > 0,
         where << ": dataset '" << name << "' is missing");
   return h5_owned(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), H5Dclose,
                   where + ": '" + name + "' is not a dataset");
@@ -271,7 +271,7 @@ H5DatasetInfo h5_dataset_info(hid_t dataset, const std::string& where) {
   info.type_name = describe_type(t);
   H5Handle space = h5_owned(H5Dget_space(dataset), H5Sclose, where + ": dataset shape");
   const int rank = H5Sget_simple_extent_ndims(space.get());
-  CHECK(rank >= 0, where << ": cannot read a dataset's shape");
+  USER_CHECK(rank >= 0, where << ": cannot read a dataset's shape");
   info.dims.resize(size_t(rank));
   if (rank > 0) H5Sget_simple_extent_dims(space.get(), info.dims.data(), nullptr);
   return info;
@@ -286,7 +286,7 @@ std::vector<hsize_t> h5_check_int_dataset(hid_t loc, const std::string& name,
                                           const IntDatasetRule& rule,
                                           const std::string& where) {
   H5Lock lock;
-  CHECK(H5Lexists(loc, name.c_str(), H5P_DEFAULT) > 0,
+  USER_CHECK(H5Lexists(loc, name.c_str(), H5P_DEFAULT) > 0,
         where << ": dataset '" << name << "' is missing");
   H5Handle ds = h5_owned(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), H5Dclose,
                          where + ": '" + name + "' is not a dataset");
@@ -295,11 +295,11 @@ std::vector<hsize_t> h5_check_int_dataset(hid_t loc, const std::string& name,
   const bool type_ok = H5Tget_class(type.get()) == H5T_INTEGER &&
                        H5Tget_size(type.get()) == size_t(rule.bytes) &&
                        (H5Tget_sign(type.get()) == H5T_SGN_2) == rule.is_signed;
-  CHECK(type_ok, where << ": dataset '" << name << "' is " << describe_type(type.get())
+  USER_CHECK(type_ok, where << ": dataset '" << name << "' is " << describe_type(type.get())
                        << ", expected " << want);
   H5Handle space = h5_owned(H5Dget_space(ds.get()), H5Sclose, where + ": dataset " + name);
   const int rank = H5Sget_simple_extent_ndims(space.get());
-  CHECK(rank == rule.rank, where << ": dataset '" << name << "' has " << rank
+  USER_CHECK(rank == rule.rank, where << ": dataset '" << name << "' has " << rank
                                  << " dimensions, expected " << rule.rank);
   std::vector<hsize_t> dims(static_cast<size_t>(rank));
   H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);

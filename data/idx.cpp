@@ -34,7 +34,7 @@ class IdxFile {
   explicit IdxFile(const std::string& path) : path_(path) {
     errno = 0;
     f_ = gzopen(path.c_str(), "rb");
-    CHECK(f_ != nullptr,
+    USER_CHECK(f_ != nullptr,
           path << ": cannot open: " << (errno ? std::strerror(errno) : "gzopen failed"));
     gzbuffer(f_, 1 << 17);
   }
@@ -48,14 +48,14 @@ class IdxFile {
   std::vector<uint32_t> header(uint32_t want, int dims, const char* kind) {
     const size_t bytes = 4 * size_t(1 + dims);
     std::vector<uint8_t> raw = read_up_to(bytes);
-    CHECK(raw.size() >= 4, path_ << ": truncated header: " << raw.size()
+    USER_CHECK(raw.size() >= 4, path_ << ": truncated header: " << raw.size()
                                  << " bytes, an IDX " << kind << " file starts with a "
                                  << bytes << "-byte header");
     const uint32_t magic = be32(raw.data());
-    CHECK(magic == want, path_ << ": bad magic " << hex32(magic) << " (" << describe_magic(magic)
+    USER_CHECK(magic == want, path_ << ": bad magic " << hex32(magic) << " (" << describe_magic(magic)
                                << "), expected " << hex32(want) << " (IDX uint8 " << kind
                                << ", " << dims << " dimension" << (dims > 1 ? "s" : "") << ")");
-    CHECK(raw.size() == bytes, path_ << ": truncated header: " << raw.size() << " of "
+    USER_CHECK(raw.size() == bytes, path_ << ": truncated header: " << raw.size() << " of "
                                      << bytes << " bytes");
     std::vector<uint32_t> sizes;
     for (int d = 0; d < dims; d++) sizes.push_back(be32(raw.data() + 4 * (1 + d)));
@@ -66,18 +66,18 @@ class IdxFile {
   // for the message when the body does not match it.
   std::vector<uint8_t> body(uint64_t declared, const std::string& what) {
     std::vector<uint8_t> data = read_up_to(declared);
-    CHECK(data.size() == declared,
+    USER_CHECK(data.size() == declared,
           path_ << ": truncated: the header declares " << what << " = " << declared
                 << " bytes of data, the file holds only " << data.size() << gz_status());
     uint8_t extra[4096];
     uint64_t trailing = 0;
     for (int got; (got = read_some(extra, sizeof extra)) > 0;) trailing += uint64_t(got);
-    CHECK(trailing == 0, path_ << ": the header declares " << what << " = " << declared
+    USER_CHECK(trailing == 0, path_ << ": the header declares " << what << " = " << declared
                                << " bytes of data, but " << trailing
                                << " more bytes follow them: sizes do not match the data");
     int err = Z_OK;
     const char* msg = gzerror(f_, &err);
-    CHECK(err == Z_OK, path_ << ": corrupt gzip data after the last byte: " << msg);
+    USER_CHECK(err == Z_OK, path_ << ": corrupt gzip data after the last byte: " << msg);
     return data;
   }
 
@@ -92,7 +92,7 @@ class IdxFile {
     if (got < 0) {
       int err = 0;
       const char* msg = gzerror(f_, &err);
-      CHECK(false, path_ << ": corrupt gzip data: " << msg);
+      USER_CHECK(false, path_ << ": corrupt gzip data: " << msg);
     }
     return got;
   }
@@ -128,7 +128,7 @@ class IdxFile {
 IdxImages read_idx_images(const std::string& path) {
   IdxFile f(path);
   const std::vector<uint32_t> s = f.header(kIdxImagesMagic, 3, "images");
-  CHECK(s[1] > 0 && s[2] > 0 && s[1] <= INT_MAX / 2 && s[2] <= INT_MAX / 2,
+  USER_CHECK(s[1] > 0 && s[2] > 0 && s[1] <= INT_MAX / 2 && s[2] <= INT_MAX / 2,
         path << ": bad image size " << s[1] << "x" << s[2]);
   IdxImages out;
   out.N = s[0];
@@ -137,7 +137,7 @@ IdxImages read_idx_images(const std::string& path) {
   // N*H*W < 2^96 always; refuse anything over 2^48 bytes (far beyond any IDX file) so the
   // product below cannot overflow.
   const uint64_t per_image = uint64_t(out.H) * uint64_t(out.W);
-  CHECK(per_image <= (uint64_t(1) << 48) / std::max<uint64_t>(uint64_t(out.N), 1),
+  USER_CHECK(per_image <= (uint64_t(1) << 48) / std::max<uint64_t>(uint64_t(out.N), 1),
         path << ": the header declares " << out.N << " images of " << out.H << "x" << out.W
              << ": too large to be real");
   std::ostringstream what;
@@ -156,7 +156,7 @@ IdxDataset read_idx_dataset(const std::string& images_path, const std::string& l
   IdxDataset d;
   d.labels = read_idx_labels(labels_path);
   d.images = read_idx_images(images_path);
-  CHECK(int64_t(d.labels.size()) == d.images.N,
+  USER_CHECK(int64_t(d.labels.size()) == d.images.N,
         images_path << " holds " << d.images.N << " images but " << labels_path << " holds "
                     << d.labels.size() << " labels: the counts must agree");
   return d;

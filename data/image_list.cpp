@@ -50,13 +50,13 @@ struct Problems {
   void add(int64_t line, const std::string& what) {
     if (count++ < kMaxShown) shown.push_back(file + ":" + std::to_string(line) + ": " + what);
   }
-  void throw_if_any(const char* src_file, int src_line) const {
+  void throw_if_any() const {  // the data's fault: a UserError
     if (count == 0) return;
     std::ostringstream os;
     os << file << ": " << count << " malformed line" << (count == 1 ? "" : "s") << ":";
     for (const std::string& s : shown) os << "\n  " << s;
     if (count > kMaxShown) os << "\n  ... and " << count - kMaxShown << " more";
-    throw_error(src_file, src_line, os.str());
+    throw UserError(os.str());
   }
 };
 
@@ -114,18 +114,6 @@ std::string absolute_normal(const fs::path& p) {
   return fs::absolute(p).lexically_normal().string();
 }
 
-// The list and classes.txt appear whole or not at all (data/atomic_file.h).
-void write_file_atomically(const std::string& path, const std::string& text) {
-  write_atomically(path, [&](const std::string& tmp) {
-    FILE* f = std::fopen(tmp.c_str(), "wb");
-    CHECK(f, "cannot create '" << tmp << "': " << std::strerror(errno));
-    bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-    const int saved_errno = errno;
-    ok = std::fclose(f) == 0 && ok;
-    CHECK(ok, "cannot write '" << tmp << "': " << std::strerror(saved_errno ? saved_errno : EIO));
-  });
-}
-
 bool has_outer_space(const std::string& s) {
   return !s.empty() && (is_space(s.front()) || is_space(s.back()));
 }
@@ -146,7 +134,7 @@ bool hidden(const fs::path& p) { return p.filename().string().compare(0, 1, ".")
 
 std::vector<std::string> read_class_names(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  CHECK(in, "cannot read class names '" << path << "'");
+  USER_CHECK(in, "cannot read class names '" << path << "'");
   std::vector<std::string> names;
   std::string line;
   for (bool first = true; std::getline(in, line); first = false) {
@@ -154,12 +142,12 @@ std::vector<std::string> read_class_names(const std::string& path) {
     names.push_back(trim(line));
   }
   while (!names.empty() && names.back().empty()) names.pop_back();
-  CHECK(!names.empty(), path << ": no class names");
+  USER_CHECK(!names.empty(), path << ": no class names");
   std::set<std::string> seen;
   for (size_t i = 0; i < names.size(); i++) {
-    CHECK(!names[i].empty(), path << ":" << i + 1 << ": empty class name (a blank line would "
+    USER_CHECK(!names[i].empty(), path << ":" << i + 1 << ": empty class name (a blank line would "
                                   << "shift every later label)");
-    CHECK(seen.insert(names[i]).second, path << ":" << i + 1 << ": duplicate class name '"
+    USER_CHECK(seen.insert(names[i]).second, path << ":" << i + 1 << ": duplicate class name '"
                                              << names[i] << "'");
   }
   return names;
@@ -168,11 +156,11 @@ std::vector<std::string> read_class_names(const std::string& path) {
 ImageList read_image_list(const std::string& list_path, int num_classes) {
   CHECK(num_classes >= 0, "num_classes must be >= 0, got " << num_classes);
   std::error_code ec;
-  CHECK(fs::exists(list_path, ec), "image list '" << list_path << "' does not exist");
-  CHECK(!fs::is_directory(list_path, ec), "image list '" << list_path << "' is a folder, "
+  USER_CHECK(fs::exists(list_path, ec), "image list '" << list_path << "' does not exist");
+  USER_CHECK(!fs::is_directory(list_path, ec), "image list '" << list_path << "' is a folder, "
         << "not a list file (a folder per class is read by scan_class_folders)");
   std::ifstream in(list_path, std::ios::binary);
-  CHECK(in, "cannot read image list '" << list_path << "': " << std::strerror(errno));
+  USER_CHECK(in, "cannot read image list '" << list_path << "': " << std::strerror(errno));
 
   ImageList list;
   list.source = list_path;
@@ -181,7 +169,7 @@ ImageList read_image_list(const std::string& list_path, int num_classes) {
   if (fs::path(list_path).filename() != kClassNamesFile && fs::exists(classes, ec)) {
     list.class_names = read_class_names(classes.string());
     const int n = int(list.class_names.size());
-    CHECK(num_classes == 0 || num_classes == n,
+    USER_CHECK(num_classes == 0 || num_classes == n,
           list_path << ": " << classes.string() << " names " << n << " classes, but "
                     << num_classes << " were asked for");
     num_classes = n;
@@ -205,17 +193,17 @@ ImageList read_image_list(const std::string& list_path, int num_classes) {
       problems.add(n, err);
     }
   }
-  CHECK(!in.bad(), "error while reading image list '" << list_path << "'");
-  problems.throw_if_any(__FILE__, __LINE__);
-  CHECK(!list.samples.empty(), "image list '" << list_path << "' has no samples (" << n
+  USER_CHECK(!in.bad(), "error while reading image list '" << list_path << "'");
+  problems.throw_if_any();
+  USER_CHECK(!list.samples.empty(), "image list '" << list_path << "' has no samples (" << n
         << " lines, all blank or comments)");
   return list;
 }
 
 ImageList scan_class_folders(const std::string& root) {
   std::error_code ec;
-  CHECK(fs::exists(root, ec), "image folder '" << root << "' does not exist");
-  CHECK(fs::is_directory(root, ec), "'" << root << "' is not a folder");
+  USER_CHECK(fs::exists(root, ec), "image folder '" << root << "' does not exist");
+  USER_CHECK(fs::is_directory(root, ec), "'" << root << "' is not a folder");
   ImageList list;
   list.source = root;
   const fs::path base = absolute_normal(root);
@@ -224,12 +212,12 @@ ImageList scan_class_folders(const std::string& root) {
       if (e.is_directory() && !hidden(e.path()))
         list.class_names.push_back(e.path().filename().string());
     std::sort(list.class_names.begin(), list.class_names.end());
-    CHECK(!list.class_names.empty(), "'" << root << "' has no class folders (expected "
+    USER_CHECK(!list.class_names.empty(), "'" << root << "' has no class folders (expected "
                                          << "<root>/<class name>/<images>)");
     std::vector<std::string> empty;
     for (size_t k = 0; k < list.class_names.size(); k++) {
       const std::string& name = list.class_names[k];
-      CHECK(name.find_first_of("\r\n") == std::string::npos && !has_outer_space(name),
+      USER_CHECK(name.find_first_of("\r\n") == std::string::npos && !has_outer_space(name),
             "class folder '" << name << "': a class name cannot hold a line break or begin or "
                                 "end with whitespace (it is written to " << kClassNamesFile
                              << ")");
@@ -244,11 +232,11 @@ ImageList scan_class_folders(const std::string& root) {
     }
     std::ostringstream names;
     for (size_t i = 0; i < empty.size(); i++) names << (i ? ", " : "") << empty[i];
-    CHECK(empty.empty(), "'" << root << "': " << empty.size() << " class folder"
+    USER_CHECK(empty.empty(), "'" << root << "': " << empty.size() << " class folder"
                              << (empty.size() == 1 ? " has" : "s have") << " no images (jpg, "
                              << "jpeg, png, bmp, gif, tga, pgm, ppm): " << names.str());
   } catch (const fs::filesystem_error& e) {
-    CHECK(false, "cannot scan '" << root << "': " << e.what());
+    USER_CHECK(false, "cannot scan '" << root << "': " << e.what());
   }
   return list;
 }
@@ -258,11 +246,11 @@ void write_image_list(const ImageList& list, const std::string& path) {
   std::string text;
   for (size_t i = 0; i < list.samples.size(); i++) {
     const Sample& s = list.samples[i];
-    CHECK(s.path.find_first_of("\t\r\n") == std::string::npos && !has_outer_space(s.path) &&
+    USER_CHECK(s.path.find_first_of("\t\r\n") == std::string::npos && !has_outer_space(s.path) &&
               !s.path.empty(),
           "sample " << i << ": path '" << s.path << "' cannot be written to a list (empty, or "
                     << "a tab, line break or surrounding whitespace)");
-    CHECK(s.label >= 0, "sample " << i << " (" << s.path << "): negative label " << s.label);
+    USER_CHECK(s.label >= 0, "sample " << i << " (" << s.path << "): negative label " << s.label);
     const fs::path p = absolute_normal(s.path);
     const fs::path rel = p.lexically_relative(dir);
     std::string out = p.string();
@@ -278,10 +266,10 @@ void write_class_names(const std::vector<std::string>& names, const std::string&
   std::string text;
   for (size_t i = 0; i < names.size(); i++) {
     const std::string& n = names[i];
-    CHECK(!n.empty() && n.find_first_of("\r\n") == std::string::npos && !has_outer_space(n),
+    USER_CHECK(!n.empty() && n.find_first_of("\r\n") == std::string::npos && !has_outer_space(n),
           "class " << i << ": name '" << n << "' is empty or holds a line break or surrounding "
                    << "whitespace");
-    CHECK(seen.insert(n).second, "class " << i << ": duplicate name '" << n << "'");
+    USER_CHECK(seen.insert(n).second, "class " << i << ": duplicate name '" << n << "'");
     text += n + "\n";
   }
   write_file_atomically(path, text);
@@ -304,7 +292,7 @@ std::vector<int64_t> class_histogram(const ImageList& list, int num_classes) {
   std::vector<int64_t> counts(size_t(num_classes), 0);
   for (size_t i = 0; i < list.samples.size(); i++) {
     const int32_t label = list.samples[i].label;
-    CHECK(label >= 0 && label < num_classes, "sample " << i << " (" << list.samples[i].path
+    USER_CHECK(label >= 0 && label < num_classes, "sample " << i << " (" << list.samples[i].path
           << "): label " << label << " is outside [0, " << num_classes << ")");
     counts[size_t(label)]++;
   }
@@ -315,7 +303,7 @@ ImageList read_images(const std::string& list_or_folder, int num_classes) {
   if (!std::filesystem::is_directory(list_or_folder))
     return read_image_list(list_or_folder, num_classes);
   ImageList l = scan_class_folders(list_or_folder);
-  CHECK(num_classes == 0 || int(l.class_names.size()) == num_classes,
+  USER_CHECK(num_classes == 0 || int(l.class_names.size()) == num_classes,
         list_or_folder << " has " << l.class_names.size() << " class folders, but "
                        << num_classes << " classes were asked for");
   return l;

@@ -1,15 +1,17 @@
 #include "data/loader.h"
 
 #include <algorithm>
-#include <optional>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 
 #include "data/gpu_timeline.h"
 #include "data/trace.h"
 #include "kernels/check.h"
+#include "kernels/thread_start.h"
 
 namespace cutrain {
 
@@ -57,6 +59,10 @@ Loader::Loader(std::shared_ptr<const SampleSource> source, const SamplerConfig& 
     cfg_.threads = hw > 1 ? hw - 1 : 1;
   }
   sample_bytes_ = src_->sample_bytes();
+  if (!cfg_.bad_files_path.empty()) {  // the files an earlier process of the run listed
+    std::ifstream f(cfg_.bad_files_path);
+    for (std::string line; std::getline(f, line);) listed_bad_.insert(line.substr(0, line.find('\t')));
+  }
   bad_flag_ = std::vector<std::atomic<uint8_t>>(size_t(src_->size()));
   // A replica's shard of a global batch of B is at most ceil(B / R) (data/sampler.h).
   const SamplerConfig& sc = sampler_.config();
@@ -64,9 +70,9 @@ Loader::Loader(std::shared_ptr<const SampleSource> source, const SamplerConfig& 
   const bool gpu = cfg_.gpu >= 0;
   std::optional<DeviceGuard> on_gpu;  // the stream, the events and the memory belong to it
   if (gpu) {
-    CHECK(gpu_usable(), "loader: cannot copy batches to cuda:" << cfg_.gpu << ": "
+    USER_CHECK(gpu_usable(), "loader: cannot copy batches to cuda:" << cfg_.gpu << ": "
                                                                << gpu_unavailable_reason());
-    CHECK(cfg_.gpu < gpu_count(), "loader: cuda:" << cfg_.gpu << " does not exist ("
+    USER_CHECK(cfg_.gpu < gpu_count(), "loader: cuda:" << cfg_.gpu << " does not exist ("
                                                   << gpu_count() << " devices)");
     on_gpu.emplace(cfg_.gpu);
     copy_stream_ = std::make_unique<Stream>(cfg_.gpu);
@@ -101,10 +107,19 @@ Loader::Loader(std::shared_ptr<const SampleSource> source, const SamplerConfig& 
     std::lock_guard<std::mutex> lock(mu_);
     for (int i = 0; i < cfg_.ring; i++) assign_locked(i);
   }
-  for (int t = 0; t < cfg_.threads; t++) workers_.emplace_back([this, t] { worker_main(t); });
+  workers_.reserve(size_t(cfg_.threads));  // push_back cannot throw once a thread runs
+  try {
+    for (int t = 0; t < cfg_.threads; t++)
+      workers_.push_back(start_thread("decode thread " + std::to_string(t + 1) + " of " +
+                                          std::to_string(cfg_.threads),
+                                      [this, t] { worker_main(t); }));
+  } catch (...) {  // the destructor does not run for a constructor that throws
+    shutdown();
+    throw;
+  }
 }
 
-Loader::~Loader() {
+void Loader::shutdown() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
@@ -112,9 +127,12 @@ Loader::~Loader() {
   work_cv_.notify_all();
   full_cv_.notify_all();
   for (auto& t : workers_) t.join();
+  workers_.clear();
   if (copy_stream_) copy_stream_->synchronize();  // no copy may outlive its buffers
   if (copy_trace_) copy_trace_->flush();           // the workers are gone: no lock needed
 }
+
+Loader::~Loader() { shutdown(); }
 
 void Loader::assign_locked(int slot) {
   Slot& s = *slots_[size_t(slot)];
@@ -321,7 +339,7 @@ bool Loader::known_bad(int64_t index) {
 
 void Loader::record_bad(int64_t index, const DecodeResult& r) {
   const std::string name = src_->name(index);
-  CHECK(!cfg_.strict, "bad file (" << image_error_name(r.error) << "): " << name << ": "
+  USER_CHECK(!cfg_.strict, "bad file (" << image_error_name(r.error) << "): " << name << ": "
                                    << r.message << " (--strict: stopping)");
   std::lock_guard<std::mutex> lock(bad_mu_);
   if (bad_flag_[size_t(index)].exchange(1)) return;  // two workers of two epochs: count it once
@@ -334,9 +352,17 @@ void Loader::record_bad(int64_t index, const DecodeResult& r) {
     std::fprintf(stderr, "cutrain: further bad files are not printed%s%s\n",
                  cfg_.bad_files_path.empty() ? "" : "; all are listed in ",
                  cfg_.bad_files_path.c_str());
-  if (!cfg_.bad_files_path.empty()) {
+  // One line per file in the run's list, however often the run is resumed: a file listed
+  // by an earlier process is found again (it is still bad), but not listed twice.
+  if (!cfg_.bad_files_path.empty() && listed_bad_.insert(name).second) {
     std::ofstream f(cfg_.bad_files_path, std::ios::app);
     f << name << '\t' << image_error_name(r.error) << '\t' << r.message << '\n';
+    f.close();
+    if (!f.good() && !bad_file_write_failed_) {  // say so once; training goes on
+      bad_file_write_failed_ = true;
+      std::fprintf(stderr, "cutrain: cannot write %s: %s\n", cfg_.bad_files_path.c_str(),
+                   std::strerror(errno));
+    }
   }
 }
 

@@ -35,6 +35,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "data/sampler.h"
@@ -51,7 +52,9 @@ struct LoaderConfig {
   int ring = 4;                 // batch slots; 1 works (no prefetch), 3-4 keep workers busy
   int gpu = -1;                 // copy batches to this device; -1: keep them on the host
   bool strict = false;          // a bad file stops the run instead of being skipped
-  std::string bad_files_path;   // every bad file is appended here as it is found ("": none)
+  std::string bad_files_path;   // every bad file is appended here as it is found, once: a
+                                // name already there (an earlier process of the run) is not
+                                // appended again ("": none)
   int print_bad = 10;           // how many bad files to name on stderr
   Tracer* tracer = nullptr;     // record spans here (data/trace.h); must outlive the loader.
                                 // Rows "loader worker <i>": "decode" (one task: a run of
@@ -117,6 +120,7 @@ class Loader {
   };
 
   void worker_main(int index);
+  void shutdown();  // stops and joins the workers, waits for the copies (the destructor's)
   void assign_locked(int slot);             // give a free slot the next batch, queue its tasks
   void complete(int slot);                  // last sample done: compact, copy, mark full
   bool known_bad(int64_t index);
@@ -147,6 +151,8 @@ class Loader {
   std::vector<std::atomic<uint8_t>> bad_flag_;  // per sample: known bad (read without a lock)
   mutable std::mutex bad_mu_;               // guards the bad-file record
   std::vector<BadFile> bad_;
+  std::unordered_set<std::string> listed_bad_;  // the names in bad_files_path
+  bool bad_file_write_failed_ = false;
 
   std::vector<std::thread> workers_;
 };

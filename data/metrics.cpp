@@ -39,7 +39,7 @@ MetricsWriter::MetricsWriter(const std::string& path, Mode mode) : path_(path) {
   const int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC |
                     (mode == Mode::truncate ? O_TRUNC : 0);
   fd_ = ::open(path.c_str(), flags, 0644);
-  CHECK(fd_ >= 0, "cannot write the metrics file " << path << ": " << std::strerror(errno));
+  USER_CHECK(fd_ >= 0, "cannot write the metrics file " << path << ": " << std::strerror(errno));
 }
 
 MetricsWriter::~MetricsWriter() {
@@ -54,7 +54,7 @@ void MetricsWriter::write_line(const std::string& line) {
   while (done < line.size()) {
     const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    CHECK(n > 0, "cannot write the metrics file " << path_ << ": " << std::strerror(errno));
+    USER_CHECK(n > 0, "cannot write the metrics file " << path_ << ": " << std::strerror(errno));
     done += size_t(n);
   }
   lines_++;

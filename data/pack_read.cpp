@@ -22,31 +22,31 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 // type and shape. Fills `info`; returns the open file.
 H5Handle open_pack(const std::string& path, PackInfo& info) {
   struct stat st;
-  CHECK(::stat(path.c_str(), &st) == 0, "cannot open pack '" << path << "': "
+  USER_CHECK(::stat(path.c_str(), &st) == 0, "cannot open pack '" << path << "': "
                                             << std::strerror(errno));
-  CHECK(S_ISREG(st.st_mode), "cannot open pack '" << path << "': not a regular file");
+  USER_CHECK(S_ISREG(st.st_mode), "cannot open pack '" << path << "': not a regular file");
   H5Lock lock;
-  CHECK(H5Fis_hdf5(path.c_str()) > 0,
+  USER_CHECK(H5Fis_hdf5(path.c_str()) > 0,
         "'" << path << "' is not an HDF5 file, so not a pack (make one with `cutrain pack`)");
   H5Handle file = h5_owned(H5Fopen(path.c_str(), H5F_ACC_RDONLY, h5_file_access().get()), H5Fclose,
                            "cannot open pack '" + path + "'");
   const hid_t root = file.get();
   const std::string& where = path;
-  CHECK(h5_has_attribute(root, "format") &&
+  USER_CHECK(h5_has_attribute(root, "format") &&
             h5_read_string_attribute(root, "format", where) == kPackFormat,
         "'" << path << "' is an HDF5 file but not a cutrain pack (no format = \"" << kPackFormat
             << "\" attribute)");
 
   info.path = path;
   const int64_t version = h5_read_int_attribute(root, "version", where);
-  CHECK(version == kPackVersion, path << ": pack format version " << version
+  USER_CHECK(version == kPackVersion, path << ": pack format version " << version
                                       << ", but this cutrain reads version " << kPackVersion
                                       << "; make the pack again with `cutrain pack`");
   info.version = int(version);
   const int64_t size = h5_read_int_attribute(root, "size", where);
   const int64_t channels = h5_read_int_attribute(root, "channels", where);
-  CHECK(size >= 1 && size <= (1 << 16), path << ": bad attribute size = " << size);
-  CHECK(channels == 1 || channels == 3, path << ": bad attribute channels = " << channels
+  USER_CHECK(size >= 1 && size <= (1 << 16), path << ": bad attribute size = " << size);
+  USER_CHECK(channels == 1 || channels == 3, path << ": bad attribute channels = " << channels
                                              << " (1 or 3)");
   info.size = int(size);
   info.channels = int(channels);
@@ -55,23 +55,23 @@ H5Handle open_pack(const std::string& path, PackInfo& info) {
   info.source_count = h5_read_int_attribute(root, "source_count", where);
 
   const std::vector<hsize_t> dims = h5_check_int_dataset(root, "images", {1, false, 4}, where);
-  CHECK(dims[1] == hsize_t(size) && dims[2] == hsize_t(size) && dims[3] == hsize_t(channels),
+  USER_CHECK(dims[1] == hsize_t(size) && dims[2] == hsize_t(size) && dims[3] == hsize_t(channels),
         path << ": dataset 'images' is (" << dims[0] << ", " << dims[1] << ", " << dims[2]
              << ", " << dims[3] << "), but the attributes say " << size << "x" << size << "x"
              << channels << " images");
-  CHECK(dims[0] >= 1, path << ": the pack holds no images");
+  USER_CHECK(dims[0] >= 1, path << ": the pack holds no images");
   info.count = int64_t(dims[0]);
   for (const char* name : {"labels", "source_index"}) {
     const bool is_labels = std::strcmp(name, "labels") == 0;
     const IntDatasetRule rule{is_labels ? 4 : 8, true, 1};
     const std::vector<hsize_t> n = h5_check_int_dataset(root, name, rule, where);
-    CHECK(n[0] == dims[0], path << ": dataset '" << name << "' has " << n[0]
+    USER_CHECK(n[0] == dims[0], path << ": dataset '" << name << "' has " << n[0]
                                 << " entries for " << dims[0] << " images");
   }
   info.class_names = h5_read_strings(root, "class_names", where);
   info.bad_files = h5_read_strings(root, "bad_files", where);
   info.bad_reasons = h5_read_strings(root, "bad_reasons", where);
-  CHECK(info.bad_files.size() == info.bad_reasons.size(),
+  USER_CHECK(info.bad_files.size() == info.bad_reasons.size(),
         path << ": 'bad_files' and 'bad_reasons' differ in length");
   return file;
 }
@@ -109,14 +109,14 @@ PackSource::PackSource(const std::string& path, const ImageSpec& spec,
     : spec_(spec) {
   check_image_spec(spec);
   file_ = open_pack(path, info_);
-  CHECK(spec.size <= info_.size, path << ": the loader wants " << spec.size << "x" << spec.size
+  USER_CHECK(spec.size <= info_.size, path << ": the loader wants " << spec.size << "x" << spec.size
                                       << " images, larger than the pack's " << info_.size << "x"
                                       << info_.size << " (make the pack with --size "
                                       << spec.size << " or more)");
-  CHECK(spec.channels == info_.channels, path << ": the loader wants " << spec.channels
+  USER_CHECK(spec.channels == info_.channels, path << ": the loader wants " << spec.channels
                                               << "-channel images, the pack holds "
                                               << info_.channels << "-channel ones");
-  CHECK(spec.resize == 0 || spec.resize == info_.size,
+  USER_CHECK(spec.resize == 0 || spec.resize == info_.size,
         path << ": a pack's images are already resized to " << info_.size
              << "; resize must be 0 or " << info_.size << ", not " << spec.resize);
   stored_bytes_ = size_t(info_.size) * size_t(info_.size) * size_t(info_.channels);
@@ -128,7 +128,7 @@ PackSource::PackSource(const std::string& path, const ImageSpec& spec,
   read_vector(file_.get(), "source_index", H5T_NATIVE_INT64, source_index_.data(), path);
   const int64_t classes = int64_t(info_.class_names.size());
   for (size_t i = 0; i < labels_.size(); i++) {
-    CHECK(labels_[i] >= 0 && (classes == 0 || labels_[i] < classes),
+    USER_CHECK(labels_[i] >= 0 && (classes == 0 || labels_[i] < classes),
           path << ": image " << i << " has label " << labels_[i] << ", outside [0, "
                << (classes ? std::to_string(classes) : "inf") << ")");
   }

@@ -17,6 +17,7 @@
 #include "data/hdf5_io.h"
 #include "data/pack.h"
 #include "kernels/check.h"
+#include "kernels/thread_start.h"
 
 namespace cutrain {
 
@@ -130,14 +131,16 @@ class DecodeWorkers {
   void start(int threads, const ImageList& list, const ImageSpec& spec) {
     DecodeWindow& window = window_;
     for (int t = 0; t < threads; t++) {
-      threads_.emplace_back([&window, &list, spec] {
+      const std::string name =
+          "decode thread " + std::to_string(t + 1) + " of " + std::to_string(threads);
+      threads_.push_back(start_thread(name, [&window, &list, spec] {
         try {
           for (int64_t i; (i = window.claim()) >= 0;)
             window.publish(i, load_sample(list.samples[size_t(i)].path, spec, 0, window.pixels(i)));
         } catch (...) {
           window.stop(std::current_exception());  // a bug or no memory, not a bad file
         }
-      });
+      }));
     }
   }
 
@@ -215,7 +218,7 @@ void write_pack_file(const ImageList& list, const std::string& path, const PackO
         source_index.push_back(i);
         if (int64_t(staging.size()) == batch * image_bytes) flush();
       } else {
-        CHECK(!opt.strict, "bad image (--strict stops at the first): " << sample.path << ": "
+        USER_CHECK(!opt.strict, "bad image (--strict stops at the first): " << sample.path << ": "
                                 << s.result.message);
         summary.bad.push_back({i, sample.path, s.result.error, s.result.message});
       }
@@ -225,7 +228,7 @@ void write_pack_file(const ImageList& list, const std::string& path, const PackO
   }  // the workers are joined here
   flush();
   h5.lock();
-  CHECK(summary.packed > 0, "none of the " << n << " images of '" << list.source
+  USER_CHECK(summary.packed > 0, "none of the " << n << " images of '" << list.source
                                 << "' could be loaded; the first: " << summary.bad[0].name
                                 << ": " << summary.bad[0].message);
 
@@ -256,7 +259,7 @@ void write_pack_file(const ImageList& list, const std::string& path, const PackO
 
   images.close();
   space.close();
-  CHECK(file.close(), "cannot finish writing '" << path << "': " << h5_error_text());
+  USER_CHECK(file.close(), "cannot finish writing '" << path << "': " << h5_error_text());
 }
 
 }  // namespace
@@ -264,15 +267,15 @@ void write_pack_file(const ImageList& list, const std::string& path, const PackO
 PackSummary write_pack(const ImageList& list, const std::string& out_path,
                        const PackOptions& opt, const PackProgress& progress) {
   const auto t0 = std::chrono::steady_clock::now();
-  CHECK(opt.size >= 1, "pack size must be at least 1, got " << opt.size);
-  CHECK(opt.channels == 1 || opt.channels == 3,
+  USER_CHECK(opt.size >= 1, "pack size must be at least 1, got " << opt.size);
+  USER_CHECK(opt.channels == 1 || opt.channels == 3,
         "pack channels must be 1 or 3, got " << opt.channels);
-  CHECK(opt.threads >= 0, "pack threads must be >= 0 (0: all), got " << opt.threads);
-  CHECK(!list.samples.empty(), "the image list '" << list.source << "' has no samples");
-  CHECK(!out_path.empty(), "no output path for the pack");
+  USER_CHECK(opt.threads >= 0, "pack threads must be >= 0 (0: all), got " << opt.threads);
+  USER_CHECK(!list.samples.empty(), "the image list '" << list.source << "' has no samples");
+  USER_CHECK(!out_path.empty(), "no output path for the pack");
   std::error_code ec;
-  CHECK(!fs::is_directory(out_path, ec), "'" << out_path << "' is a folder, not a pack file");
-  CHECK(!fs::equivalent(out_path, list.source, ec),
+  USER_CHECK(!fs::is_directory(out_path, ec), "'" << out_path << "' is a folder, not a pack file");
+  USER_CHECK(!fs::equivalent(out_path, list.source, ec),
         "the pack '" << out_path << "' would overwrite its own image list");
 
   PackSummary summary;

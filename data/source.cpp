@@ -7,7 +7,7 @@ namespace cutrain {
 ListSource::ListSource(ImageList list, ImageSpec spec)
     : list_(std::move(list)), spec_(spec) {
   check_image_spec(spec_);
-  CHECK(!list_.samples.empty(), "image list " << list_.source << " has no samples");
+  USER_CHECK(!list_.samples.empty(), "image list " << list_.source << " has no samples");
 }
 
 DecodeResult ListSource::load(int64_t i, uint64_t aug_key, uint8_t* out, StageTimes& t) const {

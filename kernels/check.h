@@ -1,10 +1,16 @@
-// defines: CHECK (bad input -> cutrain::Error with file:line), CUDA_CHECK (abort with the call,
+// defines: CHECK (a broken invariant -> cutrain::Error with file:line), USER_CHECK (a mistake
+// outside cutrain -> cutrain::UserError, the message alone), CUDA_CHECK (abort with the call,
 // file:line and the CUDA error), LAUNCH_CHECK (after every kernel launch),
 // set_cuda_errors_throw (the test runner's switch: CUDA errors throw instead of aborting).
 //
-// Two kinds of failure, two policies:
-//  - CHECK is for things a user or a caller can get wrong (a bad shape, a label out of range,
-//    a malformed model file). It throws, so the program can report it and tests can assert it.
+// Three kinds of failure, three policies:
+//  - USER_CHECK is for what the user can get wrong and fix: a flag, a file, the data, a full
+//    disk. It throws UserError, whose message is all the user needs: what is wrong, with which
+//    value or path, and what to do. No source location: it is not a bug in cutrain. The
+//    program prints it and exits 2 (train/main.cpp).
+//  - CHECK is for what a caller can get wrong (a bad shape, a label out of range): a broken
+//    invariant, a bug somewhere. It throws Error with file:line, so the program can report it
+//    (exit 1) and tests can assert it.
 //  - CUDA_CHECK is for the runtime failing. CUDA errors are sticky: after one, the context is
 //    unusable, so there is nothing sensible to recover; print everything and abort. (Except
 //    while capturing a graph, where an error means "this cannot be recorded": it throws.)
@@ -25,6 +31,19 @@ namespace cutrain {
 struct Error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+// Thrown by USER_CHECK: the cause is outside cutrain (a flag, a file, the data, the disk).
+// what() is the message alone. A UserError is an Error, so code that catches Error (to add
+// where it happened, say) catches both; rethrow with rethrow_with_context to keep the kind.
+struct UserError : Error {
+  using Error::Error;
+};
+
+// Throws a copy of `e` (the same kind: UserError or Error) with "prefix: " before its message.
+[[noreturn]] inline void rethrow_with_context(const Error& e, const std::string& prefix) {
+  if (dynamic_cast<const UserError*>(&e)) throw UserError(prefix + ": " + e.what());
+  throw Error(prefix + ": " + e.what());
+}
 
 [[noreturn]] inline void throw_error(const char* file, int line, const std::string& msg) {
   std::ostringstream os;
@@ -94,5 +113,16 @@ bool sync_after_launch();
       std::ostringstream cutrain_check_os_;                       \
       cutrain_check_os_ << msg;                                   \
       ::cutrain::throw_error(__FILE__, __LINE__, cutrain_check_os_.str()); \
+    }                                                             \
+  } while (0)
+
+// USER_CHECK(cond, a << b): throws cutrain::UserError("a b") when cond is false.
+#undef USER_CHECK
+#define USER_CHECK(cond, msg)                                     \
+  do {                                                            \
+    if (!(cond)) {                                                \
+      std::ostringstream cutrain_check_os_;                       \
+      cutrain_check_os_ << msg;                                   \
+      throw ::cutrain::UserError(cutrain_check_os_.str());        \
     }                                                             \
   } while (0)

@@ -67,6 +67,13 @@ std::string gpu_name(int device) {
   return prop.name;
 }
 
+size_t gpu_memory_available(int device) {
+  const DeviceGuard on(device);
+  size_t free = 0, total = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  return free + device_allocator(device).stats().bytes_cached;
+}
+
 int current_device() {
   int d = 0;
   CUDA_CHECK(cudaGetDevice(&d));
@@ -281,6 +288,7 @@ bool gpu_usable() { return false; }
 const std::string& gpu_unavailable_reason() { return kNoCuda; }
 int gpu_count() { return 0; }
 std::string gpu_name(int) { no_cuda("query a device"); }
+size_t gpu_memory_available(int) { no_cuda("query a device"); }
 void set_device(int) { no_cuda("select a device"); }
 int current_device() { no_cuda("query the current device"); }
 DeviceGuard::DeviceGuard(int) { no_cuda("select a device"); }

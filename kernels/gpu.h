@@ -30,6 +30,9 @@ bool gpu_usable();                    // built with CUDA and at least one device
 const std::string& gpu_unavailable_reason();  // "" when usable; otherwise one line saying why
 int gpu_count();                      // 0 when not usable
 std::string gpu_name(int device);
+// Free memory of `device` in bytes as the driver sees it (cudaMemGetInfo), plus what its
+// caching allocator holds unused (that memory is this process's to reuse).
+size_t gpu_memory_available(int device);
 void set_device(int device);          // the calling thread's current device (it is per thread)
 int current_device();                 // the calling thread's current device
 

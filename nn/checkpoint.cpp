@@ -47,8 +47,8 @@ DType dtype_of_dataset(const H5DatasetInfo& info, const std::string& where) {
     H5Lock lock;
     if (H5Tequal(info.type.get(), half.get()) > 0) return DType::f16;
   }
-  CHECK(false, where << " is " << info.type_name
-                     << ", not one of the types cutrain stores (f32, f16, f64, i32)");
+  USER_CHECK(false, where << " is " << info.type_name
+                          << ", not one of the types cutrain stores (f32, f16, f64, i32)");
   return DType::f32;
 }
 
@@ -72,14 +72,22 @@ std::vector<uint64_t> tensor_hashes(const Checkpoint& c) {
   return h;
 }
 
-// All the HDF5 work of write_checkpoint: creates `tmp`, writes everything, closes it (checked).
-void write_file(const Checkpoint& c, const std::vector<uint64_t>& hashes, uint64_t checksum,
-                const std::string& tmp) {
+// All the HDF5 work of write_checkpoint, in memory (HDF5's core driver without a backing
+// store): the bytes of the file. HDF5 never touches the disk here, so a full disk or a bad
+// folder is met by write_file_atomically, which names the path and the system's reason, and
+// no HDF5 object is ever left open by a failed write. `name` names the file inside HDF5.
+std::vector<char> file_image(const Checkpoint& c, const std::vector<uint64_t>& hashes,
+                             uint64_t checksum, const std::string& name) {
   H5Handle file;
   {
     H5Lock lock;
-    file = h5_owned(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, h5_file_access().get()),
-                    H5Fclose, "cannot create '" + tmp + "'");
+    H5Handle fapl = h5_file_access();
+    // Grown in steps of the tensors' size: a few reallocations, not one per MiB.
+    size_t bytes = size_t(1) << 20;
+    for (const auto& nt : c.tensors) bytes += nt.second.bytes();
+    h5_check(H5Pset_fapl_core(fapl.get(), bytes, false), "file access properties");
+    file = h5_owned(H5Fcreate(name.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose,
+                    "cannot create the checkpoint in memory");
   }
   std::vector<std::string> names;
   {
@@ -107,8 +115,21 @@ void write_file(const Checkpoint& c, const std::vector<uint64_t>& hashes, uint64
   h5_write_int_attribute(root, "cursor_batch", c.cursor.batch, H5T_STD_I64LE);
   h5_write_uint_attribute(root, "seed", c.seed);
   h5_write_string_attribute(root, "config_json", c.config_json);
+  if (!c.data_fingerprint.empty())
+    h5_write_string_attribute(root, "data_fingerprint", c.data_fingerprint);
   h5_write_uint_attribute(root, "checksum", checksum);
-  CHECK(file.close(), "cannot finish writing '" << tmp << "': " << h5_error_text());
+  std::vector<char> bytes;
+  {
+    H5Lock lock;
+    h5_check(H5Fflush(file.get(), H5F_SCOPE_LOCAL), "cannot finish the checkpoint in memory");
+    const ssize_t n = H5Fget_file_image(file.get(), nullptr, 0);
+    h5_check(herr_t(n < 0 ? -1 : 0), "cannot read the checkpoint's image");
+    bytes.resize(size_t(n));
+    h5_check(herr_t(H5Fget_file_image(file.get(), bytes.data(), bytes.size()) == n ? 0 : -1),
+             "cannot read the checkpoint's image");
+  }
+  CHECK(file.close(), "cannot close the checkpoint in memory: " << h5_error_text());
+  return bytes;
 }
 
 // Reads the tensors listed in /tensor_names, with the hashes stored beside them.
@@ -117,7 +138,7 @@ void read_tensors(hid_t file, const std::string& path, int64_t file_bytes, Check
   const std::vector<std::string> names = h5_read_strings(file, "tensor_names", path);
   H5Handle group = h5_open_group(file, "tensors", path);
   const int64_t stored = h5_group_size(group.get(), path);
-  CHECK(stored == int64_t(names.size()), path << ": group 'tensors' holds " << stored
+  USER_CHECK(stored == int64_t(names.size()), path << ": group 'tensors' holds " << stored
                                               << " datasets, but 'tensor_names' lists "
                                               << names.size());
   for (const std::string& name : names) {
@@ -128,13 +149,13 @@ void read_tensors(hid_t file, const std::string& path, int64_t file_bytes, Check
     Shape shape;
     double bytes = double(dtype_size(dtype));
     for (hsize_t d : info.dims) {
-      CHECK(d <= hsize_t(INT_MAX), where << " has a dimension of " << d);
+      USER_CHECK(d <= hsize_t(INT_MAX), where << " has a dimension of " << d);
       shape.push_back(int(d));
       bytes *= double(d);
     }
     // Contiguous and unfiltered: a tensor cannot be larger than its file. (Checked before the
     // allocation, so a damaged shape is an error, not an attempt to allocate petabytes.)
-    CHECK(bytes <= double(file_bytes), where << " claims " << shape_str(shape)
+    USER_CHECK(bytes <= double(file_bytes), where << " claims " << shape_str(shape)
                                              << ", more than the file's " << file_bytes
                                              << " bytes");
     Tensor t = Tensor::empty(shape, dtype);
@@ -160,7 +181,7 @@ void Checkpoint::complete() {
 const Tensor& Checkpoint::tensor(const std::string& name) const {
   for (const auto& nt : tensors)
     if (nt.first == name) return nt.second;
-  CHECK(false, "the checkpoint has no tensor '" << name << "'");
+  USER_CHECK(false, "the checkpoint has no tensor '" << name << "'");
   return tensors.front().second;
 }
 
@@ -188,14 +209,17 @@ void validate_checkpoint(const Checkpoint& c) {
         "checkpoint step " << c.step << ", epoch " << c.epoch << ", cursor "
                            << cursor_to_string(c.cursor) << ": none may be negative");
   CHECK(c.config_json.find('\0') == std::string::npos, "the checkpoint's config_json has a NUL");
+  CHECK(c.data_fingerprint.find('\0') == std::string::npos,
+        "the checkpoint's data_fingerprint has a NUL");
 }
 
-uint64_t checkpoint_checksum(const Checkpoint& c, const std::vector<uint64_t>& tensor_hashes) {
+uint64_t checkpoint_checksum(const Checkpoint& c, const std::vector<uint64_t>& tensor_hashes,
+                             int version) {
   CHECK(tensor_hashes.size() == c.tensors.size(),
         tensor_hashes.size() << " hashes for " << c.tensors.size() << " tensors");
   Record r;
   r.str(kCheckpointFormat);
-  r.u64(uint64_t(kCheckpointVersion));
+  r.u64(uint64_t(version));
   r.str(c.config_json);
   for (int64_t v : {c.step, c.epoch, c.cursor.epoch, c.cursor.batch}) r.u64(uint64_t(v));
   r.u64(c.seed);
@@ -215,6 +239,8 @@ uint64_t checkpoint_checksum(const Checkpoint& c, const std::vector<uint64_t>& t
     for (int d : t.shape()) r.u64(uint64_t(d));
     r.u64(tensor_hashes[i]);
   }
+  // Last and only when there is one: checkpoints written before it existed still verify.
+  if (!c.data_fingerprint.empty()) r.str(c.data_fingerprint);
   return xxh64(r.bytes.data(), r.bytes.size());
 }
 
@@ -222,7 +248,7 @@ void write_checkpoint(const Checkpoint& c, const std::string& path, Tracer* trac
   validate_checkpoint(c);
   CHECK(!path.empty(), "no path for the checkpoint");
   std::error_code ec;
-  CHECK(!std::filesystem::is_directory(path, ec),
+  USER_CHECK(!std::filesystem::is_directory(path, ec),
         "'" << path << "' is a folder, not a checkpoint file");
   std::vector<uint64_t> hashes;
   uint64_t checksum = 0;
@@ -231,43 +257,42 @@ void write_checkpoint(const Checkpoint& c, const std::string& path, Tracer* trac
     hashes = tensor_hashes(c);
     checksum = checkpoint_checksum(c, hashes);
   }
-  Tracer::Clock::time_point written;  // the temporary file is complete: fsync + rename follow
-  write_atomically(path, [&](const std::string& tmp) {
-    {
-      TraceSpan span(tracer, "hdf5", "checkpoint");
-      try {
-        write_file(c, hashes, checksum, tmp);
-      } catch (const Error& e) {
-        CHECK(false, "cannot write checkpoint '" << path << "': " << e.what());
-      }
+  std::vector<char> bytes;
+  {
+    TraceSpan span(tracer, "hdf5", "checkpoint");
+    try {
+      bytes = file_image(c, hashes, checksum, path);
+    } catch (const Error& e) {
+      rethrow_with_context(e, "cannot write checkpoint '" + path + "'");
     }
-    written = Tracer::Clock::now();  // after the span: the two must not overlap on the row
-  });
-  if (tracer) tracer->complete("fsync + rename", "checkpoint", written, Tracer::Clock::now());
+  }
+  TraceSpan span(tracer, "write + fsync + rename", "checkpoint");
+  write_file_atomically(path, bytes.data(), bytes.size());
 }
 
 Checkpoint read_checkpoint(const std::string& path) {
   struct stat st;
-  CHECK(::stat(path.c_str(), &st) == 0,
+  USER_CHECK(::stat(path.c_str(), &st) == 0,
         "cannot open checkpoint '" << path << "': " << std::strerror(errno));
-  CHECK(S_ISREG(st.st_mode), "cannot open checkpoint '" << path << "': not a regular file");
+  USER_CHECK(S_ISREG(st.st_mode), "cannot open checkpoint '" << path << "': not a regular file");
   H5Handle file;
   {
     H5Lock lock;
-    CHECK(H5Fis_hdf5(path.c_str()) > 0,
+    USER_CHECK(H5Fis_hdf5(path.c_str()) > 0,
           "'" << path << "' is not an HDF5 file, so not a cutrain checkpoint");
     file = h5_owned(H5Fopen(path.c_str(), H5F_ACC_RDONLY, h5_file_access().get()), H5Fclose,
                     "cannot open checkpoint '" + path + "'");
   }
   const hid_t root = file.get();
-  CHECK(h5_has_attribute(root, "format") &&
+  USER_CHECK(h5_has_attribute(root, "format") &&
             h5_read_string_attribute(root, "format", path) == kCheckpointFormat,
         "'" << path << "' is an HDF5 file but not a cutrain checkpoint (no format = \""
             << kCheckpointFormat << "\" attribute)");
   const int64_t version = h5_read_int_attribute(root, "version", path);
-  CHECK(version == kCheckpointVersion, path << ": checkpoint format version " << version
-                                            << ", but this cutrain reads version "
-                                            << kCheckpointVersion);
+  USER_CHECK(version >= 1 && version <= kCheckpointVersion,
+             path << ": checkpoint format version " << version
+                  << ", but this cutrain reads versions 1 to " << kCheckpointVersion
+                  << ": a newer cutrain wrote it");
   Checkpoint c;
   c.step = h5_read_int_attribute(root, "step", path);
   c.epoch = h5_read_int_attribute(root, "epoch", path);
@@ -275,6 +300,8 @@ Checkpoint read_checkpoint(const std::string& path) {
   c.cursor.batch = h5_read_int_attribute(root, "cursor_batch", path);
   c.seed = h5_read_uint_attribute(root, "seed", path);
   c.config_json = h5_read_string_attribute(root, "config_json", path);
+  if (h5_has_attribute(root, "data_fingerprint"))
+    c.data_fingerprint = h5_read_string_attribute(root, "data_fingerprint", path);
   const uint64_t stored_checksum = h5_read_uint_attribute(root, "checksum", path);
   {
     H5Handle group = h5_open_group(root, "scalars", path);
@@ -287,14 +314,14 @@ Checkpoint read_checkpoint(const std::string& path) {
 
   // Verification, after the file is closed and without the HDF5 lock: hash what was read.
   const std::vector<uint64_t> hashes = tensor_hashes(c);
-  if (checkpoint_checksum(c, hashes) != stored_checksum) {
+  if (checkpoint_checksum(c, hashes, int(version)) != stored_checksum) {
     std::string which = "its metadata differ from what was written";
     for (size_t i = 0; i < hashes.size(); i++)
       if (hashes[i] != stored_hashes[i]) {
         which = "the bytes of tensor '" + c.tensors[i].first + "' differ from what was written";
         break;
       }
-    CHECK(false, "checksum mismatch: " << path << " is damaged (" << which << ")");
+    USER_CHECK(false, "checksum mismatch: " << path << " is damaged (" << which << ")");
   }
   return c;
 }

@@ -25,7 +25,9 @@
 //   attributes of /: format = "cutrain-checkpoint", version (int32), step, epoch,
 //                    cursor_epoch, cursor_batch (int64), seed (uint64), config_json (a
 //                    variable-length string: kept in the global heap, so not bound by the 64 KiB
-//                    limit on attributes), checksum (uint64, see checkpoint_checksum)
+//                    limit on attributes), data_fingerprint (the same kind of string; absent
+//                    in checkpoints written before it), checksum (uint64, see
+//                    checkpoint_checksum)
 //
 // Files written by CheckpointWriter in DIR: step-<step, 8 digits or more>.h5, the last N of
 // them, and best.h5, a hard link to the best one (a copy where the file system has no hard
@@ -51,10 +53,13 @@ namespace cutrain {
 class Tracer;
 
 constexpr const char* kCheckpointFormat = "cutrain-checkpoint";
-constexpr int kCheckpointVersion = 1;
+// 2: the data_fingerprint attribute (version 1 had none; read_checkpoint reads both).
+constexpr int kCheckpointVersion = 2;
 
 struct Checkpoint {
   std::string config_json;  // the run's effective configuration
+  std::string data_fingerprint;  // of the training data, as JSON (data/fingerprint.h); "": none
+                                 //   (written before fingerprints were)
   int64_t step = 0;         // optimizer steps done
   int64_t epoch = 0;
   SamplerCursor cursor;     // the next batch to train on
@@ -85,20 +90,25 @@ void validate_checkpoint(const Checkpoint& c);
 //   "cutrain-checkpoint", version, config_json, step, epoch, cursor.epoch, cursor.batch, seed,
 //   number of scalars, then per scalar in name order: name, the bits of the double,
 //   number of tensors, then per tensor in order: name, dtype name ("f32", "f16", "f64",
-//   "i32"), rank, each dimension, xxh64 of its bytes (tensor_hashes[i]).
+//   "i32"), rank, each dimension, xxh64 of its bytes (tensor_hashes[i]),
+//   then data_fingerprint when it is not empty.
 // So it covers every tensor's name, dtype, shape and bytes and all the metadata; one xxh64
-// pass per tensor, which the writer and the reader make anyway.
-uint64_t checkpoint_checksum(const Checkpoint& c, const std::vector<uint64_t>& tensor_hashes);
+// pass per tensor, which the writer and the reader make anyway. `version` is the file's (a
+// version 1 file's record holds 1).
+uint64_t checkpoint_checksum(const Checkpoint& c, const std::vector<uint64_t>& tensor_hashes,
+                             int version = kCheckpointVersion);
 
-// Writes `c` to `path` (layout above) through data/atomic_file.h: a temporary file beside it,
-// closed, fsynced and renamed, so `path` holds the old file or the whole new one, never a torn
-// one. Throws cutrain::Error (validate_checkpoint, or a write failure naming the file).
+// Writes `c` to `path` (layout above): the HDF5 file is made in memory (HDF5's core driver),
+// then written through data/atomic_file.h (write_file_atomically: a temporary file beside it,
+// closed, fsynced and renamed), so `path` holds the old file or the whole new one, never a torn
+// one, and a full disk is one UserError naming the path and the system's reason. Throws
+// cutrain::Error for what validate_checkpoint refuses.
 // With a tracer, its parts are spans on the calling thread's row: "hash" (xxh64 of every
-// tensor), "hdf5" (the temporary file written and closed), "fsync + rename".
+// tensor), "hdf5" (the file made in memory), "write + fsync + rename".
 void write_checkpoint(const Checkpoint& c, const std::string& path, Tracer* tracer = nullptr);
 
 // Reads and verifies a checkpoint. Throws cutrain::Error naming the file when it is missing,
-// not an HDF5 file, not a cutrain checkpoint, of another version, lacks a field, holds a tensor
+// not an HDF5 file, not a cutrain checkpoint, of a newer version, lacks a field, holds a tensor
 // of a type cutrain does not store, and "checksum mismatch: <path> is damaged (...)" when a
 // tensor's bytes or the metadata differ from what was written.
 Checkpoint read_checkpoint(const std::string& path);
@@ -122,6 +132,9 @@ std::string newest_checkpoint(const std::string& dir,
 // (a newer snapshot replacing a waiting one could drop the only copy of a best model, or the
 // SIGINT save), memory is bounded by two snapshots, and a stall shows up as a number the
 // caller can report instead of as silently missing files.
+//
+// A snapshot holding inf or NaN (a diverged run) is refused, as a write failure naming the
+// tensor: the newest checkpoint stays the last good one.
 //
 // After step S is complete on disk (and best.h5 re-linked when is_best), the step files with a
 // step below S are pruned to the newest keep_last - 1; files with a step above S (from a run
@@ -154,6 +167,11 @@ class CheckpointWriter {
 
   const std::string& dir() const { return dir_; }
 
+  // Called on the writer's thread once a checkpoint is complete on disk (and best.h5 linked
+  // when is_best): a record of it written now never names a file that is not there. Set it
+  // before the first submit(); what it throws counts as that write's failure.
+  std::function<void(int64_t step, const std::string& path, bool is_best)> on_written;
+
  private:
   struct Job {
     Checkpoint snapshot;
@@ -173,6 +191,7 @@ class CheckpointWriter {
   bool busy_ = false;             // a write is in flight
   bool stop_ = false;
   std::vector<std::string> errors_;
+  bool internal_error_ = false;   // one of errors_ is a bug (Error), not the disk (UserError)
   std::thread thread_;
 };
 

@@ -16,6 +16,7 @@
 #include "data/atomic_file.h"
 #include "data/trace.h"
 #include "kernels/check.h"
+#include "kernels/thread_start.h"
 #include "nn/checkpoint.h"
 
 namespace cutrain {
@@ -63,7 +64,7 @@ void link_best(const std::string& path, const std::string& best) {
   write_atomically(best, [&](const std::string& tmp) {
     if (::link(path.c_str(), tmp.c_str()) == 0) return;
     fs::copy_file(path, tmp, fs::copy_options::overwrite_existing, ec);
-    CHECK(!ec, "cannot link or copy '" << path << "' to '" << tmp << "': " << ec.message());
+    USER_CHECK(!ec, "cannot link or copy '" << path << "' to '" << tmp << "': " << ec.message());
   });
 }
 
@@ -104,7 +105,7 @@ std::string best_checkpoint_path(const std::string& dir) {
 std::string newest_checkpoint(const std::string& dir, std::vector<std::string>* skipped) {
   std::error_code ec;
   if (!fs::exists(dir, ec)) return "";
-  CHECK(fs::is_directory(dir, ec), "'" << dir << "' is a file, not a checkpoint folder");
+  USER_CHECK(fs::is_directory(dir, ec), "'" << dir << "' is a file, not a checkpoint folder");
   auto report = [&](const std::string& line) {
     if (skipped)
       skipped->push_back(line);
@@ -140,10 +141,10 @@ CheckpointWriter::CheckpointWriter(const std::string& dir, int keep_last, Tracer
   CHECK(!dir.empty(), "no folder for the checkpoints");
   std::error_code ec;
   fs::create_directories(dir, ec);
-  CHECK(fs::is_directory(dir), "cannot make the checkpoint folder '"
+  USER_CHECK(fs::is_directory(dir), "cannot make the checkpoint folder '"
                                    << dir << "': " << (ec ? ec.message() : "a file is in the way"));
   remove_stale_temp_files(dir, is_checkpoint_name);
-  thread_ = std::thread([this] { run(); });
+  thread_ = start_thread("the checkpoint writer thread", [this] { run(); });
   pthread_setname_np(thread_.native_handle(), "ckpt-writer");  // for debuggers and traces
 }
 
@@ -185,7 +186,10 @@ void CheckpointWriter::throw_pending_errors() {
                                          : std::to_string(errors_.size()) + " failures:";
   for (size_t i = 0; errors_.size() > 1 && i < errors_.size(); i++) text += "\n  " + errors_[i];
   errors_.clear();
-  CHECK(false, "checkpoint writer: " << text);
+  const bool internal = internal_error_;
+  internal_error_ = false;
+  if (internal) CHECK(false, "checkpoint writer: " << text);
+  USER_CHECK(false, text);
 }
 
 void CheckpointWriter::run() {
@@ -202,8 +206,12 @@ void CheckpointWriter::run() {
     }
     changed_.notify_all();  // the queue has room again
     std::string error;
+    bool internal = true;
     try {
       write(*job);
+    } catch (const UserError& e) {  // the disk, the folder: the message says it all
+      error = e.what();
+      internal = false;
     } catch (const std::exception& e) {
       error = e.what();
     } catch (...) {
@@ -212,7 +220,7 @@ void CheckpointWriter::run() {
     job.reset();  // free the snapshot before saying we are idle
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (!error.empty()) errors_.push_back(error);
+      if (!error.empty()) errors_.push_back(error), internal_error_ |= internal;
       busy_ = false;
     }
     changed_.notify_all();
@@ -226,11 +234,20 @@ void CheckpointWriter::write(Job& job) {
     TraceSpan from_gpu(tracer_, "from GPU", "checkpoint");
     job.snapshot.complete();
   }
+  // A diverged state is never saved: the newest checkpoint stays the last good one. (The
+  // file format itself keeps any bits, inf and NaN included.)
+  for (const auto& [name, t] : job.snapshot.tensors) {
+    const int64_t bad = first_nonfinite(t);
+    USER_CHECK(bad < 0, "the checkpoint of step " << job.step << " is not written: '" << name
+                                                  << "' holds inf or NaN (element " << bad
+                                                  << "): the run has diverged");
+  }
   write_checkpoint(job.snapshot, path, tracer_);  // validates it first
   if (job.is_best) {
     TraceSpan link(tracer_, "link best.h5", "checkpoint");
     link_best(path, best_checkpoint_path(dir_));
   }
+  if (on_written) on_written(job.step, path, job.is_best);
   // Only now, with the new file complete, may older ones go: the newest keep_last - 1 of the
   // steps below this one stay. best.h5 is a link of its own, so pruning never removes it.
   TraceSpan prune(tracer_, "prune", "checkpoint");
@@ -242,7 +259,7 @@ void CheckpointWriter::write(Job& job) {
   for (size_t i = 0; i + keep < older.size(); i++) {
     std::error_code ec;
     fs::remove(older[i].second, ec);
-    CHECK(!ec, "step " << job.step << " is written, but the old checkpoint '" << older[i].second
+    USER_CHECK(!ec, "step " << job.step << " is written, but the old checkpoint '" << older[i].second
                        << "' cannot be removed: " << ec.message());
   }
 }

@@ -2,6 +2,7 @@
 // parameters; each forward() calls the ops of nn/ops.h.
 #include "nn/layers.h"
 
+#include <climits>
 #include <cmath>
 
 #include "kernels/check.h"
@@ -23,6 +24,7 @@ bool FeatureShape::operator==(const FeatureShape& o) const {
 }
 
 VarPtr ParamFactory::kaiming(const std::string& name, const Shape& shape, int fan_in) {
+  if (options_.shapes_only) return shapes_only(name);
   const uint64_t index = params_->size();
   const double std_dev = std::sqrt(2.0 / fan_in);
   std::vector<double> v(size_t(shape_numel(shape)));
@@ -33,9 +35,15 @@ VarPtr ParamFactory::kaiming(const std::string& name, const Shape& shape, int fa
 
 VarPtr ParamFactory::constant(const std::string& name, const Shape& shape, DType dtype,
                               double value) {
+  if (options_.shapes_only) return shapes_only(name);
   Tensor t = Tensor::empty(shape, dtype);
   t.fill_(value);
   params_->push_back(make_var(t, true, name));
+  return params_->back();
+}
+
+VarPtr ParamFactory::shapes_only(const std::string& name) {
+  params_->push_back(make_var(Tensor(), true, name));
   return params_->back();
 }
 
@@ -58,7 +66,7 @@ void Layer::table_rows(std::vector<TableRow>& rows, int depth) const {
 namespace {
 
 [[noreturn]] void fail(const std::string& where, const std::string& msg) {
-  throw Error(where + ": " + msg);
+  throw UserError(where + ": " + msg);
 }
 
 void require_spatial(const std::string& where, const LayerSpec& l, const FeatureShape& in) {
@@ -88,7 +96,7 @@ class Conv : public Layer {
     out_ = FeatureShape::spatial(s_.P(), s_.Q(), s_.K);
     w_ = pf.kaiming(name + ".w", {s_.K, s_.R, s_.S, s_.C}, s_.R * s_.S * s_.C);
     if (l.bias) b_ = pf.constant(name + ".b", {s_.K}, pf.options().dtype, 0.0);
-    params_ = w_->value.numel() + (b_ ? b_->value.numel() : 0);
+    params_ = int64_t(s_.K) * s_.R * s_.S * s_.C + (l.bias ? s_.K : 0);
     flops_ = s_.forward_flops();
   }
   VarPtr forward(Tape& tape, const VarPtr& x, bool) override {
@@ -175,10 +183,15 @@ class Gap : public Layer {
 
 class Flatten : public Layer {
  public:
-  Flatten(const LayerSpec& l, const std::string& name, const FeatureShape& in) {
+  Flatten(const LayerSpec& l, const std::string& name, const std::string& where,
+          const FeatureShape& in) {
     name_ = name;
     text_ = layer_spec_str(l);
-    out_ = in.flat ? in : FeatureShape::vector(in.H * in.W * in.C);
+    const int64_t n = int64_t(in.H) * in.W * in.C;
+    if (!in.flat && n > INT_MAX)
+      fail(where, "flatten of " + in.str() + " gives " + std::to_string(n) +
+                      " values per image, more than a layer can hold: pool or gap first");
+    out_ = in.flat ? in : FeatureShape::vector(int(n));
   }
   VarPtr forward(Tape& tape, const VarPtr& x, bool) override { return flatten(tape, x); }
 };
@@ -196,7 +209,7 @@ class Linear : public Layer {
     out_ = FeatureShape::vector(K);
     w_ = pf.kaiming(name + ".w", {K, in.C}, in.C);
     if (l.bias) b_ = pf.constant(name + ".b", {K}, pf.options().dtype, 0.0);
-    params_ = w_->value.numel() + (b_ ? b_->value.numel() : 0);
+    params_ = int64_t(K) * in.C + (l.bias ? K : 0);
     flops_ = 2LL * in.C * K;
   }
   VarPtr forward(Tape& tape, const VarPtr& x, bool) override { return linear(tape, x, w_, b_); }
@@ -296,7 +309,7 @@ std::unique_ptr<Layer> make_layer(const LayerSpec& l, const std::string& name,
     case LayerKind::relu: return std::make_unique<Relu>(l, name, in);
     case LayerKind::maxpool: return std::make_unique<MaxPool>(l, name, where, in);
     case LayerKind::gap: return std::make_unique<Gap>(l, name, where, in);
-    case LayerKind::flatten: return std::make_unique<Flatten>(l, name, in);
+    case LayerKind::flatten: return std::make_unique<Flatten>(l, name, where, in);
     case LayerKind::linear: return std::make_unique<Linear>(l, name, where, in, pf);
     case LayerKind::resblock: return std::make_unique<ResBlock>(l, name, where, in, pf);
   }

@@ -31,10 +31,12 @@ class ParamFactory {
   // A parameter filled with `value`.
   VarPtr constant(const std::string& name, const Shape& shape, DType dtype, double value);
   void add_batchnorm_state(const std::string& name, BatchNormState* state);
+  // options.shapes_only: a parameter without memory (an undefined tensor), for counting.
   // "conv" -> "conv1", then "conv2", ...: the names of the model's layers, numbered per prefix.
   std::string next_name(const std::string& prefix);
 
  private:
+  VarPtr shapes_only(const std::string& name);
   const ModelOptions& options_;
   std::vector<VarPtr>* params_;
   std::vector<std::pair<std::string, BatchNormState*>>* bn_states_;

@@ -34,15 +34,23 @@ LossScaler::LossScaler(const LossScalerConfig& config) : c_(config) {
   s_.scale = c_.init;
 }
 
-void LossScaler::update(bool overflow, int64_t step) {
+void LossScaler::update(bool overflow, int64_t step, const std::string& first_bad) {
   s_ = loss_scaler_next(c_, s_, overflow);
-  CHECK(s_.consecutive_skips < c_.max_consecutive_skips,
-        "step " << step << ": " << s_.consecutive_skips
-                << " consecutive steps overflowed (inf/NaN gradients) and were skipped (loss "
-                   "scale now "
-                << std::setprecision(12) << s_.scale
-                << "); training has diverged or the data holds inf/NaN: try a lower learning "
-                   "rate, a longer warm-up, or --precision fp32");
+  if (s_.consecutive_skips < c_.max_consecutive_skips) return;
+  const std::string where = first_bad.empty() ? "" : ", first in " + first_bad;
+  // A fixed scale (fp32): nothing to lower, so nothing to wait for.
+  USER_CHECK(c_.dynamic, "step " << step << ": inf/NaN gradient" << where << " ("
+                                 << s_.consecutive_skips << " step" << (s_.consecutive_skips == 1 ? "" : "s")
+                                 << " in a row). There is no loss scale to lower in fp32: the run "
+                                    "stops, and its checkpoints keep the weights from before. "
+                                    "Training has diverged or the data holds inf/NaN: try a "
+                                    "lower --lr or a longer --warmup");
+  USER_CHECK(false, "step " << step << ": " << s_.consecutive_skips
+                            << " consecutive steps overflowed (inf/NaN gradients" << where
+                            << ") and were skipped (loss scale now " << std::setprecision(12)
+                            << s_.scale
+                            << "); training has diverged or the data holds inf/NaN: try a lower "
+                               "learning rate, a longer warm-up, or --precision fp32");
 }
 
 void LossScaler::restore(const LossScalerState& s) {
@@ -56,11 +64,15 @@ void LossScaler::restore(const LossScalerState& s) {
   CHECK(!c_.dynamic || s.clean_steps < c_.growth_interval,
         "loss scaler: saved clean_steps " << s.clean_steps << " must be below growth_interval "
                                           << c_.growth_interval);
-  CHECK(s.consecutive_skips < c_.max_consecutive_skips,
-        "loss scaler: the saved state has " << s.consecutive_skips
-                                            << " overflows in a row, where the run stops at "
-                                            << c_.max_consecutive_skips);
   s_ = s;
+  // A fixed scale (fp32) now stops at the first overflow: the skips a checkpoint of an older
+  // cutrain counted are of a rule that no longer holds, and nothing is pending from them.
+  if (!c_.dynamic) s_.consecutive_skips = 0;
+  USER_CHECK(s_.consecutive_skips < c_.max_consecutive_skips,
+             "the checkpoint was saved after " << s_.consecutive_skips << " overflows in a row, "
+                                               << "and this run stops at "
+                                               << c_.max_consecutive_skips
+                                               << ": raise --max-skips to go on");
 }
 
 }  // namespace cutrain

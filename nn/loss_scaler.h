@@ -15,7 +15,8 @@
 //
 // With the defaults: start 2^16, x2 after 2000 consecutive clean steps, x0.5 on overflow,
 // within [1, 2^24]. dynamic = false keeps the scale fixed at init (1 for fp32 training): an
-// overflow still skips the step and counts towards the abort, and clean steps are not counted.
+// overflow still skips the step and counts towards the abort, and clean steps are not counted
+// (fp32 training stops at the first: train/trainer.cpp, loss_scaler_config).
 // After max_consecutive_skips overflows in a row nothing is being learnt (the model has
 // diverged, or the data holds inf/NaN): update() throws, naming the step and the scale.
 //
@@ -29,6 +30,7 @@
 //   scaler.update(!taken, step);          // throws after 30 skips in a row
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "kernels/loss_scale.h"
 
@@ -47,10 +49,12 @@ class LossScaler {
   int64_t skipped_total() const { return s_.skipped_total; }
   const LossScalerConfig& config() const { return c_; }
 
-  // After each optimizer step attempt; `step` is that step's number, for the message. Throws
-  // cutrain::Error "step S: N consecutive steps overflowed ... (loss scale now X) ..." once
-  // the N-th overflow in a row is recorded (the state is updated first).
-  void update(bool overflow, int64_t step);
+  // After each optimizer step attempt; `step` is that step's number and `first_bad` the
+  // parameter whose gradient overflowed first, for the message. Throws cutrain::UserError
+  // "step S: N consecutive steps overflowed (..., first in conv1.w) ... (loss scale now X)"
+  // once the N-th overflow in a row is recorded (the state is updated first); with a fixed
+  // scale it says there is no scale to lower.
+  void update(bool overflow, int64_t step, const std::string& first_bad = "");
 
   // For checkpoints. restore() checks the state against the config (scale within bounds).
   LossScalerState state() const { return s_; }

@@ -35,10 +35,10 @@ std::unique_ptr<Model> build_model(const ModelSpec& spec, const ModelOptions& op
   // The loss reads one score per class: catch a missing or mis-sized classifier here, not as
   // a shape error deep inside the first training step.
   if (!(shape == FeatureShape::vector(options.classes)))
-    throw Error(spec.where(spec.layers.back()) + ": the model ends with " + shape.str() +
+    throw UserError(spec.where(spec.layers.back()) + ": the model ends with " + shape.str() +
                 ", but it must end with one score per class, (" +
                 std::to_string(options.classes) + "): end it with 'linear classes'");
-  if (options.device != Device::cpu) {  // the layers hold the VarPtrs: swap what they point to
+  if (options.device != Device::cpu && !options.shapes_only) {  // the layers hold the VarPtrs: swap what they point to
     for (VarPtr& p : m->params_) p->value = p->value.to(options.device);
     for (auto& [name, bn] : m->bn_states_) {
       bn->running_mean = bn->running_mean.to(options.device);
@@ -64,7 +64,7 @@ VarPtr Model::forward(Tape& tape, const VarPtr& x, bool training) {
 
 int64_t Model::parameter_count() const {
   int64_t n = 0;
-  for (const VarPtr& p : params_) n += p->value.numel();
+  for (const auto& l : layers_) n += l->params();  // from the shapes: also when shapes_only
   return n;
 }
 

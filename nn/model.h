@@ -44,6 +44,10 @@ struct ModelOptions {
   // Where the parameters and BatchNorm statistics live. The model is always initialised on
   // the CPU (the same bits whatever the device) and then copied there.
   Device device = Device::cpu;
+  // Shapes only: the layers, their output shapes and parameter counts (rows(), table()), but
+  // no parameter memory. For memory plans made before a run allocates anything
+  // (train/memory_plan.h); such a model cannot run forward().
+  bool shapes_only = false;
 };
 
 // The shape of one image's activations: (H,W,C) while spatial, (C) after gap/flatten/linear.

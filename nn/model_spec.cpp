@@ -77,7 +77,7 @@ std::vector<std::string> builtin_model_names() {
 
 const std::string& builtin_model_text(const std::string& name) {
   auto it = builtins().find(name);
-  CHECK(it != builtins().end(),
+  USER_CHECK(it != builtins().end(),
         "unknown built-in model '" << name << "' (built-in: " << builtin_list() << ")");
   return *it->second;
 }
@@ -122,7 +122,7 @@ const char* layer_kind_name(LayerKind k) {
 namespace {
 
 [[noreturn]] void fail(const std::string& where, const std::string& msg) {
-  throw Error(where + ": " + msg);
+  throw UserError(where + ": " + msg);
 }
 
 // A plain decimal integer in [lo, kMaxValue]: no sign, no spaces, nothing after it.
@@ -330,7 +330,7 @@ ModelSpec parse_model_spec(const std::string& text, const std::string& source) {
     l.line = n;
     spec.layers.push_back(l);
   }
-  if (spec.layers.empty()) throw Error(source + ": the description has no layers");
+  if (spec.layers.empty()) throw UserError(source + ": the description has no layers");
   return spec;
 }
 
@@ -339,7 +339,7 @@ ModelSpec load_model_spec(const std::string& name_or_path) {
   if (it != builtins().end()) return parse_model_spec(*it->second, name_or_path);
   std::ifstream f(name_or_path);
   if (!f)
-    throw Error("unknown model '" + name_or_path + "': not a built-in model (" + builtin_list() +
+    throw UserError("unknown model '" + name_or_path + "': not a built-in model (" + builtin_list() +
                 ") and not a readable file");
   std::ostringstream text;
   text << f.rdbuf();

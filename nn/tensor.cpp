@@ -1,5 +1,6 @@
 #include "nn/tensor.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -274,6 +275,19 @@ std::vector<float> Tensor::to_floats() const {
 double Tensor::item() const {
   CHECK(numel() == 1, "item() of a tensor with " << numel() << " elements " << str());
   return to_doubles()[0];
+}
+
+int64_t first_nonfinite(const Tensor& t) {
+  if (!t.defined() || t.dtype() == DType::i32) return -1;
+  const Tensor h = t.to(Device::cpu);
+  int64_t bad = -1;
+  dispatch_float(h.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* p = h.template data<T>();
+    for (int64_t i = 0; i < h.numel() && bad < 0; i++)
+      if (!std::isfinite(static_cast<double>(p[i]))) bad = i;
+  });
+  return bad;
 }
 
 }  // namespace cutrain

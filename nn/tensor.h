@@ -96,4 +96,9 @@ class Tensor {
   Device device_ = Device::cpu;
 };
 
+// The flat index of the first inf or NaN element of a tensor (on a GPU: read from a copy on
+// the host), or -1 when every element is finite or the tensor holds integers. Checkpoints and
+// the trainer's stop on a diverged run use it.
+int64_t first_nonfinite(const Tensor& t);
+
 }  // namespace cutrain

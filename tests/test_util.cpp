@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <regex>
 
 #include "data/fashion_mnist.h"
 #include "kernels/check.h"
@@ -15,6 +16,11 @@ void skip_gpu() {
   if (env_flag("CUTRAIN_EXPECT_GPU"))
     FAIL("CUTRAIN_EXPECT_GPU is set, but the GPU is not usable: " << gpu_unavailable_reason());
   skip(gpu_unavailable_reason());
+}
+
+bool names_source_location(const std::string& message) {
+  static const std::regex location(R"([A-Za-z0-9_]\.(cpp|cu|h):[0-9]+)");
+  return std::regex_search(message, location);
 }
 
 Tensor uniform(const Shape& shape, DType dtype, uint64_t seed, double lo, double hi) {

@@ -100,3 +100,28 @@ void require_close(const cutrain::Tensor& got, const std::vector<double>& want,
     REQUIRE_MESSAGE(!cutrain_msg_.empty(), "expected cutrain::Error from " #expr); \
     REQUIRE(cutrain_msg_.find(needle) != std::string::npos);                     \
   } while (0)
+
+// Asserts that `expr` throws cutrain::UserError (the user's mistake: a flag, a file, the data,
+// the disk) whose message contains `needle` and names no source file (no "file.cpp:123").
+#define REQUIRE_USER_ERROR(expr, needle)                                         \
+  do {                                                                           \
+    std::string cutrain_msg_;                                                    \
+    bool cutrain_user_ = false;                                                  \
+    try {                                                                        \
+      (void)(expr);                                                              \
+    } catch (const ::cutrain::UserError& e) {                                    \
+      cutrain_msg_ = e.what(), cutrain_user_ = true;                             \
+    } catch (const ::cutrain::Error& e) {                                        \
+      cutrain_msg_ = e.what();                                                   \
+    }                                                                            \
+    INFO("message: " << cutrain_msg_);                                           \
+    REQUIRE_MESSAGE(!cutrain_msg_.empty(), "expected cutrain::UserError from " #expr); \
+    REQUIRE_MESSAGE(cutrain_user_, "a cutrain::Error, not a UserError, from " #expr); \
+    REQUIRE(cutrain_msg_.find(needle) != std::string::npos);                     \
+    REQUIRE(!::cutrain_test::names_source_location(cutrain_msg_));               \
+  } while (0)
+
+namespace cutrain_test {
+// Whether a message holds a source location: "something.cpp:123" or ".h:12" or ".cu:7".
+bool names_source_location(const std::string& message);
+}  // namespace cutrain_test

@@ -81,8 +81,9 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
                                     "(gradient accumulation; divides --batch)")
       ->group("Optimization");
   t->add_option("--max-skips", c.max_skips,
-                "Stop the run, naming the step, after this many steps in a row were skipped for "
-                "inf/NaN gradients")
+                "fp16: stop the run, naming the step, after this many steps in a row were "
+                "skipped for inf/NaN gradients (fp32 has no loss scale to lower: it stops at "
+                "the first)")
       ->group("Optimization");
   t->add_option("--label-smoothing", c.label_smoothing, "Label smoothing of the loss")
       ->group("Optimization");
@@ -94,6 +95,10 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
   t->add_option("--keep", c.keep, "Checkpoints kept besides the best")->group("Run");
   t->add_option("--resume", c.resume, "Continue the run in this folder from its newest "
                                       "checkpoint, exactly")->group("Run");
+  t->add_flag("--allow-data-change", a.allow_data_change,
+              "With --resume, when the training data changed since the checkpoint: go on from "
+              "the next epoch in a fresh order over the new data (otherwise refused)")
+      ->group("Run");
   t->add_option("--metrics", c.metrics, "Metrics as JSON lines (default: OUT/metrics.jsonl)")
       ->group("Run");
   t->add_option("--trace", c.trace, "Write a Chrome/Perfetto trace of the run to this file "
@@ -111,8 +116,11 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
 int cmd_train(const TrainArgs& a) {
   std::vector<std::string> given;  // for --resume: which options the command line set
   for (const CLI::Option* o : a.cmd->get_options())
-    if (o->count() > 0 && !o->get_lnames().empty()) given.push_back(option_key(o->get_name()));
-  const RunSummary s = run_training(a.cfg, given);
+    if (o->count() > 0 && !o->get_lnames().empty() && o->get_name() != "--allow-data-change")
+      given.push_back(option_key(o->get_name()));
+  USER_CHECK(!a.allow_data_change || !a.cfg.resume.empty(),
+             "--allow-data-change goes with --resume: a new run has no earlier data");
+  const RunSummary s = run_training(a.cfg, given, stdout, a.allow_data_change);
   return s.exit_code;
 }
 
@@ -161,9 +169,11 @@ CLI::App* add_eval_command(CLI::App& app, EvalArgs& a) {
                                               "else its newest checkpoint)")->required();
   e->add_option("--data", a.data, "An image list, a folder of class folders or a pack")
       ->required();
-  e->add_option("--limit", a.limit, "Only the first N images (0: all)");
-  e->add_option("--batch", a.batch, "Images per batch");
-  e->add_option("--threads", a.threads, "Decode threads (0: hardware threads - 1)");
+  e->add_option("--limit", a.limit, "Only the first N images (0: all)")
+      ->check(CLI::NonNegativeNumber);
+  e->add_option("--batch", a.batch, "Images per batch")->check(CLI::Range(1, kMaxBatch));
+  e->add_option("--threads", a.threads, "Decode threads (0: hardware threads - 1)")
+      ->check(CLI::Range(0, kMaxThreads));
   e->add_option("--device", a.device, "auto, cpu or cuda");
   e->add_option("--precision", a.precision, "auto, fp16 or fp32");
   e->add_flag("--strict", a.strict, "Stop at the first bad image instead of skipping it");
@@ -189,16 +199,18 @@ CLI::App* add_predict_command(CLI::App& app, PredictArgs& a) {
   p->add_option("images", a.images, "Image files");
   p->add_option("--list", a.list, "An image list or a folder of class folders, instead of files "
                                   "(the listed labels are shown beside the predictions)");
-  p->add_option("--top", a.top, "How many classes to show per image");
-  p->add_option("--batch", a.batch, "Images per batch");
-  p->add_option("--threads", a.threads, "Decode threads (0: hardware threads - 1)");
+  p->add_option("--top", a.top, "How many classes to show per image")
+      ->check(CLI::Range(1, 1000));
+  p->add_option("--batch", a.batch, "Images per batch")->check(CLI::Range(1, kMaxBatch));
+  p->add_option("--threads", a.threads, "Decode threads (0: hardware threads - 1)")
+      ->check(CLI::Range(0, kMaxThreads));
   p->add_option("--device", a.device, "auto, cpu or cuda");
   p->add_option("--precision", a.precision, "auto, fp16 or fp32");
   return p;
 }
 
 int cmd_predict(const PredictArgs& a) {
-  CHECK(a.images.empty() != a.list.empty(), "predict: give image files or --list, not "
+  USER_CHECK(a.images.empty() != a.list.empty(), "predict: give image files or --list, not "
                                                 << (a.images.empty() ? "neither" : "both"));
   Loaded l = load_for_inference(a.checkpoint, a.device, a.precision);
   ImageList list;

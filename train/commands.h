@@ -19,6 +19,7 @@ namespace cutrain {
 
 struct TrainArgs {
   TrainConfig cfg;
+  bool allow_data_change = false;  // run_training's (train/run.h)
   CLI::App* cmd = nullptr;
 };
 CLI::App* add_train_command(CLI::App& app, TrainArgs& a);

@@ -1,6 +1,8 @@
 #include "train/config.h"
 
 #include <algorithm>
+#include <climits>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -43,7 +45,7 @@ std::vector<std::string> split_devices(const std::string& devices, std::string* 
 std::vector<std::string> parse_devices(const std::string& devices) {
   std::string problem;
   std::vector<std::string> d = split_devices(devices, &problem);
-  CHECK(problem.empty(), problem);
+  USER_CHECK(problem.empty(), problem);
   return d;
 }
 
@@ -68,8 +70,21 @@ void validate_config(const TrainConfig& c) {
     os << v;
     return os.str();
   };
+  // "--batch must be in [1, 65536], got 0": integers in [lo, hi].
+  auto in_range = [&](const char* option, int64_t v, int64_t lo, int64_t hi,
+                      const std::string& why = "") {
+    need(v >= lo && v <= hi, std::string(option) + " must be in [" + std::to_string(lo) + ", " +
+                                 std::to_string(hi) + "], got " + std::to_string(v) + why);
+  };
+  // Real numbers: finite (no nan, no inf), in [lo, hi] or [lo, hi).
+  auto real_in = [&](const char* option, double v, double lo, double hi, bool hi_open,
+                     const std::string& why = "") {
+    const bool ok = std::isfinite(v) && v >= lo && (hi_open ? v < hi : v <= hi);
+    need(ok, std::string(option) + " must be a finite number in [" + str(lo) + ", " + str(hi) +
+                 (hi_open ? ")" : "]") + ", got " + str(v) + why);
+  };
   need(!c.train.empty(), "--train is required: an image list, a folder of class folders or a pack");
-  need(c.size >= 0, "--size must be positive, got " + std::to_string(c.size));
+  in_range("--size", c.size, 0, kMaxSize, " (0: from the data)");
   need(c.channels == 0 || c.channels == 1 || c.channels == 3,
        "--channels must be 1 or 3, got " + std::to_string(c.channels));
   need(c.mean.size() == c.std.size(), "--mean and --std need one value per channel each, got " +
@@ -79,9 +94,17 @@ void validate_config(const TrainConfig& c) {
     need(int(c.mean.size()) == c.channels,
          "--mean/--std have " + std::to_string(c.mean.size()) + " values for " +
              std::to_string(c.channels) + " channels");
-  for (double s : c.std) need(s > 0, "--std values must be positive, got " + str(s));
-  need(c.pad >= -1, "--pad must be >= 0, got " + std::to_string(c.pad));
-  need(c.resize >= 0, "--resize must be >= 0, got " + std::to_string(c.resize));
+  // Of pixels scaled to [0, 1]: a mean outside [-1, 2] or a deviation above 10 is a mistake
+  // (pixel values given instead of fractions, say).
+  for (double m : c.mean) real_in("--mean", m, -1, 2, false, " (of pixel/255)");
+  for (double s : c.std)
+    need(std::isfinite(s) && s > 0 && s <= 10,
+         "--std values must be finite and in (0, 10] (of pixel/255), got " + str(s));
+  in_range("--pad", c.pad, -1, kMaxSize, " (-1: automatic)");
+  if (c.size > 0 && c.augment)
+    need(c.pad < c.size, "--pad " + std::to_string(c.pad) + " must be below --size " +
+                             std::to_string(c.size) + ": a random crop must keep some image");
+  in_range("--resize", c.resize, 0, kMaxSize, " (0: --size)");
   if (c.size > 0 && c.resize > 0)
     need(c.resize >= c.size, "--resize " + std::to_string(c.resize) + " is smaller than --size " +
                                  std::to_string(c.size) + ": the crop is cut from the resized image");
@@ -98,16 +121,15 @@ void validate_config(const TrainConfig& c) {
        "--optimizer " + c.optimizer + ": expected sgd, nesterov or adamw");
   need(one_of(c.schedule, {"cosine", "linear", "constant", "onecycle"}),
        "--schedule " + c.schedule + ": expected cosine, linear, constant or onecycle");
-  need(c.lr >= 0, "--lr must be > 0 (or 0: the optimizer's default), got " + str(c.lr));
-  need(c.momentum >= 0 && c.momentum < 1, "--momentum must be in [0, 1), got " + str(c.momentum));
-  need(c.wd == -1 || c.wd >= 0, "--wd must be >= 0 (or -1: the optimizer's default), got " +
-                                    str(c.wd));
-  need(c.warmup == -1 || c.warmup >= 0, "--warmup must be >= 0 epochs, got " + str(c.warmup));
+  real_in("--lr", c.lr, 0, kMaxLr, false, " (0: the optimizer's default)");
+  real_in("--momentum", c.momentum, 0, 1, true);
+  if (c.wd != -1) real_in("--wd", c.wd, 0, kMaxWd, false, " (-1: the optimizer's default)");
+  in_range("--epochs", c.epochs, 1, kMaxEpochs);
+  if (c.warmup != -1) real_in("--warmup", c.warmup, 0, kMaxEpochs, false, " epochs (-1: automatic)");
   need(!(c.schedule == "onecycle" && c.warmup > 0),
        "--schedule onecycle has its own warm-up (the first 30% of the steps): leave out --warmup");
-  need(c.epochs >= 1, "--epochs must be >= 1, got " + std::to_string(c.epochs));
-  need(c.batch >= 1, "--batch must be >= 1, got " + std::to_string(c.batch));
-  need(c.accum >= 1, "--accum must be >= 1, got " + std::to_string(c.accum));
+  in_range("--batch", c.batch, 1, kMaxBatch);
+  in_range("--accum", c.accum, 1, std::max(1, c.batch), " (at most --batch)");
   if (c.batch >= 1 && c.accum >= 1)
     need(c.batch % c.accum == 0, "--batch " + std::to_string(c.batch) +
                                      " is not a multiple of --accum " + std::to_string(c.accum) +
@@ -115,6 +137,8 @@ void validate_config(const TrainConfig& c) {
   std::string devices_problem;
   const std::vector<std::string> d = split_devices(c.devices, &devices_problem);
   need(devices_problem.empty(), devices_problem);
+  need(int(d.size()) <= kMaxReplicas, "--devices lists " + std::to_string(d.size()) +
+                                          " replicas; at most " + std::to_string(kMaxReplicas));
   const int replicas = std::max<int>(1, int(d.size()));
   bool any_cpu = false, any_gpu = false;
   for (const std::string& e : d) (e == "cpu" ? any_cpu : any_gpu) = true;
@@ -135,21 +159,18 @@ void validate_config(const TrainConfig& c) {
        "--cuda-graph captures the step of one replica; --devices " + c.devices + " trains " +
            std::to_string(replicas) + " GPU replicas: leave out --cuda-graph "
            "(--cuda-graph=false to resume a run that used it)");
-  need(c.check_replicas >= 0, "--check-replicas must be >= 0, got " +
-                                  std::to_string(c.check_replicas));
-  need(c.max_skips >= 1, "--max-skips must be >= 1, got " + std::to_string(c.max_skips));
-  need(c.label_smoothing >= 0 && c.label_smoothing < 1,
-       "--label-smoothing must be in [0, 1), got " + str(c.label_smoothing));
-  need(c.threads >= 0, "--threads must be >= 0, got " + std::to_string(c.threads));
+  in_range("--check-replicas", c.check_replicas, 0, INT_MAX, " (0: never)");
+  in_range("--max-skips", c.max_skips, 1, 1000000);
+  real_in("--label-smoothing", c.label_smoothing, 0, 1, true);
+  in_range("--threads", c.threads, 0, kMaxThreads, " (0: hardware threads - 1)");
   need(!c.out.empty(), "--out must name a folder");
-  need(c.keep >= 1, "--keep must be >= 1, got " + std::to_string(c.keep));
-  need(c.log_every >= 1, "--log-every must be >= 1, got " + std::to_string(c.log_every));
-  need(c.checkpoint_every >= 0, "--checkpoint-every must be >= 0, got " +
-                                    std::to_string(c.checkpoint_every));
+  in_range("--keep", c.keep, 1, 1000000);
+  in_range("--log-every", c.log_every, 1, INT_MAX);
+  in_range("--checkpoint-every", c.checkpoint_every, 0, INT_MAX, " (0: after each epoch only)");
   if (problems.empty()) return;
   std::string msg = "bad training configuration:";
   for (const std::string& p : problems) msg += "\n  " + p;
-  CHECK(false, msg);
+  USER_CHECK(false, msg);
 }
 
 void resolve_defaults(TrainConfig& c) {
@@ -187,7 +208,7 @@ void to_json(nlohmann::json& j, const TrainConfig& c) {
 }
 
 void from_json(const nlohmann::json& j, TrainConfig& c) {
-  CHECK(j.is_object(), "a training configuration must be a JSON object, got " << j.type_name());
+  USER_CHECK(j.is_object(), "a training configuration must be a JSON object, got " << j.type_name());
   std::set<std::string> known;
   for_each_field(c, [&](const char* key, auto& v) {
     known.insert(key);
@@ -196,12 +217,12 @@ void from_json(const nlohmann::json& j, TrainConfig& c) {
     try {
       it->get_to(v);
     } catch (const nlohmann::json::exception& e) {
-      CHECK(false, "configuration key '" << key << "': " << it->dump() << " is not a "
+      USER_CHECK(false, "configuration key '" << key << "': " << it->dump() << " is not a "
                                           << "value of the right type (" << e.what() << ")");
     }
   });
   for (auto it = j.begin(); it != j.end(); ++it)
-    CHECK(known.count(it.key()), "configuration: unknown key '" << it.key() << "'");
+    USER_CHECK(known.count(it.key()), "configuration: unknown key '" << it.key() << "'");
 }
 
 std::string config_to_json_text(const TrainConfig& c) {
@@ -214,13 +235,13 @@ TrainConfig config_from_json_text(const std::string& text, const std::string& wh
   try {
     j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    CHECK(false, where << ": not valid JSON: " << e.what());
+    USER_CHECK(false, where << ": not valid JSON: " << e.what());
   }
   TrainConfig c;
   try {
     from_json(j, c);
   } catch (const Error& e) {
-    CHECK(false, where << ": " << e.what());
+    rethrow_with_context(e, where);
   }
   return c;
 }
@@ -244,11 +265,11 @@ TrainConfig resume_config(const TrainConfig& saved, const TrainConfig& cli,
   const nlohmann::json s = saved, c = cli;
   nlohmann::json merged = s;
   for (const std::string& key : given) {
-    CHECK(c.contains(key), "resume: '" << key << "' is not a training option");
+    USER_CHECK(c.contains(key), "resume: '" << key << "' is not a training option");
     if (may_change_on_resume(key)) {
       merged[key] = c[key];
     } else if (c[key] != s[key]) {
-      CHECK(false, "--" << key << " " << c[key].dump() << " differs from the checkpoint's "
+      USER_CHECK(false, "--" << key << " " << c[key].dump() << " differs from the checkpoint's "
                         << s[key].dump() << ": a resumed run continues the computation it "
                         << "started, so only --epochs, --threads, --out, --keep, --metrics, --trace, "
                         << "--log-every, --checkpoint-every, --device, --devices, --check-replicas, "

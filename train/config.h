@@ -62,7 +62,7 @@ struct TrainConfig {
   int batch = 128;                  // images per optimizer step
   int accum = 1;                    // ... computed as this many micro-batches (batch / accum)
   double label_smoothing = 0.1;
-  int max_skips = 30;               // stop after this many steps in a row skipped for inf/NaN
+  int max_skips = 30;               // fp16: stop after this many steps in a row skipped for inf/NaN
                                     //   gradients (nothing is being learnt)
   uint64_t seed = 1;                // weights, batch order and augmentation
 
@@ -91,8 +91,22 @@ int replica_count(const TrainConfig& c);
 // The GPU ordinal of each replica of --devices 0,1,... ({} when --devices is empty or cpu).
 std::vector<int> gpu_ordinals(const std::string& devices);
 
-// Throws cutrain::Error with one message listing every problem found ("--batch 100 is not a
-// multiple of --accum 3", "--device gpu: expected auto, cpu or cuda", ...).
+// The ranges of the numeric options (of train, and of the other commands that share them).
+// The upper bounds are far beyond any sensible run, and keep the data's products of them
+// (size x size x channels x batch x ring slots) well inside int64; the memory a run needs,
+// its model's layers included, is checked against the machine separately
+// (train/memory_plan.h).
+constexpr int kMaxSize = 4096;      // --size, --resize: 4096x4096 images
+constexpr int kMaxBatch = 1 << 16;  // --batch
+constexpr int kMaxThreads = 256;    // --threads
+constexpr int kMaxEpochs = 1000000;
+constexpr int kMaxReplicas = 64;    // entries of --devices
+constexpr double kMaxLr = 10;       // --lr: beyond it every optimizer here diverges at once
+constexpr double kMaxWd = 1;        // --wd: a decay of the whole weight each step
+
+// Throws cutrain::UserError with one message listing every problem found ("--batch 100 is not
+// a multiple of --accum 3", "--threads must be in [0, 256], got 400", "--lr must be a finite
+// number in [0, 10], got inf", ...).
 void validate_config(const TrainConfig& c);
 
 void to_json(nlohmann::json& j, const TrainConfig& c);

@@ -56,7 +56,7 @@ std::string probe_list_images(const ImageList& list, int& size, int& channels) {
     if (channels == 0) channels = grey ? 1 : 3;
     return from + (shorter > 64 ? "; pass --size to train on larger images" : "");
   }
-  CHECK(false, list.source << ": none of the first 16 images decodes; run `cutrain check-data "
+  USER_CHECK(false, list.source << ": none of the first 16 images decodes; run `cutrain check-data "
                            << list.source << "` to see what is wrong with them");
 }
 
@@ -127,7 +127,7 @@ void measure_mean_std(const SampleSource& source, int max_samples, std::vector<d
     }
     count += int64_t(px.size()) / C;
   }
-  CHECK(count > 0, "cannot measure the pixel mean: none of " << take << " samples loads");
+  USER_CHECK(count > 0, "cannot measure the pixel mean: none of " << take << " samples loads");
   mean.assign(size_t(C), 0);
   std.assign(size_t(C), 0);
   for (int c = 0; c < C; c++) {
@@ -140,7 +140,8 @@ void measure_mean_std(const SampleSource& source, int max_samples, std::vector<d
   }
 }
 
-std::vector<std::string> resolve_config(TrainConfig& c) {
+std::vector<std::string> resolve_config(
+    TrainConfig& c, const std::function<void(const TrainConfig&)>& before_measuring) {
   validate_config(c);
   std::vector<std::string> notes;
   const bool pack = is_hdf5_file(c.train);
@@ -173,33 +174,34 @@ std::vector<std::string> resolve_config(TrainConfig& c) {
                                       : int(c.class_names.size());
   if (c.class_names.empty())
     for (int k = 0; k < c.classes; k++) c.class_names.push_back(std::to_string(k));
-  CHECK(int(c.class_names.size()) == c.classes,
+  USER_CHECK(int(c.class_names.size()) == c.classes,
         "the data names " << c.class_names.size() << " classes but the configuration says "
                           << c.classes);
-  CHECK(train_labels <= c.classes && val_labels <= c.classes,
+  USER_CHECK(train_labels <= c.classes && val_labels <= c.classes,
         "labels go up to " << std::max(train_labels, val_labels) - 1 << " but there are only "
                            << c.classes << " classes (" << c.train << (c.val.empty() ? "" : ", ")
                            << c.val << ")");
 
-  if (c.mean.empty()) {
-    measure_mean_std(*train, 1000, c.mean, c.std);
-    notes.push_back("input normalisation: mean " + join(c.mean) + ", std " + join(c.std) +
-                    " (measured on " + std::to_string(std::min<int64_t>(1000, train->size())) +
-                    " training images; --mean/--std to set)");
-  }
   if (c.model_text.empty()) {
     const auto names = builtin_model_names();
     if (std::find(names.begin(), names.end(), c.model) != names.end()) {
       c.model_text = builtin_model_text(c.model);
     } else {
       std::ifstream f(c.model);
-      CHECK(f.good(), "--model " << c.model << ": no such built-in model or file");
+      USER_CHECK(f.good(), "--model " << c.model << ": no such built-in model or file");
       std::stringstream ss;
       ss << f.rdbuf();
       c.model_text = ss.str();
     }
   }
   parse_model_spec(c.model_text, c.model);  // a syntax error now, not after loading data
+  if (before_measuring) before_measuring(c);
+  if (c.mean.empty()) {
+    measure_mean_std(*train, 1000, c.mean, c.std);
+    notes.push_back("input normalisation: mean " + join(c.mean) + ", std " + join(c.std) +
+                    " (measured on " + std::to_string(std::min<int64_t>(1000, train->size())) +
+                    " training images; --mean/--std to set)");
+  }
   return notes;
 }
 

@@ -4,6 +4,7 @@
 // configuration's "to be worked out" fields (size, channels, classes, mean/std, pad, and the
 // defaults of resolve_defaults) and reads the model description into model_text.
 #pragma once
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -37,7 +38,11 @@ ImageSpec eval_image_spec(const TrainConfig& c);
 // Fills the resolved fields of `c` (see train/config.h) from the training data and the
 // validation labels, and reads the model description (model_text). Returns the lines worth
 // printing about what was decided ("size 28, channels 1 (from ...)"). Idempotent.
-std::vector<std::string> resolve_config(TrainConfig& c);
+// `before_measuring`, when given, sees the configuration with everything resolved but mean
+// and std, before they are measured (which decodes up to 1,000 images): run_training refuses
+// a run that cannot fit in memory there, at once.
+std::vector<std::string> resolve_config(
+    TrainConfig& c, const std::function<void(const TrainConfig&)>& before_measuring = nullptr);
 
 // Per-channel mean and standard deviation of pixel values / 255 over up to max_samples
 // samples spread evenly over the source (bad samples skipped).

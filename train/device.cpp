@@ -15,14 +15,14 @@ std::string RunDevice::describe() const {
 }
 
 RunDevice choose_device(const std::string& device, const std::string& precision) {
-  CHECK(device == "auto" || device == "cpu" || device == "cuda",
+  USER_CHECK(device == "auto" || device == "cpu" || device == "cuda",
         "--device " << device << ": expected auto, cpu or cuda");
-  CHECK(precision == "auto" || precision == "fp16" || precision == "fp32",
+  USER_CHECK(precision == "auto" || precision == "fp16" || precision == "fp32",
         "--precision " << precision << ": expected auto, fp16 or fp32");
   RunDevice r;
   if (device == "cuda") {
     // gpu_usable() is false in a CPU-only build, and its reason says so.
-    CHECK(gpu_usable(), "--device cuda: " << gpu_unavailable_reason());
+    USER_CHECK(gpu_usable(), "--device cuda: " << gpu_unavailable_reason());
     r.device = Device::cuda;
   } else if (device == "auto") {
     if (gpu_usable())

@@ -52,7 +52,7 @@ void EvalAccumulator::add(const float* logits, const int32_t* labels, int n, dou
   const int k5 = std::min(5, K);
   for (int i = 0; i < n; i++) {
     const int y = labels[i];
-    CHECK(y >= 0 && y < K, "evaluate: label " << y << " is outside the " << K << " classes");
+    USER_CHECK(y >= 0 && y < K, "evaluate: label " << y << " is outside the " << K << " classes");
     const int rank = label_rank(&logits[size_t(i) * size_t(K)], K, y);
     r_.top1 += rank < 1;
     r_.top5 += rank < k5;

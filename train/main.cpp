@@ -13,7 +13,9 @@
 #include "kernels/check.h"
 #include "kernels/gpu.h"
 #include "nn/model.h"
+#include "train/cli.h"
 #include "train/commands.h"
+#include "train/config.h"
 #include "train/describe.h"
 #include "train/device.h"
 #include "train/peer_access.h"
@@ -46,8 +48,9 @@ static int cmd_info() {
 static void parse_input_size(const std::string& s, ModelOptions& opt) {
   char extra = 0;
   const int n = std::sscanf(s.c_str(), "%dx%dx%d%c", &opt.H, &opt.W, &opt.C, &extra);
-  CHECK(n == 3 && opt.H > 0 && opt.W > 0 && opt.C > 0,
-        "--input must be HxWxC with positive sizes, like 28x28x1; got '" << s << "'");
+  USER_CHECK(n == 3 && opt.H > 0 && opt.W > 0 && opt.C > 0 && opt.H <= kMaxSize &&
+                 opt.W <= kMaxSize && opt.C <= 4096,
+        "--input must be HxWxC with sizes in [1, 4096], like 28x28x1; got '" << s << "'");
 }
 
 static int cmd_describe(const std::string& model, const std::string& input, int classes,
@@ -91,9 +94,13 @@ static CLI::App* add_pack_command(CLI::App& app, PackArgs& a) {
   pack->add_option("list", a.list, "Image list, or a folder with a folder per class")->required();
   pack->add_option("out", a.out, "The pack to write, e.g. train.h5")->required();
   pack->add_option("--size", a.opt.size, "Stored images are SxS: shorter side to S, centre crop")
+      ->check(CLI::Range(1, kMaxSize))
       ->required();
-  pack->add_option("--channels", a.opt.channels, "1 or 3")->capture_default_str();
+  pack->add_option("--channels", a.opt.channels, "1 or 3")
+      ->check(CLI::IsMember({1, 3}))
+      ->capture_default_str();
   pack->add_option("--threads", a.opt.threads, "Decode threads (0: hardware threads)")
+      ->check(CLI::Range(0, kMaxThreads))
       ->capture_default_str();
   pack->add_flag("--strict", a.opt.strict, "Stop at the first bad file instead of skipping it");
   return pack;
@@ -134,7 +141,7 @@ static int cmd_check_data(const std::string& list_path, int classes, const Image
   if (r.bad.size() > 10) std::printf("    ... and %zu more\n", r.bad.size() - 10);
   if (!bad_out.empty() && !r.bad.empty()) {
     FILE* f = std::fopen(bad_out.c_str(), "w");
-    CHECK(f, "cannot write " << bad_out);
+    USER_CHECK(f, "cannot write " << bad_out);
     for (const BadFile& b : r.bad)
       std::fprintf(f, "%s\t%s\t%s\n", b.name.c_str(), image_error_name(b.kind), b.message.c_str());
     std::fclose(f);
@@ -162,7 +169,9 @@ int main(int argc, char** argv) {
   describe->add_option("model", model, "A built-in model (default, resnet) or a model file")
       ->capture_default_str();
   describe->add_option("--input", input, "Input image size HxWxC")->capture_default_str();
-  describe->add_option("--classes", classes, "Number of classes")->capture_default_str();
+  describe->add_option("--classes", classes, "Number of classes")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
   bool describe_json = false;
   describe->add_flag("--json", describe_json,
                      "The table as JSON, with every parameter's name and shape (train/describe.h)");
@@ -174,7 +183,9 @@ int main(int argc, char** argv) {
   import_opt.threads = int(std::thread::hardware_concurrency());
   import_fm->add_option("--from", import_from, "Folder of the IDX files")->capture_default_str();
   import_fm->add_option("--out", import_out, "Output folder")->capture_default_str();
-  import_fm->add_option("--threads", import_opt.threads, "Encoder threads")->capture_default_str();
+  import_fm->add_option("--threads", import_opt.threads, "Encoder threads (0: hardware threads)")
+      ->check(CLI::Range(0, kMaxThreads))
+      ->capture_default_str();
   import_fm->add_flag("--force", import_opt.force, "Re-encode even when a complete import exists");
 
   auto* check = app.add_subcommand(
@@ -184,10 +195,16 @@ int main(int argc, char** argv) {
   ImageSpec check_spec;
   check->add_option("list", check_list, "Image list, or a folder with a folder per class")
       ->required();
-  check->add_option("--classes", check_classes, "Number of classes (0: from classes.txt or labels)");
-  check->add_option("--size", check_spec.size, "Decode to SxS")->capture_default_str();
-  check->add_option("--channels", check_spec.channels, "1 or 3")->capture_default_str();
-  check->add_option("--threads", check_threads, "Decode threads (0: hardware threads - 1)");
+  check->add_option("--classes", check_classes, "Number of classes (0: from classes.txt or labels)")
+      ->check(CLI::Range(0, 1 << 20));
+  check->add_option("--size", check_spec.size, "Decode to SxS")
+      ->check(CLI::Range(1, kMaxSize))
+      ->capture_default_str();
+  check->add_option("--channels", check_spec.channels, "1 or 3")
+      ->check(CLI::IsMember({1, 3}))
+      ->capture_default_str();
+  check->add_option("--threads", check_threads, "Decode threads (0: hardware threads - 1)")
+      ->check(CLI::Range(0, kMaxThreads));
   check->add_option("--bad-files", check_bad, "Write every bad file to this file");
 
   PackArgs pack_args;
@@ -200,8 +217,9 @@ int main(int argc, char** argv) {
   PredictArgs predict_args;
   auto* predict = add_predict_command(app, predict_args);
 
-  CLI11_PARSE(app, argc, argv);
-  try {
+  const int parsed = parse_command_line(app, argc, argv);
+  if (parsed >= 0) return parsed;
+  return run_reporting_errors([&] {
     if (*info) return cmd_info();
     if (*describe) return cmd_describe(model, input, classes, describe_json);
     if (*import_fm) return cmd_import_fashion_mnist(import_from, import_out, import_opt);
@@ -210,12 +228,6 @@ int main(int argc, char** argv) {
     if (*train) return cmd_train(train_args);
     if (*eval) return cmd_eval(eval_args);
     if (*predict) return cmd_predict(predict_args);
-  } catch (const Error& e) {
-    std::fprintf(stderr, "cutrain: %s\n", e.what());
-    return 1;
-  } catch (const std::exception& e) {  // the standard library's (a file system error, ...)
-    std::fprintf(stderr, "cutrain: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+    return 0;
+  });
 }

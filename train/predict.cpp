@@ -10,7 +10,7 @@ namespace cutrain {
 
 std::vector<Prediction> predict(Model& model, std::shared_ptr<const SampleSource> data,
                                 const EvalOptions& opt, int k) {
-  CHECK(k >= 1, "predict: --top must be >= 1, got " << k);
+  USER_CHECK(k >= 1, "predict: --top must be >= 1, got " << k);
   const ModelOptions& mo = model.options();
   const ImageSpec& spec = data->spec();
   CHECK(spec.size == mo.H && spec.size == mo.W && spec.channels == mo.C,
@@ -51,12 +51,12 @@ std::vector<Prediction> predict(Model& model, std::shared_ptr<const SampleSource
 std::string resolve_checkpoint_arg(const std::string& file_or_dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  CHECK(fs::exists(file_or_dir, ec), "--checkpoint " << file_or_dir << ": no such file or folder");
+  USER_CHECK(fs::exists(file_or_dir, ec), "--checkpoint " << file_or_dir << ": no such file or folder");
   if (!fs::is_directory(file_or_dir, ec)) return file_or_dir;
   const std::string best = best_checkpoint_path(file_or_dir);
   if (fs::exists(best, ec)) return best;
   const std::string newest = newest_checkpoint(file_or_dir);
-  CHECK(!newest.empty(), "--checkpoint " << file_or_dir << ": no complete checkpoint there");
+  USER_CHECK(!newest.empty(), "--checkpoint " << file_or_dir << ": no complete checkpoint there");
   return newest;
 }
 

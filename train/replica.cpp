@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "kernels/check.h"
+#include "kernels/thread_start.h"
 #include "nn/xxhash64.h"
 
 namespace cutrain {
@@ -32,7 +33,7 @@ std::string what_of(const std::exception_ptr& e) {
 CommThread::CommThread(Ring& ring, int rank, GradBuckets& grads)
     : ring_(ring), rank_(rank), grads_(grads), ready_(grads.size(), 0),
       done_(grads.size()) {
-  thread_ = std::thread([this] { main(); });
+  thread_ = start_thread("the gradient thread of replica " + std::to_string(rank), [this] { main(); });
 }
 
 CommThread::~CommThread() {
@@ -114,17 +115,27 @@ void CommThread::main() {
 ReplicaThreads::ReplicaThreads(int replicas, std::function<void(const std::string&)> on_error)
     : R_(replicas), on_error_(std::move(on_error)) {
   CHECK(replicas >= 1, "ReplicaThreads: need at least one replica");
-  for (int r = 1; r < R_; r++) threads_.emplace_back([this, r] { main(r); });
+  try {
+    for (int r = 1; r < R_; r++)
+      threads_.push_back(start_thread("the thread of replica " + std::to_string(r),
+                                      [this, r] { main(r); }));
+  } catch (...) {  // the destructor does not run for a constructor that throws
+    stop();
+    throw;
+  }
 }
 
-ReplicaThreads::~ReplicaThreads() {
+void ReplicaThreads::stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
   for (std::thread& t : threads_) t.join();
+  threads_.clear();
 }
+
+ReplicaThreads::~ReplicaThreads() { stop(); }
 
 void ReplicaThreads::call(int r) {
   try {

@@ -103,6 +103,7 @@ class ReplicaThreads {
 
  private:
   void main(int r);
+  void stop();  // and join the threads
   void call(int r);
 
   const int R_;

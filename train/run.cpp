@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 
 #include "data/atomic_file.h"
 #include "kernels/check.h"
@@ -13,6 +12,7 @@
 #include "train/dataset.h"
 #include "data/trace.h"
 #include "train/device.h"
+#include "train/memory_plan.h"
 #include "train/reporter.h"
 #include "train/signals.h"
 #include "train/trainer.h"
@@ -27,20 +27,11 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-void write_text_file(const std::string& path, const std::string& text) {
-  write_atomically(path, [&](const std::string& tmp) {
-    std::ofstream f(tmp, std::ios::binary);
-    f << text;
-    f.close();
-    CHECK(f.good(), "cannot write " << tmp);
-  });
-}
-
 // The checkpoint --resume continues from, and the configuration of the resumed run.
 Checkpoint load_resume_point(TrainConfig& cfg, const std::vector<std::string>& given, FILE* out) {
   const std::string dir = cfg.resume;
   const std::string path = newest_checkpoint(dir);
-  CHECK(!path.empty(), "--resume " << dir << ": no complete checkpoint there");
+  USER_CHECK(!path.empty(), "--resume " << dir << ": no complete checkpoint there");
   Checkpoint c = read_checkpoint(path);
   const TrainConfig saved = config_from_json_text(c.config_json, path);
   cfg = resume_config(saved, cfg, given);
@@ -54,7 +45,8 @@ Checkpoint load_resume_point(TrainConfig& cfg, const std::vector<std::string>& g
 
 }  // namespace
 
-RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, FILE* out) {
+RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, FILE* out,
+                        bool allow_data_change) {
   const auto t_start = Clock::now();
   RunSummary sum;
 
@@ -62,7 +54,7 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
   Checkpoint resume_point;
   const bool resuming = !cfg.resume.empty();
   if (resuming) resume_point = load_resume_point(cfg, given, out);
-  const std::vector<std::string> notes = resolve_config(cfg);
+  validate_config(cfg);  // before the device is chosen from --device and --devices
   // --devices cpu,... runs on the CPU, --devices 0,1,... on those GPUs; without it, --device.
   const std::vector<std::string> replica_devices = parse_devices(cfg.devices);
   const std::string device_name =
@@ -70,13 +62,16 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
   RunDevice device = choose_device(device_name, cfg.precision);
   const std::vector<int> gpus = gpu_ordinals(cfg.devices);
   for (int g : gpus)
-    CHECK(g < gpu_count(), "--devices " << cfg.devices << ": GPU " << g << " does not exist ("
+    USER_CHECK(g < gpu_count(), "--devices " << cfg.devices << ": GPU " << g << " does not exist ("
                                         << gpu_count() << " usable)");
   if (!gpus.empty()) {
     device.gpu = gpus[0];
     set_device(gpus[0]);  // this thread's: no context is ever made on a GPU the run skips
   }
   if (!device.notice.empty()) std::fprintf(stderr, "%s\n", device.notice.c_str());
+  // A run that cannot fit in memory is refused as soon as its shapes are known.
+  const std::vector<std::string> notes =
+      resolve_config(cfg, [&](const TrainConfig& c) { check_run_memory(c, device); });
   if (cfg.cuda_graph && device.device == Device::cpu)
     std::fprintf(stderr, "cutrain: --cuda-graph has no effect on the CPU\n");
   // The conv/linear implementation the ops of this thread use on a GPU (nn/gpu_context.h).
@@ -85,13 +80,15 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
   if (!resuming) {
     std::vector<std::string> skipped;
     const std::string existing = newest_checkpoint(cfg.out, &skipped);
-    CHECK(existing.empty(), "--out " << cfg.out << " holds checkpoints of an earlier run ("
+    USER_CHECK(existing.empty(), "--out " << cfg.out << " holds checkpoints of an earlier run ("
                                      << existing << "): continue it with --resume " << cfg.out
                                      << ", or choose another --out");
   }
-  std::filesystem::create_directories(cfg.out);
+  std::error_code made;
+  std::filesystem::create_directories(cfg.out, made);
+  USER_CHECK(!made, "cannot create the folder '" << cfg.out << "': " << made.message());
   const std::string config_text = config_to_json_text(cfg);
-  write_text_file(cfg.out + "/config.json", config_text);
+  write_file_atomically(cfg.out + "/config.json", config_text);
   std::fprintf(out, "cutrain train: %s, configuration (saved as %s/config.json):\n%s",
                device.describe().c_str(), cfg.out.c_str(), config_text.c_str());
   for (const std::string& n : notes) std::fprintf(out, "  %s\n", n.c_str());
@@ -105,13 +102,36 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
   }
   Trainer t(cfg, device);
   t.tracer = tracer.get();
-  if (resuming) t.restore(resume_point);
+  if (resuming && allow_data_change &&
+      (resume_point.data_fingerprint.empty() || !t.data_change(resume_point).empty())) {
+    const std::string note = t.restore_at_next_epoch(resume_point);
+    std::fprintf(out, "%s\n", note.c_str());
+    // Step files of the old data above the new step would stay "newest" in this folder.
+    std::error_code ec;
+    const bool same_folder = std::filesystem::weakly_canonical(cfg.out, ec) ==
+                             std::filesystem::weakly_canonical(cfg.resume, ec);
+    USER_CHECK(t.steps_done() >= resume_point.step || !same_folder,
+               "--allow-data-change: the run would go on at step "
+                   << t.steps_done() << ", below the checkpoint's " << resume_point.step
+                   << ", whose files would then stay the newest in " << cfg.out
+                   << ": continue into another folder with --out");
+  } else if (resuming) {
+    t.restore(resume_point);  // exact; refused when the data changed
+    if (allow_data_change)
+      std::fprintf(out, "--allow-data-change: the training data are the checkpoint's: the run "
+                        "goes on exactly\n");
+  }
   std::fputs(t.model().table().c_str(), out);
   if (t.replicas() > 1) std::fprintf(out, "replicas: %s\n", t.replicas_description().c_str());
   std::fputs(t.peer_report().c_str(), out);  // GPU replicas: who reaches whom, how fast
   std::fprintf(out, "data: %lld training images (%lld steps of %d per epoch, %d epochs)%s\n",
                (long long)t.train_data().size(), (long long)t.steps_per_epoch(), cfg.batch,
                cfg.epochs, cfg.val.empty() ? ", no validation data (--val)" : "");
+  const MemoryPlan& mem = t.memory_plan();
+  std::fprintf(out, "memory (estimated): %s on the host", bytes_str(MemoryPlan::total(mem.host)).c_str());
+  if (!mem.device.empty())
+    std::fprintf(out, ", %s on each GPU replica", bytes_str(MemoryPlan::total(mem.device)).c_str());
+  std::fprintf(out, "\n");
   std::fflush(out);
 
   double best_top1 = -1;
@@ -121,6 +141,9 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
 
   RunReporter report(cfg, t.steps_done(), t.total_steps(), out);
   CheckpointWriter writer(cfg.out, cfg.keep, tracer.get());  // its row in the trace
+  writer.on_written = [&](int64_t step, const std::string& path, bool is_best) {
+    report.checkpoint(step, path, is_best);  // the metrics file takes lines from any thread
+  };
   t.notice = [&](const std::string& line) { report.note(line); };
   auto save = [&](bool is_best, std::map<std::string, double> extra) {
     extra["best_top1"] = best_top1;
@@ -131,7 +154,6 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
       waited = writer.submit(t.snapshot_async(extra), t.steps_done(), is_best);
     }
     sum.last_checkpoint = checkpoint_path(cfg.out, t.steps_done());
-    report.checkpoint(t.steps_done(), sum.last_checkpoint, is_best);
     if (waited > 1.0)
       report.note("cutrain: waited " + std::to_string(waited) + " s for the checkpoint writer");
   };
@@ -215,13 +237,15 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
   if (cfg.cuda_graph && device.device == Device::cuda)
     std::fprintf(out, "CUDA graph: %lld of %lld steps replayed from it\n",
                  (long long)sum.graph_steps, (long long)sum.losses.size());
+  const std::string best = best_checkpoint_path(cfg.out);
   std::fprintf(out, "trained %lld steps in %.1f s (%.0f images/s in the steps); checkpoints in "
-                    "%s (best: %s); metrics: %s\n",
+                    "%s%s; metrics: %s\n",
                (long long)(t.steps_done() - sum.first_step), sum.seconds,
                sum.train_seconds > 0
                    ? double((t.steps_done() - sum.first_step) * cfg.batch) / sum.train_seconds
                    : 0.0,
-               cfg.out.c_str(), best_checkpoint_path(cfg.out).c_str(),
+               cfg.out.c_str(),
+               std::filesystem::exists(best) ? (" (best: " + best + ")").c_str() : "",
                report.metrics_path().c_str());
   return sum;
 }

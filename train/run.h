@@ -38,7 +38,11 @@ struct RunSummary {
 // `given`: the keys of the options given on the command line (option_key), which a resumed
 // run takes from `cfg` instead of the checkpoint (train/config.h: resume_config).
 // Progress and reports go to `out` (stdout) and stderr; errors are thrown as cutrain::Error.
+// allow_data_change (--allow-data-change, with --resume): training data that differ from the
+// checkpoint's are taken, and the run goes on from the next epoch (Trainer::
+// restore_at_next_epoch) instead of being refused. It is not part of the configuration: the
+// next resume of the run checks its data again.
 RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given = {},
-                        FILE* out = stdout);
+                        FILE* out = stdout, bool allow_data_change = false);
 
 }  // namespace cutrain

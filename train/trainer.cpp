@@ -25,6 +25,9 @@ LossScalerConfig loss_scaler_config(DType dtype, int max_skips) {
   if (dtype != DType::f16) {
     c.dynamic = false;  // fp32 gradients do not underflow: no scaling
     c.init = 1;
+    // ... and an inf/NaN gradient is no scale too large, so no later step can do better:
+    // the run stops at the first (--max-skips is fp16's).
+    c.max_consecutive_skips = 1;
   }
   return c;
 }
@@ -36,6 +39,9 @@ Trainer::Trainer(const TrainConfig& cfg, const RunDevice& device) : cfg_(cfg), d
         "Trainer: the configuration is not resolved (call resolve_config first)");
   norm_ = Normalization{cfg_.mean, cfg_.std};
   const int R = replica_count(cfg_);
+  // Before anything big is allocated: a run that cannot fit is refused now, with the options
+  // to lower, not ended by bad_alloc or the OOM killer later.
+  memory_ = check_run_memory(cfg_, device_);
   // Each replica's context: on a GPU its lane's compute stream and device (the model, the
   // optimizer state, the buckets and every kernel of the replica go there).
   const GpuContext kernels{nullptr, parse_conv_impl(cfg_.conv), parse_linear_impl(cfg_.linear)};
@@ -46,7 +52,7 @@ Trainer::Trainer(const TrainConfig& cfg, const RunDevice& device) : cfg_(cfg), d
     gpu_ = std::make_unique<Gpu>();
     for (int r = 0; r < R; r++) {
       const int d = devices[size_t(r)];
-      CHECK(d < gpu_count(), (cfg_.devices.empty() ? "--device cuda" : "--devices " + cfg_.devices)
+      USER_CHECK(d < gpu_count(), (cfg_.devices.empty() ? "--device cuda" : "--devices " + cfg_.devices)
                                  << ": GPU " << d << " does not exist (" << gpu_count()
                                  << " usable)");
       const DeviceGuard on(d);
@@ -59,10 +65,12 @@ Trainer::Trainer(const TrainConfig& cfg, const RunDevice& device) : cfg_(cfg), d
 
   train_ = open_source(cfg_.train, train_image_spec(cfg_), cfg_.limit_train);
   if (!cfg_.val.empty()) val_ = open_source(cfg_.val, eval_image_spec(cfg_), cfg_.limit_val);
-  CHECK(train_->size() >= cfg_.batch,
+  USER_CHECK(train_->size() >= cfg_.batch,
         "--batch " << cfg_.batch << " is larger than the " << train_->size()
                    << " training images: an epoch would have no full batch");
   steps_per_epoch_ = train_->size() / cfg_.batch;  // the last partial batch is dropped
+  fingerprint_ = fingerprint_of(*train_);
+  fingerprint_json_ = fingerprint_.to_json();  // once: each checkpoint keeps it
 
   ModelOptions mo;
   mo.H = mo.W = cfg_.size;
@@ -368,7 +376,7 @@ StepResult Trainer::step_cpu() {
       });
     }
     // 4. The loss scale follows (throws after too many overflows in a row).
-    scaler_->update(!r.taken, step_);
+    update_scaler(r);
   }
   r.scale_after = scaler_->scale();
   for (auto& rep : replicas_) {
@@ -388,6 +396,22 @@ StepResult Trainer::step_cpu() {
                                                         << ": the replicas have drifted apart");
   }
   return r;
+}
+
+void Trainer::update_scaler(const StepResult& r) {
+  try {
+    scaler_->update(!r.taken, r.step, r.overflow);
+  } catch (const UserError& e) {
+    broken_ = true;  // the step is half done (gradients not cleared, the batch not released)
+    // Weights that are themselves inf/NaN (finite gradients times a huge rate made them so)
+    // are the cause to name; replica 0's stand for all, which hold the same bits.
+    for (const VarPtr& p : model().parameters())
+      if (first_nonfinite(p->value) >= 0)
+        throw UserError(std::string(e.what()) + ". The weights of " + p->name +
+                        " are themselves inf/NaN: an update before step " +
+                        std::to_string(r.step) + " made them so");
+    throw;
+  }
 }
 
 std::string Trainer::replicas_description() const {
@@ -430,7 +454,7 @@ std::string Trainer::replicas_difference() const {
 }
 
 EvalResult Trainer::evaluate() {
-  CHECK(val_, "evaluate: no validation data (--val)");
+  USER_CHECK(val_, "evaluate: no validation data (--val)");
   TraceSpan span(tracer, "evaluate", "train");
   EvalOptions opt;
   opt.batch = std::max(cfg_.batch, 256);

@@ -65,6 +65,7 @@
 #include <memory>
 #include <string>
 
+#include "data/fingerprint.h"
 #include "data/loader.h"
 #include "data/trace.h"
 #include "nn/checkpoint.h"
@@ -77,6 +78,7 @@
 #include "train/config.h"
 #include "train/device.h"
 #include "train/evaluate.h"
+#include "train/memory_plan.h"
 #include "train/replica.h"
 
 namespace cutrain {
@@ -145,7 +147,19 @@ class Trainer {
   // Puts a checkpoint's state into this trainer (into every replica), made from the
   // checkpoint's configuration, on any number of replicas. Every tensor must be there with the
   // right shape and dtype, and nothing else; the next step() trains on the checkpoint's cursor.
+  // The training data must be the checkpoint's (its data_fingerprint, when it has one):
+  // otherwise a UserError says what changed.
   void restore(const Checkpoint& c);
+  // restore() for training data that changed on purpose (--allow-data-change): the state as
+  // restore() puts it, but the next step is the first of the epoch after the checkpoint's
+  // (of the one it ended, when it is at an epoch's end), in that epoch's fresh order over the
+  // new data, at that epoch's step. Not what an uninterrupted run computes. Returns the line
+  // to print: what changed and where the run goes on.
+  std::string restore_at_next_epoch(const Checkpoint& c);
+  // What changed from the checkpoint's training data to this run's, for a message ("96 samples
+  // then, 128 now; ..."); "" when nothing did, or the checkpoint has no fingerprint.
+  std::string data_change(const Checkpoint& c) const;
+  const DataFingerprint& data_fingerprint() const { return fingerprint_; }
 
   int64_t steps_done() const { return step_; }      // optimizer steps launched so far
   int64_t steps_per_epoch() const { return steps_per_epoch_; }
@@ -154,6 +168,9 @@ class Trainer {
   SamplerCursor cursor() const { return cursor_; }  // the batch the next step trains on
   const TrainConfig& config() const { return cfg_; }
   const RunDevice& device() const { return device_; }
+  // What the run allocates, estimated before it did (train/memory_plan.h); checked against
+  // the machine's available memory by the constructor.
+  const MemoryPlan& memory_plan() const { return memory_; }
   Model& model() { return *replicas_[0]->model; }  // replica 0's
   Optimizer& optimizer() { return *replicas_[0]->optimizer; }
   int replicas() const { return int(replicas_.size()); }
@@ -207,6 +224,11 @@ class Trainer {
   GpuContextScope on_device() const { return on_replica(0); }
   void start_loaders();  // at cursor_
   StepResult step_cpu();  // launch() on the CPU: the whole step
+  // The loss scaler's transition after step r. When it stops the run (fp32's first inf/NaN
+  // gradient; fp16's --max-skips in a row) the UserError also names the first weight that is
+  // itself inf/NaN, and the trainer is broken.
+  void update_scaler(const StepResult& r);
+  void restore_state(const Checkpoint& c);  // restore()'s tensors, scaler and counters
   // launch() on a GPU: the step queued; its host part (number, batch, lr, ...) in r.
   void launch_gpu(StepResult r);
   // The GPU steps whose records have arrived into done_, after waiting for the oldest
@@ -249,6 +271,9 @@ class Trainer {
 
   TrainConfig cfg_;
   RunDevice device_;
+  MemoryPlan memory_;
+  DataFingerprint fingerprint_;                // of the training data (checkpoints keep it)
+  std::string fingerprint_json_;
   std::unique_ptr<Gpu> gpu_;                   // on a GPU; destroyed last (its streams)
   Normalization norm_;
   std::shared_ptr<const SampleSource> train_, val_;
@@ -265,9 +290,9 @@ class Trainer {
   std::deque<StepResult> done_;                // steps whose results are known, not handed out
 };
 
-// The scaler of a run: dynamic from 2^16 for fp16; fixed at 1 for fp32 (an inf/NaN gradient
-// still skips the step and counts towards the abort); the run stops after max_skips skipped
-// steps in a row (--max-skips).
+// The scaler of a run: dynamic from 2^16 for fp16, the run stopping after max_skips skipped
+// steps in a row (--max-skips); fixed at 1 for fp32, the run stopping at the first inf/NaN
+// gradient (there is no scale to lower, so no later step can do better).
 LossScalerConfig loss_scaler_config(DType dtype, int max_skips);
 
 // A model as a checkpoint saved it, for evaluation and prediction: built from the checkpoint's

@@ -355,7 +355,7 @@ void Trainer::collect_gpu(size_t wait_for) {
       }
       // The host's scaler takes the same transition (and throws, naming the step, after too
       // many overflows in a row); it must land on the device's bits.
-      scaler_->update(!r.taken, r.step);
+      update_scaler(r);
       const LossScalerState h = scaler_->state(), d = state.scaler;
       CHECK(h.scale == d.scale && h.clean_steps == d.clean_steps &&
                 h.consecutive_skips == d.consecutive_skips && h.skipped_total == d.skipped_total,

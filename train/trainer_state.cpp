@@ -13,6 +13,7 @@
 #include <cstring>
 #include <memory>
 #include <set>
+#include <sstream>
 
 #include "kernels/check.h"
 #include "train/trainer.h"
@@ -54,7 +55,7 @@ void put_scaler_state(Checkpoint& c, const LossScalerState& s, int64_t steps_tak
 
 double scalar(const Checkpoint& c, const char* name) {
   auto it = c.scalars.find(name);
-  CHECK(it != c.scalars.end(), "the checkpoint has no scalar '" << name << "'");
+  USER_CHECK(it != c.scalars.end(), "the checkpoint has no scalar '" << name << "'");
   return it->second;
 }
 
@@ -76,6 +77,7 @@ Checkpoint Trainer::snapshot_async(const std::map<std::string, double>& extra) {
   c.epoch = epochs_done();
   c.cursor = cursor_;
   c.seed = cfg_.seed;
+  c.data_fingerprint = fingerprint_json_;
   c.scalars = extra;
   // Copies the caller may keep while training goes on (the HDF5 write and the fsync happen on
   // the writer's thread). On a GPU, clones on the device: queued, no wait.
@@ -110,7 +112,7 @@ Checkpoint Trainer::snapshot_async(const std::map<std::string, double>& extra) {
     // row), this checkpoint must not be written (it would resume past the stop). Their
     // longest run of skips counts, not the last: a clean step after the limit was reached
     // resets the counter, but the run still stops at the limit.
-    CHECK(s.peak_skips < max_skips,
+    USER_CHECK(s.peak_skips < max_skips,
           "the checkpoint of step " << ck.step << " is not written: " << s.peak_skips
                                     << " steps in a row overflowed before it, and the run "
                                     << "stops at " << max_skips);
@@ -119,17 +121,57 @@ Checkpoint Trainer::snapshot_async(const std::map<std::string, double>& extra) {
   return c;
 }
 
+std::string Trainer::data_change(const Checkpoint& c) const {
+  if (c.data_fingerprint.empty()) return "";
+  return data_difference(DataFingerprint::from_json(c.data_fingerprint, "the checkpoint"),
+                         fingerprint_);
+}
+
 void Trainer::restore(const Checkpoint& c) {
-  CHECK(pending() == 0, "restore: " << pending() << " launched steps are pending");
-  CHECK(!c.pending, "restore: the checkpoint is still pending (on its way from a GPU): "
-                    "complete() it first");
-  CHECK(c.seed == cfg_.seed, "checkpoint seed " << c.seed << " differs from the run's " << cfg_.seed);
-  CHECK(c.step >= 0 && c.step <= total_steps(),
+  const std::string changed = data_change(c);
+  USER_CHECK(changed.empty(),
+             "the training data changed since the checkpoint of step "
+                 << c.step << " (" << changed << "). A resumed run continues the same "
+                 << "computation, so it needs the same samples in the same order: restore the "
+                 << "data, or pass --allow-data-change to go on from the next epoch in a fresh "
+                 << "order over the new data");
+  USER_CHECK(c.step >= 0 && c.step <= total_steps(),
         "checkpoint step " << c.step << " is outside this run's " << total_steps() << " steps");
-  CHECK(c.cursor.epoch * steps_per_epoch_ + c.cursor.batch == c.step,
+  USER_CHECK(c.cursor.epoch * steps_per_epoch_ + c.cursor.batch == c.step,
         "checkpoint cursor (" << cursor_to_string(c.cursor) << ") does not match its step "
                               << c.step << " at " << steps_per_epoch_
                               << " steps per epoch: the data or --batch changed");
+  restore_state(c);
+  step_ = c.step;
+  cursor_ = c.cursor;
+}
+
+std::string Trainer::restore_at_next_epoch(const Checkpoint& c) {
+  const std::string changed = data_change(c);
+  const int64_t epoch = c.cursor.batch == 0 ? c.cursor.epoch : c.cursor.epoch + 1;
+  USER_CHECK(epoch < cfg_.epochs, "the checkpoint of step " << c.step << " ends epoch " << epoch
+                                      << " of " << cfg_.epochs
+                                      << ": there is no next epoch to train (raise --epochs)");
+  restore_state(c);
+  step_ = epoch * steps_per_epoch_;
+  cursor_ = SamplerCursor{epoch, 0};
+  std::ostringstream os;
+  os << "--allow-data-change: "
+     << (!changed.empty() ? "the training data changed (" + changed + "); the run"
+         : c.data_fingerprint.empty()
+             ? "the checkpoint has no data fingerprint (written before they were kept); the run"
+             : "the training data are the checkpoint's, but the run")
+     << " goes on from epoch " << epoch + 1 << " of " << cfg_.epochs << " (step " << step_
+     << ", " << steps_per_epoch_ << " steps an epoch) in a fresh order: not what an "
+     << "uninterrupted run computes";
+  return os.str();
+}
+
+void Trainer::restore_state(const Checkpoint& c) {
+  CHECK(pending() == 0, "restore: " << pending() << " launched steps are pending");
+  CHECK(!c.pending, "restore: the checkpoint is still pending (on its way from a GPU): "
+                    "complete() it first");
+  USER_CHECK(c.seed == cfg_.seed, "checkpoint seed " << c.seed << " differs from the run's " << cfg_.seed);
   std::set<std::string> expected;
   for (auto& rep : replicas_) {  // every replica: they start the next step equal
     const GpuContextScope on(rep->context);  // a GPU replica's copies: on its stream
@@ -139,7 +181,7 @@ void Trainer::restore(const Checkpoint& c) {
     }
   }
   for (const auto& [name, t] : c.tensors)
-    CHECK(expected.count(name), "the checkpoint has a tensor '" << name
+    USER_CHECK(expected.count(name), "the checkpoint has a tensor '" << name
                                                                 << "' that this model does not");
   LossScalerState s;
   s.scale = scalar(c, "loss_scale");
@@ -155,10 +197,10 @@ void Trainer::restore(const Checkpoint& c) {
   if (gpu_)
     for (int r = 0; r < replicas(); r++) {
       const GpuContextScope on = on_replica(r);
-      gpu_->lane(r).step->reset(s, int64_t(scalar(c, "optimizer_steps_taken")));
+      // The scaler's state as restored (a fixed scale drops old skips: nn/loss_scaler.h).
+      gpu_->lane(r).step->reset(scaler_->state(),
+                                int64_t(scalar(c, "optimizer_steps_taken")));
     }
-  step_ = c.step;
-  cursor_ = c.cursor;
 }
 
 std::unique_ptr<Model> load_model(const Checkpoint& c, const TrainConfig& cfg, DType dtype,

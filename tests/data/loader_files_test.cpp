@@ -5,6 +5,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <vector>
 
 #include "data/loader.h"
 #include "tests/data/test_images.h"
@@ -84,6 +85,37 @@ TEST_CASE("loader on files: exactly the bad files are skipped, counted and named
   REQUIRE(listed == bad_paths);
   REQUIRE(loader.stats().bad_files == int64_t(bad_paths.size()));
   REQUIRE(loader.stats().stages.decode_s > 0);
+}
+
+TEST_CASE("loader on files: a resumed run's loader lists each bad file once, not again") {
+  TempDir dir;
+  const auto files = cutrain_test::write_test_images(dir.path());
+  std::set<std::string> bad_paths;
+  for (const auto& f : files)
+    if (f.error != ImageError::none) bad_paths.insert(f.path);
+  ImageSpec spec;
+  spec.size = 8;
+  spec.channels = 1;
+  spec.max_pixels = 4 << 20;
+  auto src = std::make_shared<ListSource>(list_of(files), spec);
+  LoaderConfig cfg;
+  cfg.threads = 2;
+  cfg.print_bad = 0;
+  cfg.bad_files_path = dir.file("bad_files.txt");
+  // Three processes of one run, each reading a whole epoch: the second and third find the
+  // same bad files again.
+  for (int process = 0; process < 3; process++) {
+    SamplerCursor start;
+    start.epoch = process;
+    Loader loader(src, all_in_batches_of(src->size(), 4), cfg, start);
+    for (int64_t b = 0; b < loader.sampler().batches_per_epoch(); b++) loader.release(loader.next());
+    REQUIRE(loader.bad_files().size() == bad_paths.size());  // found again: still skipped
+  }
+  std::ifstream in(cfg.bad_files_path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line.substr(0, line.find('\t')));
+  REQUIRE(lines.size() == bad_paths.size());
+  REQUIRE(std::set<std::string>(lines.begin(), lines.end()) == bad_paths);
 }
 
 TEST_CASE("loader on files: --strict stops at a bad file and names it") {

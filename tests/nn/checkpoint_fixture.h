@@ -35,6 +35,7 @@ inline cutrain::Checkpoint small_checkpoint(int64_t step) {
   c.cursor = {step / 10, step % 10};
   c.seed = 42;
   c.config_json = "{\"model\": \"default\"}";
+  c.data_fingerprint = "{\"count\": " + std::to_string(100 + step) + "}";
   c.tensors.emplace_back("conv1.w", uniform({4, 3, 3, 1}, cutrain::DType::f32, uint64_t(step)));
   const std::string pattern = "step-" + std::to_string(step) + "-pattern|";
   c.tensors.emplace_back("pattern", tensor_from_bytes({64}, cutrain::DType::i32, pattern));
@@ -50,6 +51,7 @@ inline void require_identical(const cutrain::Checkpoint& got, const cutrain::Che
   REQUIRE(got.epoch == want.epoch);
   REQUIRE(got.cursor == want.cursor);
   REQUIRE(got.seed == want.seed);
+  REQUIRE(got.data_fingerprint == want.data_fingerprint);
   REQUIRE(got.tensors.size() == want.tensors.size());
   for (size_t i = 0; i < want.tensors.size(); i++) {
     const cutrain::Tensor &g = got.tensors[i].second, &w = want.tensors[i].second;

@@ -44,6 +44,7 @@ Checkpoint everything_checkpoint() {
   c.epoch = 7;
   c.cursor = {7, 42};
   c.seed = UINT64_MAX - 5;  // above INT64_MAX: stored unsigned
+  c.data_fingerprint = "{\"count\": 60000, \"hash\": \"0123456789abcdef\"}";
   c.config_json = "{\"model\": \"resnet\", \"note\": \"\xc3\xbc \\\"q\\\"\\n\", \"pad\": \"" +
                   std::string(100000, 'x') + "\"}";  // > 64 KiB, the attribute size limit
   c.tensors.emplace_back("conv1.w", uniform({4, 3, 3, 2}, DType::f16, 1));
@@ -125,10 +126,11 @@ TEST_CASE("checkpoint: the layout on disk is the documented one") {
   H5Handle file = h5_owned(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose, path);
   const hid_t root = file.get();
   REQUIRE(h5_read_string_attribute(root, "format", path) == "cutrain-checkpoint");
-  REQUIRE(h5_read_int_attribute(root, "version", path) == 1);
+  REQUIRE(h5_read_int_attribute(root, "version", path) == 2);
   REQUIRE(h5_read_int_attribute(root, "step", path) == 123456789);
   REQUIRE(h5_read_uint_attribute(root, "seed", path) == UINT64_MAX - 5);
   REQUIRE(h5_read_int_attribute(root, "cursor_batch", path) == 42);
+  REQUIRE(h5_read_string_attribute(root, "data_fingerprint", path) == c.data_fingerprint);
 
   std::vector<std::string> names;
   std::vector<uint64_t> hashes;
@@ -193,7 +195,8 @@ TEST_CASE("checkpoint: bad names and values are refused before any file is made"
   const Checkpoint ok = small_checkpoint(1);
   fs::create_directory(dir / "sub");
   REQUIRE_ERROR(write_checkpoint(ok, dir / "sub"), "is a folder, not a checkpoint file");
-  REQUIRE_ERROR(write_checkpoint(ok, dir / "no/such/c.h5"), "cannot write checkpoint");
+  REQUIRE_USER_ERROR(write_checkpoint(ok, dir / "no/such/c.h5"),
+                     "cannot create '" + dir / "no/such/c.h5" + "': No such file or directory");
   REQUIRE(files_in(dir.str()) == std::set<std::string>{"sub"});
 }
 
@@ -241,13 +244,37 @@ TEST_CASE("checkpoint: metadata changed after writing is refused with the checks
     h5_write_string_attribute(o, n, "{\"model\": \"resnet\"}");
   });
   REQUIRE_ERROR(read_checkpoint(path), "checksum mismatch: " + path + " is damaged (its metadata");
-  rewrite(nullptr, "version", [](hid_t o, const char* n) {
-    h5_write_int_attribute(o, n, 2, H5T_STD_I32LE);
+  rewrite(nullptr, "data_fingerprint", [](hid_t o, const char* n) {
+    h5_write_string_attribute(o, n, "{\"count\": 7}");
   });
-  REQUIRE_ERROR(read_checkpoint(path),
-                "checkpoint format version 2, but this cutrain reads version 1");
+  REQUIRE_ERROR(read_checkpoint(path), "checksum mismatch: " + path + " is damaged (its metadata");
+  rewrite(nullptr, "version", [](hid_t o, const char* n) {
+    h5_write_int_attribute(o, n, 3, H5T_STD_I32LE);
+  });
+  REQUIRE_USER_ERROR(read_checkpoint(path), "checkpoint format version 3, but this cutrain reads "
+                                            "versions 1 to 2: a newer cutrain wrote it");
   rewrite(nullptr, "seed", [](hid_t, const char*) {});
   REQUIRE_ERROR(read_checkpoint(path), path + ": attribute 'seed' is missing");
+}
+
+TEST_CASE("checkpoint: a version 1 file (before data fingerprints) is read and verified") {
+  // What an older cutrain wrote: no data_fingerprint, version 1 in the file and the checksum.
+  TempDir dir;
+  const std::string path = dir / "c.h5";
+  Checkpoint c = small_checkpoint(3);
+  c.data_fingerprint.clear();
+  write_checkpoint(c, path);
+  {
+    H5Lock lock;
+    H5Handle file = h5_owned(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose, path);
+    REQUIRE(H5Adelete(file.get(), "version") >= 0);
+    h5_write_int_attribute(file.get(), "version", 1, H5T_STD_I32LE);
+    REQUIRE(H5Adelete(file.get(), "checksum") >= 0);
+    std::vector<uint64_t> hashes;
+    for (const auto& nt : c.tensors) hashes.push_back(xxh64(nt.second.raw(), nt.second.bytes()));
+    h5_write_uint_attribute(file.get(), "checksum", checkpoint_checksum(c, hashes, 1));
+  }
+  require_identical(read_checkpoint(path), c);
 }
 
 TEST_CASE("checkpoint: truncated, missing, foreign and non-HDF5 files are refused clearly") {

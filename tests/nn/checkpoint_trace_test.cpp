@@ -53,7 +53,7 @@ TEST_CASE("checkpoint writer: with a tracer, each write is a span on the writer'
   }
   REQUIRE(ns(writes[0].at("ts")) + ns(writes[0].at("dur")) <= ns(writes[1].at("ts")));
 
-  // The parts: hash, hdf5, fsync + rename and prune for both good writes, in that order, inside
+  // The parts: hash, hdf5, write + fsync + rename and prune for both good writes, in that order, inside
   // their write; the best link for step 10 only; the failed write stops before any of them
   // (its file is refused before hashing).
   auto parts_in = [&](const json& write, const std::string& part) {
@@ -64,7 +64,7 @@ TEST_CASE("checkpoint writer: with a tracer, each write is a span on the writer'
   };
   for (int w = 0; w < 2; w++) {
     int64_t last_end = ns(writes[size_t(w)].at("ts"));
-    for (const char* part : {"hash", "hdf5", "fsync + rename", "prune"}) {
+    for (const char* part : {"hash", "hdf5", "write + fsync + rename", "prune"}) {
       INFO("write " << w << ", part " << part);
       const auto got = parts_in(writes[size_t(w)], part);
       REQUIRE(got.size() == 1);

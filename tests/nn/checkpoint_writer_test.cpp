@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <optional>
 #include <thread>
 
@@ -116,10 +117,12 @@ TEST_CASE("checkpoint writer: a failure on the writer thread surfaces from wait(
   fs::remove_all(ckpt);
   write_text(ckpt, "not a folder");
   writer.submit(small_checkpoint(1), 1, false);
-  REQUIRE_ERROR(writer.wait(), "checkpoint writer: nn/checkpoint.cpp:");
+  // The path and the system's reason, as a user's error (the disk, the folder: no bug).
+  REQUIRE_USER_ERROR(writer.wait(),
+                     "cannot create '" + checkpoint_path(ckpt, 1) + "': Not a directory");
   REQUIRE_NOTHROW(writer.wait());  // reported once
   writer.submit(small_checkpoint(1), 1, false);
-  REQUIRE_ERROR(writer.wait(), "cannot write checkpoint '" + checkpoint_path(ckpt, 1) + "'");
+  REQUIRE_USER_ERROR(writer.wait(), "cannot create '" + checkpoint_path(ckpt, 1) + "'");
 
   // Without wait(): the error comes from a later submit() (step 2 fails while step 3 waits
   // for room, and step 4's submit must then report it).
@@ -131,8 +134,7 @@ TEST_CASE("checkpoint writer: a failure on the writer thread surfaces from wait(
   } catch (const Error& e) {
     message = e.what();
   }
-  REQUIRE(message.find("cannot write checkpoint '" + checkpoint_path(ckpt, 2) + "'") !=
-          std::string::npos);
+  REQUIRE(message.find("cannot create '" + checkpoint_path(ckpt, 2) + "'") != std::string::npos);
   try {
     writer.wait();  // step 3's failure, if it was queued
   } catch (const Error&) {
@@ -154,6 +156,23 @@ TEST_CASE("checkpoint writer: a failure on the writer thread surfaces from wait(
   REQUIRE_ERROR(CheckpointWriter(dir.str(), 0), "must keep at least 1 checkpoint, not 0");
   write_text(dir / "file", "x");
   REQUIRE_ERROR(CheckpointWriter(dir / "file"), "cannot make the checkpoint folder");
+}
+
+TEST_CASE("checkpoint writer: a snapshot holding inf or NaN is not written; the last good stays") {
+  TempDir dir;
+  CheckpointWriter writer(dir.str());
+  writer.submit(small_checkpoint(1), 1, false);
+  Checkpoint diverged = small_checkpoint(2);
+  diverged.tensors[0].second.data<float>()[7] = std::nanf("");
+  writer.submit(diverged, 2, false);
+  REQUIRE_USER_ERROR(writer.wait(), "the checkpoint of step 2 is not written: 'conv1.w' holds "
+                                    "inf or NaN (element 7): the run has diverged");
+  Checkpoint inf = small_checkpoint(3);
+  inf.tensors.emplace_back("h", Tensor::from_doubles({1, INFINITY}, {2}, DType::f16));
+  writer.submit(inf, 3, false);
+  REQUIRE_USER_ERROR(writer.wait(), "'h' holds inf or NaN (element 1)");
+  REQUIRE(newest_checkpoint(dir.str()) == checkpoint_path(dir.str(), 1));
+  REQUIRE(files_in(dir.str()) == std::set<std::string>{step_name(1)});
 }
 
 TEST_CASE("checkpoint writer: an error nobody collected is printed by the destructor, alone") {

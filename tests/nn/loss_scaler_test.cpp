@@ -102,7 +102,9 @@ TEST_CASE("loss scaler: a fixed scale never moves, but overflows still skip and 
   s.update(true, 5000);
   REQUIRE(s.scale() == 1);
   REQUIRE(s.skipped_total() == 1);
-  REQUIRE_ERROR(s.update(true, 5001), "step 5001: 2 consecutive steps overflowed");
+  REQUIRE_USER_ERROR(s.update(true, 5001, "conv1.w"),
+                     "step 5001: inf/NaN gradient, first in conv1.w (2 steps in a row). There is no "
+                     "loss scale to lower in fp32");
 }
 
 TEST_CASE("loss scaler: a restored state continues exactly as the original") {
@@ -132,7 +134,17 @@ TEST_CASE("loss scaler: a restored state continues exactly as the original") {
   // A state the run would have stopped at (saved by a GPU checkpoint of steps not yet seen).
   bad = saved;
   bad.consecutive_skips = small_config().max_consecutive_skips;
-  REQUIRE_ERROR(b.restore(bad), "overflows in a row, where the run stops at");
+  REQUIRE_USER_ERROR(b.restore(bad), "overflows in a row, and this run stops at");
+  // A fixed scale (fp32) stops at the first overflow: skips an older checkpoint counted are
+  // dropped, not refused.
+  LossScalerConfig fixed;
+  fixed.dynamic = false, fixed.init = 1, fixed.max_consecutive_skips = 1;
+  LossScaler f(fixed);
+  LossScalerState old_fp32;
+  old_fp32.scale = 1, old_fp32.consecutive_skips = 4, old_fp32.skipped_total = 9;
+  f.restore(old_fp32);
+  REQUIRE(f.consecutive_skips() == 0);
+  REQUIRE(f.skipped_total() == 9);
 }
 
 TEST_CASE("loss scaler: bad configs are refused, naming the field") {

@@ -2,6 +2,10 @@
 // device choice, and the fields resolved from real data (Fashion-MNIST JPEGs and a pack).
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+#include <functional>
+#include <limits>
+
 #include "data/pack.h"
 #include "kernels/gpu.h"
 #include "nn/model_spec.h"
@@ -13,6 +17,52 @@
 
 using namespace cutrain;
 using namespace cutrain_test;
+
+TEST_CASE("config: every numeric option has a range; non-finite and absurd values are refused") {
+  struct Case {
+    std::function<void(TrainConfig&)> set;
+    std::string says;
+  };
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
+  const std::vector<Case> cases = {
+      {[](TrainConfig& c) { c.threads = 400; }, "--threads must be in [0, 256], got 400"},
+      {[](TrainConfig& c) { c.threads = -2; }, "--threads must be in [0, 256], got -2"},
+      {[](TrainConfig& c) { c.size = 100000; }, "--size must be in [0, 4096], got 100000"},
+      {[](TrainConfig& c) { c.resize = 5000; }, "--resize must be in [0, 4096], got 5000"},
+      {[](TrainConfig& c) { c.pad = 9999; }, "--pad must be in [-1, 4096], got 9999"},
+      {[](TrainConfig& c) { c.batch = 1 << 20; }, "--batch must be in [1, 65536], got 1048576"},
+      {[](TrainConfig& c) { c.accum = 256; }, "--accum must be in [1, 128], got 256"},
+      {[](TrainConfig& c) { c.epochs = 0; }, "--epochs must be in [1, 1000000], got 0"},
+      {[&](TrainConfig& c) { c.lr = 1e30; }, "--lr must be a finite number in [0, 10], got 1e+30"},
+      {[&](TrainConfig& c) { c.lr = nan; }, "--lr must be a finite number in [0, 10], got nan"},
+      {[&](TrainConfig& c) { c.lr = inf; }, "--lr must be a finite number in [0, 10], got inf"},
+      {[&](TrainConfig& c) { c.wd = inf; }, "--wd must be a finite number in [0, 1], got inf"},
+      {[&](TrainConfig& c) { c.wd = 3; }, "--wd must be a finite number in [0, 1], got 3"},
+      {[&](TrainConfig& c) { c.momentum = 1; }, "--momentum must be a finite number in [0, 1)"},
+      {[&](TrainConfig& c) { c.momentum = nan; }, "--momentum must be a finite number in [0, 1)"},
+      {[&](TrainConfig& c) { c.warmup = inf; }, "--warmup must be a finite number in [0, 1e+06]"},
+      {[&](TrainConfig& c) { c.label_smoothing = nan; }, "--label-smoothing must be a finite"},
+      {[&](TrainConfig& c) { c.mean = {nan}, c.std = {0.3}; }, "--mean must be a finite number"},
+      {[&](TrainConfig& c) { c.mean = {128}, c.std = {0.3}; }, "--mean must be a finite number in [-1, 2]"},
+      {[&](TrainConfig& c) { c.mean = {0.5}, c.std = {inf}; }, "--std values must be finite"},
+      {[](TrainConfig& c) { c.keep = 0; }, "--keep must be in [1, 1000000], got 0"},
+      {[](TrainConfig& c) { c.log_every = 0; }, "--log-every must be in [1, 2147483647], got 0"},
+      {[](TrainConfig& c) { c.checkpoint_every = -5; }, "--checkpoint-every must be in [0, "},
+      {[](TrainConfig& c) { c.check_replicas = -1; }, "--check-replicas must be in [0, "},
+      {[](TrainConfig& c) {
+         c.devices = "cpu";
+         for (int i = 0; i < 64; i++) c.devices += ",cpu";
+       },
+       "--devices lists 65 replicas; at most 64"},
+  };
+  for (const Case& k : cases) {
+    TrainConfig c;
+    c.train = "x";
+    k.set(c);
+    INFO(k.says);
+    REQUIRE_USER_ERROR(validate_config(c), k.says);
+  }
+}
 
 TEST_CASE("config: the defaults are valid once --train is given; every problem is listed") {
   TrainConfig c;
@@ -28,14 +78,15 @@ TEST_CASE("config: the defaults are valid once --train is given; every problem i
   }
   INFO(msg);
   REQUIRE(msg.find("--batch 100 is not a multiple of --accum 3") != std::string::npos);
-  REQUIRE(msg.find("--lr must be > 0 (or 0: the optimizer's default), got -1") != std::string::npos);
+  REQUIRE(msg.find("--lr must be a finite number in [0, 10], got -1 (0: the optimizer's default)") !=
+          std::string::npos);
   REQUIRE(msg.find("--device gpu: expected auto, cpu or cuda") != std::string::npos);
   REQUIRE(msg.find("onecycle has its own warm-up") != std::string::npos);
   TrainConfig d;
   d.train = "x", d.channels = 3, d.mean = {0.5}, d.std = {0.5};
   REQUIRE_ERROR(validate_config(d), "1 values for 3 channels");
   d.mean = {0.5, 0.5, 0.5}, d.std = {0.2, 0, 0.2};
-  REQUIRE_ERROR(validate_config(d), "--std values must be positive");
+  REQUIRE_ERROR(validate_config(d), "--std values must be finite and in (0, 10]");
   TrainConfig g;
   g.train = "x", g.conv = "winograd";
   REQUIRE_ERROR(validate_config(g), "--conv winograd: expected direct, tc or cudnn");
@@ -55,7 +106,7 @@ TEST_CASE("config: the defaults are valid once --train is given; every problem i
   h.devices = "", h.device = "cpu";
   validate_config(h);
   h.max_skips = 0;
-  REQUIRE_ERROR(validate_config(h), "--max-skips must be >= 1, got 0");
+  REQUIRE_ERROR(validate_config(h), "--max-skips must be in [1, 1000000], got 0");
 }
 
 TEST_CASE("config: JSON round trip; unknown keys and wrong types are refused by name") {

@@ -18,6 +18,7 @@
 #include "nn/checkpoint.h"
 #include "tests/data/temp_dir.h"
 #include "tests/test_util.h"
+#include "tests/train/cli_fixture.h"
 #include "tests/train/train_fixture.h"
 #include "train/predict.h"
 #include "train/run.h"
@@ -27,11 +28,6 @@ using namespace cutrain;
 using namespace cutrain_test;
 
 namespace {
-
-// The cutrain program beside this test binary (both are in bin/).
-std::string cutrain_exe() {
-  return (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "cutrain").string();
-}
 
 // The "step" spans of a trace file.
 int step_spans(const std::string& path) {

@@ -212,7 +212,9 @@ TEST_CASE("a run whose every gradient overflows stops with an error naming the s
   for (int s = 0; s < 29; s++) REQUIRE(!t.step().taken);
   REQUIRE(t.scaler().scale() == 1);  // halved from 2^16 down to its minimum, 1
   REQUIRE(t.scaler().consecutive_skips() == 29);
-  REQUIRE_ERROR(t.step(), "step 29: 30 consecutive");  // the 30th overflow in a row ends it
+  // The 30th overflow in a row ends it.
+  REQUIRE_USER_ERROR(t.step(), "step 29: 30 consecutive steps overflowed (inf/NaN gradients, "
+                               "first in ");
   // --max-skips sets the limit.
   TrainConfig c3 = tiny_run_config(dir / "run3", 320, 10);
   c3.max_skips = 3;
@@ -221,6 +223,33 @@ TEST_CASE("a run whose every gradient overflows stops with an error naming the s
   REQUIRE(!u.step().taken);
   REQUIRE(!u.step().taken);
   REQUIRE_ERROR(u.step(), "step 2: 3 consecutive");
+}
+
+TEST_CASE("fp32: the first inf/NaN gradient stops the run, naming the step and the parameter") {
+  // fp32 has no loss scale to lower, so there is nothing to wait for: no skip, a stop.
+  TempDir dir;
+  const TrainConfig cfg = tiny_run_config(dir / "run");
+  Trainer t(cfg, cpu(DType::f32));
+  t.step();
+  t.after_backward = [](Trainer& tr) {
+    for (const VarPtr& p : tr.model().parameters())
+      if (p->name == "conv2.w") p->grad_buffer().data<float>()[3] = std::nanf("");
+  };
+  REQUIRE_USER_ERROR(t.step(), "step 1: inf/NaN gradient, first in conv2.w (1 step in a row). "
+                               "There is no loss scale to lower in fp32");
+  REQUIRE_ERROR(t.step(), "an earlier step failed partway");  // the trainer is done
+}
+
+TEST_CASE("fp32: weights an update made inf/NaN are named as the cause") {
+  // What --lr far too high does: finite gradients, an update to inf. The next step's gradients
+  // are NaN, and the message names the weights themselves.
+  TempDir dir;
+  Trainer t(tiny_run_config(dir / "run"), cpu(DType::f32));
+  t.step();
+  for (const VarPtr& p : t.model().parameters())
+    if (p->name == "conv1.w") p->value.data<float>()[0] = std::numeric_limits<float>::infinity();
+  REQUIRE_USER_ERROR(t.step(), "The weights of conv1.w are themselves inf/NaN: an update "
+                               "before step 1 made them so");
 }
 
 TEST_CASE("launch and results: each step's result once, in order; step() refuses pending steps") {

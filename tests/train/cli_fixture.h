@@ -1,0 +1,54 @@
+// defines: cutrain_exe(), the cutrain program beside the test binary, and run_cutrain(), which
+// runs it as a real process and returns its exit status and everything it printed.
+#pragma once
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tests/data/temp_dir.h"
+
+namespace cutrain_test {
+
+// The cutrain program beside this test binary (both are in bin/).
+inline std::string cutrain_exe() {
+  return (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "cutrain").string();
+}
+
+struct Ran {
+  int status = -1;     // the exit status; 128 + signal when a signal ended it
+  std::string output;  // stdout and stderr, interleaved as written
+};
+
+// Runs `cutrain args...` to its end, its output to `log` (a file). `in_child`, when given, runs
+// in the child between fork and exec: it may only make async-signal-safe calls (setrlimit).
+inline Ran run_cutrain(const std::vector<std::string>& args, const std::string& log,
+                       void (*in_child)() = nullptr) {
+  std::vector<std::string> all = {cutrain_exe()};
+  all.insert(all.end(), args.begin(), args.end());
+  // Everything the child needs is made before fork(): between fork and exec a child of a
+  // multithreaded process may not allocate.
+  std::vector<char*> argv;
+  for (std::string& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1), ::dup2(fd, 2);
+    if (in_child) in_child();
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  Ran r;
+  int status = 0;
+  if (pid > 0 && ::waitpid(pid, &status, 0) == pid)
+    r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.output = read_text(log);
+  return r;
+}
+
+}  // namespace cutrain_test
