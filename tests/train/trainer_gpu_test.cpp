@@ -212,6 +212,24 @@ TEST_CASE("trainer [gpu]: a checkpoint taken after the steps that end the run is
   REQUIRE_ERROR(t.results(true), "step 3: 3 consecutive");
 }
 
+TEST_CASE("trainer [gpu]: fp32 stops at the first inf/NaN gradient, as on the CPU") {
+  REQUIRE_GPU();
+  TempDir dir;
+  Trainer t(tiny_run_config(dir / "run"), on(Device::cuda, DType::f32));
+  REQUIRE(t.step().taken);
+  t.after_backward = [](Trainer& tr) {
+    for (const VarPtr& p : tr.model().parameters())
+      if (p->name == "conv2.w") {
+        Tensor& g = p->grad_buffer();  // on the device: write one element through a copy
+        Tensor h = g.to(Device::cpu);
+        h.data<float>()[3] = std::nanf("");
+        g.copy_from(h);
+      }
+  };
+  REQUIRE_USER_ERROR(t.step(), "step 1: inf/NaN gradient, first in conv2.w (1 step in a row). "
+                               "There is no loss scale to lower in fp32");
+}
+
 TEST_CASE("trainer [gpu]: many steps in flight come back in order, each once") {
   REQUIRE_GPU();
   TempDir dir;
