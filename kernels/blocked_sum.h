@@ -5,7 +5,7 @@
 //   BlockedSum<A, B>         one running sum, term by term (host and device)
 //   blocked_sum<A, B>(n, f)  f(0) + f(1) + ... + f(n-1), the same way (host and device)
 //   BlockedSums<A>           L sums side by side, for CPU loops that add a row of independent
-//                            sums per step and sum their blocks themselves (host)
+//                            sums per step and sum their blocks themselves (.cpp files only)
 //
 // The problem. A running sum s += x[i] rounds every partial sum to 24 bits (fp32), so the
 // error of each addition is relative to the partial sum, not to the term: once s holds 2^20
@@ -59,6 +59,7 @@ constexpr int kSumBlock = 64;
 constexpr int kSumLevels = 64;
 
 // One running sum in A (float or double), term by term: add(x) for each term, then total().
+// On the GPU the levels sit in local memory (indexed at run time), touched once per block.
 template <typename A, int B = kSumBlock> class BlockedSum {
  public:
   CUTRAIN_HD void add(A x) {
@@ -72,7 +73,7 @@ template <typename A, int B = kSumBlock> class BlockedSum {
   // The sum of every term added so far: the unfinished block, then the levels upward.
   CUTRAIN_HD A total() const {
     A s = block_;
-    for (int j = 0; j < kSumLevels; j++)
+    for (int j = 0; j < kSumLevels && (count_ >> j) != 0; j++)
       if ((count_ >> j) & 1) s = level_[j] + s;
     return s;
   }
@@ -98,6 +99,7 @@ CUTRAIN_HD A blocked_sum(int64_t n, Term f) {
   return s.total();
 }
 
+#if !defined(__CUDACC__)  // host code of the .cpp files (nvcc builds without OpenMP)
 // L independent sums at once, for the CPU loops whose inner loop runs over a row of sums (a
 // filter's R*S*C weights, a block of channels). The caller sums each block of kSumBlock steps
 // (pixels, rows of a batch) into a row of L block sums, as its plain loop would, and hands the
@@ -137,7 +139,7 @@ template <typename A> class BlockedSums {
   }
   void total(A* out) const {
     for (size_t l = 0; l < lanes_; l++) out[l] = A(0);
-    for (int j = 0; j < kSumLevels; j++)
+    for (int j = 0; j < kSumLevels && (count_ >> j) != 0; j++)
       if ((count_ >> j) & 1) add_level(j, out);
   }
 
@@ -152,5 +154,6 @@ template <typename A> class BlockedSums {
   uint64_t count_ = 0;     // rows added
   std::vector<A> levels_;  // row j = level j, valid while bit j of count_ is 1
 };
+#endif
 
 }  // namespace cutrain

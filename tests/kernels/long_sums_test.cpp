@@ -1,7 +1,7 @@
 // The long fp32 sums of the CPU kernels -- BN's batch mean and variance and its parameter
 // gradients, the weight and bias gradients of conv2d and linear -- against the same kernels
 // run in double, on ~10^6 terms with a large mean: where a running fp32 sum loses digits
-// (kernels/blocked_sum.h). Each bound is 2 u = 2^-23 relative to sum|terms|.
+// (kernels/blocked_sum.h). Each bound is 2 u = 2^-23 relative to sum |terms| (kLongSumBound).
 //
 // Measured on these inputs, relative error (to sum |terms|), before = the running sums of
 // commit c3f0ac8, after = blocked pairwise:
@@ -20,33 +20,16 @@
 #include "kernels/batchnorm.h"
 #include "kernels/conv2d.h"
 #include "kernels/linear.h"
-#include "kernels/rng.h"
+#include "tests/kernels/long_sums.h"
 #include "tests/test_util.h"
 
 using namespace cutrain;
+using cutrain_test::doubles;
+using cutrain_test::kLongSumBound;
+using cutrain_test::max_rel_error;
+using cutrain_test::values;
 
 namespace {
-
-constexpr double kBound = 0x1p-23;  // 2 u
-
-// n values with mean `mean` and standard deviation `sd` (uniform), in float.
-std::vector<float> values(size_t n, uint64_t seed, double mean, double sd) {
-  std::vector<float> v(n);
-  for (size_t i = 0; i < n; i++)
-    v[i] = float(mean + sd * std::sqrt(12.0) * (double(rng_uniform(seed, i)) - 0.5));
-  return v;
-}
-
-std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
-
-// max over i of |got[i] - want[i]| / scale[i]
-double max_rel_error(const std::vector<float>& got, const std::vector<double>& want,
-                     const std::vector<double>& scale) {
-  double e = 0;
-  for (size_t i = 0; i < got.size(); i++)
-    e = std::fmax(e, std::fabs(double(got[i]) - want[i]) / scale[i]);
-  return e;
-}
 
 // BN's training forward in T over x (M,C): the batch mean, and the running variance after one
 // update with momentum 1, which is the batch variance * M/(M-1).
@@ -67,7 +50,7 @@ TEST_CASE("long sums: BN batch mean and variance over 2^20 values of mean 100, s
   const int64_t M = int64_t(1) << 20;
   const int C = 2;
   const std::vector<float> x = values(size_t(M) * C, 11, 100, 1);
-  const std::vector<double> xd = to_double(x);
+  const std::vector<double> xd = doubles(x);
   std::vector<float> mean, var;
   std::vector<double> mean_d, var_d;
   bn_statistics<float>(M, C, x, mean, var);
@@ -75,8 +58,8 @@ TEST_CASE("long sums: BN batch mean and variance over 2^20 values of mean 100, s
   const double mean_err = max_rel_error(mean, mean_d, mean_d);
   const double var_err = max_rel_error(var, var_d, var_d);
   INFO("BN mean " << mean_err << ", variance " << var_err);
-  REQUIRE(mean_err <= kBound);
-  REQUIRE(var_err <= kBound);
+  REQUIRE(mean_err <= kLongSumBound);
+  REQUIRE(var_err <= kLongSumBound);
 }
 
 TEST_CASE("long sums: BN dbeta and dgamma over 2^20 values") {
@@ -84,7 +67,7 @@ TEST_CASE("long sums: BN dbeta and dgamma over 2^20 values") {
   const int C = 2;
   const std::vector<float> x = values(size_t(M) * C, 12, 100, 1);
   const std::vector<float> dy = values(size_t(M) * C, 13, 1, 0.1);
-  const std::vector<double> xd = to_double(x), dyd = to_double(dy);
+  const std::vector<double> xd = doubles(x), dyd = doubles(dy);
   const std::vector<float> mean = {100, 100}, invstd = {1, 1}, gamma = {1, 1};
   const std::vector<double> meand = {100, 100}, invstdd = {1, 1}, gammad = {1, 1};
   std::vector<float> dg(C, 0), db(C, 0);
@@ -99,8 +82,8 @@ TEST_CASE("long sums: BN dbeta and dgamma over 2^20 values") {
   }
   const double dg_err = max_rel_error(dg, dgd, scale_g), db_err = max_rel_error(db, dbd, scale_b);
   INFO("BN dgamma " << dg_err << ", dbeta " << db_err);
-  REQUIRE(dg_err <= kBound);
-  REQUIRE(db_err <= kBound);
+  REQUIRE(dg_err <= kLongSumBound);
+  REQUIRE(db_err <= kLongSumBound);
 }
 
 TEST_CASE("long sums: conv2d dw and db over 2^20 pixels") {
@@ -112,13 +95,13 @@ TEST_CASE("long sums: conv2d dw and db over 2^20 pixels") {
   std::vector<float> dw(nw, 0), db(size_t(s.K), 0);
   std::vector<double> dwd(nw, 0), dbd(size_t(s.K), 0);
   conv2d_backward_filter_cpu<float>(s, x.data(), dy.data(), dw.data(), db.data());
-  conv2d_backward_filter_cpu<double>(s, to_double(x).data(), to_double(dy).data(), dwd.data(),
+  conv2d_backward_filter_cpu<double>(s, doubles(x).data(), doubles(dy).data(), dwd.data(),
                                      dbd.data());
   // every term is positive: sum |terms| = the sum
   const double dw_err = max_rel_error(dw, dwd, dwd), db_err = max_rel_error(db, dbd, dbd);
   INFO("conv2d dw " << dw_err << ", db " << db_err);
-  REQUIRE(dw_err <= kBound);
-  REQUIRE(db_err <= kBound);
+  REQUIRE(dw_err <= kLongSumBound);
+  REQUIRE(db_err <= kLongSumBound);
 }
 
 TEST_CASE("long sums: linear dw and db over a batch of 2^20") {
@@ -130,10 +113,10 @@ TEST_CASE("long sums: linear dw and db over a batch of 2^20") {
   std::vector<double> dwd(size_t(K) * C, 0), dbd(K, 0);
   linear_backward_cpu<float>(N, C, K, x.data(), w.data(), dy.data(), nullptr, dw.data(),
                              db.data());
-  linear_backward_cpu<double>(N, C, K, to_double(x).data(), to_double(w).data(),
-                              to_double(dy).data(), nullptr, dwd.data(), dbd.data());
+  linear_backward_cpu<double>(N, C, K, doubles(x).data(), doubles(w).data(),
+                              doubles(dy).data(), nullptr, dwd.data(), dbd.data());
   const double dw_err = max_rel_error(dw, dwd, dwd), db_err = max_rel_error(db, dbd, dbd);
   INFO("linear dw " << dw_err << ", db " << db_err);
-  REQUIRE(dw_err <= kBound);
-  REQUIRE(db_err <= kBound);
+  REQUIRE(dw_err <= kLongSumBound);
+  REQUIRE(db_err <= kLongSumBound);
 }
