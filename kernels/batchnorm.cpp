@@ -4,19 +4,21 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/blocked_sum.h"
 #include "kernels/parallel.h"
 
 namespace cutrain {
 
 // The loops run over pixels m outside and channels c inside, so x is read in memory order
-// (NHWC) and each channel keeps its own running sum.
+// (NHWC) and each channel keeps its own sum (blocked pairwise: channel_sums below).
 //
 // Threads (kernels/parallel.h): the per-element passes (y, dx) hand each thread whole pixel
 // rows; the per-channel sums hand each thread whole channels (channel_sums below), never a
-// share of the pixels, so every sum runs over m in order, as on one thread.
+// share of the pixels, so every sum adds its terms in the 1-thread order.
 
 namespace {
-// out[c] = sum over m = 0, 1, ..., M-1 in order of term(m, c), for every channel c.
+// out[c] = sum over m = 0, 1, ..., M-1 of term(m, c), for every channel c, blocked pairwise
+// (kernels/blocked_sum.h): each block of kSumBlock pixels in order, the block sums pairwise.
 // Each thread owns a block of kBlock channels: it reads the pixels in memory order but only
 // its channels of each (16 fp32 values: one 64-byte cache line), summing into local
 // accumulators, and writes its sums once at the end.
@@ -26,10 +28,14 @@ void channel_sums(int64_t M, int C, A* out, Term term) {
 #pragma omp parallel for schedule(static) if (worth_threads(M * C))
   for (int c0 = 0; c0 < C; c0 += kBlock) {
     const int c1 = std::min(C, c0 + kBlock);
-    A sum[kBlock] = {};
-    for (int64_t m = 0; m < M; m++)
-      for (int c = c0; c < c1; c++) sum[c - c0] += term(m, c);
-    for (int c = c0; c < c1; c++) out[c] = sum[c - c0];
+    BlockedSums<A> sums(size_t(c1 - c0), M);
+    A block[kBlock] = {};  // one block's sums (add() hands them over and zeroes them)
+    for (int64_t m0 = 0; m0 < M; m0 += kSumBlock) {
+      for (int64_t m = m0; m < std::min(M, m0 + kSumBlock); m++)
+        for (int c = c0; c < c1; c++) block[c - c0] += term(m, c);
+      sums.add(block);
+    }
+    sums.total(out + c0);
   }
 }
 }  // namespace

@@ -8,18 +8,24 @@
 // to find an element's channel.
 //
 // Per-channel sums (deterministic, no atomics): channel_partials_kernel sums each thread's rows
-// in fp32, adds the 8 row lanes of a block in order (shared memory), and writes one partial
-// per (row group, channel) to scratch; a finalize kernel (one thread per channel) adds the
-// gridDim.y partials in order. gridDim.y is a function of M alone (row_groups), so the order
-// of every addition, hence every bit, is the same on every run and every GPU.
+// in fp32, blocked pairwise (kernels/blocked_sum.h), adds the 8 row lanes of a block pairwise
+// (shared memory), and writes one partial per (row group, channel) to scratch; a finalize
+// kernel (one thread per channel) adds the gridDim.y partials pairwise. gridDim.y is a
+// function of M alone (row_groups), so the order of every addition, hence every bit, is the
+// same on every run and every GPU. A term meets at most b + log2(rows/b) roundings in its
+// thread (b = 64; rows = ceil(M / (8 gridDim.y)): at most 64 up to M = 2^19), 3 among the
+// lanes and log2(gridDim.y) + 1 <= 11 among the partials, where one running sum per thread and
+// per finalize gave rows + 8 + gridDim.y (over 1000 for a large batch).
 //
 // bytes: training forward reads x three times (mean, variance, y) and writes y:
 //   4*M*C*sizeof(T); training backward reads x, dy (and y when fused) twice and dx once, and
 //   writes dx. flops ~10 per element. Memory bound.
 // precision: fp32 for every sum and per-channel value; y and dx rounded to T once. The sums run
-//   in a tree order, not the CPU's sequential order: results agree with
-//   batchnorm_*_cpu (composed with relu_*_cpu when fused) within a tolerance, not bit for bit.
+//   in another order than the CPU's (blocks of pixels in order, then pairwise): results agree
+//   with batchnorm_*_cpu (composed with relu_*_cpu when fused) within a tolerance, not bit for
+//   bit.
 #include "kernels/batchnorm.h"
+#include "kernels/blocked_sum.h"
 #include "kernels/cuda_util.cuh"
 
 namespace cutrain {
@@ -44,46 +50,45 @@ int apply_groups(int64_t M) {
 }
 
 // partial[k][blockIdx.y][c] = sum over this block's rows m of term k at (m, c), k < kSums.
-// term(m, c, acc) adds its kSums values at (m, c) into acc[0..kSums).
+// term(m, c, v) writes its kSums values at (m, c) to v[0..kSums).
 template <int kSums, typename Term>
 __global__ void channel_partials_kernel(int64_t M, int C, Term term, float* partial) {
   __shared__ float lanes[kSums][kTY][kTX];
   const int c = blockIdx.x * kTX + threadIdx.x;
-  float acc[kSums] = {};
+  BlockedSum<float> acc[kSums];
   if (c < C)
     for (int64_t m = int64_t(blockIdx.y) * kTY + threadIdx.y; m < M;
-         m += int64_t(gridDim.y) * kTY)
-      term(m, c, acc);
-  for (int k = 0; k < kSums; k++) lanes[k][threadIdx.y][threadIdx.x] = acc[k];
+         m += int64_t(gridDim.y) * kTY) {
+      float v[kSums];
+      term(m, c, v);
+      for (int k = 0; k < kSums; k++) acc[k].add(v[k]);
+    }
+  for (int k = 0; k < kSums; k++) lanes[k][threadIdx.y][threadIdx.x] = acc[k].total();
   __syncthreads();
   if (threadIdx.y == 0 && c < C)
-    for (int k = 0; k < kSums; k++) {
-      float s = 0;
-      for (int r = 0; r < kTY; r++) s += lanes[k][r][threadIdx.x];
-      partial[(int64_t(k) * gridDim.y + blockIdx.y) * C + c] = s;
-    }
+    for (int k = 0; k < kSums; k++)
+      partial[(int64_t(k) * gridDim.y + blockIdx.y) * C + c] =
+          blocked_sum<float, 1>(kTY, [&](int64_t r) { return lanes[k][r][threadIdx.x]; });
 }
 
-// out[c] = the G partials of sum k added in order (k = 0 or 1).
+// out[c] = the G partials of sum k added pairwise (k = 0 or 1).
 __device__ float sum_partials(const float* partial, int k, int G, int C, int c) {
-  float s = 0;
-  for (int g = 0; g < G; g++) s += partial[(int64_t(k) * G + g) * C + c];
-  return s;
+  return blocked_sum<float, 1>(G, [&](int64_t g) { return partial[(int64_t(k) * G + g) * C + c]; });
 }
 
 // The sums' terms.
 template <typename S> struct TermX {  // x
   const S* x;
   int C;
-  __device__ void operator()(int64_t m, int c, float* acc) const { acc[0] += to_acc(x[m * C + c]); }
+  __device__ void operator()(int64_t m, int c, float* v) const { v[0] = to_acc(x[m * C + c]); }
 };
 template <typename S> struct TermSquaredDeviation {  // (x - mean)^2
   const S* x;
   const float* mean;
   int C;
-  __device__ void operator()(int64_t m, int c, float* acc) const {
+  __device__ void operator()(int64_t m, int c, float* v) const {
     const float d = to_acc(x[m * C + c]) - mean[c];
-    acc[0] += d * d;
+    v[0] = d * d;
   }
 };
 // The masked gradient g = dy * (y > 0 when fused) and (g, g * xhat), xhat = (x - mean)*invstd.
@@ -96,11 +101,11 @@ template <typename S> struct TermDyDyXhat {
   const float *mean, *invstd;
   bool relu;
   int C;
-  __device__ void operator()(int64_t m, int c, float* acc) const {
+  __device__ void operator()(int64_t m, int c, float* v) const {
     const int64_t i = m * C + c;
     const float g = masked_dy(y, dy, relu, i);
-    acc[0] += g;
-    acc[1] += g * ((to_acc(x[i]) - mean[c]) * invstd[c]);
+    v[0] = g;
+    v[1] = g * ((to_acc(x[i]) - mean[c]) * invstd[c]);
   }
 };
 

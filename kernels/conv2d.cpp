@@ -4,7 +4,9 @@
 // acc_t<T> buffer and rounds to T once, so fp16 storage gives the fp32 sum rounded to half, as
 // the GPU does. NHWC activations and KRSC filters both keep C contiguous; every inner loop runs
 // over a contiguous row (of c, or of k in the forward) whose lanes are independent sums, so the
-// compiler may vectorise it (omp simd) without changing the order of any sum.
+// compiler may vectorise it (omp simd) without changing the order of any sum. The backward-
+// filter sums run over the whole batch (N*P*Q terms), so they are blocked pairwise
+// (kernels/blocked_sum.h); the others are short (R*S*C or R*S*K terms) and run in order.
 //
 // Threads (kernels/parallel.h): each thread owns whole outputs (rows of y, rows of dx, whole
 // filters of dw) and sums each in the 1-thread order, so the bits do not depend on the count.
@@ -15,6 +17,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/blocked_sum.h"
 #include "kernels/check.h"
 #include "kernels/parallel.h"
 
@@ -174,16 +177,19 @@ void conv2d_backward_data_cpu(const Conv2dShape& s, const T* dy, const T* w, T* 
 }
 
 // One filter k at a time: dw[k][r][t][:] += dy[n][p][q][k] * x[n][h][wi][:] over every
-// output pixel and every tap inside the image, and db[k] += dy[n][p][q][k]. The filter is
-// small (R*S*C), so it is summed whole in an acc_t buffer and written back once; every dw and
-// db element sums over (n, p, q) in order. dy is first transposed to dyt (K, N*P*Q) in A, so
-// filter k reads its gradients contiguously. The inner loop runs over c: C independent sums.
+// output pixel and every tap inside the image, and db[k] += dy[n][p][q][k]. Every dw and db
+// element sums over the pixels m = (n, p, q) in order, blocked pairwise (kernels/blocked_sum.h):
+// the filter is small (R*S*C), so each block of kSumBlock pixels is summed whole into an
+// acc_t buffer, the blocks are combined pairwise, and the old value is added to the total and
+// rounded to T once. dy is first transposed to dyt (K, N*P*Q) in A, so filter k reads its
+// gradients contiguously. The inner loop runs over c: C independent sums.
 template <typename T>
 void conv2d_backward_filter_cpu(const Conv2dShape& s, const T* x, const T* dy, T* dw, T* db) {
   using A = acc_t<T>;
   const int P = s.P(), Q = s.Q(), C = s.C, K = s.K;
   const int64_t pixels = int64_t(s.N) * P * Q;
   const size_t filter = size_t(s.R) * s.S * C;
+  const size_t x_row = size_t(s.W) * C, dw_row = size_t(s.S) * C;  // one r further in x, dw
   std::vector<A> xbuf, dyt(size_t(K) * size_t(pixels));
   const A* xa = widen(x, size_t(s.N) * s.H * s.W * C, xbuf);  // x in A, widened once
 #pragma omp parallel if (worth_threads(s.forward_flops()))
@@ -192,39 +198,46 @@ void conv2d_backward_filter_cpu(const Conv2dShape& s, const T* x, const T* dy, T
 #pragma omp for schedule(static)
     for (int64_t m = 0; m < pixels; m++)
       for (int k = 0; k < K; k++) dyt[size_t(k) * size_t(pixels) + size_t(m)] = A(dy[m * K + k]);
-    std::vector<A> acc(filter);  // this thread's scratch
+    std::vector<A> block(filter);  // this thread's scratch: one block's sums, then the total
+    BlockedSums<A> sums(filter, pixels);
     // Each thread owns whole filters: dw[k][:][:][:] and db[k]. dynamic: filters go to threads
     // as they come free, and the bits do not depend on which thread sums a filter.
 #pragma omp for schedule(dynamic)
     for (int k = 0; k < K; k++) {
       const A* g = dyt.data() + size_t(k) * size_t(pixels);  // dy[:][:][:][k]
-      if (db) {
-        A sum = A(db[k]);
-        for (int64_t m = 0; m < pixels; m++) sum += g[m];
-        db[k] = T(sum);
-      }
+      if (db) db[k] = T(A(db[k]) + blocked_sum<A>(pixels, [g](int64_t m) { return g[m]; }));
       if (!dw) continue;
-      T* dwk = dw + size_t(k) * filter;  // dw[k][:][:][:]
-      for (size_t i = 0; i < filter; i++) acc[i] = A(dwk[i]);
+      sums.reset();
+      std::fill(block.begin(), block.end(), A(0));
+      int in_block = 0;  // pixels summed into block
       for (int n = 0; n < s.N; n++)
         for (int p = 0; p < P; p++) {
           const Taps rs = taps_inside(p, s.stride_h, s.pad_h, s.R, s.H);
+          const int h0 = p * s.stride_h - s.pad_h + rs.begin;  // the input row under tap rs.begin
+          const A* xp = xa + (size_t(n) * s.H + h0) * x_row;   // x[n][h0][:][:]
+          const A* gp = g + (size_t(n) * P + p) * Q;           // dy[n][p][:][k]
           for (int q = 0; q < Q; q++) {
             const Taps ts = taps_inside(q, s.stride_w, s.pad_w, s.S, s.W);
-            const A gk = g[(size_t(n) * P + p) * Q + q];  // dy[n][p][q][k]
+            const A gk = gp[q];  // dy[n][p][q][k]
             // For one r, the taps t and channels c in dw[k][r][t][c] and in the x pixels under
             // them x[n][h][wi0 + t][c] are both contiguous: one loop over (t, c) covers them.
             const int wi0 = q * s.stride_w - s.pad_w, len = (ts.end - ts.begin) * C;
-            for (int r = rs.begin; r < rs.end; r++) {
-              const int h = p * s.stride_h - s.pad_h + r;
-              const A* xr = xa + ((size_t(n) * s.H + h) * s.W + wi0 + ts.begin) * C;
-              A* dwr = acc.data() + (size_t(r) * s.S + ts.begin) * C;  // dw[k][r][t][:]
+            const A* xr = xp + size_t(wi0 + ts.begin) * C;                    // x[n][h0][..][:]
+            A* dwr = block.data() + (size_t(rs.begin) * s.S + ts.begin) * C;  // dw[k][r][t][:]
+            for (int r = rs.begin; r < rs.end; r++, xr += x_row, dwr += dw_row) {
 #pragma omp simd
               for (int i = 0; i < len; i++) dwr[i] += gk * xr[i];
             }
+            if (++in_block == kSumBlock) {  // a whole block: into the pairwise sums, which
+              sums.add(block.data());       // zero it for the next one
+              in_block = 0;
+            }
           }
         }
-      for (size_t i = 0; i < filter; i++) dwk[i] = T(acc[i]);
+      if (in_block > 0) sums.add(block.data());  // the last, shorter block
+      sums.total(block.data());
+      T* dwk = dw + size_t(k) * filter;  // dw[k][:][:][:]
+      for (size_t i = 0; i < filter; i++) dwk[i] = T(A(dwk[i]) + block[i]);
     }
   }
 }

@@ -7,6 +7,7 @@
 // outputs are read, widened, summed into and rounded once (+=), like the CPU reference.
 #include <cuda_fp16.h>
 
+#include "kernels/blocked_sum.h"
 #include "kernels/check.h"
 #include "kernels/conv2d.h"
 #include "kernels/cuda_util.cuh"
@@ -85,7 +86,9 @@ __global__ void conv2d_backward_data_direct_kernel(Conv2dShape s, int P, int Q, 
 // dw[k][r][t][c] += sum_{n,p,q} dy[n][p][q][k] * x[n][p*Sh-Ph+r][q*Sw-Pw+t][c]
 // launch: one thread per dw element (c fastest), grid-stride; each sums N*P*Q products,
 //   which for a small filter means few threads doing long loops: the baseline, not fast.
-// precision: fp32, in (n, p, q) order from the old value, as the CPU.
+// precision: fp32, in (n, p, q) order, blocked pairwise (kernels/blocked_sum.h: blocks of 64
+//   products inside the image), then added to the old value, as the CPU (whose blocks are 64
+//   pixels, taps in the padding included, so the orders differ at the image's border).
 template <typename D>
 __global__ void conv2d_backward_filter_direct_kernel(Conv2dShape s, int P, int Q, const D* x,
                                                      const D* dy, D* dw) {
@@ -94,7 +97,7 @@ __global__ void conv2d_backward_filter_direct_kernel(Conv2dShape s, int P, int Q
        i += int64_t(gridDim.x) * blockDim.x) {
     const int c = int(i % s.C), t = int(i / s.C % s.S), r = int(i / (int64_t(s.C) * s.S) % s.R);
     const int k = int(i / (int64_t(s.C) * s.S * s.R));
-    float acc = to_acc(dw[i]);
+    BlockedSum<float> sum;
     for (int n = 0; n < s.N; n++)
       for (int p = 0; p < P; p++) {
         const int h = p * s.stride_h - s.pad_h + r;
@@ -102,11 +105,11 @@ __global__ void conv2d_backward_filter_direct_kernel(Conv2dShape s, int P, int Q
         for (int q = 0; q < Q; q++) {
           const int wi = q * s.stride_w - s.pad_w + t;
           if (wi < 0 || wi >= s.W) continue;
-          acc += to_acc(dy[((int64_t(n) * P + p) * Q + q) * s.K + k]) *
-                 to_acc(x[((int64_t(n) * s.H + h) * s.W + wi) * s.C + c]);
+          sum.add(to_acc(dy[((int64_t(n) * P + p) * Q + q) * s.K + k]) *
+                  to_acc(x[((int64_t(n) * s.H + h) * s.W + wi) * s.C + c]));
         }
       }
-    dw[i] = from_acc<D>(acc);
+    dw[i] = from_acc<D>(to_acc(dw[i]) + sum.total());
   }
 }
 
@@ -324,7 +327,7 @@ void conv2d_backward_filter_tc_gpu(const Conv2dShape& s, const half_t* x, const 
   if (dw) {
     const auto a = tc::Dense<false>::make(hp(dy), s.K, NPQ, s.K);  // A(k, m) = dy[m][k]
     const WgradB b{hp(x), g, NPQ, RSC, s.C % 8 == 0 && tc::aligned16(x)};
-    tc_gemm(s.K, RSC, NPQ, a, b, EpiAccumulate{hp(dw), RSC}, stream);
+    tc_gemm<true>(s.K, RSC, NPQ, a, b, EpiAccumulate{hp(dw), RSC}, stream);  // kd: the batch
   }
   if (db) bias_grad_gpu(NPQ, s.K, dy, db, stream);
 }

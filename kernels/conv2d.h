@@ -11,7 +11,8 @@
 //   dw[k][r][s][c] += sum_{n,p,q} dy[n][p][q][k] * x[n][p*Sh - Ph + r][q*Sw - Pw + s][c]
 //   db[k]          += sum_{n,p,q} dy[n][p][q][k]
 // flops: 2*N*P*Q*K*R*S*C forward; the same again for each of dx and dw.
-// precision: products summed in acc_t<T> (fp32 for fp16 storage), rounded once to T.
+// precision: products summed in acc_t<T> (fp32 for fp16 storage), rounded once to T; dw and
+//   db, sums over the whole batch (N*P*Q terms), blocked pairwise (kernels/blocked_sum.h).
 // threads: OpenMP over independent outputs; the same bits on any thread count.
 #pragma once
 #include <cstdint>

@@ -2,8 +2,10 @@
 // whole rows of y, dx or dw, each summed in the 1-thread order.
 #include "kernels/linear.h"
 
+#include <algorithm>
 #include <vector>
 
+#include "kernels/blocked_sum.h"
 #include "kernels/parallel.h"
 
 namespace cutrain {
@@ -45,29 +47,36 @@ void linear_backward_cpu(int N, int C, int K, const T* x, const T* w, const T* d
       }
     }
   }
+  // dw and db sum over the batch: blocked pairwise (kernels/blocked_sum.h), each block of
+  // kSumBlock rows n in order, the blocks pairwise; the old value added to the total.
   if (dw) {
 #pragma omp parallel if (threads)
     {
-      std::vector<A> acc(static_cast<size_t>(C));  // this thread's scratch
+      // this thread's scratch: one block's sums (add() hands them over and zeroes them)
+      std::vector<A> block(static_cast<size_t>(C));
+      BlockedSums<A> sums(static_cast<size_t>(C), N);
       // Each thread owns whole rows dw[k][:].
 #pragma omp for schedule(static)
       for (int k = 0; k < K; k++) {
-        for (int c = 0; c < C; c++) acc[size_t(c)] = A(dw[size_t(k) * C + c]);
-        for (int n = 0; n < N; n++) {
-          const A g = A(dy[size_t(n) * K + k]);
-          const T* xr = x + size_t(n) * C;
-          for (int c = 0; c < C; c++) acc[size_t(c)] += g * A(xr[c]);
+        sums.reset();
+        std::fill(block.begin(), block.end(), A(0));
+        for (int n0 = 0; n0 < N; n0 += kSumBlock) {
+          for (int n = n0; n < std::min(N, n0 + kSumBlock); n++) {
+            const A g = A(dy[size_t(n) * K + k]);
+            const T* xr = x + size_t(n) * C;
+            for (int c = 0; c < C; c++) block[size_t(c)] += g * A(xr[c]);
+          }
+          sums.add(block.data());
         }
-        for (int c = 0; c < C; c++) dw[size_t(k) * C + c] = T(acc[size_t(c)]);
+        sums.total(block.data());
+        T* dwr = dw + size_t(k) * C;
+        for (int c = 0; c < C; c++) dwr[c] = T(A(dwr[c]) + block[size_t(c)]);
       }
     }
   }
   if (db)
-    for (int k = 0; k < K; k++) {  // N*K adds: never worth a thread
-      A s = A(db[k]);
-      for (int n = 0; n < N; n++) s += A(dy[size_t(n) * K + k]);
-      db[k] = T(s);
-    }
+    for (int k = 0; k < K; k++)  // N*K adds: never worth a thread
+      db[k] = T(A(db[k]) + blocked_sum<A>(N, [&](int64_t n) { return A(dy[size_t(n) * K + k]); }));
 }
 
 #define CUTRAIN_INSTANTIATE(T)                                                              \

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 
+#include "kernels/blocked_sum.h"
 #include "kernels/check.h"
 #include "kernels/cuda_util.cuh"
 #include "kernels/linear.h"
@@ -18,9 +19,9 @@ namespace cutrain {
 
 // --- direct -------------------------------------------------------------------------------
 // Each kernel: one thread per output element (the last index fastest, so neighbouring threads
-// store neighbouring elements), grid-stride; the sum in fp32, in the CPU's order. Each output
-// reads one row of length C (or K, or N) from each operand: 2 flops per 4 (f16) or 8 (f32)
-// bytes, memory bound; the baseline, not the fast path.
+// store neighbouring elements), grid-stride; the sum in fp32, in the CPU's order (fused
+// multiply-adds aside). Each output reads one row of length C (or K, or N) from each operand:
+// 2 flops per 4 (f16) or 8 (f32) bytes, memory bound; the baseline, not the fast path.
 
 // y[n][k] = b[k] + sum_c x[n][c] * w[k][c]
 template <typename D>
@@ -50,16 +51,17 @@ __global__ void linear_backward_data_direct_kernel(int N, int C, int K, const D*
   }
 }
 
-// dw[k][c] += sum_n dy[n][k] * x[n][c]
+// dw[k][c] += sum_n dy[n][k] * x[n][c], the sum over the batch blocked pairwise in the CPU's
+// order (kernels/blocked_sum.h), then added to the old value.
 template <typename D>
 __global__ void linear_backward_filter_direct_kernel(int N, int C, int K, const D* x,
                                                      const D* dy, D* dw) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < int64_t(K) * C;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int k = int(i / C), c = int(i % C);
-    float acc = to_acc(dw[i]);
-    for (int64_t n = 0; n < N; n++) acc += to_acc(dy[n * K + k]) * to_acc(x[n * C + c]);
-    dw[i] = from_acc<D>(acc);
+    const float sum = blocked_sum<float>(
+        N, [&](int64_t n) { return to_acc(dy[n * K + k]) * to_acc(x[n * C + c]); });
+    dw[i] = from_acc<D>(to_acc(dw[i]) + sum);
   }
 }
 
@@ -92,9 +94,12 @@ void linear_backward_direct_gpu(int N, int C, int K, const T* x, const T* w, con
 // run adds the same numbers in the same order:
 //   pass 1: grid (ceil(K/32), chunks), block 32 x 8. Block (kb, j) sums rows of chunk j for 32
 //     columns: thread (tx, ty) adds rows ty, ty+8, ... of column kb*32 + tx (a warp reads 32
-//     neighbouring halves of one row), then the 8 lanes of a column are added in order ty =
-//     0..7 into partial[j][k] (fp32).
-//   pass 2: one thread per k: db[k] = T(float(db[k]) + sum_j partial[j][k]), j in order.
+//     neighbouring halves of one row), blocked pairwise (kernels/blocked_sum.h), then the 8
+//     lanes of a column are added pairwise into partial[j][k] (fp32).
+//   pass 2: one thread per k: db[k] = T(float(db[k]) + the partials[j][k] added pairwise).
+// A term meets at most b + log2(rows/b) roundings in its thread (b = 64, rows = the rows
+// per chunk / 8: 32 up to M = 2^18), 3 among the lanes and log2(chunks) + 1 <= 11 among the
+// chunks: the running sums before had rows + 8 + chunks.
 // bytes: M*K*sizeof(T) read once; flops: M*K adds. Memory bound.
 
 constexpr int kBiasRows = 8;  // row lanes of a pass-1 block
@@ -106,24 +111,21 @@ __global__ void bias_grad_partial_kernel(int64_t M, int K, int64_t rows_per_chun
   const int k = blockIdx.x * 32 + threadIdx.x;
   const int64_t begin = blockIdx.y * rows_per_chunk;
   const int64_t end = begin + rows_per_chunk < M ? begin + rows_per_chunk : M;
-  float s = 0;
+  BlockedSum<float> s;
   if (k < K)
-    for (int64_t m = begin + threadIdx.y; m < end; m += kBiasRows) s += to_acc(dy[m * K + k]);
-  lane[threadIdx.y][threadIdx.x] = s;
+    for (int64_t m = begin + threadIdx.y; m < end; m += kBiasRows) s.add(to_acc(dy[m * K + k]));
+  lane[threadIdx.y][threadIdx.x] = s.total();
   __syncthreads();
-  if (threadIdx.y == 0 && k < K) {
-    float t = 0;
-    for (int j = 0; j < kBiasRows; j++) t += lane[j][threadIdx.x];
-    partial[int64_t(blockIdx.y) * K + k] = t;
-  }
+  if (threadIdx.y == 0 && k < K)
+    partial[int64_t(blockIdx.y) * K + k] =
+        blocked_sum<float, 1>(kBiasRows, [&](int64_t j) { return lane[j][threadIdx.x]; });
 }
 
 template <typename D>
 __global__ void bias_grad_finish_kernel(int K, int chunks, const float* partial, D* db) {
   const int k = blockIdx.x * blockDim.x + threadIdx.x;
   if (k >= K) return;
-  float s = 0;
-  for (int j = 0; j < chunks; j++) s += partial[int64_t(j) * K + k];
+  const float s = blocked_sum<float, 1>(chunks, [&](int64_t j) { return partial[j * K + k]; });
   db[k] = from_acc<D>(to_acc(db[k]) + s);
 }
 
@@ -170,7 +172,7 @@ void linear_backward_tc_gpu(int N, int C, int K, const half_t* x, const half_t* 
   if (dw) {
     const auto a = tc::Dense<false>::make(hp(dy), K, N, K);  // A(k, n) = dy[n][k]
     const auto b = tc::Dense<false>::make(hp(x), C, N, C);   // B(n, c) = x[n][c]
-    tc_gemm(K, C, N, a, b, EpiAccumulate{hp(dw), C}, stream);
+    tc_gemm<true>(K, C, N, a, b, EpiAccumulate{hp(dw), C}, stream);  // kd: the batch
   }
   if (db) bias_grad_gpu(N, K, dy, db, stream);
 }

@@ -4,7 +4,8 @@
 //        dx[n][c] += sum_k dy[n][k] * w[k][c]            (dy W)
 //        dw[k][c] += sum_n dy[n][k] * x[n][c]            (dy^T X)
 //        db[k]    += sum_n dy[n][k]
-// flops: 2*N*K*C forward, twice that backward. Sums in acc_t<T> (fp32 for fp16 storage).
+// flops: 2*N*K*C forward, twice that backward. Sums in acc_t<T> (fp32 for fp16 storage); dw
+// and db, sums over the batch, blocked pairwise (kernels/blocked_sum.h).
 // b / db may be null (no bias). Backward outputs accumulate; any of dx, dw may be null when
 // that gradient is not wanted.
 #pragma once

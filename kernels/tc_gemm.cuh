@@ -25,9 +25,18 @@
 //   (as floats) so that each thread hands consecutive n to the epilogue (coalesced stores).
 // split-K: when the tiles alone cannot fill the GPU (a weight gradient: M*N small, Kd = N*P*Q
 //   huge) blockIdx.z takes one slice of kd, fp32 partial tiles go to a scratch buffer, and a
-//   second kernel sums the slices in a fixed order and calls epi: the same bits on every run,
-//   and on every GPU of one architecture (the split depends on the shape, not the SM count;
-//   WMMA's own accumulation order may differ between architectures).
+//   second kernel sums the slices pairwise (kernels/blocked_sum.h) and calls epi: the same
+//   bits on every run, and on every GPU of one architecture (the split depends on the shape,
+//   not the SM count; WMMA's own accumulation order may differ between architectures).
+// blocked sums (tc_gemm<true>, the weight gradients, whose kd runs over the whole batch: N*P*Q
+//   or N): a slice is long (thousands of kd for a large batch), so the WMMA accumulators take
+//   kSumBlock kd at a time (2 steps), then are added into a second set of fragments and start
+//   again from 0 (kernels/blocked_sum.h). A product meets ~kSumBlock + slice/kSumBlock
+//   roundings instead of ~slice. (The second level runs in order, not pairwise: a fragment per
+//   level would not fit in registers.) The second set costs ~30 registers a thread (ptxas,
+//   sm_90: 66 -> 94..97), so 2 blocks of 256 threads fit an SM instead of 3; a weight
+//   gradient's grid is about 2 blocks an SM anyway (split-K aims at 2 * 132 blocks). The
+//   forward and dgrad sum over a filter (R*S*C or R*S*K, short) and keep one set.
 // bytes / flops: 2*M*N*Kd flops. Each block reads (BM + BN) * Kd halves: A is read N/BN times
 //   and B M/BM times (from L2 mostly), C written once. With 128x64 tiles a kd step moves 12 KiB
 //   from global memory for 512 kflop (~43 flops a byte); the layers of the default models are
@@ -35,7 +44,8 @@
 // not (yet) here: cp.async double buffering. A block's loads and MMAs do not overlap; the
 //   other blocks resident on the SM (3-6 of them) hide the latency instead.
 // precision: products of halves are exact in fp32; sums in fp32 (WMMA accumulators), in an
-//   order that differs from the CPU's; rounded to fp16 once, in epi.
+//   order that differs from the CPU's (weight gradients: blocked, above); rounded to fp16
+//   once, in epi.
 // bounds: any M, N, Kd (no multiple of any tile needed); element offsets are int64_t.
 #pragma once
 #include <cuda_fp16.h>
@@ -45,6 +55,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/blocked_sum.h"
 #include "kernels/check.h"
 #include "kernels/cuda_util.cuh"
 #include "kernels/gpu.h"
@@ -121,10 +132,17 @@ __host__ __device__ constexpr int tile_halves() {
   return ContigKd ? ROWS * (BK + PAD) : BK * (ROWS + PAD);
 }
 
+// a.x[t] += b.x[t]: two accumulator fragments of one type hold the same elements of their
+// tiles in the same places, so they add element by element.
+template <class Frag> __device__ __forceinline__ void add_fragment(Frag& a, const Frag& b) {
+  for (int t = 0; t < a.num_elements; t++) a.x[t] += b.x[t];
+}
+
 // Block (BM/32)*(BN/32) warps; grid (ceil(M/BM), ceil(N/BN), splits). Slice z covers kd in
 // [z*kd_chunk, min(Kd, (z+1)*kd_chunk)); kd_chunk is a multiple of BK, so a tile never
-// straddles two slices. Calls epi(m, n, z, acc) for every (m, n) inside C.
-template <int BM, int BN, class OpA, class OpB, class Epi>
+// straddles two slices. Calls epi(m, n, z, acc) for every (m, n) inside C. Blocked: the sums
+// over kd in blocks of kSumBlock (above).
+template <int BM, int BN, bool Blocked, class OpA, class OpB, class Epi>
 __global__ void __launch_bounds__((BM / 32) * (BN / 32) * 32)
     tc_gemm_kernel(int64_t M, int64_t N, int64_t Kd, int64_t kd_chunk, OpA a, OpB b, Epi epi) {
   using namespace nvcuda;
@@ -151,9 +169,14 @@ __global__ void __launch_bounds__((BM / 32) * (BN / 32) * 32)
   using LayoutB = std::conditional_t<OpB::kContigKd, wmma::col_major, wmma::row_major>;
   wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, LayoutA> fa[2];
   wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, LayoutB> fb[2];
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2], sum[2][2];  // sum: Blocked
   for (int i = 0; i < 2; i++)
-    for (int j = 0; j < 2; j++) wmma::fill_fragment(acc[i][j], 0.0f);
+    for (int j = 0; j < 2; j++) {
+      wmma::fill_fragment(acc[i][j], 0.0f);
+      wmma::fill_fragment(sum[i][j], 0.0f);
+    }
+  static_assert(kSumBlock % BK == 0, "a block of the sum is whole kd steps");
+  int steps = 0;  // kd steps in acc since it was last added into sum (Blocked)
 
   for (int64_t kd0 = kd_begin; kd0 < kd_end; kd0 += BK) {
     // kd >= Kd reads as 0 inside the operands; kd in [kd_end, Kd) only happens in the last
@@ -180,7 +203,18 @@ __global__ void __launch_bounds__((BM / 32) * (BN / 32) * 32)
         for (int j = 0; j < 2; j++) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
     }
     __syncthreads();  // before the next tile overwrites sA / sB
+    if (Blocked && ++steps == kSumBlock / BK) {  // a whole block: into sum, acc from 0 again
+      for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++) {
+          add_fragment(sum[i][j], acc[i][j]);
+          wmma::fill_fragment(acc[i][j], 0.0f);
+        }
+      steps = 0;
+    }
   }
+  if (Blocked)  // acc = the blocks' sum + the last (shorter) block
+    for (int i = 0; i < 2; i++)
+      for (int j = 0; j < 2; j++) add_fragment(acc[i][j], sum[i][j]);
 
   // The loop ended on a __syncthreads (or never ran): sA/sB are free to reuse as sC.
   for (int i = 0; i < 2; i++)
@@ -204,20 +238,19 @@ struct StorePartial {
   }
 };
 
-// Split-K, pass 2: one thread per (m, n), slices summed in order 0, 1, ..., then epi.
+// Split-K, pass 2: one thread per (m, n), the slices summed pairwise, then epi.
 template <class Epi>
 __global__ void tc_splitk_finish_kernel(int64_t M, int64_t N, int splits, const float* ws,
                                         Epi epi) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < M * N;
        i += int64_t(gridDim.x) * blockDim.x) {
-    float s = 0;
-    for (int z = 0; z < splits; z++) s += ws[int64_t(z) * M * N + i];
+    const float s = blocked_sum<float, 1>(splits, [&](int64_t z) { return ws[z * M * N + i]; });
     epi(i / N, i % N, 0, s);
   }
 }
 
 // Runs one tile configuration: chooses the split, launches, checks.
-template <int BM, int BN, class OpA, class OpB, class Epi>
+template <int BM, int BN, bool Blocked, class OpA, class OpB, class Epi>
 void launch(int64_t M, int64_t N, int64_t Kd, const OpA& a, const OpB& b, const Epi& epi,
             cudaStream_t stream) {
   constexpr int THREADS = (BM / 32) * (BN / 32) * 32;
@@ -237,13 +270,13 @@ void launch(int64_t M, int64_t N, int64_t Kd, const OpA& a, const OpB& b, const 
   splits = std::max<int64_t>(1, (Kd + kd_chunk - 1) / kd_chunk);  // no empty slice
   const dim3 grid{unsigned(tiles_m), unsigned(tiles_n), unsigned(splits)};
   if (splits == 1) {
-    tc_gemm_kernel<BM, BN><<<grid, THREADS, 0, stream>>>(M, N, Kd, kd_chunk, a, b, epi);
+    tc_gemm_kernel<BM, BN, Blocked><<<grid, THREADS, 0, stream>>>(M, N, Kd, kd_chunk, a, b, epi);
     LAUNCH_CHECK();
     return;
   }
   DeviceBuffer ws(size_t(splits * M * N) * sizeof(float), current_device(), stream);
   const StorePartial part{static_cast<float*>(ws.data()), M, N};
-  tc_gemm_kernel<BM, BN><<<grid, THREADS, 0, stream>>>(M, N, Kd, kd_chunk, a, b, part);
+  tc_gemm_kernel<BM, BN, Blocked><<<grid, THREADS, 0, stream>>>(M, N, Kd, kd_chunk, a, b, part);
   LAUNCH_CHECK();
   tc_splitk_finish_kernel<<<grid_size(M * N, 256), 256, 0, stream>>>(
       M, N, int(splits), part.ws, epi);
@@ -256,14 +289,15 @@ void launch(int64_t M, int64_t N, int64_t Kd, const OpA& a, const OpB& b, const 
 
 // C = A * B through epi (see the top of this file). Picks the tile shape from M and N: narrow
 // outputs (N <= 32: conv layers with K = 32, the classifier) get 32-wide tiles, short ones
-// (M <= 64: weight gradients) 64-high tiles, everything else 128 x 64.
-template <class OpA, class OpB, class Epi>
+// (M <= 64: weight gradients) 64-high tiles, everything else 128 x 64. Blocked = true: kd runs
+// over a whole batch (the weight gradients), summed in blocks (above).
+template <bool Blocked = false, class OpA, class OpB, class Epi>
 void tc_gemm(int64_t M, int64_t N, int64_t Kd, const OpA& a, const OpB& b, const Epi& epi,
              cudaStream_t stream) {
   if (M <= 0 || N <= 0) return;
-  if (N <= 32) tc::launch<128, 32>(M, N, Kd, a, b, epi, stream);
-  else if (M <= 64) tc::launch<64, 64>(M, N, Kd, a, b, epi, stream);
-  else tc::launch<128, 64>(M, N, Kd, a, b, epi, stream);
+  if (N <= 32) tc::launch<128, 32, Blocked>(M, N, Kd, a, b, epi, stream);
+  else if (M <= 64) tc::launch<64, 64, Blocked>(M, N, Kd, a, b, epi, stream);
+  else tc::launch<128, 64, Blocked>(M, N, Kd, a, b, epi, stream);
 }
 
 // --- epilogues: the conv2d and linear outputs are all row-major (M x N) with stride ld -----

@@ -1,9 +1,10 @@
 // batchnorm GPU kernels (plain and fused with the ReLU after them) against the CPU reference:
 // batchnorm_*_cpu, composed with relu_forward_cpu / relu_backward_cpu for the fused path.
 //
-// Tolerances. The GPU adds each channel's M terms in a tree order, the CPU left to right; both
-// in fp32. Rounding errors of such a sum behave like a random walk, so the two differ by about
-// sqrt(M) * 2^-24 relative; kSum(M) = 8 sqrt(M) 2^-24 allows eight times that. From it:
+// Tolerances. The GPU and the CPU both add each channel's M terms blocked pairwise in fp32
+// (kernels/blocked_sum.h), in different orders. Rounding errors of a running sum behave like a
+// random walk, about sqrt(M) * 2^-24 relative; kSum(M) = 8 sqrt(M) 2^-24 allows eight times
+// that, more than enough for the blocked sums. From it:
 //   per-channel statistics: relative and absolute kSum (values are O(1));
 //   y: 4 kSum absolute (an error in the mean moves y by invstd*dmean, one in invstd by
 //      xhat*dinvstd/invstd, |xhat| <= ~3);

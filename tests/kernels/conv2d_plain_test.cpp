@@ -3,12 +3,14 @@
 // kernels/conv2d.cpp reorders loops (the forward's k loop inside c, the filter gradient one
 // filter at a time, taps inside the image worked out once per row) and runs on threads. It
 // promises that every output is still the sum of the same terms in the same order, so the
-// bits equal those of the plain loops below, which are the first cutrain version verbatim.
+// bits equal those of the plain loops below, which are the first cutrain version verbatim
+// (the filter gradient's with the blocked pairwise sums it has had since).
 // Random values, odd sizes, strides, padding, accumulation into non-zero gradients; f32, f16
 // and f64.
 #include <cstring>
 #include <vector>
 
+#include "kernels/blocked_sum.h"
 #include "kernels/conv2d.h"
 #include "kernels/rng.h"
 #include "tests/test_util.h"
@@ -76,21 +78,23 @@ void plain_backward_data(const Conv2dShape& s, const T* dy, const T* w, T* dx) {
       }
 }
 
+// The first version's loops, but each dw and db element summed blocked pairwise
+// (kernels/blocked_sum.h), as the kernel does since: the pixels (n, p, q) in blocks of
+// kSumBlock, in order, every block's sums handed to a BlockedSums, then dw += the total.
 template <typename T>
 void plain_backward_filter(const Conv2dShape& s, const T* x, const T* dy, T* dw, T* db) {
   using A = acc_t<T>;
   const int P = s.P(), Q = s.Q(), C = s.C, K = s.K;
   const size_t wsize = size_t(K) * s.R * s.S * C;
-  std::vector<A> dw_acc(dw ? wsize : 0), db_acc(db ? size_t(K) : 0);
-  for (size_t i = 0; i < dw_acc.size(); i++) dw_acc[i] = A(dw[i]);
-  for (size_t k = 0; k < db_acc.size(); k++) db_acc[k] = A(db[k]);
+  std::vector<A> dw_acc(wsize), db_acc(static_cast<size_t>(K));  // one block's sums, then the totals
+  const int64_t pixels = int64_t(s.N) * P * Q;
+  BlockedSums<A> dw_sums(wsize, pixels), db_sums(static_cast<size_t>(K), pixels);
+  int64_t pixel = 0;  // (n, p, q) counted in order
   for (int n = 0; n < s.N; n++)
     for (int p = 0; p < P; p++)
-      for (int q = 0; q < Q; q++) {
+      for (int q = 0; q < Q; q++, pixel++) {
         const T* dyr = dy + ((size_t(n) * P + p) * Q + q) * K;
-        if (db)
-          for (int k = 0; k < K; k++) db_acc[size_t(k)] += A(dyr[k]);
-        if (!dw) continue;
+        for (int k = 0; k < K; k++) db_acc[size_t(k)] += A(dyr[k]);
         for (int r = 0; r < s.R; r++) {
           const int h = p * s.stride_h - s.pad_h + r;
           if (h < 0 || h >= s.H) continue;
@@ -105,9 +109,16 @@ void plain_backward_filter(const Conv2dShape& s, const T* x, const T* dy, T* dw,
             }
           }
         }
+        const bool last = n == s.N - 1 && p == P - 1 && q == Q - 1;
+        if ((pixel + 1) % kSumBlock == 0 || last) {  // the end of a block (add() zeroes it)
+          dw_sums.add(dw_acc.data());
+          db_sums.add(db_acc.data());
+        }
       }
-  for (size_t i = 0; i < dw_acc.size(); i++) dw[i] = T(dw_acc[i]);
-  for (size_t k = 0; k < db_acc.size(); k++) db[k] = T(db_acc[k]);
+  dw_sums.total(dw_acc.data());
+  db_sums.total(db_acc.data());
+  for (size_t i = 0; dw && i < wsize; i++) dw[i] = T(A(dw[i]) + dw_acc[i]);
+  for (size_t k = 0; db && k < size_t(K); k++) db[k] = T(A(db[k]) + db_acc[k]);
 }
 
 template <typename T> std::vector<T> random_values(size_t n, uint64_t seed) {
@@ -143,6 +154,7 @@ TEST_CASE_TEMPLATE("conv2d CPU kernels give the bits of the plain loops", T, flo
       shape(2, 6, 9, 1, 9, 5, 4, 2, 3, 2, 3),    // C = 1, padding wider than a stride
       shape(1, 5, 5, 17, 3, 1, 1, 1, 1, 0, 0),   // a 1x1 convolution
       shape(5, 4, 4, 6, 2, 4, 4, 1, 1, 0, 0),    // the filter covers the whole image
+      shape(4, 12, 11, 2, 3, 3, 3, 1, 1, 1, 1),  // 528 pixels: 8 whole pairwise blocks + 16
   };
   for (const Conv2dShape& s : shapes) {
     conv2d_check_shape(s);
