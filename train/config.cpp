@@ -127,7 +127,7 @@ void validate_config(const TrainConfig& c) {
   need(!any_gpu || c.device != "cpu",
        "--devices " + c.devices + " (GPU replicas) contradicts --device cpu");
   if (replicas > 1 && c.batch >= 1 && c.accum >= 1)
-    need(c.batch % (replicas * c.accum) == 0,
+    need(c.batch % (int64_t(replicas) * c.accum) == 0,  // 2 * 2^30 overflowed an int
          "--batch " + std::to_string(c.batch) + " is not divisible by the " +
              std::to_string(replicas) + " replicas of --devices " + c.devices +
              (c.accum > 1 ? " times --accum " + std::to_string(c.accum) : std::string()) +

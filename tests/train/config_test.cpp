@@ -56,6 +56,10 @@ TEST_CASE("config: the defaults are valid once --train is given; every problem i
   validate_config(h);
   h.max_skips = 0;
   REQUIRE_ERROR(validate_config(h), "--max-skips must be >= 1, got 0");
+  // replicas x accum past an int (seen while writing the fuzz targets: it overflowed)
+  TrainConfig r;
+  r.train = "x", r.devices = "cpu,cpu", r.batch = 1 << 30, r.accum = 1 << 30;
+  REQUIRE_ERROR(validate_config(r), "is not divisible by the 2 replicas of --devices cpu,cpu");
 }
 
 TEST_CASE("config: JSON round trip; unknown keys and wrong types are refused by name") {
