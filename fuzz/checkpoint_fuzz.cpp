@@ -6,9 +6,10 @@
 // Any change to a real checkpoint's tensors or metadata fails the checksum, so what this
 // target reaches is everything before that verdict; the configuration text behind it has a
 // target of its own (checkpoint_config_fuzz.cpp), since a checksum is no defence against a
-// file made on purpose. As for packs, no HDF5 object may be left open after an input, and
-// inputs that walk into known bugs of libhdf5 1.10's global heap reader are left out
-// (fuzz/hdf5_guard.h; fuzz/regressions/checkpoint/libhdf5-* are such files).
+// file made on purpose. As for packs, no HDF5 object may be left open after an input, inputs
+// that walk into known bugs of libhdf5 1.10's global heap reader are left out
+// (fuzz/hdf5_guard.h), and what fails inside libhdf5 is set aside by fuzz/run.sh
+// (fuzz/libhdf5/checkpoint/ keeps such files).
 #include <hdf5.h>
 
 #include "data/hdf5_handle.h"

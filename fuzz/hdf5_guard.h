@@ -2,7 +2,7 @@
 // inputs that walk into known bugs of libhdf5 1.10 (Debian's) rather than of cutrain.
 //
 // libhdf5 1.10 trusts the global heap, where variable-length strings live. On files damaged
-// in a few bytes, the fuzzers found (fuzz/regressions/*/libhdf5-*):
+// in a few bytes, the fuzzers found (fuzz/libhdf5/):
 //  - a heap object whose stored size runs past its collection: H5HG_read copies that many
 //    bytes (a heap overflow inside libhdf5, or a crash);
 //  - a free-space object of size 0: the collection loader loops forever;
