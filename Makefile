@@ -7,6 +7,8 @@
 #   make deps            installs the Debian packages cutrain needs (no-op when present)
 #   make test | clean | demo
 #   make bundle          bundle/: binaries, libraries, data and run.sh for a GPU host (CUDA only)
+#   make fuzz            builds the fuzz targets (clang, libFuzzer, ASan, UBSan) and runs each
+#                        for FUZZ_SECONDS (default 60); fuzz/README.md
 #
 # Objects go to build/cpu or build/cuda, so switching modes never mixes them.
 
@@ -84,6 +86,10 @@ LIB_CU   := $(if $(filter 1,$(USE_CUDA)),$(foreach d,$(LIB_DIRS),$(wildcard $(d)
 # tests/*/*_gpu_test.cpp call the CUDA launchers: CUDA builds only (they skip without a device).
 TEST_GPU_CPP := $(wildcard tests/*/*_gpu_test.cpp)
 TEST_CPP := $(filter-out $(if $(filter 1,$(USE_CUDA)),,$(TEST_GPU_CPP)),$(wildcard tests/*.cpp tests/*/*.cpp))
+# The fuzz targets' feeds and seed corpus (fuzz/README.md), built into the tests without the
+# libFuzzer entry point: tests/fuzz/ runs the kept reproducers and the seeds through them.
+FUZZ_FEED_CPP := $(wildcard fuzz/*_fuzz.cpp) fuzz/feed.cpp fuzz/hdf5_guard.cpp fuzz/corpus.cpp
+TEST_CPP += $(FUZZ_FEED_CPP)
 TEST_CU  := $(if $(filter 1,$(USE_CUDA)),$(wildcard tests/*.cu tests/*/*.cu))
 # bench/*_gpu.cpp time the CUDA kernels: CUDA builds only, like the GPU tests.
 BENCH_GPU_CPP := $(wildcard bench/*_gpu.cpp)
@@ -106,7 +112,7 @@ COMMIT_STAMP := build/commit
 $(shell [ "$$(cat $(COMMIT_STAMP) 2>/dev/null)" = "$(GIT_COMMIT)" ] || \
         echo $(GIT_COMMIT) > $(COMMIT_STAMP))
 
-.PHONY: all test clean deps demo bench bundle
+.PHONY: all test clean deps demo bench bundle fuzz
 all: bin/cutrain bin/cutrain_tests $(BENCH_BIN)
 
 # The GPU architectures the .cu objects were built for: another CUDA_ARCH rebuilds them (and
@@ -164,8 +170,11 @@ endif
 test: all
 	OMP_WAIT_POLICY=$${OMP_WAIT_POLICY:-passive} ./bin/cutrain_tests $(TEST_ARGS)
 
+# clang and libclang-rt-dev (its sanitizer and libFuzzer runtimes, which clang only
+# recommends) are for `make fuzz`.
 DEBIAN_PACKAGES := libturbojpeg0-dev libstb-dev libhdf5-dev zlib1g-dev doctest-dev \
-                   libcli11-dev nlohmann-json3-dev dataset-fashion-mnist pkg-config
+                   libcli11-dev nlohmann-json3-dev dataset-fashion-mnist pkg-config \
+                   clang libclang-rt-dev
 # Installs only what is missing; apt-get update first, sudo when not root.
 deps:
 	@missing=""; \
@@ -183,7 +192,81 @@ deps:
 demo:
 	@train/demo.sh
 
+# ---- fuzzing (fuzz/README.md) ----------------------------------------------------------------
+# One libFuzzer target per parser of outside input, built by clang with AddressSanitizer and
+# UndefinedBehaviorSanitizer in build/fuzz (CPU-only, whatever the main build), each run for
+# FUZZ_SECONDS by fuzz/run.sh; a finding fails make, naming the reproducer and the command
+# that replays it. `make -j2 fuzz` runs two targets at a time.
+#   make fuzz FUZZ_SECONDS=30 FUZZ_TARGETS="pack checkpoint"
+FUZZ_CXX      ?= clang++
+FUZZ_SECONDS  ?= 60
+FUZZ_TARGETS  ?= image_list image_decode pack checkpoint checkpoint_config model_spec idx
+FUZZ_BUILD    := build/fuzz
+FUZZ_SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+# -Wno-*: what clang says only because OpenMP is off here (a variable read by a pragma alone)
+# or the CUDA code is (fields of the GPU classes); the main build's -Wall sees the same code.
+FUZZ_CXXFLAGS := -std=c++17 -O1 -g -fno-omit-frame-pointer -Wall -Wextra -pthread -MMD -MP \
+                 -Wno-source-uses-openmp -Wno-unused-variable -Wno-unused-private-field \
+                 -I. $(PKG_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer-no-link -DCUTRAIN_FUZZ_ENTRY=1
+# The library objects the targets and the corpus writer use (no OpenMP: one thread is what a
+# fuzzer wants). They go into an archive, so each target links only those it needs.
+FUZZ_LIB_CPP  := $(addprefix data/,atomic_file.cpp image_list.cpp image_decode.cpp \
+                   image_format.cpp image_transform.cpp image_encode.cpp hdf5_handle.cpp \
+                   hdf5_io.cpp pack_read.cpp pack_write.cpp idx.cpp sampler.cpp trace.cpp) \
+                 $(addprefix nn/,checkpoint.cpp tensor.cpp gpu_context.cpp xxhash64.cpp \
+                   autograd.cpp layers.cpp model.cpp model_spec.cpp ops_basic.cpp ops_conv.cpp \
+                   ops_norm.cpp ops_pool.cpp) \
+                 $(addprefix kernels/,cast.cpp gpu.cpp batchnorm.cpp conv2d.cpp elementwise.cpp \
+                   linear.cpp pool.cpp) \
+                 train/config.cpp
+FUZZ_LIB      := $(FUZZ_BUILD)/libcutrain_fuzz.a
+FUZZ_BINS     := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/bin/%_fuzz)
+FUZZ_CORPUS_CPP := fuzz/make_corpus.cpp fuzz/corpus.cpp tests/data/test_images.cpp
+fuzz_obj = $(patsubst %,$(FUZZ_BUILD)/%.o,$(1))
+# Other compiler flags rebuild the fuzz objects (recorded only when a fuzz goal is asked for).
+FUZZ_STAMP    := $(FUZZ_BUILD)/flags
+ifneq ($(filter fuzz fuzz-run-% $(FUZZ_BUILD)/%,$(MAKECMDGOALS)),)
+$(shell mkdir -p $(FUZZ_BUILD); [ "$$(cat $(FUZZ_STAMP) 2>/dev/null)" = "$(FUZZ_CXX) $(FUZZ_CXXFLAGS)" ] || \
+        echo "$(FUZZ_CXX) $(FUZZ_CXXFLAGS)" > $(FUZZ_STAMP))
+endif
+
+# Every target runs even when one has a finding; make fails at the end, naming them.
+fuzz: $(FUZZ_TARGETS:%=fuzz-run-%)
+	@failed="$$(cd $(FUZZ_BUILD)/failed 2>/dev/null && ls $(FUZZ_TARGETS) 2>/dev/null | tr '\n' ' ')"; \
+	if [ -n "$$failed" ]; then echo "make fuzz: FINDINGS in $$failed(see above)"; exit 1; fi; \
+	echo "make fuzz: $(words $(FUZZ_TARGETS)) targets, $(FUZZ_SECONDS) s each: no finding"
+
+fuzz-run-%: $(FUZZ_BUILD)/bin/%_fuzz $(FUZZ_BUILD)/corpus/.stamp
+	@mkdir -p $(FUZZ_BUILD)/failed && rm -f $(FUZZ_BUILD)/failed/$*
+	@fuzz/run.sh $* $(FUZZ_SECONDS) || touch $(FUZZ_BUILD)/failed/$*
+
+$(FUZZ_BUILD)/%.cpp.o: %.cpp $(FUZZ_STAMP)
+	@mkdir -p $(@D)
+	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) -c $< -o $@
+
+$(FUZZ_LIB): $(call fuzz_obj,$(FUZZ_LIB_CPP))
+	@rm -f $@
+	ar rcs $@ $^
+
+$(FUZZ_BUILD)/bin/%_fuzz: $(FUZZ_BUILD)/fuzz/%_fuzz.cpp.o $(call fuzz_obj,fuzz/feed.cpp fuzz/hdf5_guard.cpp) \
+                         $(FUZZ_LIB)
+	@mkdir -p $(@D)
+	$(FUZZ_CXX) -fsanitize=fuzzer $(FUZZ_SAN) -pthread -o $@ $^ $(PKG_LIBS)
+
+$(FUZZ_BUILD)/bin/make_corpus: $(call fuzz_obj,$(FUZZ_CORPUS_CPP)) $(FUZZ_LIB)
+	@mkdir -p $(@D)
+	$(FUZZ_CXX) $(FUZZ_SAN) -pthread -o $@ $^ $(PKG_LIBS)
+
+# The seeds, written afresh whenever the writer changes.
+$(FUZZ_BUILD)/corpus/.stamp: $(FUZZ_BUILD)/bin/make_corpus
+	rm -rf $(@D)
+	$< $(@D)
+	@touch $@
+
+.SECONDARY: $(FUZZ_BINS) $(call fuzz_obj,$(FUZZ_FEED_CPP) $(FUZZ_CORPUS_CPP) $(FUZZ_LIB_CPP))
+
 clean:
 	rm -rf build bin bundle
 
 -include $(LIB_OBJ:.o=.d) $(APP_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(patsubst %,$(BUILD)/%.d,$(BENCH_CPP))
+-include $(wildcard $(FUZZ_BUILD)/*/*.d $(FUZZ_BUILD)/*/*/*.d)

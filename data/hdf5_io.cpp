@@ -1,7 +1,9 @@
 // Typed HDF5 helpers: scalar attributes, groups, string and number datasets, dataset checks.
 #include "data/hdf5_io.h"
 
+#include <algorithm>
 #include <cstring>
+#include <fstream>
 
 #include "data/hdf5_handle.h"
 #include "kernels/check.h"
@@ -57,6 +59,42 @@ void write_scalar_attribute(hid_t obj, const std::string& name, hid_t file_type,
                                       H5P_DEFAULT),
                            H5Aclose, "cannot create attribute '" + name + "'");
   h5_check(H5Awrite(attr.get(), mem_type, value), "cannot write attribute '" + name + "'");
+}
+
+// Before a dataset of n variable-length strings is read (n from its dataspace, the file's
+// word): each string takes a 16-byte reference [length u32][heap address u64][index u32], so n
+// cannot pass the file's size / 16; and libhdf5 1.10 sizes each string's buffer from the
+// length in its reference, zeroed, before it reads the string (a damaged length: up to 4 GiB,
+// then an error; found by fuzz/). So the references of a contiguous dataset are read here
+// first (other layouts are left to libhdf5). Returns what is wrong, or "".
+std::string string_lengths_problem(hid_t ds, uint64_t n) {
+  const H5Handle file(H5Iget_file_id(ds), H5Fclose);
+  hsize_t file_size = 0, user_block = 0;
+  if (n == 0 || !file.valid() || H5Fget_filesize(file.get(), &file_size) < 0) return "";
+  if (n > file_size / 16)
+    return std::to_string(n) + " strings, more than the file's " + std::to_string(file_size) +
+           " bytes can hold";
+  const haddr_t at = H5Dget_offset(ds);  // from the base address: after the user block
+  const H5Handle fcpl(H5Fget_create_plist(file.get()), H5Pclose);
+  if (at == HADDR_UNDEF || !fcpl.valid() || H5Pget_userblock(fcpl.get(), &user_block) < 0)
+    return "";
+  const ssize_t name_len = H5Fget_name(ds, nullptr, 0);
+  std::string path(size_t(std::max<ssize_t>(name_len, 0)), '\0');
+  H5Fget_name(ds, &path[0], path.size() + 1);
+  std::ifstream f(path, std::ios::binary);
+  std::vector<char> refs(16 * size_t(n));
+  const uint64_t start = uint64_t(at) + user_block;
+  if (!f || start > file_size || refs.size() > file_size - start ||
+      !f.seekg(std::streamoff(start)) || !f.read(refs.data(), std::streamsize(refs.size())))
+    return "the strings' references run past the end of the file";
+  for (size_t i = 0; i < n; i++) {
+    const uint8_t* r = reinterpret_cast<const uint8_t*>(refs.data()) + 16 * i;
+    const uint64_t length = r[0] | uint64_t(r[1]) << 8 | uint64_t(r[2]) << 16 | uint64_t(r[3]) << 24;
+    if (length > file_size)
+      return "string " + std::to_string(i) + " claims " + std::to_string(length) +
+             " bytes, more than the file's " + std::to_string(file_size);
+  }
+  return "";
 }
 
 }  // namespace
@@ -131,8 +169,17 @@ std::string h5_read_string_attribute(hid_t obj, const std::string& name,
     H5free_memory(p);
     return s;
   }
-  // A fixed-length string (other writers): read the bytes, drop the padding.
-  std::string s(H5Tget_size(type.get()), '\0');
+  // A fixed-length string (other writers): read the bytes, drop the padding. Its size is the
+  // file's word: no larger than the file.
+  const size_t bytes = H5Tget_size(type.get());
+  hsize_t file_size = 0;
+  {
+    const H5Handle file(H5Iget_file_id(obj), H5Fclose);
+    CHECK(file.valid() && H5Fget_filesize(file.get(), &file_size) >= 0 && bytes <= file_size,
+          where << ": attribute '" << name << "' claims a string of " << bytes
+                << " bytes, more than the file's " << file_size);
+  }
+  std::string s(bytes, '\0');
   h5_check(H5Aread(attr.get(), type.get(), &s[0]), what);
   return s.substr(0, std::strlen(s.c_str()));
 }
@@ -207,7 +254,12 @@ std::vector<std::string> h5_read_strings(hid_t loc, const std::string& name,
   USER_CHECK(H5Tget_class(type.get()) == H5T_STRING && H5Tis_variable_str(type.get()) > 0 &&
             H5Sget_simple_extent_ndims(space.get()) == 1,
         where << ": dataset '" << name << "' should be a 1-D list of variable-length strings");
-  std::vector<char*> ptrs(size_t(H5Sget_simple_extent_npoints(space.get())), nullptr);
+  const hssize_t n = H5Sget_simple_extent_npoints(space.get());
+  CHECK(n >= 0, where << ": dataset '" << name << "': cannot read its size");
+  // Its size and its strings' lengths are the file's word: checked before they size anything.
+  const std::string lengths = string_lengths_problem(ds.get(), uint64_t(n));
+  CHECK(lengths.empty(), where << ": dataset '" << name << "' is damaged: " << lengths);
+  std::vector<char*> ptrs(size_t(n), nullptr);
   if (ptrs.empty()) return {};
   H5Handle mem = vlen_string_type();
   h5_check(H5Dread(ds.get(), mem.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()),

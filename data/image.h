@@ -134,8 +134,10 @@ CropPlan plan_crop(int h, int w, const ImageSpec& spec, uint64_t aug_key);
 // resize target), resize_shorter_side to (resize ? resize : size), then crop_flip as
 // plan_crop says, into out (size * size * channels bytes, HWC). The same key gives the same
 // bytes. The packer uses it with size = resize and no randomness: a centred square.
-// With `times`, the seconds spent reading the file, decoding it and resizing/cropping are
-// added to it (the loader's per-stage statistics).
+// An image whose resize would make more than spec.max_pixels pixels (an extreme aspect
+// ratio: 1 x 100000 resized to a shorter side of 28) is too_large as well, so no file makes
+// it throw. With `times`, the seconds spent reading the file, decoding it and
+// resizing/cropping are added to it (the loader's per-stage statistics).
 struct StageTimes {
   double read_s = 0, decode_s = 0, augment_s = 0;
 };

@@ -182,25 +182,34 @@ DecodeResult stb_failure(ImageFormat f, const uint8_t* b, size_t n) {
 DecodeResult decode_stb(ImageFormat f, const uint8_t* b, size_t n, int channels,
                         int64_t max_pixels, Image& out) {
   const int len = int(n);  // n <= INT_MAX, checked by the caller
+  // Declared sizes reach 2^32 and more (PNG, PGM/PPM): the product may not fit in 64 bits.
   int64_t dw = 0, dh = 0;
+  auto over = [&] { return dh > 0 && dw > max_pixels / dh; };  // dw * dh > max_pixels
   auto over_cap = [&] {
+    const bool fits = dh == 0 || dw <= INT64_MAX / dh;
     return fail(ImageError::too_large, std::string(image_format_name(f)) + " declares " +
                                            std::to_string(dw) + "x" + std::to_string(dh) +
-                                           " = " + std::to_string(dw * dh) +
+                                           " = " + (fits ? std::to_string(dw * dh) : "over 2^63") +
                                            " pixels, over the cap of " +
                                            std::to_string(max_pixels));
   };
   // The cap, from the header as the format defines it, then from stb_image (TGA & co.).
-  if (declared_size(f, b, n, dw, dh) && dw * dh > max_pixels) return over_cap();
+  if (declared_size(f, b, n, dw, dh) && over()) return over_cap();
   int w = 0, h = 0, c = 0;
   if (!stbi_info_from_memory(b, len, &w, &h, &c)) return stb_failure(f, b, n);
   dw = w, dh = h;
-  if (dw * dh > max_pixels) return over_cap();
+  if (over()) return over_cap();
   // stb_image reads missing bytes of BMP/PNM as zeros; the structure check catches that.
   std::string where;
   if (ends_early(f, b, n, where))
     return fail(ImageError::truncated, std::string("truncated ") + image_format_name(f) + ": " +
                                            where);
+  // stb_image takes a PGM/PPM header broken by a stray byte for a height of 0 and "decodes"
+  // it (found by fuzz/): an image with no pixels is no image.
+  if (w < 1 || h < 1)
+    return fail(ImageError::corrupt, std::string("corrupt ") + image_format_name(f) + ": " +
+                                         std::to_string(w) + "x" + std::to_string(h) +
+                                         " pixels");
   // Gray stays gray, anything with colour comes as RGB; alpha is dropped by stb.
   const int got = c <= 2 ? 1 : 3;
   std::unique_ptr<unsigned char, StbFree> px(stbi_load_from_memory(b, len, &w, &h, &c, got));

@@ -35,6 +35,13 @@ uint32_t le32(const uint8_t* p) {
   return uint32_t(p[3]) << 24 | uint32_t(p[2]) << 16 | uint32_t(p[1]) << 8 | p[0];
 }
 
+// a + b * c for non-negative sizes from a header, saturating at INT64_MAX (a file that large
+// is cut short in any case).
+int64_t bytes_needed(int64_t a, int64_t b, int64_t c) {
+  if (b != 0 && c > (INT64_MAX - a) / b) return INT64_MAX;
+  return a + b * c;
+}
+
 bool is_space(uint8_t c) {
   return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f';
 }
@@ -130,8 +137,8 @@ bool bmp_ends_early(const uint8_t* b, size_t n, std::string& where) {
   const int bpp = b[28] | b[29] << 8;
   const uint32_t compression = le32(b + 30);
   if ((compression != 0 && compression != 3) || w <= 0 || h == 0 || bpp == 0) return false;
-  const int64_t row = (w * bpp + 31) / 32 * 4;  // rows are padded to 4 bytes
-  const int64_t need = int64_t(le32(b + 10)) + row * (h < 0 ? -h : h);
+  const int64_t row = (w * bpp + 31) / 32 * 4;  // rows are padded to 4 bytes (< 2^45)
+  const int64_t need = bytes_needed(int64_t(le32(b + 10)), row, h < 0 ? -h : h);
   if (need <= int64_t(n)) return false;
   where = "the data ends inside the pixel rows (" + std::to_string(need) + " bytes declared, " +
           std::to_string(n) + " present)";
@@ -179,7 +186,9 @@ bool pnm_ends_early(const uint8_t* b, size_t n, std::string& where) {
     return true;
   }
   const int64_t channels = b[1] == '6' ? 3 : 1, bytes = hd.field[2] > 255 ? 2 : 1;
-  const int64_t need = int64_t(hd.data) + hd.field[0] * hd.field[1] * channels * bytes;
+  // Each field is below 2^36, so field[0] * channels * bytes fits.
+  const int64_t need =
+      bytes_needed(int64_t(hd.data), hd.field[0] * channels * bytes, hd.field[1]);
   if (need <= int64_t(n)) return false;
   where = "the data ends inside the samples (" + std::to_string(need) + " bytes declared, " +
           std::to_string(n) + " present)";

@@ -81,6 +81,8 @@ std::string split_line(const std::string& line, std::string* path, std::string* 
     *label = fields[1];
   }
   if (path->empty()) return "empty path";
+  // The OS would open the path only up to its NUL: another file than the line names.
+  if (path->find('\0') != std::string::npos) return "a NUL byte in the path";
   if (label->empty()) return "no label: expected 'path label' or 'path<TAB>label'";
   return "";
 }
@@ -246,16 +248,19 @@ void write_image_list(const ImageList& list, const std::string& path) {
   std::string text;
   for (size_t i = 0; i < list.samples.size(); i++) {
     const Sample& s = list.samples[i];
-    USER_CHECK(s.path.find_first_of("\t\r\n") == std::string::npos && !has_outer_space(s.path) &&
-              !s.path.empty(),
-          "sample " << i << ": path '" << s.path << "' cannot be written to a list (empty, or "
-                    << "a tab, line break or surrounding whitespace)");
+    USER_CHECK(s.path.find_first_of(std::string("\t\r\n\0", 4)) == std::string::npos &&
+                   !has_outer_space(s.path) && !s.path.empty(),
+               "sample " << i << ": the path cannot be written to a list (empty, or a tab, line "
+                         << "break, NUL or surrounding whitespace): '" << s.path << "'");
     USER_CHECK(s.label >= 0, "sample " << i << " (" << s.path << "): negative label " << s.label);
     const fs::path p = absolute_normal(s.path);
     const fs::path rel = p.lexically_relative(dir);
     std::string out = p.string();
     if (!rel.empty() && *rel.begin() != "..") out = rel.string();
-    if (out[0] == '#') out = "./" + out;  // not a comment
+    // Not a comment, and nothing the reader would strip: leading whitespace, or a UTF-8
+    // byte-order mark on the first line ("./ a.jpg" is " a.jpg").
+    if (out[0] == '#' || is_space(out[0]) || out.compare(0, 3, "\xEF\xBB\xBF") == 0)
+      out = "./" + out;
     text += out + "\t" + std::to_string(s.label) + "\n";
   }
   write_file_atomically(path, text);

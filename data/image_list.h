@@ -20,7 +20,7 @@
 //    are tolerated. So a path cannot begin or end with whitespace, nor contain a tab.
 //  - Malformed lines: no label; a label that is not a decimal integer; more than two fields
 //    when space-separated (ambiguous: a path with spaces must be tab-separated); a tab inside
-//    the path part; an empty path. Negative labels are always an error, and labels >= the class
+//    the path part; an empty path; a NUL byte in the path (the OS would open another file). Negative labels are always an error, and labels >= the class
 //    count when it is known. ALL of them are collected and thrown as one cutrain::Error, the
 //    first 20 shown as "train.txt:17: label 12 is outside [0, 10)", then a count of the rest.
 //  - A list with no samples, a missing list and an unreadable list are errors naming the file.
@@ -65,9 +65,12 @@ ImageList scan_class_folders(const std::string& root);
 ImageList read_images(const std::string& list_or_folder, int num_classes = 0);
 
 // Writes `path<TAB>label` lines; a path under the list's folder is written relative to it
-// (so the folder can be moved with its list), any other path absolute. Written to a temporary
-// file beside `path`, flushed, fsynced and renamed, so a crash never leaves a torn list.
-// Refused: paths with a tab or line break, or leading/trailing whitespace; negative labels.
+// (so the folder can be moved with its list), any other path absolute; a relative path that
+// would read as a comment, or lose its leading whitespace or byte-order mark, gets "./" in
+// front. Written to
+// a temporary file beside `path`, flushed, fsynced and renamed, so a crash never leaves a torn
+// list. Refused: paths with a tab, line break or NUL, or leading/trailing whitespace; negative
+// labels.
 void write_image_list(const ImageList& list, const std::string& path);
 
 // classes.txt: line i (0-based) is the name of class i. Trailing blank lines are ignored; an

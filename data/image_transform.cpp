@@ -144,6 +144,26 @@ void crop_flip_raw(const uint8_t* in, int h, int w, int c, int size, int y0, int
   }
 }
 
+// The size resize_shorter_side makes of an h x w image: the shorter side becomes target, the
+// longer one long * target / short rounded to nearest, at least 1 (in 64 bits: an extreme
+// aspect ratio can make it larger than an int).
+void resized_size(int h, int w, int target, int64_t& oh, int64_t& ow) {
+  const int64_t shorter = std::min(h, w);
+  auto scaled = [&](int64_t side) {
+    return std::max<int64_t>(1, (2 * side * target + shorter) / (2 * shorter));
+  };
+  oh = h == shorter ? target : scaled(h);
+  ow = h == shorter ? scaled(w) : target;
+}
+
+// Whether the resampler's sums fit for one axis: pass 1 sums in 32 bits, pass 2 sums
+// (<= 255 * ax.denom * ay.denom) in 64; denom is in_side when shrinking, 2 * out_side when
+// enlarging.
+bool axis_in_range(int64_t in, int64_t out) {
+  const int64_t denom = in == out ? 1 : out < in ? in : 2 * out;
+  return denom <= int64_t(UINT32_MAX / 255);
+}
+
 }  // namespace
 
 void resize_shorter_side(const Image& in, int target, Image& out) {
@@ -152,24 +172,17 @@ void resize_shorter_side(const Image& in, int target, Image& out) {
             in.pixels.size() == size_t(in.h) * in.w * in.c,
         "resize_shorter_side: not an image: " << in.h << "x" << in.w << "x" << in.c << " with "
                                               << in.pixels.size() << " bytes");
-  // The longer side, rounded to nearest: long * target / short, at least 1.
-  auto scaled = [&](int64_t side, int64_t shorter) {
-    return int(std::max<int64_t>(1, (2 * side * target + shorter) / (2 * shorter)));
-  };
-  const int shorter = std::min(in.h, in.w);
-  const int oh = in.h == shorter ? target : scaled(in.h, shorter);
-  const int ow = in.h == shorter ? scaled(in.w, shorter) : target;
-  const int c = in.c;
+  int64_t oh64 = 0, ow64 = 0;
+  resized_size(in.h, in.w, target, oh64, ow64);
+  CHECK(axis_in_range(in.w, ow64) && axis_in_range(in.h, oh64),
+        "resize_shorter_side: " << in.h << "x" << in.w << " -> " << oh64 << "x" << ow64
+                                << " is beyond the resampler's range (sides up to 8M)");
+  const int oh = int(oh64), ow = int(ow64), c = in.c;
   if (oh == in.h && ow == in.w) {
     if (&out != &in) out = in;
     return;
   }
   const Axis ax = make_axis(in.w, ow), ay = make_axis(in.h, oh);
-  // Pass 1 sums must fit in 32 bits, pass 2 sums (<= 255 * ax.denom * ay.denom) in 64.
-  // (denom is in_side when shrinking, 2 * out_side when enlarging.)
-  CHECK(ax.denom <= UINT32_MAX / 255 && ay.denom <= UINT32_MAX / 255,
-        "resize_shorter_side: " << in.h << "x" << in.w << " -> " << oh << "x" << ow
-                                << " is beyond the resampler's range (sides up to 8M)");
   std::unique_ptr<uint32_t[]> rows(new uint32_t[size_t(in.h) * ow * c]);  // (in.h, ow, c)
   if (c == 1) horizontal_pass<1>(in.pixels.data(), in.h, in.w, c, ax, rows.get());
   else if (c == 3) horizontal_pass<3>(in.pixels.data(), in.h, in.w, c, ax, rows.get());
@@ -240,6 +253,18 @@ DecodeResult load_sample(const std::string& path, const ImageSpec& spec, uint64_
   r = decode_image(bytes.data(), bytes.size(), spec.channels, target, spec.max_pixels, img);
   lap(times ? &times->decode_s : nullptr);
   if (!r.ok()) return r;
+  // The cap holds for the resized image too: a small file can hold a legal 3 x 65541 image,
+  // which a target of 20 would make 20 x 436940 (found by fuzz/; 1 x 10^6 would be worse).
+  int64_t oh = 0, ow = 0;
+  resized_size(img.h, img.w, target, oh, ow);
+  if (ow > spec.max_pixels / oh || !axis_in_range(img.w, ow) || !axis_in_range(img.h, oh)) {
+    r.error = ImageError::too_large;
+    r.message = "resizing " + std::to_string(img.h) + "x" + std::to_string(img.w) +
+                " so that its shorter side is " + std::to_string(target) + " would make it " +
+                std::to_string(oh) + "x" + std::to_string(ow) + ", over the cap of " +
+                std::to_string(spec.max_pixels) + " pixels";
+    return r;
+  }
   resize_shorter_side(img, target, img);
   const CropPlan p = plan_crop(img.h, img.w, spec, aug_key);
   crop_flip_raw(img.pixels.data(), img.h, img.w, img.c, spec.size, p.y0, p.x0, p.flip, out,

@@ -60,6 +60,12 @@ H5Handle open_pack(const std::string& path, PackInfo& info) {
              << ", " << dims[3] << "), but the attributes say " << size << "x" << size << "x"
              << channels << " images");
   USER_CHECK(dims[0] >= 1, path << ": the pack holds no images");
+  // The sizes are the file's word, and they size allocations: the pixels (uncompressed, every
+  // chunk written), the labels and the source indices (12 bytes an image) must fit in it.
+  const uint64_t per_image = uint64_t(size) * uint64_t(size) * uint64_t(channels) + 12;
+  USER_CHECK(dims[0] <= uint64_t(st.st_size) / per_image,
+             path << ": the pack claims " << dims[0] << " images of " << size << "x" << size << "x"
+             << channels << ", more than its " << st.st_size << " bytes can hold");
   info.count = int64_t(dims[0]);
   for (const char* name : {"labels", "source_index"}) {
     const bool is_labels = std::strcmp(name, "labels") == 0;

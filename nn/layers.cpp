@@ -2,7 +2,6 @@
 // parameters; each forward() calls the ops of nn/ops.h.
 #include "nn/layers.h"
 
-#include <climits>
 #include <cmath>
 
 #include "kernels/check.h"
@@ -69,6 +68,29 @@ namespace {
   throw UserError(where + ": " + msg);
 }
 
+// The shape arithmetic (FeatureShape, Conv2dShape, the FLOP counts) is in int and int64: a
+// description's numbers (up to 65536 each) can ask for more than that holds, e.g. conv 65536
+// 1x1 pad=65536 then flatten (found by the model_spec fuzz target: H*W*C overflowed). Each
+// layer's output and weights are checked in double before anything is computed from them or
+// allocated for them: at most 2^31 - 1 values an image (or a weight tensor), 2^24 a side.
+constexpr double kMaxValues = 2147483647.0, kMaxSide = double(1 << 24);
+
+FeatureShape checked_output(const std::string& where, const std::string& text, double H,
+                            double W, double C, bool flat) {
+  auto str = [](double v) { return std::to_string(int64_t(v)); };
+  if (H * W * C > kMaxValues || H > kMaxSide || W > kMaxSide)
+    fail(where, text + " makes " + (flat ? "(" + str(C) + ")" :
+                                           "(" + str(H) + "," + str(W) + "," + str(C) + ")") +
+                    ", more than cutrain's 2^31 - 1 values an image (and 2^24 a side)");
+  return flat ? FeatureShape::vector(int(C)) : FeatureShape::spatial(int(H), int(W), int(C));
+}
+
+void check_weights(const std::string& where, const std::string& text, double count) {
+  if (count > kMaxValues)
+    fail(where, text + " needs " + std::to_string(int64_t(count)) +
+                    " weights, more than cutrain's 2^31 - 1 in one tensor");
+}
+
 void require_spatial(const std::string& where, const LayerSpec& l, const FeatureShape& in) {
   if (in.flat)
     fail(where, std::string(layer_kind_name(l.kind)) + " needs a feature map (H,W,C), but its " +
@@ -93,7 +115,8 @@ class Conv : public Layer {
                       " filter is larger than the padded input " +
                       std::to_string(in.H + 2 * l.pad_h) + "x" +
                       std::to_string(in.W + 2 * l.pad_w));
-    out_ = FeatureShape::spatial(s_.P(), s_.Q(), s_.K);
+    out_ = checked_output(where, text_, s_.P(), s_.Q(), s_.K, false);  // sides <= 2^24 + 2^17
+    check_weights(where, text_, double(l.out) * l.R * l.S * in.C);
     w_ = pf.kaiming(name + ".w", {s_.K, s_.R, s_.S, s_.C}, s_.R * s_.S * s_.C);
     if (l.bias) b_ = pf.constant(name + ".b", {s_.K}, pf.options().dtype, 0.0);
     params_ = int64_t(s_.K) * s_.R * s_.S * s_.C + (l.bias ? s_.K : 0);
@@ -158,8 +181,8 @@ class MaxPool : public Layer {
     // As PyTorch: more padding than half the window would let a window see only padding.
     if (2 * l.pad_h > l.R || 2 * l.pad_w > l.S)
       fail(where, text_ + ": the padding must be at most half the window");
-    out_ = FeatureShape::spatial((in.H + 2 * l.pad_h - l.R) / l.stride_h + 1,
-                                 (in.W + 2 * l.pad_w - l.S) / l.stride_w + 1, in.C);
+    out_ = checked_output(where, text_, (in.H + 2 * l.pad_h - l.R) / l.stride_h + 1,
+                          (in.W + 2 * l.pad_w - l.S) / l.stride_w + 1, in.C, false);
   }
   VarPtr forward(Tape& tape, const VarPtr& x, bool) override {
     return maxpool2d(tape, x, l_.R, l_.S, l_.stride_h, l_.stride_w, l_.pad_h, l_.pad_w);
@@ -187,11 +210,7 @@ class Flatten : public Layer {
           const FeatureShape& in) {
     name_ = name;
     text_ = layer_spec_str(l);
-    const int64_t n = int64_t(in.H) * in.W * in.C;
-    if (!in.flat && n > INT_MAX)
-      fail(where, "flatten of " + in.str() + " gives " + std::to_string(n) +
-                      " values per image, more than a layer can hold: pool or gap first");
-    out_ = in.flat ? in : FeatureShape::vector(int(n));
+    out_ = in.flat ? in : checked_output(where, text_, 1, 1, double(in.H) * in.W * in.C, true);
   }
   VarPtr forward(Tape& tape, const VarPtr& x, bool) override { return flatten(tape, x); }
 };
@@ -207,6 +226,7 @@ class Linear : public Layer {
                       ": put gap or flatten before it");
     const int K = l.out_is_classes ? pf.options().classes : l.out;
     out_ = FeatureShape::vector(K);
+    check_weights(where, text_, double(K) * in.C);
     w_ = pf.kaiming(name + ".w", {K, in.C}, in.C);
     if (l.bias) b_ = pf.constant(name + ".b", {K}, pf.options().dtype, 0.0);
     params_ = int64_t(K) * in.C + (l.bias ? K : 0);

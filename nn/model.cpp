@@ -20,6 +20,10 @@ std::unique_ptr<Model> build_model(const ModelSpec& spec, const ModelOptions& op
   CHECK(options.H >= 1 && options.W >= 1 && options.C >= 1,
         "model input must be at least 1x1x1, got " << options.H << "x" << options.W << "x"
                                                    << options.C);
+  CHECK(double(options.H) * options.W * options.C <= 2147483647.0 &&
+            std::max(options.H, options.W) <= (1 << 24),
+        "model input " << options.H << "x" << options.W << "x" << options.C
+                       << " is more than cutrain's 2^31 - 1 values an image (and 2^24 a side)");
   CHECK(options.classes >= 1, "model: need at least one class, got " << options.classes);
   CHECK(options.dtype != DType::i32, "model: dtype must be floating point, got i32");
   CHECK(!spec.layers.empty(), spec.source << ": the description has no layers");

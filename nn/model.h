@@ -118,7 +118,9 @@ class Model {
 };
 
 // Builds and initialises the model. Throws cutrain::Error "<source>:<line>: ..." when a layer
-// does not fit its input, and when the model does not end with one score per class.
+// does not fit its input, makes a feature map or a weight tensor of more than 2^31 - 1 values
+// (or a side over 2^24: the shape arithmetic is in int), and when the model does not end with
+// one score per class.
 std::unique_ptr<Model> build_model(const ModelSpec& spec, const ModelOptions& options);
 
 }  // namespace cutrain

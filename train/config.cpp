@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <limits>
+#include <type_traits>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -149,7 +151,7 @@ void validate_config(const TrainConfig& c) {
   need(!any_gpu || c.device != "cpu",
        "--devices " + c.devices + " (GPU replicas) contradicts --device cpu");
   if (replicas > 1 && c.batch >= 1 && c.accum >= 1)
-    need(c.batch % (replicas * c.accum) == 0,
+    need(c.batch % (int64_t(replicas) * c.accum) == 0,  // 2 * 2^30 overflowed an int
          "--batch " + std::to_string(c.batch) + " is not divisible by the " +
              std::to_string(replicas) + " replicas of --devices " + c.devices +
              (c.accum > 1 ? " times --accum " + std::to_string(c.accum) : std::string()) +
@@ -207,6 +209,28 @@ void to_json(nlohmann::json& j, const TrainConfig& c) {
   for_each_field(c, [&](const char* key, const auto& v) { j[key] = v; });
 }
 
+namespace {
+// nlohmann's get_to turns any JSON number into an integer with a cast: 1e30 or 2.5 into an int
+// would be undefined behaviour or silently wrong. An integer field takes an integer in its
+// type's range; everything else is left to get_to's own type checks.
+template <typename T>
+void check_integer(const nlohmann::json& v, const T&, const char* key) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    using L = std::numeric_limits<T>;
+    bool fits = !v.is_number();  // not a number at all: get_to's own type check says so
+    if (v.is_number_unsigned()) {
+      fits = v.get<uint64_t>() <= uint64_t(L::max());
+    } else if (v.is_number_integer()) {
+      const int64_t i = v.get<int64_t>();
+      fits = i < 0 ? i >= int64_t(L::min()) : uint64_t(i) <= uint64_t(L::max());
+    }
+    USER_CHECK(fits, "configuration key '" << key << "': " << v.dump()
+                                           << " is not an integer in [" << +L::min() << ", "
+                                           << +L::max() << "]");
+  }
+}
+}  // namespace
+
 void from_json(const nlohmann::json& j, TrainConfig& c) {
   USER_CHECK(j.is_object(), "a training configuration must be a JSON object, got " << j.type_name());
   std::set<std::string> known;
@@ -214,6 +238,7 @@ void from_json(const nlohmann::json& j, TrainConfig& c) {
     known.insert(key);
     auto it = j.find(key);
     if (it == j.end()) return;
+    check_integer(*it, v, key);
     try {
       it->get_to(v);
     } catch (const nlohmann::json::exception& e) {

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "data/image.h"
+#include "data/image_format.h"
 #include "tests/data/test_images.h"
 #include "tests/test_util.h"
 
@@ -257,6 +258,33 @@ TEST_CASE("decode_image: the pixel cap is checked on the header, before any deco
     REQUIRE(r.error == ImageError::too_large);
     REQUIRE(r.message.find("PNG declares 20000x20000") != std::string::npos);
   }
+}
+
+TEST_CASE("decode_image: header sizes whose product passes 2^63, and an image of no pixels") {
+  Image img;
+  // (found by fuzz/: PNG sizes are 32-bit, so width * height overflowed int64)
+  const Image rgb = gradient_image(4, 4, 3);
+  DecodeResult r = decode(png_claiming(png_bytes(rgb), int(0xfeffffffu), int(0xf6ffffffu)), img);
+  INFO(r.message);
+  REQUIRE(r.error == ImageError::too_large);
+  REQUIRE(r.message.find("= over 2^63 pixels") != std::string::npos);
+  // stb_image reads a PPM header cut by a stray byte as a height of 0 (found by fuzz/)
+  const std::string ppm = "P6\n255\n\x01";
+  r = decode(std::vector<uint8_t>(ppm.begin(), ppm.end()), img);
+  INFO(r.message);
+  REQUIRE(r.error == ImageError::corrupt);
+  REQUIRE(img.pixels.empty());
+  // ends_early's byte counts saturate instead of overflowing (the cap check comes first in
+  // decode_image, but the walk is for any header)
+  const std::string pgm = "P5 99999999999 99999999999 65535\n";
+  std::string where;
+  REQUIRE(ends_early(ImageFormat::pnm, reinterpret_cast<const uint8_t*>(pgm.data()), pgm.size(),
+                     where));
+  std::vector<uint8_t> bmp = bmp_bytes(rgb);
+  for (int at : {18, 22}) bmp[size_t(at)] = 0xff, bmp[size_t(at) + 1] = 0xff,
+                          bmp[size_t(at) + 2] = 0xff, bmp[size_t(at) + 3] = 0x7f;
+  bmp[28] = bmp[29] = 0xff;  // 65535 bits a pixel
+  REQUIRE(ends_early(ImageFormat::bmp, bmp.data(), bmp.size(), where));
 }
 
 TEST_CASE("decode_image: DCT scaling, the smallest power-of-two scale keeping min_side") {

@@ -232,6 +232,26 @@ TEST_CASE("image_list: write then read gives the same list; relative paths under
   REQUIRE(read_all(t / "train.txt") == "cat/a.jpg\t0\n");
 }
 
+TEST_CASE("image_list: a path that starts with whitespace or a BOM is written to read back") {
+  // (found by fuzz/: "./ a.jpg" in a list, or a BOM at the start of a later line, was written
+  // as it was and read back without it)
+  TempDir t;
+  ImageList l;
+  l.samples = {{t / "\xEF\xBB\xBF" "c.jpg", 2}, {t / " a.jpg", 0}, {t / "\fb.jpg", 1}};
+  write_image_list(l, t / "l.txt");
+  REQUIRE(read_all(t / "l.txt") == "./\xEF\xBB\xBF" "c.jpg\t2\n./ a.jpg\t0\n./\fb.jpg\t1\n");
+  require_same_samples(read_image_list(t / "l.txt"), l);
+}
+
+TEST_CASE("image_list: a NUL byte in a path is a malformed line, and is not written") {
+  TempDir t;
+  write_text(t / "l.txt", std::string("a.jpg 0\nb.jpg", 13) + '\0' + "x.jpg 1\n");
+  REQUIRE_ERROR(read_image_list(t / "l.txt"), "l.txt:2: a NUL byte in the path");
+  ImageList l;
+  l.samples = {{std::string("/a.jpg\0b", 8), 0}};
+  REQUIRE_ERROR(write_image_list(l, t / "w.txt"), "cannot be written to a list");
+}
+
 TEST_CASE("image_list: what cannot be written is refused") {
   TempDir t;
   ImageList l;

@@ -127,3 +127,20 @@ TEST_CASE("load_sample: a bad file is returned, not thrown, and the output is le
   write_bytes(dir.file("tiny.pgm"), pnm_bytes(tiny));
   REQUIRE(sample(dir.file("tiny.pgm"), spec, 3).size() == 28 * 28);
 }
+
+TEST_CASE("load_sample: a resize past the pixel cap is too_large, not a huge image or a throw") {
+  // (found by fuzz/: a 71-byte BMP of 3 x 65541 pixels resized to a shorter side of 20)
+  TempDir dir;
+  write_bytes(dir.file("thin.pgm"), pnm_bytes(pattern_image(2, 3000, 1)));
+  ImageSpec spec = spec_of(28, 1, 0, false, false);
+  spec.max_pixels = 28 * 42000 - 1;  // the resize makes 28 x 42000
+  std::vector<uint8_t> out(28 * 28, 0xEE);
+  DecodeResult r;
+  REQUIRE_NOTHROW(r = load_sample(dir.file("thin.pgm"), spec, 1, out.data()));
+  INFO(r.message);
+  REQUIRE(r.error == ImageError::too_large);
+  REQUIRE(r.message.find("resizing 2x3000 so that its shorter side is 28 would make it 28x42000")
+          != std::string::npos);
+  spec.max_pixels += 1;  // the cap is inclusive
+  REQUIRE(sample(dir.file("thin.pgm"), spec, 1).size() == 28 * 28);
+}

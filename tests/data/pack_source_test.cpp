@@ -228,6 +228,21 @@ TEST_CASE("PackSource: bad packs and mismatched specs are refused, naming the fi
                                             H5T_STD_I32LE);
                           }),
                   "image 17 has label 9, outside [0, 5)");
+  // sizes that would size allocations beyond the file (a billion unwritten chunks)
+  require_refused(tweaked(dir, good, "claims_1e9.h5",
+                          [](hid_t f) {
+                            REQUIRE(H5Ldelete(f, "images", H5P_DEFAULT) >= 0);
+                            const hsize_t dims[4] = {1000000000, 16, 16, 3};
+                            const hsize_t chunk[4] = {1, 16, 16, 3};
+                            H5Handle dcpl = h5_owned(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "p");
+                            REQUIRE(H5Pset_chunk(dcpl.get(), 4, chunk) >= 0);
+                            H5Handle space = h5_owned(H5Screate_simple(4, dims, nullptr),
+                                                      H5Sclose, "space");
+                            h5_owned(H5Dcreate2(f, "images", H5T_STD_U8LE, space.get(),
+                                                H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
+                                     H5Dclose, "images");
+                          }),
+                  "the pack claims 1000000000 images of 16x16x3, more than its");
   REQUIRE_ERROR(read_pack_info(dir / "text.h5"), "is not an HDF5 file");
 
   // a good pack, but not what the loader asks for

@@ -219,6 +219,28 @@ TEST_CASE("checkpoint: a flipped byte in a tensor is refused with the checksum m
   }
 }
 
+TEST_CASE("checkpoint: a damaged string length is refused before libhdf5 sizes a buffer by it") {
+  // (found by fuzz/: libhdf5 1.10 allocates and zeroes as many bytes as a string's reference
+  // says, up to 4 GiB, before it finds the reference leads nowhere)
+  TempDir dir;
+  const std::string path = dir / "c.h5";
+  write_checkpoint(small_checkpoint(3), path);
+  haddr_t names = HADDR_UNDEF;  // the references of /tensor_names: [length u32][address][index]
+  {
+    H5Lock lock;
+    H5Handle f = h5_owned(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose, path);
+    H5Handle ds = h5_owned(H5Dopen2(f.get(), "tensor_names", H5P_DEFAULT), H5Dclose, "names");
+    names = H5Dget_offset(ds.get());
+  }
+  REQUIRE(names != HADDR_UNDEF);
+  std::vector<uint8_t> bytes = read_bytes(path);
+  REQUIRE(bytes[names + 16] == 7);  // "pattern"
+  bytes[names + 16 + 3] = 0x6b;
+  write_bytes(path, bytes);
+  REQUIRE_ERROR(read_checkpoint(path), "dataset 'tensor_names' is damaged: string 1 claims "
+                                       "1795162119 bytes, more than the file's");
+}
+
 TEST_CASE("checkpoint: metadata changed after writing is refused with the checksum message") {
   TempDir dir;
   const std::string path = dir / "c.h5";

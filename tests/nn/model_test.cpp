@@ -186,6 +186,17 @@ TEST_CASE("model: a layer that does not fit its input names the line and the sha
               ->parameter_count() == 8 * 25 + 10 * 8 + 10);
   REQUIRE(build_text("maxpool 4x4\nflatten\nlinear 3 nobias\n", 4, 4, 2, 3)
               ->parameter_count() == 3 * 2);
+  // past what the int shape arithmetic holds (found by the model_spec fuzz target: flatten's
+  // H*W*C overflowed), refused before anything is allocated
+  REQUIRE_ERROR(build_text("conv 65536 1x1 pad=65536\nflatten\nlinear classes\n", 8, 8, 1),
+                "x.model:1: conv 65536 1x1 pad=65536 makes (131080,131080,65536), more than "
+                "cutrain's 2^31 - 1 values an image");
+  REQUIRE_ERROR(build_text("conv 8 1x1 pad=8000\nflatten\nlinear classes\n", 8, 8, 1),
+                "x.model:3: linear classes needs 20500485120 weights, more than cutrain's");
+  REQUIRE_ERROR(build_text("conv 65536 64x64\ngap\nlinear classes\n", 64, 64, 16),
+                "x.model:1: conv 65536 64x64 needs 4294967296 weights");
+  REQUIRE_ERROR(build_text("gap\nlinear classes\n", 1 << 16, 1 << 16, 1),
+                "model input 65536x65536x1 is more than");
   // bad options
   REQUIRE_ERROR(build_text("gap\nlinear classes\n", 0, 8, 1), "model input must be at least");
   REQUIRE_ERROR(build_text("gap\nlinear classes\n", 8, 8, 1, 0), "need at least one class");

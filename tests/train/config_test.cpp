@@ -107,6 +107,10 @@ TEST_CASE("config: the defaults are valid once --train is given; every problem i
   validate_config(h);
   h.max_skips = 0;
   REQUIRE_ERROR(validate_config(h), "--max-skips must be in [1, 1000000], got 0");
+  // replicas x accum past an int (seen while writing the fuzz targets: it overflowed)
+  TrainConfig r;
+  r.train = "x", r.devices = "cpu,cpu", r.batch = 1 << 30, r.accum = 1 << 30;
+  REQUIRE_ERROR(validate_config(r), "is not divisible by the 2 replicas of --devices cpu,cpu");
 }
 
 TEST_CASE("config: JSON round trip; unknown keys and wrong types are refused by name") {
@@ -136,6 +140,27 @@ TEST_CASE("config: JSON round trip; unknown keys and wrong types are refused by 
   REQUIRE_ERROR(config_from_json_text(j.dump(), "x.json"), "configuration key 'batch'");
   REQUIRE_ERROR(config_from_json_text("{", "x.json"), "x.json: not valid JSON");
   REQUIRE(option_key("--label-smoothing") == "label_smoothing");
+}
+
+TEST_CASE("config: an integer key takes an integer of its type's range, nothing cast") {
+  // (found by fuzz/: the JSON's numbers were cast, and 8.9e23 into the uint64 seed is
+  // undefined behaviour)
+  const auto with = [](const char* key, const nlohmann::json& v) {
+    nlohmann::json j = TrainConfig();
+    j[key] = v;
+    return j.dump();
+  };
+  REQUIRE_ERROR(config_from_json_text(with("seed", 8.88889e23), "x.json"),
+                "configuration key 'seed': 8.88889e+23 is not an integer in [0, 18446744073709551615]");
+  REQUIRE_ERROR(config_from_json_text(with("seed", -1), "x.json"), "key 'seed': -1 is not");
+  REQUIRE_ERROR(config_from_json_text(with("batch", 2.5), "x.json"),
+                "key 'batch': 2.5 is not an integer in [-2147483648, 2147483647]");
+  REQUIRE_ERROR(config_from_json_text(with("epochs", int64_t(1) << 40), "x.json"),
+                "key 'epochs': 1099511627776 is not");
+  REQUIRE_ERROR(config_from_json_text(with("limit_train", 1e300), "x.json"), "limit_train");
+  REQUIRE(config_from_json_text(with("seed", uint64_t(-1)), "x.json").seed == uint64_t(-1));
+  REQUIRE(config_from_json_text(with("batch", -3), "x.json").batch == -3);  // validate's job
+  REQUIRE(config_from_json_text(with("lr", 1), "x.json").lr == 1);  // a float takes integers
 }
 
 TEST_CASE("config: a resumed run may change how long it runs, not what it computes") {

@@ -1,0 +1,225 @@
+// The seed corpus (fuzz/corpus.h): small real files of every kind the targets parse, made by
+// the writers cutrain itself uses (encode_jpeg, write_pack, write_checkpoint,
+// config_to_json_text, the built-in model descriptions) and by the tests' image makers.
+#include "fuzz/corpus.h"
+
+#include <zlib.h>
+
+#include <filesystem>
+#include <stdexcept>
+
+#include "data/image.h"
+#include "data/idx.h"
+#include "data/image_list.h"
+#include "data/pack.h"
+#include "nn/checkpoint.h"
+#include "nn/model_spec.h"
+#include "tests/data/test_images.h"
+#include "train/config.h"
+
+namespace cutrain_fuzz {
+
+namespace fs = std::filesystem;
+using cutrain::Image;
+using cutrain_test::write_bytes;
+using cutrain_test::write_text;
+
+namespace {
+
+class Writer {
+ public:
+  explicit Writer(const std::string& root) : root_(root) {}
+
+  std::string path(const std::string& target, const std::string& name) {
+    fs::create_directories(root_ / target);
+    return (root_ / target / name).string();
+  }
+  void bytes(const std::string& target, const std::string& name, const std::vector<uint8_t>& b,
+             bool good) {
+    seeds.push_back({target, path(target, name), good});
+    write_bytes(seeds.back().path, b);
+  }
+  void text(const std::string& target, const std::string& name, const std::string& t, bool good) {
+    bytes(target, name, std::vector<uint8_t>(t.begin(), t.end()), good);
+  }
+  // A file some other writer made at path(target, name).
+  void made(const std::string& target, const std::string& name, bool good) {
+    seeds.push_back({target, path(target, name), good});
+  }
+
+  std::vector<Seed> seeds;
+
+ private:
+  fs::path root_;
+};
+
+std::vector<uint8_t> jpeg(const Image& img, bool progressive = false) {
+  return cutrain::encode_jpeg(img.pixels.data(), img.h, img.w, img.c, 90, progressive);
+}
+
+void image_seeds(Writer& w, const fs::path& scratch) {
+  // Every kind the image tests use, good and damaged (all 48x64)...
+  for (const cutrain_test::TestFile& f : cutrain_test::write_test_images(scratch.string())) {
+    if (f.error == cutrain::ImageError::missing) continue;
+    w.bytes("image_decode", fs::path(f.path).filename().string(),
+            cutrain_test::read_bytes(f.path), f.error == cutrain::ImageError::none);
+  }
+  // ... and odd sizes: tails of the 8x8 JPEG blocks, single pixels, a portrait CMYK.
+  using cutrain_test::pattern_image;
+  w.bytes("image_decode", "1x1_gray.jpg", jpeg(pattern_image(1, 1, 1)), true);
+  w.bytes("image_decode", "3x5_rgb.jpg", jpeg(pattern_image(3, 5, 3)), true);
+  w.bytes("image_decode", "17x9_progressive.jpg", jpeg(pattern_image(17, 9, 3), true), true);
+  const Image rgb = pattern_image(11, 7, 3);
+  const std::vector<uint8_t> cmyk = cutrain_test::cmyk_from_rgb(rgb);
+  w.bytes("image_decode", "11x7_cmyk.jpg", cutrain::encode_jpeg(cmyk.data(), 11, 7, 4), true);
+  w.bytes("image_decode", "1x1.png", cutrain_test::png_bytes(pattern_image(1, 1, 3)), true);
+  w.bytes("image_decode", "5x3_gray.bmp", cutrain_test::bmp_bytes(pattern_image(5, 3, 1)), true);
+  w.bytes("image_decode", "2x7.ppm", cutrain_test::pnm_bytes(pattern_image(2, 7, 3)), true);
+  w.bytes("image_decode", "9x1.tga", cutrain_test::tga_bytes(pattern_image(9, 1, 3)), true);
+}
+
+void list_seeds(Writer& w) {
+  w.text("image_list", "spaces.txt", "a/1.jpg 0\nb/2.jpg 1\n/abs/3.jpg 2\n", true);
+  w.text("image_list", "tabs_comments_crlf.txt",
+         "\xEF\xBB\xBF# made by make_corpus\r\n\r\nmy cat/001.jpg\t3\r\n  ./x/../y.png\t0 \r\n"
+         "#4.jpg 1\n", true);
+  w.text("image_list", "bad_lines.txt", "a.jpg\nb.jpg x\nc.jpg -1\nd.jpg 1 2\n\te.jpg\t\t4\n",
+         false);
+  // A NUL splits the input: the list, then the classes.txt beside it (image_list_fuzz.cpp).
+  w.text("image_list", "with_classes.txt",
+         std::string("img0.jpg 0\nimg1.jpg 1\nimg2.jpg 2\n") + '\0' + "ant\nbee\ncat\n", true);
+  w.text("image_list", "label_over_classes.txt",
+         std::string("img0.jpg 0\nimg1.jpg 5\n") + '\0' + "ant\nbee\n", false);
+}
+
+// A folder of small JPEGs (sizes 12..40, gray and colour, one truncated) and its list.
+cutrain::ImageList jpeg_list(const fs::path& dir, int n, int channels) {
+  fs::create_directories(dir);
+  cutrain::ImageList list;
+  for (int i = 0; i < n; i++) {
+    const Image img = cutrain_test::pattern_image(12 + (i * 7) % 29, 12 + (i * 11) % 29,
+                                                  i % 3 == 0 ? 1 : channels);
+    std::vector<uint8_t> b = jpeg(img);
+    if (i == n - 1) b.resize(b.size() / 2);  // a bad file: the pack names it
+    const std::string p = (dir / ("img" + std::to_string(i) + ".jpg")).string();
+    write_bytes(p, b);
+    list.samples.push_back({p, int32_t(i % 3)});
+  }
+  list.class_names = {"ant", "bee", "cat"};
+  list.source = (dir / "list.txt").string();
+  return list;
+}
+
+void pack_seeds(Writer& w, const fs::path& scratch) {
+  cutrain::PackOptions opt;
+  opt.threads = 1;
+  opt.size = 8, opt.channels = 1;  // 4 x 8x8x1: read whole at open
+  cutrain::write_pack(jpeg_list(scratch / "gray", 5, 1), w.path("pack", "small_gray.h5"), opt);
+  w.made("pack", "small_gray.h5", true);
+  opt.size = 20, opt.channels = 3;  // 6 x 20x20x3: over the target's 4 KiB, read per image
+  cutrain::write_pack(jpeg_list(scratch / "rgb", 7, 3), w.path("pack", "rgb.h5"), opt);
+  w.made("pack", "rgb.h5", true);
+}
+
+cutrain::TrainConfig config(bool adam) {
+  cutrain::TrainConfig c;
+  c.train = "data/train.txt";
+  c.val = "data/test.txt";
+  c.size = 28, c.channels = 1, c.classes = 3;
+  c.mean = {0.28}, c.std = {0.35};
+  c.class_names = {"ant", "bee", "cat"};
+  c.model_text = cutrain::builtin_model_text(adam ? "resnet" : "default");
+  if (adam) {
+    c.optimizer = "adamw", c.schedule = "onecycle", c.devices = "cpu,cpu", c.accum = 2;
+    c.augment = true, c.pad = 3, c.batch = 64;
+  }
+  cutrain::resolve_defaults(c);
+  return c;
+}
+
+cutrain::Tensor tensor(const cutrain::Shape& shape, cutrain::DType dtype, int seed) {
+  cutrain::Tensor t = cutrain::Tensor::empty(shape, dtype);
+  uint8_t* p = static_cast<uint8_t*>(t.raw());
+  for (size_t i = 0; i < t.bytes(); i++) p[i] = uint8_t(i * 37 + size_t(seed) * 101);
+  return t;
+}
+
+void checkpoint_seeds(Writer& w) {
+  using cutrain::DType;
+  cutrain::Checkpoint c;
+  c.step = 120, c.epoch = 2, c.cursor = {2, 7}, c.seed = 42;
+  c.config_json = cutrain::config_to_json_text(config(false));
+  c.tensors.emplace_back("conv1.w", tensor({4, 3, 3, 1}, DType::f32, 1));
+  c.tensors.emplace_back("conv1.w.half", tensor({4, 3, 3, 1}, DType::f16, 2));
+  c.tensors.emplace_back("bn1.running_var", tensor({4}, DType::f64, 3));
+  c.tensors.emplace_back("counts", tensor({2, 5}, DType::i32, 4));
+  c.tensors.emplace_back("step_state", tensor({}, DType::f32, 5));  // rank 0
+  c.tensors.emplace_back("empty", tensor({3, 0, 2}, DType::f32, 6));
+  c.scalars["loss_scale"] = 65536;
+  c.scalars["best_accuracy"] = 0.875;
+  cutrain::write_checkpoint(c, w.path("checkpoint", "step-00000120.h5"));
+  w.made("checkpoint", "step-00000120.h5", true);
+  cutrain::Checkpoint bare;  // nothing but the metadata
+  bare.config_json = cutrain::config_to_json_text(config(true));
+  cutrain::write_checkpoint(bare, w.path("checkpoint", "bare.h5"));
+  w.made("checkpoint", "bare.h5", true);
+
+  w.text("checkpoint_config", "default.json", cutrain::config_to_json_text(config(false)), true);
+  w.text("checkpoint_config", "adamw_replicas.json", cutrain::config_to_json_text(config(true)),
+         true);
+  w.text("checkpoint_config", "wrong_types.json",
+         "{\"size\": \"28\", \"mean\": [0.5, null], \"lr\": true, \"nope\": 1}", false);
+}
+
+void model_seeds(Writer& w) {
+  for (const std::string& name : cutrain::builtin_model_names())
+    w.text("model_spec", name + ".model", cutrain::builtin_model_text(name), true);
+  w.text("model_spec", "every_option.model",
+         "conv 16 3x5 stride=1x2 pad=1x2 bias  # every option\nbn\nrelu\n"
+         "maxpool 3x3 stride=2 pad=1\nresblock 16\nresblock 24 stride=2\n"
+         "conv 8 1x1\nflatten\nlinear 32 nobias\nrelu\nlinear classes\n", true);
+  w.text("model_spec", "mistakes.model", "conv 32\nconvv 3x3\nlinear classes bias\n", false);
+}
+
+void idx_file(Writer& w, const std::string& name, uint32_t magic,
+              const std::vector<uint32_t>& sizes, size_t n, bool gzip) {
+  std::vector<uint8_t> b;
+  auto put32 = [&](uint32_t v) {
+    for (int s = 24; s >= 0; s -= 8) b.push_back(uint8_t(v >> s));
+  };
+  put32(magic);
+  for (uint32_t s : sizes) put32(s);
+  for (size_t i = 0; i < n; i++) b.push_back(uint8_t(i * 13 % 251));
+  const std::string p = w.path("idx", name);
+  w.made("idx", name, true);
+  if (!gzip) return write_bytes(p, b);
+  gzFile f = gzopen(p.c_str(), "wb");
+  const bool ok = f != nullptr && gzwrite(f, b.data(), unsigned(b.size())) == int(b.size());
+  if (gzclose(f) != Z_OK || !ok) throw std::runtime_error("cannot write " + p);
+}
+
+void idx_seeds(Writer& w) {
+  idx_file(w, "images.idx", cutrain::kIdxImagesMagic, {3, 5, 4}, 60, false);
+  idx_file(w, "images.idx.gz", cutrain::kIdxImagesMagic, {2, 28, 28}, 2 * 28 * 28, true);
+  idx_file(w, "labels.idx", cutrain::kIdxLabelsMagic, {7}, 7, false);
+  idx_file(w, "labels.idx.gz", cutrain::kIdxLabelsMagic, {10}, 10, true);
+}
+
+}  // namespace
+
+std::vector<Seed> write_seed_corpus(const std::string& root) {
+  Writer w(root);
+  const fs::path scratch = fs::path(root) / ".scratch";  // sources of packs and images
+  fs::remove_all(scratch);
+  fs::create_directories(scratch);
+  image_seeds(w, scratch);
+  list_seeds(w);
+  pack_seeds(w, scratch);
+  checkpoint_seeds(w);
+  model_seeds(w);
+  idx_seeds(w);
+  fs::remove_all(scratch);
+  return w.seeds;
+}
+
+}  // namespace cutrain_fuzz

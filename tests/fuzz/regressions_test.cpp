@@ -1,0 +1,74 @@
+// The fuzz targets' feeds (fuzz/feed.h) in the ordinary test build, no clang needed: every
+// reproducer kept in fuzz/regressions/<target>/ must end in success or a clean cutrain::Error
+// (so a fixed finding stays fixed), and every seed of the corpus must be accepted or refused
+// as it was made (so a feed that stopped reaching its parser, refusing everything, shows).
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "fuzz/corpus.h"
+#include "fuzz/feed.h"
+#include "tests/data/temp_dir.h"
+#include "tests/test_util.h"
+
+using namespace cutrain_fuzz;
+namespace fs = std::filesystem;
+
+namespace {
+
+using Feed = Outcome (*)(const uint8_t*, size_t);
+
+const std::map<std::string, Feed>& feeds() {
+  static const std::map<std::string, Feed> m = {
+      {"image_list", feed_image_list}, {"image_decode", feed_image_decode},
+      {"pack", feed_pack},             {"checkpoint", feed_checkpoint},
+      {"checkpoint_config", feed_checkpoint_config},
+      {"model_spec", feed_model_spec}, {"idx", feed_idx}};
+  return m;
+}
+
+// The repository: bin/cutrain_tests lives in <repo>/bin.
+fs::path repo_root() { return fs::read_symlink("/proc/self/exe").parent_path().parent_path(); }
+
+Outcome feed_file(const std::string& target, const std::string& path) {
+  const std::vector<uint8_t> bytes = cutrain_test::read_bytes(path);
+  return feeds().at(target)(bytes.data(), bytes.size());
+}
+
+}  // namespace
+
+TEST_CASE("fuzz: every kept reproducer ends in success or a clean cutrain::Error") {
+  const fs::path root = repo_root() / "fuzz" / "regressions";
+  REQUIRE(fs::is_directory(root));
+  int files = 0;
+  for (const fs::directory_entry& dir : fs::directory_iterator(root)) {
+    const std::string target = dir.path().filename().string();
+    INFO("fuzz/regressions/" << target << ": no such fuzz target");
+    REQUIRE(feeds().count(target) == 1);
+    for (const fs::directory_entry& f : fs::directory_iterator(dir.path())) {
+      INFO("the reproducer " << f.path().string() << " (replay it with build/fuzz/bin/"
+                             << target << "_fuzz after make fuzz)");
+      (void)feed_file(target, f.path().string());  // any other exception fails the test
+      files++;
+    }
+  }
+  MESSAGE(files << " reproducers replayed");
+  REQUIRE(files > 0);
+}
+
+TEST_CASE("fuzz: every seed of the corpus is accepted or refused as it was made") {
+  cutrain_test::TempDir t(cutrain_test::TempDir::memory_if_possible);
+  const std::vector<Seed> seeds = write_seed_corpus(t.str());
+  std::map<std::string, int> accepted;
+  for (const Seed& s : seeds) {
+    INFO(s.target << ": " << s.path << " should be " << (s.good ? "accepted" : "refused"));
+    REQUIRE(feeds().count(s.target) == 1);
+    REQUIRE((feed_file(s.target, s.path) == Outcome::accepted) == s.good);
+    accepted[s.target] += s.good;
+  }
+  for (const auto& [target, feed] : feeds()) {
+    INFO(target << " has a seed it accepts");
+    REQUIRE(accepted[target] > 0);
+  }
+}
