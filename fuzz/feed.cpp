@@ -1,7 +1,7 @@
 // The scratch folder of the feeds (fuzz/feed.h).
 #include "fuzz/feed.h"
 
-#include <sys/statvfs.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -23,18 +23,33 @@ fs::path scratch_root() {
   return fs::temp_directory_path();
 }
 
+// A process that crashed (a finding; in fork mode, libhdf5's) left its folder behind: the
+// folders of processes that no longer run are removed. The folder's name holds its pid.
+void remove_stale_folders(const fs::path& root) {
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(root, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("cutrain-fuzz-", 0) != 0) continue;
+    const long pid = std::strtol(name.c_str() + 13, nullptr, 10);
+    if (pid > 0 && ::kill(pid_t(pid), 0) != 0 && errno == ESRCH) fs::remove_all(e.path(), ec);
+  }
+}
+
 const fs::path& scratch_dir() {
-  static const fs::path dir = [] {
-    std::string tmpl = (scratch_root() / "cutrain-fuzz-XXXXXX").string();
+  // Never destroyed: the exit handler needs it after the statics are gone.
+  static const fs::path* dir = [] {
+    remove_stale_folders(scratch_root());
+    std::string tmpl =
+        (scratch_root() / ("cutrain-fuzz-" + std::to_string(::getpid()) + "-XXXXXX")).string();
     if (::mkdtemp(tmpl.data()) == nullptr)
       throw std::runtime_error("fuzz: mkdtemp(" + tmpl + "): " + std::strerror(errno));
     std::atexit([] {
       std::error_code ec;
       fs::remove_all(scratch_dir(), ec);
     });
-    return fs::path(tmpl);
+    return new fs::path(tmpl);
   }();
-  return dir;
+  return *dir;
 }
 
 }  // namespace

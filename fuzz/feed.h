@@ -51,9 +51,10 @@ inline void fuzz_require(bool ok, const std::string& what) {
   if (!ok) throw std::logic_error("fuzz: broken promise: " + what);
 }
 
-// Writes the bytes to `name` in this process's scratch folder (made on first use, under
-// /dev/shm when it is writable and TMPDIR is not set, else under TMPDIR or /tmp; removed at
-// exit) and returns the file's path. The same name is rewritten by the next input.
+// Writes the bytes to `name` in this process's scratch folder (cutrain-fuzz-<pid>-*, made on
+// first use under /dev/shm when it is writable and TMPDIR is not set, else under TMPDIR or
+// /tmp; removed at exit, or by the next process when this one crashed) and returns the file's
+// path. The same name is rewritten by the next input.
 std::string scratch_file(const std::string& name, const uint8_t* data, size_t size);
 // Removes `name` from the scratch folder, if it is there.
 void scratch_remove(const std::string& name);
