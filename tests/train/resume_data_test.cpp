@@ -80,4 +80,17 @@ TEST_CASE("resume: changed training data are refused, naming the change; or take
   // The new run's checkpoints keep the new data's fingerprint: it resumes plainly.
   TrainConfig more = resume_of(dir / "run2", 4);
   REQUIRE(run_training(more, {"resume", "epochs"}, log.f).steps == 8);
+
+  // The same count, a label fixed: the next epoch starts at the checkpoint's own step 3, so
+  // the same folder is fine.
+  write_subset(list, 96, 40);
+  const RunSummary same = run_training(resume_of(run, 3), given, log.f, true);
+  REQUIRE(same.first_step == 3);
+  REQUIRE(same.steps == 9);
+  // Unchanged data with the option: an exact resume, said so.
+  const RunSummary exact = run_training(resume_of(run, 4), given, log.f, true);
+  REQUIRE(exact.first_step == 9);
+  REQUIRE(exact.steps == 12);
+  REQUIRE(log.text().find("--allow-data-change: the training data are the checkpoint's: the "
+                          "run goes on exactly") != std::string::npos);
 }
