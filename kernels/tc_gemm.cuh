@@ -17,15 +17,16 @@
 // (mn..mn+7, kd), into shared memory (dst is 16-byte aligned): one 16-byte load when the 8
 // are inside the matrix, contiguous and aligned, else 8 scalar reads with zeros outside.
 //
-// launch: one block computes one BM x BN tile of C (BM, BN in {128, 64, 32} x {64, 32});
+// launch: one block computes one BM x BN tile of C (128x64, 64x64, 128x32 or 32x64);
 //   one warp computes a 32 x 32 piece of it as 2 x 2 WMMA 16x16x16 fragments (half x half ->
 //   float); (BM/32) x (BN/32) warps. The block walks kd in steps of BK = 32: all threads copy
 //   the A tile (BM x 32) and the B tile (32 x BN) into shared memory, sync, each warp does
 //   2 (kd halves) x 2 x 2 mma_sync, sync. At the end the fragments go through shared memory
 //   (as floats) so that each thread hands consecutive n to the epilogue (coalesced stores).
 // split-K: when the tiles alone cannot fill the GPU (a weight gradient: M*N small, Kd = N*P*Q
-//   huge) blockIdx.z takes one slice of kd, fp32 partial tiles go to a scratch buffer, and a
-//   second kernel sums the slices pairwise (kernels/blocked_sum.h) and calls epi: the same
+//   huge) blockIdx.z takes one slice of kd (enough slices for ~16 warps an SM), fp32 partial
+//   tiles go to a scratch buffer, and a second kernel sums the slices pairwise
+//   (kernels/blocked_sum.h, one warp per output) and calls epi: the same
 //   bits on every run, and on every GPU of one architecture (the split depends on the shape,
 //   not the SM count; WMMA's own accumulation order may differ between architectures).
 // blocked sums (tc_gemm<true>, the weight gradients, whose kd runs over the whole batch: N*P*Q
@@ -34,8 +35,7 @@
 //   again from 0 (kernels/blocked_sum.h). A product meets ~kSumBlock + slice/kSumBlock
 //   roundings instead of ~slice. (The second level runs in order, not pairwise: a fragment per
 //   level would not fit in registers.) The second set costs ~30 registers a thread (ptxas,
-//   sm_90: 66 -> 94..97), so 2 blocks of 256 threads fit an SM instead of 3; a weight
-//   gradient's grid is about 2 blocks an SM anyway (split-K aims at 2 * 132 blocks). The
+//   sm_90: 66 -> 94..97), so about 20 warps fit an SM instead of 30; split-K aims at 16. The
 //   forward and dgrad sum over a filter (R*S*C or R*S*K, short) and keep one set.
 // bytes / flops: 2*M*N*Kd flops. Each block reads (BM + BN) * Kd halves: A is read N/BN times
 //   and B M/BM times (from L2 mostly), C written once. With 128x64 tiles a kd step moves 12 KiB
@@ -238,14 +238,23 @@ struct StorePartial {
   }
 };
 
-// Split-K, pass 2: one thread per (m, n), the slices summed pairwise, then epi.
+// Split-K, pass 2: one warp per (m, n). Lane l sums its run of consecutive slices pairwise
+// (kernels/blocked_sum.h), then the 32 lane sums meet in a butterfly (5 levels, xor 16, 8, .. 1),
+// which is pairwise too: a partial sum passes through <= log2(splits/32) + 1 + 5 roundings.
+// The order depends on `splits` alone, so the bits are the same on every run.
 template <class Epi>
 __global__ void tc_splitk_finish_kernel(int64_t M, int64_t N, int splits, const float* ws,
                                         Epi epi) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < M * N;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const float s = blocked_sum<float, 1>(splits, [&](int64_t z) { return ws[z * M * N + i]; });
-    epi(i / N, i % N, 0, s);
+  const int lane = threadIdx.x % 32;
+  const int per_lane = (splits + 31) / 32;
+  const int z0 = lane * per_lane, z1 = z0 + per_lane < splits ? z0 + per_lane : splits;
+  const int64_t warps = int64_t(gridDim.x) * blockDim.x / 32;
+  for (int64_t i = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32; i < M * N; i += warps) {
+    float s = z1 > z0 ? blocked_sum<float, 1>(z1 - z0, [&](int64_t z) {
+      return ws[(z0 + z) * M * N + i];
+    }) : 0.0f;
+    for (int off = 16; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
+    if (lane == 0) epi(i / N, i % N, 0, s);
   }
 }
 
@@ -257,15 +266,23 @@ void launch(int64_t M, int64_t N, int64_t Kd, const OpA& a, const OpB& b, const 
   const int64_t tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
   const int64_t tiles = tiles_m * tiles_n, ksteps = (Kd + BK - 1) / BK;
   CHECK(tiles_n <= 65535, "tc_gemm: N = " << N << " is too large");
-  // Split kd only when the tiles leave the GPU mostly idle and each slice keeps >= 8 steps.
+  // Split kd only when the tiles leave the GPU mostly idle: then into slices of >= 4 kd steps,
+  // enough for about kWarpsPerSm warps on each SM. A block's loads and MMAs do not overlap
+  // (above), so it takes many warps in flight to hide the loads' latency: a weight gradient
+  // of the default model (M = 32 or 64 output channels) has 1 to 9 tiles, and with 2 blocks
+  // an SM (the old aim) its SMs mostly waited. The blocked accumulators' ~95 registers allow
+  // about 20 warps an SM. The slices' fp32 partial tiles cost splits * M * N * 4 bytes of
+  // scratch: a few MiB at most, since splits shrinks as M * N grows.
   // "The GPU" is a fixed 132 SMs (an H100 SXM's), not the device's count: the split decides
   // the order of the fp32 sums, so the result's bits depend on the shape alone, and a run
   // resumed on another GPU of the same architecture (an H100 PCIe has 114 SMs, a MIG slice
   // fewer) continues bit for bit.
-  constexpr int sms = 132;
+  constexpr int sms = 132, kWarpsPerSm = 16, kMaxSplits = 1024;
+  constexpr int64_t warps_wanted = int64_t(sms) * kWarpsPerSm;
+  const int64_t warps = tiles * (THREADS / 32);
   int64_t splits = 1;
-  if (tiles < sms && ksteps >= 16)
-    splits = std::min<int64_t>({(2 * sms + tiles - 1) / tiles, ksteps / 8, 64});
+  if (warps < warps_wanted && ksteps >= 16)
+    splits = std::min<int64_t>({(warps_wanted + warps - 1) / warps, ksteps / 4, kMaxSplits});
   const int64_t kd_chunk = std::max<int64_t>(1, (ksteps + splits - 1) / splits) * BK;
   splits = std::max<int64_t>(1, (Kd + kd_chunk - 1) / kd_chunk);  // no empty slice
   const dim3 grid{unsigned(tiles_m), unsigned(tiles_n), unsigned(splits)};
@@ -278,7 +295,7 @@ void launch(int64_t M, int64_t N, int64_t Kd, const OpA& a, const OpB& b, const 
   const StorePartial part{static_cast<float*>(ws.data()), M, N};
   tc_gemm_kernel<BM, BN, Blocked><<<grid, THREADS, 0, stream>>>(M, N, Kd, kd_chunk, a, b, part);
   LAUNCH_CHECK();
-  tc_splitk_finish_kernel<<<grid_size(M * N, 256), 256, 0, stream>>>(
+  tc_splitk_finish_kernel<<<grid_size(M * N * 32, 256), 256, 0, stream>>>(
       M, N, int(splits), part.ws, epi);
   LAUNCH_CHECK();
   // ws goes back to the pool here; the pool hands it out again only to work queued later on
@@ -287,15 +304,18 @@ void launch(int64_t M, int64_t N, int64_t Kd, const OpA& a, const OpB& b, const 
 
 }  // namespace tc
 
-// C = A * B through epi (see the top of this file). Picks the tile shape from M and N: narrow
-// outputs (N <= 32: conv layers with K = 32, the classifier) get 32-wide tiles, short ones
-// (M <= 64: weight gradients) 64-high tiles, everything else 128 x 64. Blocked = true: kd runs
-// over a whole batch (the weight gradients), summed in blocks (above).
+// C = A * B through epi (see the top of this file). Picks the tile shape from M and N: short
+// outputs (M <= 32: the weight gradients of layers with 32 output channels, the classifier's)
+// get 32-high tiles, so that no warp computes rows of zeros; narrow ones (N <= 32: conv layers
+// with K = 32) 32-wide tiles; short ones (M <= 64: weight gradients) 64-high tiles; everything
+// else 128 x 64. Blocked = true: kd runs over a whole batch (the weight gradients), summed in
+// blocks (above).
 template <bool Blocked = false, class OpA, class OpB, class Epi>
 void tc_gemm(int64_t M, int64_t N, int64_t Kd, const OpA& a, const OpB& b, const Epi& epi,
              cudaStream_t stream) {
   if (M <= 0 || N <= 0) return;
-  if (N <= 32) tc::launch<128, 32, Blocked>(M, N, Kd, a, b, epi, stream);
+  if (M <= 32) tc::launch<32, 64, Blocked>(M, N, Kd, a, b, epi, stream);
+  else if (N <= 32) tc::launch<128, 32, Blocked>(M, N, Kd, a, b, epi, stream);
   else if (M <= 64) tc::launch<64, 64, Blocked>(M, N, Kd, a, b, epi, stream);
   else tc::launch<128, 64, Blocked>(M, N, Kd, a, b, epi, stream);
 }
