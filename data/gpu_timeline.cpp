@@ -68,7 +68,7 @@ std::unique_ptr<Event> GpuTimeline::take_event() {
 void GpuTimeline::begin(const char* name, TraceArg a0) {
   if (!active_) return;
   mark(name, a0);
-  open_ = true;
+  open_ = true;  // after mark(): it asks whether the mark ends a span
 }
 
 void GpuTimeline::end() {
@@ -78,29 +78,23 @@ void GpuTimeline::end() {
 }
 
 void GpuTimeline::mark(const char* name, TraceArg a0) {
+  if (pending_.size() >= max_pending_) collect();
   if (pending_.size() >= max_pending_) {
-    collect();
-    while (pending_.size() >= max_pending_) drop_oldest();
+    // The stream is far behind: this mark is not recorded (no CUDA call at all). The span it
+    // would end is lost, and so is the one it begins (counted when the next mark ends it).
+    if (open_) dropped_++;
+    gap_ = true;
+    return;
   }
   Mark m;
   m.name = name;
   m.arg = a0;
+  m.after_gap = gap_;
+  if (gap_ && open_) dropped_++;  // the span the last unrecorded mark began
+  gap_ = false;
   m.event = take_event();
   m.event->record(stream_);
   pending_.push_back(std::move(m));
-}
-
-// The stream is far behind: forget the oldest mark. Its time is never known, so the span it
-// ends (begun by the last collected mark) and the span it begins are both lost. Its event is
-// destroyed (CUDA releases it once the stream reaches it), not pooled: recording it again
-// while its record is still pending blocked the host until the stream got there (seen on an
-// H200, driver 580: the stalled-stream test waited out its stall instead of dropping).
-void GpuTimeline::drop_oldest() {
-  Mark& m = pending_.front();
-  if (span_name_) dropped_++;
-  if (m.name) dropped_++;
-  span_name_ = nullptr;
-  pending_.pop_front();  // and its event with it
 }
 
 Tracer::Clock::time_point GpuTimeline::host_time(double ms) const {
@@ -114,7 +108,7 @@ void GpuTimeline::collect() {
   while (!pending_.empty() && pending_.front().event->done()) {
     Mark& m = pending_.front();
     const double ms = anchor_ms_ + double(m.event->ms_since(*anchor_));
-    if (span_name_)
+    if (span_name_ && !m.after_gap)  // after a gap the span's end was never recorded
       tracer_->complete(track_, span_name_, "gpu", host_time(span_begin_ms_), host_time(ms),
                         span_arg_);
     span_name_ = m.name;

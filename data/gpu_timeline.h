@@ -27,10 +27,12 @@
 //
 // Memory is bounded: marks wait in a queue until collected; past max_pending of them (default
 // kMaxPending) a mark first collects what is done, and if the stream is so far behind that the
-// queue is still full, the oldest mark is dropped, its spans counted in dropped(), never
-// stored. A dropped mark's event is destroyed, never recorded again: on an H200 with driver
-// 580, recording an event whose earlier record the stream has not reached blocked the host
-// until the stream got there, which turned "drop and go on" into a wait.
+// queue is still full, the new mark is dropped: not recorded, its spans (the one it ends and
+// the one it begins) counted in dropped(), never stored. Dropping the newest rather than the
+// oldest makes no CUDA call while the stream is behind: on an H200 with driver 580 (under the
+// device tool's sandbox), the host blocked in the marks' CUDA calls on a stalled stream until
+// the stream moved, both when the dropped events were recorded again and when they were
+// destroyed and new ones created, which turned "drop and go on" into a wait.
 //
 // Not thread-safe: one thread at a time (or a mutex around every call). The stream's device
 // is looked up once; the events are created on it whatever the calling thread's device.
@@ -73,10 +75,10 @@ class GpuTimeline {
     const char* name = nullptr;  // null: the end of the previous span only
     TraceArg arg;
     std::unique_ptr<Event> event;
+    bool after_gap = false;  // marks before it were dropped: it ends no span
   };
   void mark(const char* name, TraceArg a0);
   std::unique_ptr<Event> take_event();  // from the pool, else a new one on device_
-  void drop_oldest();
   Tracer::Clock::time_point host_time(double ms) const;  // ms after the calibration
 
   Tracer* tracer_ = nullptr;
@@ -90,6 +92,7 @@ class GpuTimeline {
   std::deque<Mark> pending_;                 // marks not yet collected, in stream order
   std::vector<std::unique_ptr<Event>> pool_; // events to reuse
   bool open_ = false;                        // the last mark started a span
+  bool gap_ = false;                         // the last mark was dropped
   // The collected side: the span begun by the last collected mark, if any.
   const char* span_name_ = nullptr;
   TraceArg span_arg_;

@@ -56,13 +56,27 @@ __global__ void channel_partials_kernel(int64_t M, int C, Term term, float* part
   __shared__ float lanes[kSums][kTY][kTX];
   const int c = blockIdx.x * kTX + threadIdx.x;
   BlockedSum<float> acc[kSums];
-  if (c < C)
-    for (int64_t m = int64_t(blockIdx.y) * kTY + threadIdx.y; m < M;
-         m += int64_t(gridDim.y) * kTY) {
+  // This thread's rows first + j * stride, j < rows: whole blocks of kSumBlock rows in a loop of
+  // fixed length (unrolled: several loads in flight), then the tail row by row. The same bits
+  // as add() on every row.
+  const int64_t first = int64_t(blockIdx.y) * kTY + threadIdx.y, stride = int64_t(gridDim.y) * kTY;
+  const int64_t rows = c < C && first < M ? (M - first + stride - 1) / stride : 0;
+  int64_t j = 0;
+  for (; j + kSumBlock <= rows; j += kSumBlock) {
+    float block[kSums] = {};
+#pragma unroll 8
+    for (int i = 0; i < kSumBlock; i++) {
       float v[kSums];
-      term(m, c, v);
-      for (int k = 0; k < kSums; k++) acc[k].add(v[k]);
+      term(first + (j + i) * stride, c, v);
+      for (int k = 0; k < kSums; k++) block[k] += v[k];
     }
+    for (int k = 0; k < kSums; k++) acc[k].add_block(block[k]);
+  }
+  for (; j < rows; j++) {
+    float v[kSums];
+    term(first + j * stride, c, v);
+    for (int k = 0; k < kSums; k++) acc[k].add(v[k]);
+  }
   for (int k = 0; k < kSums; k++) lanes[k][threadIdx.y][threadIdx.x] = acc[k].total();
   __syncthreads();
   if (threadIdx.y == 0 && c < C)

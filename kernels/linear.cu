@@ -111,10 +111,10 @@ __global__ void bias_grad_partial_kernel(int64_t M, int K, int64_t rows_per_chun
   const int k = blockIdx.x * 32 + threadIdx.x;
   const int64_t begin = blockIdx.y * rows_per_chunk;
   const int64_t end = begin + rows_per_chunk < M ? begin + rows_per_chunk : M;
-  BlockedSum<float> s;
-  if (k < K)
-    for (int64_t m = begin + threadIdx.y; m < end; m += kBiasRows) s.add(to_acc(dy[m * K + k]));
-  lane[threadIdx.y][threadIdx.x] = s.total();
+  const int64_t first = begin + threadIdx.y;
+  const int64_t rows = k < K && first < end ? (end - first + kBiasRows - 1) / kBiasRows : 0;
+  lane[threadIdx.y][threadIdx.x] =
+      blocked_sum<float>(rows, [&](int64_t j) { return to_acc(dy[(first + j * kBiasRows) * K + k]); });
   __syncthreads();
   if (threadIdx.y == 0 && k < K)
     partial[int64_t(blockIdx.y) * K + k] =

@@ -26,7 +26,7 @@
 // split-K: when the tiles alone cannot fill the GPU (a weight gradient: M*N small, Kd = N*P*Q
 //   huge) blockIdx.z takes one slice of kd (enough slices for ~16 warps an SM), fp32 partial
 //   tiles go to a scratch buffer, and a second kernel sums the slices pairwise
-//   (kernels/blocked_sum.h, one warp per output) and calls epi: the same
+//   (kernels/blocked_sum.h) and calls epi: the same
 //   bits on every run, and on every GPU of one architecture (the split depends on the shape,
 //   not the SM count; WMMA's own accumulation order may differ between architectures).
 // blocked sums (tc_gemm<true>, the weight gradients, whose kd runs over the whole batch: N*P*Q
@@ -238,13 +238,26 @@ struct StorePartial {
   }
 };
 
-// Split-K, pass 2: one warp per (m, n). Lane l sums its run of consecutive slices pairwise
-// (kernels/blocked_sum.h), then the 32 lane sums meet in a butterfly (5 levels, xor 16, 8, .. 1),
-// which is pairwise too: a partial sum passes through <= log2(splits/32) + 1 + 5 roundings.
-// The order depends on `splits` alone, so the bits are the same on every run.
+// Split-K, pass 2: the slices of each (m, n) summed pairwise (kernels/blocked_sum.h), then epi.
+// Few slices: one thread per (m, n). Many (more than kWarpFinish): one warp per (m, n), lane l
+// summing its run of consecutive slices, then the 32 lane sums meeting in a butterfly (xor 16,
+// 8, .., 1), which is pairwise too. Either way the order depends on `splits` alone, so the
+// bits are the same on every run.
+constexpr int kWarpFinish = 32;
+
 template <class Epi>
 __global__ void tc_splitk_finish_kernel(int64_t M, int64_t N, int splits, const float* ws,
                                         Epi epi) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < M * N;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const float s = blocked_sum<float, 1>(splits, [&](int64_t z) { return ws[z * M * N + i]; });
+    epi(i / N, i % N, 0, s);
+  }
+}
+
+template <class Epi>
+__global__ void tc_splitk_finish_warp_kernel(int64_t M, int64_t N, int splits, const float* ws,
+                                             Epi epi) {
   const int lane = threadIdx.x % 32;
   const int per_lane = (splits + 31) / 32;
   const int z0 = lane * per_lane, z1 = z0 + per_lane < splits ? z0 + per_lane : splits;
@@ -266,7 +279,7 @@ void launch(int64_t M, int64_t N, int64_t Kd, const OpA& a, const OpB& b, const 
   const int64_t tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
   const int64_t tiles = tiles_m * tiles_n, ksteps = (Kd + BK - 1) / BK;
   CHECK(tiles_n <= 65535, "tc_gemm: N = " << N << " is too large");
-  // Split kd only when the tiles leave the GPU mostly idle: then into slices of >= 4 kd steps,
+  // Split kd only when the tiles leave SMs idle: then into slices of >= 4 kd steps,
   // enough for about kWarpsPerSm warps on each SM. A block's loads and MMAs do not overlap
   // (above), so it takes many warps in flight to hide the loads' latency: a weight gradient
   // of the default model (M = 32 or 64 output channels) has 1 to 9 tiles, and with 2 blocks
@@ -281,7 +294,7 @@ void launch(int64_t M, int64_t N, int64_t Kd, const OpA& a, const OpB& b, const 
   constexpr int64_t warps_wanted = int64_t(sms) * kWarpsPerSm;
   const int64_t warps = tiles * (THREADS / 32);
   int64_t splits = 1;
-  if (warps < warps_wanted && ksteps >= 16)
+  if (tiles < sms && warps < warps_wanted && ksteps >= 16)
     splits = std::min<int64_t>({(warps_wanted + warps - 1) / warps, ksteps / 4, kMaxSplits});
   const int64_t kd_chunk = std::max<int64_t>(1, (ksteps + splits - 1) / splits) * BK;
   splits = std::max<int64_t>(1, (Kd + kd_chunk - 1) / kd_chunk);  // no empty slice
@@ -295,8 +308,12 @@ void launch(int64_t M, int64_t N, int64_t Kd, const OpA& a, const OpB& b, const 
   const StorePartial part{static_cast<float*>(ws.data()), M, N};
   tc_gemm_kernel<BM, BN, Blocked><<<grid, THREADS, 0, stream>>>(M, N, Kd, kd_chunk, a, b, part);
   LAUNCH_CHECK();
-  tc_splitk_finish_kernel<<<grid_size(M * N * 32, 256), 256, 0, stream>>>(
-      M, N, int(splits), part.ws, epi);
+  if (splits > kWarpFinish)
+    tc_splitk_finish_warp_kernel<<<grid_size(M * N * 32, 256), 256, 0, stream>>>(
+        M, N, int(splits), part.ws, epi);
+  else
+    tc_splitk_finish_kernel<<<grid_size(M * N, 256), 256, 0, stream>>>(M, N, int(splits),
+                                                                         part.ws, epi);
   LAUNCH_CHECK();
   // ws goes back to the pool here; the pool hands it out again only to work queued later on
   // this stream, i.e. after the finish kernel (kernels/caching_allocator.h).

@@ -4,7 +4,7 @@
 //  - spans come out in order, one after the other, as long as the work they cover, and on
 //    the host's clock (the calibration), between the host times of their queueing and flush;
 //  - collect() never waits; flush() collects everything;
-//  - a stream far behind makes the timeline drop its oldest marks, counted, never grow.
+//  - a stream far behind makes the timeline drop its newest marks, counted, never grow.
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -119,18 +119,27 @@ TEST_CASE("gpu timeline [gpu]: without collect(), marks stay bounded; a stalled 
     tl.flush();
     REQUIRE(int64_t(tracer.events()) + tl.dropped() == n);
   }
-  SUBCASE("a stream stalled behind a long sleep: the oldest marks are dropped and counted") {
+  SUBCASE("a stream stalled at a gate: the newest marks are dropped and counted") {
     Tracer tracer;
     // A small bound keeps the test quick; the default (4,096) works the same way.
     const size_t max_pending = 64;
     GpuTimeline tl(&tracer, "compute stream (cuda:0)", stream.get(), max_pending);
     // The stream waits at the gate until every mark is queued, however long queueing takes: no
-    // sleep is "long enough". Were a dropped mark's event recorded again while still pending,
-    // the host would block here and the gate time out (seen on an H200 before the fix).
+    // sleep is "long enough". Were a mark's CUDA calls to block on the stalled stream, the
+    // host would wait here and the gate time out (seen on an H200 with the older policies of
+    // dropping the oldest mark): the slowest begin() says which mark it was.
     StreamGate gate(stream.get());
     const int m = int(max_pending) + 100;
-    for (int i = 0; i < m; i++) tl.begin("mark", {"i", i});
+    double slowest_s = 0;
+    int slowest = -1;
+    for (int i = 0; i < m; i++) {
+      const auto t0 = std::chrono::steady_clock::now();
+      tl.begin("mark", {"i", i});
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (s > slowest_s) slowest_s = s, slowest = i;
+    }
     gate.release();
+    INFO("the slowest begin(): mark " << slowest << ", " << slowest_s << " s");
     REQUIRE(!gate.timed_out());
     tl.flush();
     REQUIRE(tl.dropped() >= 100);
@@ -138,8 +147,11 @@ TEST_CASE("gpu timeline [gpu]: without collect(), marks stay bounded; a stalled 
     REQUIRE(tracer.write(dir.file("t.json")));
     const json trace = read_json(dir.file("t.json"));
     REQUIRE(span_problems(trace) == "");
-    for (const json& s : spans_named(trace, "mark"))  // the newest survive
-      REQUIRE(s.at("args").at("i").get<int64_t>() >= tl.dropped());
+    // The oldest survive: spans 0 .. max_pending - 2 (the last recorded mark's span ends at a
+    // dropped one).
+    const auto spans = spans_named(trace, "mark");
+    REQUIRE(int64_t(spans.size()) == int64_t(max_pending) - 1);
+    for (const json& s : spans) REQUIRE(s.at("args").at("i").get<int64_t>() < int64_t(max_pending) - 1);
   }
 }
 
