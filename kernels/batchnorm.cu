@@ -10,11 +10,11 @@
 // Per-channel sums (deterministic, no atomics): channel_partials_kernel sums each thread's rows
 // in fp32, blocked pairwise (kernels/blocked_sum.h), adds the 8 row lanes of a block pairwise
 // (shared memory), and writes one partial per (row group, channel) to scratch; a finalize
-// kernel (one thread per channel) adds the gridDim.y partials pairwise. gridDim.y is a
+// kernel (a warp per channel: warp_blocked_sum) adds the gridDim.y partials. gridDim.y is a
 // function of M alone (row_groups), so the order of every addition, hence every bit, is the
 // same on every run and every GPU. A term meets at most b + log2(rows/b) roundings in its
 // thread (b = 64; rows = ceil(M / (8 gridDim.y)): at most 64 up to M = 2^19), 3 among the
-// lanes and log2(gridDim.y) + 1 <= 11 among the partials, where one running sum per thread and
+// lanes and at most 8 + 3 + 5 = 16 among the partials, where one running sum per thread and
 // per finalize gave rows + 8 + gridDim.y (over 1000 for a large batch).
 //
 // bytes: training forward reads x three times (mean, variance, y) and writes y:
@@ -85,10 +85,13 @@ __global__ void channel_partials_kernel(int64_t M, int C, Term term, float* part
           blocked_sum<float, 1>(kTY, [&](int64_t r) { return lanes[k][r][threadIdx.x]; });
 }
 
-// out[c] = the G partials of sum k added pairwise (k = 0 or 1).
+// The G partials of sum k (k = 0 or 1) of channel c, added by the calling warp
+// (warp_blocked_sum). The finalize kernels below run a warp per channel: channel_of_warp().
 __device__ float sum_partials(const float* partial, int k, int G, int C, int c) {
-  return blocked_sum<float, 1>(G, [&](int64_t g) { return partial[(int64_t(k) * G + g) * C + c]; });
+  return warp_blocked_sum(G, [&](int64_t g) { return partial[(int64_t(k) * G + g) * C + c]; });
 }
+__device__ int channel_of_warp() { return int((blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32); }
+__device__ bool first_lane() { return threadIdx.x % 32 == 0; }
 
 // The sums' terms.
 template <typename S> struct TermX {  // x
@@ -126,8 +129,10 @@ template <typename S> struct TermDyDyXhat {
 // mean[c] = sum / M
 __global__ void mean_finalize_kernel(int64_t M, int C, int G, const float* partial,
                                      float* mean) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c < C) mean[c] = sum_partials(partial, 0, G, C, c) / float(M);
+  const int c = channel_of_warp();
+  if (c >= C) return;  // the whole warp
+  const float s = sum_partials(partial, 0, G, C, c);
+  if (first_lane()) mean[c] = s / float(M);
 }
 
 // The biased variance of the batch -> save_invstd; the running averages (unbiased variance),
@@ -135,9 +140,10 @@ __global__ void mean_finalize_kernel(int64_t M, int C, int G, const float* parti
 __global__ void var_finalize_kernel(int64_t M, int C, int G, const float* partial, float eps,
                                     float momentum, const float* mean, float* save_invstd,
                                     float* running_mean, float* running_var) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= C) return;
+  const int c = channel_of_warp();
+  if (c >= C) return;  // the whole warp
   const float var = sum_partials(partial, 0, G, C, c) / float(M);
+  if (!first_lane()) return;
   save_invstd[c] = 1.0f / sqrtf(var + eps);
   const float unbiased = var * float(M) / float(M - 1);
   running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * mean[c];
@@ -153,9 +159,10 @@ __global__ void invstd_kernel(int C, const float* var, float eps, float* invstd)
 // sums[c] = sum dy, sums[C + c] = sum dy*xhat; dbeta += the first, dgamma += the second.
 __global__ void grad_finalize_kernel(int C, int G, const float* partial, float* sums,
                                      float* dgamma, float* dbeta) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= C) return;
+  const int c = channel_of_warp();
+  if (c >= C) return;  // the whole warp
   const float sdy = sum_partials(partial, 0, G, C, c), sdyx = sum_partials(partial, 1, G, C, c);
+  if (!first_lane()) return;
   sums[c] = sdy;
   sums[C + c] = sdyx;
   if (dbeta) dbeta[c] += sdy;
@@ -212,6 +219,7 @@ __global__ void dx_eval_kernel(int64_t M, int C, const S* y, const S* dy, const 
 
 const dim3 kBlock2d(kTX, kTY);
 int blocks_1d(int C) { return (C + 255) / 256; }
+int warp_blocks(int C) { return (C + 7) / 8; }  // a warp per channel, 8 warps a block
 
 // Scratch for kSums partials of G row groups: kSums * G * C floats from the caching pool.
 DeviceBuffer partial_buffer(int kSums, int G, int C, cudaStream_t stream) {
@@ -230,7 +238,7 @@ void backward_sums(int64_t M, int C, const S* x, const S* y, const S* dy, const 
   TermDyDyXhat<S> term{x, y, dy, mean, invstd, relu, C};
   channel_partials_kernel<2><<<grid_2d(C, G), kBlock2d, 0, stream>>>(M, C, term, p);
   LAUNCH_CHECK();
-  grad_finalize_kernel<<<blocks_1d(C), 256, 0, stream>>>(C, G, p, sums, dgamma, dbeta);
+  grad_finalize_kernel<<<warp_blocks(C), 256, 0, stream>>>(C, G, p, sums, dgamma, dbeta);
   LAUNCH_CHECK();
 }
 
@@ -256,13 +264,13 @@ void batchnorm_forward_train_gpu(int64_t M, int C, const T* x, const float* gamm
   channel_partials_kernel<1><<<grid_2d(C, G), kBlock2d, 0, stream>>>(
       M, C, TermX<S>{dev(x), C}, p);
   LAUNCH_CHECK();
-  mean_finalize_kernel<<<blocks_1d(C), 256, 0, stream>>>(M, C, G, p, save_mean);
+  mean_finalize_kernel<<<warp_blocks(C), 256, 0, stream>>>(M, C, G, p, save_mean);
   LAUNCH_CHECK();
   // Pass 2: the variance as the mean squared deviation (two passes: see batchnorm.cpp).
   channel_partials_kernel<1><<<grid_2d(C, G), kBlock2d, 0, stream>>>(
       M, C, TermSquaredDeviation<S>{dev(x), save_mean, C}, p);
   LAUNCH_CHECK();
-  var_finalize_kernel<<<blocks_1d(C), 256, 0, stream>>>(M, C, G, p, float(eps), float(momentum),
+  var_finalize_kernel<<<warp_blocks(C), 256, 0, stream>>>(M, C, G, p, float(eps), float(momentum),
                                                         save_mean, save_invstd, running_mean,
                                                         running_var);
   LAUNCH_CHECK();

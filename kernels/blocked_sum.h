@@ -115,6 +115,25 @@ CUTRAIN_HD A blocked_sum(int64_t n, Term f) {
   return s.total();
 }
 
+#if defined(__CUDACC__)
+// (device) f(0) + ... + f(n-1) by the 32 lanes of one warp, the same value returned in every
+// lane; every lane must call it (it shuffles with the full mask). Lane l takes the run of
+// ceil(n/32) consecutive terms from l * ceil(n/32), blocked pairwise in blocks of 8 (eight
+// loads in flight, not one: a thread per sum adding G ~ 1024 partials one push at a time made
+// BN's finalize the slowest part of BN), and the 32 run sums meet in a butterfly (xor 16, 8,
+// 4, 2, 1): pairwise too, and since a + b == b + a exactly, every lane ends with the same bits.
+// A term meets at most 8 + log2(n/256) + 1 roundings in its run and 5 in the butterfly. The
+// order depends on n alone.
+template <typename Term> __device__ float warp_blocked_sum(int64_t n, Term f) {
+  const int64_t per = (n + 31) / 32, lane = threadIdx.x % 32;
+  const int64_t begin = lane * per < n ? lane * per : n;
+  const int64_t end = begin + per < n ? begin + per : n;
+  float s = blocked_sum<float, 8>(end - begin, [&](int64_t i) { return f(begin + i); });
+  for (int off = 16; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
+  return s;
+}
+#endif
+
 #if !defined(__CUDACC__)  // host code of the .cpp files (nvcc builds without OpenMP)
 // L independent sums at once, for the CPU loops whose inner loop runs over a row of sums (a
 // filter's R*S*C weights, a block of channels). The caller sums each block of kSumBlock steps

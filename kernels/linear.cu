@@ -96,10 +96,11 @@ void linear_backward_direct_gpu(int N, int C, int K, const T* x, const T* w, con
 //     columns: thread (tx, ty) adds rows ty, ty+8, ... of column kb*32 + tx (a warp reads 32
 //     neighbouring halves of one row), blocked pairwise (kernels/blocked_sum.h), then the 8
 //     lanes of a column are added pairwise into partial[j][k] (fp32).
-//   pass 2: one thread per k: db[k] = T(float(db[k]) + the partials[j][k] added pairwise).
+//   pass 2: one warp per k: db[k] = T(float(db[k]) + the partials[j][k] added by
+//     warp_blocked_sum).
 // A term meets at most b + log2(rows/b) roundings in its thread (b = 64, rows = the rows
-// per chunk / 8: 32 up to M = 2^18), 3 among the lanes and log2(chunks) + 1 <= 11 among the
-// chunks: the running sums before had rows + 8 + chunks.
+// per chunk / 8: 32 up to M = 2^18), 3 among the lanes and at most 16 among the chunks: the
+// running sums before had rows + 8 + chunks.
 // bytes: M*K*sizeof(T) read once; flops: M*K adds. Memory bound.
 
 constexpr int kBiasRows = 8;  // row lanes of a pass-1 block
@@ -121,12 +122,13 @@ __global__ void bias_grad_partial_kernel(int64_t M, int K, int64_t rows_per_chun
         blocked_sum<float, 1>(kBiasRows, [&](int64_t j) { return lane[j][threadIdx.x]; });
 }
 
+// A warp per k (warp_blocked_sum: the partials loaded eight at a time).
 template <typename D>
 __global__ void bias_grad_finish_kernel(int K, int chunks, const float* partial, D* db) {
-  const int k = blockIdx.x * blockDim.x + threadIdx.x;
-  if (k >= K) return;
-  const float s = blocked_sum<float, 1>(chunks, [&](int64_t j) { return partial[j * K + k]; });
-  db[k] = from_acc<D>(to_acc(db[k]) + s);
+  const int k = int((blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32);
+  if (k >= K) return;  // the whole warp
+  const float s = warp_blocked_sum(chunks, [&](int64_t j) { return partial[j * K + k]; });
+  if (threadIdx.x % 32 == 0) db[k] = from_acc<D>(to_acc(db[k]) + s);
 }
 
 template <typename T>
@@ -141,7 +143,7 @@ void bias_grad_gpu(int64_t M, int K, const T* dy, T* db, cudaStream_t stream) {
   const dim3 grid(unsigned((K + 31) / 32), unsigned(chunks)), block(32, kBiasRows);
   bias_grad_partial_kernel<<<grid, block, 0, stream>>>(M, K, rows_per_chunk, dev(dy), p);
   LAUNCH_CHECK();
-  bias_grad_finish_kernel<<<(K + 127) / 128, 128, 0, stream>>>(K, chunks, p, dev(db));
+  bias_grad_finish_kernel<<<(K + 3) / 4, 128, 0, stream>>>(K, chunks, p, dev(db));
   LAUNCH_CHECK();
 }
 

@@ -239,10 +239,9 @@ struct StorePartial {
 };
 
 // Split-K, pass 2: the slices of each (m, n) summed pairwise (kernels/blocked_sum.h), then epi.
-// Few slices: one thread per (m, n). Many (more than kWarpFinish): one warp per (m, n), lane l
-// summing its run of consecutive slices, then the 32 lane sums meeting in a butterfly (xor 16,
-// 8, .., 1), which is pairwise too. Either way the order depends on `splits` alone, so the
-// bits are the same on every run.
+// Few slices: one thread per (m, n). Many (more than kWarpFinish): one warp per (m, n)
+// (warp_blocked_sum). Either way the order depends on `splits` alone, so the bits are the same
+// on every run.
 constexpr int kWarpFinish = 32;
 
 template <class Epi>
@@ -258,16 +257,10 @@ __global__ void tc_splitk_finish_kernel(int64_t M, int64_t N, int splits, const 
 template <class Epi>
 __global__ void tc_splitk_finish_warp_kernel(int64_t M, int64_t N, int splits, const float* ws,
                                              Epi epi) {
-  const int lane = threadIdx.x % 32;
-  const int per_lane = (splits + 31) / 32;
-  const int z0 = lane * per_lane, z1 = z0 + per_lane < splits ? z0 + per_lane : splits;
   const int64_t warps = int64_t(gridDim.x) * blockDim.x / 32;
   for (int64_t i = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32; i < M * N; i += warps) {
-    float s = z1 > z0 ? blocked_sum<float, 1>(z1 - z0, [&](int64_t z) {
-      return ws[(z0 + z) * M * N + i];
-    }) : 0.0f;
-    for (int off = 16; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
-    if (lane == 0) epi(i / N, i % N, 0, s);
+    const float s = warp_blocked_sum(splits, [&](int64_t z) { return ws[z * M * N + i]; });
+    if (threadIdx.x % 32 == 0) epi(i / N, i % N, 0, s);
   }
 }
 
