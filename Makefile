@@ -35,10 +35,12 @@ else
   USE_CUDA := 1
 endif
 
-# Host libraries (Debian packages, see `make deps`): HDF5, libjpeg-turbo, stb_image, zlib.
-PKGS     := hdf5 libturbojpeg stb zlib
+# Host libraries (Debian packages, see `make deps`): HDF5, libjpeg-turbo, stb_image, zlib,
+# libwebp (WebP decoding), libexif (a photo's EXIF orientation); libcsv (CSV lists) and
+# libunistring (the display width of class names in tables) have no pkg-config file.
+PKGS     := hdf5 libturbojpeg stb zlib libwebp libexif
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lcsv -lunistring
 
 # -fopenmp: the CPU kernels split their outer loops over threads (conv2d, linear, batchnorm,
 # pooling; see kernels/README.md). Each thread owns whole outputs, so results are the same
@@ -174,6 +176,7 @@ test: all
 # recommends) are for `make fuzz`.
 DEBIAN_PACKAGES := libturbojpeg0-dev libstb-dev libhdf5-dev zlib1g-dev doctest-dev \
                    libcli11-dev nlohmann-json3-dev dataset-fashion-mnist pkg-config \
+                   libwebp-dev libexif-dev libcsv-dev libunistring-dev \
                    clang libclang-rt-dev
 # Installs only what is missing; apt-get update first, sudo when not root.
 deps:
