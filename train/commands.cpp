@@ -4,6 +4,7 @@
 
 #include <cstdio>
 
+#include "data/fingerprint.h"
 #include "kernels/check.h"
 #include "nn/checkpoint.h"
 #include "train/dataset.h"
@@ -27,6 +28,9 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
                                     "class, or an HDF5 pack (cutrain pack)")->group("Data");
   t->add_option("--val", c.val, "Validation data (same kinds), evaluated after each epoch")
       ->group("Data");
+  t->add_option("--val-split", c.val_split, "Hold out this fraction of --train as the "
+                                            "validation data instead (stratified by class, "
+                                            "fixed by --seed; 0: none)")->group("Data");
   t->add_option("--size", c.size, "Images are SIZExSIZE (0: from the data)")->group("Data");
   t->add_option("--channels", c.channels, "1 or 3 (0: from the data)")->group("Data");
   t->add_option("--mean", c.mean, "Per-channel mean of pixel/255, e.g. 0.49,0.48,0.45 "
@@ -167,8 +171,9 @@ CLI::App* add_eval_command(CLI::App& app, EvalArgs& a) {
   e->option_defaults()->always_capture_default();
   e->add_option("--checkpoint", a.checkpoint, "A checkpoint file, or a run folder (its best.h5, "
                                               "else its newest checkpoint)")->required();
-  e->add_option("--data", a.data, "An image list, a folder of class folders or a pack")
-      ->required();
+  e->add_option("--data", a.data, "An image list, a folder of class folders or a pack "
+                                  "(default: the run's validation data: its --val, or the part "
+                                  "of --train that --val-split held out)");
   e->add_option("--limit", a.limit, "Only the first N images (0: all)")
       ->check(CLI::NonNegativeNumber);
   e->add_option("--batch", a.batch, "Images per batch")->check(CLI::Range(1, kMaxBatch));
@@ -182,8 +187,30 @@ CLI::App* add_eval_command(CLI::App& app, EvalArgs& a) {
 
 int cmd_eval(const EvalArgs& a) {
   Loaded l = load_for_inference(a.checkpoint, a.device, a.precision);
-  const auto data = open_source(a.data, eval_image_spec(l.cfg), a.limit);
-  std::printf("eval: %s (%lld images)\n", a.data.c_str(), (long long)data->size());
+  std::shared_ptr<const SampleSource> data;
+  std::string name = a.data;
+  if (!a.data.empty()) {
+    data = open_source(a.data, eval_image_spec(l.cfg), a.limit);
+  } else {
+    USER_CHECK(has_validation(l.cfg), l.path << ": its run had no validation data (neither "
+                                             << "--val nor --val-split): give --data");
+    if (l.cfg.val_split > 0 && !l.ckpt.data_fingerprint.empty()) {
+      // The held-out part is recomputed from --train: only the same data give the same split.
+      const DataFingerprint was = DataFingerprint::from_json(l.ckpt.data_fingerprint, l.path);
+      const DataFingerprint now = fingerprint_of(*open_train_source(l.cfg, eval_image_spec(l.cfg)));
+      USER_CHECK(was == now, l.cfg.train << " changed since " << l.path << " was written ("
+                                         << data_difference(was, now) << "), so the part "
+                                         << "--val-split held out is not the same: give --data");
+    }
+    data = open_val_source(l.cfg, eval_image_spec(l.cfg));
+    if (a.limit > 0 && a.limit < data->size()) {
+      std::vector<int64_t> first(static_cast<size_t>(a.limit));
+      for (int64_t i = 0; i < a.limit; i++) first[size_t(i)] = i;
+      data = subset_source(data, std::move(first));
+    }
+    name = validation_name(l.cfg);
+  }
+  std::printf("eval: %s (%lld images)\n", name.c_str(), (long long)data->size());
   std::fflush(stdout);
   const EvalResult r = evaluate(*l.model, data, eval_options(l.cfg, a.batch, a.threads, a.strict));
   std::printf("%s\n%s", eval_summary(r).c_str(), per_class_report(r, l.cfg.class_names).c_str());

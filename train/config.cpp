@@ -111,6 +111,10 @@ void validate_config(const TrainConfig& c) {
     need(c.resize >= c.size, "--resize " + std::to_string(c.resize) + " is smaller than --size " +
                                  std::to_string(c.size) + ": the crop is cut from the resized image");
   need(c.limit_train >= 0 && c.limit_val >= 0, "--limit-train and --limit-val must be >= 0");
+  real_in("--val-split", c.val_split, 0, 0.9, false, " (0: none)");
+  need(c.val_split == 0 || c.val.empty(),
+       "--val-split holds validation data out of --train; with --val " + c.val +
+           " as well there would be two validation sets: give one of them");
   need(!c.model.empty(), "--model must name a built-in model or a description file");
   need(one_of(c.device, {"auto", "cpu", "cuda"}), "--device " + c.device + ": expected auto, cpu or cuda");
   need(one_of(c.precision, {"auto", "fp16", "fp32"}),
@@ -185,7 +189,8 @@ void resolve_defaults(TrainConfig& c) {
 // One list of (key, member) pairs drives both directions, so they cannot drift apart.
 template <typename Config, typename F>
 void for_each_field(Config& c, F&& f) {
-  f("train", c.train), f("val", c.val), f("size", c.size), f("channels", c.channels);
+  f("train", c.train), f("val", c.val), f("val_split", c.val_split);
+  f("size", c.size), f("channels", c.channels);
   f("mean", c.mean), f("std", c.std), f("augment", c.augment), f("pad", c.pad);
   f("resize", c.resize), f("limit_train", c.limit_train), f("limit_val", c.limit_val);
   f("strict", c.strict), f("model", c.model), f("device", c.device);

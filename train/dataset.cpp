@@ -8,7 +8,9 @@
 #include <sstream>
 
 #include "data/pack.h"
+#include "data/sampler.h"
 #include "kernels/check.h"
+#include "kernels/rng.h"
 #include "nn/model_spec.h"
 
 namespace cutrain {
@@ -30,6 +32,25 @@ class FirstN : public SampleSource {
  private:
   std::shared_ptr<const SampleSource> all_;
   int64_t n_;
+};
+
+// The samples `indices` of another source: --val-split's two parts.
+class Subset : public SampleSource {
+ public:
+  Subset(std::shared_ptr<const SampleSource> all, std::vector<int64_t> indices)
+      : all_(std::move(all)), indices_(std::move(indices)) {}
+  int64_t size() const override { return int64_t(indices_.size()); }
+  int32_t label(int64_t i) const override { return all_->label(at(i)); }
+  std::string name(int64_t i) const override { return all_->name(at(i)); }
+  const ImageSpec& spec() const override { return all_->spec(); }
+  DecodeResult load(int64_t i, uint64_t key, uint8_t* out, StageTimes& t) const override {
+    return all_->load(at(i), key, out, t);
+  }
+
+ private:
+  int64_t at(int64_t i) const { return indices_[size_t(i)]; }
+  std::shared_ptr<const SampleSource> all_;
+  std::vector<int64_t> indices_;
 };
 
 // Largest label + 1 of a source: the class count when no names are stored.
@@ -85,6 +106,80 @@ std::shared_ptr<const SampleSource> open_source(const std::string& path, const I
     s = std::make_shared<ListSource>(read_images(path), spec);
   if (limit > 0 && limit < s->size()) s = std::make_shared<FirstN>(s, limit);
   return s;
+}
+
+HeldOutSplit held_out_split(const SampleSource& all, double fraction, uint64_t seed) {
+  CHECK(fraction >= 0 && fraction < 1, "held_out_split: fraction " << fraction);
+  std::vector<std::vector<int64_t>> by_class;
+  for (int64_t i = 0; i < all.size(); i++) {
+    const int32_t k = all.label(i);
+    CHECK(k >= 0, "held_out_split: negative label " << k);
+    if (size_t(k) >= by_class.size()) by_class.resize(size_t(k) + 1);
+    by_class[size_t(k)].push_back(i);
+  }
+  std::vector<char> held(size_t(all.size()), 0);
+  for (size_t k = 0; k < by_class.size(); k++) {
+    const auto& members = by_class[k];  // in source order
+    const int64_t n = int64_t(members.size());
+    const int64_t take =
+        n < 2 ? 0 : std::min<int64_t>(n - 1, std::llround(fraction * double(n)));
+    // A permutation of the class's members that depends on (seed, class) only; its first
+    // `take` are held out. The seed is mixed with a constant so the split's draws are not the
+    // first epoch's batch order.
+    const uint64_t class_seed = rng_u64(seed ^ 0x76616c2d73706c74ULL, k);  // "val-splt"
+    const std::vector<int64_t> perm = epoch_permutation(n, class_seed, 0, true);
+    for (int64_t j = 0; j < take; j++) held[size_t(members[size_t(perm[size_t(j)])])] = 1;
+  }
+  HeldOutSplit split;
+  for (int64_t i = 0; i < all.size(); i++) (held[size_t(i)] ? split.val : split.train).push_back(i);
+  return split;
+}
+
+std::shared_ptr<const SampleSource> subset_source(std::shared_ptr<const SampleSource> all,
+                                                  std::vector<int64_t> indices) {
+  return std::make_shared<Subset>(std::move(all), std::move(indices));
+}
+
+namespace {
+// --train as the split sees it: its first --limit-train samples.
+std::shared_ptr<const SampleSource> split_base(const TrainConfig& c, const ImageSpec& spec,
+                                               HeldOutSplit& split) {
+  auto all = open_source(c.train, spec, c.limit_train);
+  split = held_out_split(*all, c.val_split, c.seed);
+  return all;
+}
+}  // namespace
+
+std::shared_ptr<const SampleSource> open_train_source(const TrainConfig& c, const ImageSpec& spec) {
+  if (c.val_split <= 0) return open_source(c.train, spec, c.limit_train);
+  HeldOutSplit split;
+  auto all = split_base(c, spec, split);
+  USER_CHECK(!split.train.empty(), c.train << ": no training samples left after --val-split "
+                                           << c.val_split);
+  return subset_source(std::move(all), std::move(split.train));
+}
+
+std::shared_ptr<const SampleSource> open_val_source(const TrainConfig& c, const ImageSpec& spec) {
+  if (c.val_split <= 0)
+    return c.val.empty() ? nullptr : open_source(c.val, spec, c.limit_val);
+  HeldOutSplit split;
+  auto all = split_base(c, spec, split);
+  USER_CHECK(!split.val.empty(),
+             c.train << ": --val-split " << c.val_split << " holds out no sample (every class "
+                     << "has fewer than 2 samples, or the fraction is too small for them); "
+                     << "raise it or give --val");
+  if (c.limit_val > 0 && c.limit_val < int64_t(split.val.size())) split.val.resize(size_t(c.limit_val));
+  return subset_source(std::move(all), std::move(split.val));
+}
+
+bool has_validation(const TrainConfig& c) { return c.val_split > 0 || !c.val.empty(); }
+
+std::string validation_name(const TrainConfig& c) {
+  if (c.val_split <= 0) return c.val;
+  std::ostringstream os;
+  os << c.val_split * 100 << "% of " << c.train << " held out (--val-split " << c.val_split
+     << ", stratified, seed " << c.seed << ")";
+  return os.str();
 }
 
 std::vector<std::string> data_class_names(const std::string& path) {
@@ -165,10 +260,10 @@ std::vector<std::string> resolve_config(
   validate_config(c);  // again, now that size and channels are known
 
   // Classes: the stored names, else the largest label + 1 of the training and validation data.
-  const auto train = open_source(c.train, eval_image_spec(c), c.limit_train);
+  const auto train = open_train_source(c, eval_image_spec(c));
+  const auto val = open_val_source(c, eval_image_spec(c));
   const int train_labels = label_count(*train);
-  const int val_labels =
-      c.val.empty() ? 0 : label_count(*open_source(c.val, eval_image_spec(c), c.limit_val));
+  const int val_labels = val ? label_count(*val) : 0;
   if (c.classes == 0)
     c.classes = c.class_names.empty() ? std::max(train_labels, val_labels)
                                       : int(c.class_names.size());
@@ -181,6 +276,10 @@ std::vector<std::string> resolve_config(
         "labels go up to " << std::max(train_labels, val_labels) - 1 << " but there are only "
                            << c.classes << " classes (" << c.train << (c.val.empty() ? "" : ", ")
                            << c.val << ")");
+  if (c.val_split > 0)
+    notes.push_back("validation: " + std::to_string(val->size()) + " images, " +
+                    validation_name(c) + "; training on the other " +
+                    std::to_string(train->size()));
 
   if (c.model_text.empty()) {
     const auto names = builtin_model_names();

@@ -10,6 +10,7 @@
 #include "kernels/gpu.h"
 #include "nn/model.h"
 #include "nn/model_spec.h"
+#include "train/dataset.h"
 
 namespace cutrain {
 
@@ -150,7 +151,7 @@ MemoryPlan plan_memory(const TrainConfig& cfg, Device device, DType dtype) {
   const std::string ring_detail = std::to_string(R * kRingSlots) + " slots of " +
                                   images_str(shard, cfg.size, cfg.channels);
   p.host.push_back({"batch ring", ring_detail, ring});
-  if (!cfg.val.empty())
+  if (has_validation(cfg))
     p.host.push_back({"evaluation ring",
                       std::to_string(kRingSlots) + " slots of " +
                           images_str(eval_batch, cfg.size, cfg.channels),
@@ -159,7 +160,7 @@ MemoryPlan plan_memory(const TrainConfig& cfg, Device device, DType dtype) {
   const std::string each =
       R > 1 && !gpu ? ", on each of " + std::to_string(R) + " replicas" : "";
   const double train_act = 3 * double(micro) * per_image * elt * (gpu ? 1 : R);
-  const double eval_act = cfg.val.empty() ? 0 : double(eval_batch) * per_image * elt;
+  const double eval_act = !has_validation(cfg) ? 0 : double(eval_batch) * per_image * elt;
   const MemoryItem act{"activations",
                        train_act >= eval_act
                            ? "micro-batches of " + std::to_string(micro) + " images, " +

@@ -126,7 +126,11 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
   std::fputs(t.peer_report().c_str(), out);  // GPU replicas: who reaches whom, how fast
   std::fprintf(out, "data: %lld training images (%lld steps of %d per epoch, %d epochs)%s\n",
                (long long)t.train_data().size(), (long long)t.steps_per_epoch(), cfg.batch,
-               cfg.epochs, cfg.val.empty() ? ", no validation data (--val)" : "");
+               cfg.epochs,
+               has_validation(cfg) ? "" : ", no validation data (--val or --val-split)");
+  if (has_validation(cfg))
+    std::fprintf(out, "validation: %lld images, %s\n", (long long)t.val_data()->size(),
+                 validation_name(cfg).c_str());
   const MemoryPlan& mem = t.memory_plan();
   std::fprintf(out, "memory (estimated): %s on the host", bytes_str(MemoryPlan::total(mem.host)).c_str());
   if (!mem.device.empty())

@@ -196,6 +196,7 @@ class Trainer {
   LossScaler& scaler() { return *scaler_; }
   const ScheduleConfig& schedule() const { return schedule_; }
   const SampleSource& train_data() const { return *train_; }
+  const SampleSource* val_data() const { return val_.get(); }  // null: no validation data
   LoaderStats loader_stats() const;  // of replica 0's current loader (since it was made)
 
   // Spans of the steps ("step", "input", "forward", "backward", "optimizer"), evaluations and
