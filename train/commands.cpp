@@ -190,7 +190,8 @@ int cmd_eval(const EvalArgs& a) {
   std::shared_ptr<const SampleSource> data;
   std::string name = a.data;
   if (!a.data.empty()) {
-    data = open_source(a.data, eval_image_spec(l.cfg), a.limit);
+    data = open_source_for_model(a.data, eval_image_spec(l.cfg), a.limit, l.cfg.class_names,
+                                 l.path);
   } else {
     USER_CHECK(has_validation(l.cfg), l.path << ": its run had no validation data (neither "
                                              << "--val nor --val-split): give --data");
@@ -244,6 +245,14 @@ int cmd_predict(const PredictArgs& a) {
   const bool labelled = !a.list.empty();
   if (labelled) {
     list = read_images(a.list);
+    // The list's labels in the model's classes: by name when both name them.
+    const std::vector<int32_t> map = class_mapping(list.class_names, l.cfg.class_names, a.list, l.path);
+    for (Sample& s : list.samples) {
+      if (!map.empty()) s.label = map[size_t(s.label)];
+      USER_CHECK(s.label < int32_t(l.cfg.class_names.size()),
+                 a.list << ": label " << s.label << " of " << s.path << " is not a class of "
+                        << l.path << " (" << l.cfg.class_names.size() << " classes)");
+    }
   } else {
     for (const std::string& path : a.images) list.samples.push_back(Sample{path, 0});
     list.source = "the command line";

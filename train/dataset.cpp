@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "data/pack.h"
@@ -161,7 +163,9 @@ std::shared_ptr<const SampleSource> open_train_source(const TrainConfig& c, cons
 
 std::shared_ptr<const SampleSource> open_val_source(const TrainConfig& c, const ImageSpec& spec) {
   if (c.val_split <= 0)
-    return c.val.empty() ? nullptr : open_source(c.val, spec, c.limit_val);
+    return c.val.empty() ? nullptr
+                         : open_source_for_model(c.val, spec, c.limit_val, c.class_names,
+                                                 "the training data (" + c.train + ")");
   HeldOutSplit split;
   auto all = split_base(c, spec, split);
   USER_CHECK(!split.val.empty(),
@@ -170,6 +174,91 @@ std::shared_ptr<const SampleSource> open_val_source(const TrainConfig& c, const 
                      << "raise it or give --val");
   if (c.limit_val > 0 && c.limit_val < int64_t(split.val.size())) split.val.resize(size_t(c.limit_val));
   return subset_source(std::move(all), std::move(split.val));
+}
+
+namespace {
+
+// Relabelled: --val, eval and predict data whose classes are named in another order.
+class Relabeled : public SampleSource {
+ public:
+  Relabeled(std::shared_ptr<const SampleSource> all, std::vector<int32_t> map)
+      : all_(std::move(all)), map_(std::move(map)) {}
+  int64_t size() const override { return all_->size(); }
+  int32_t label(int64_t i) const override {
+    const int32_t k = all_->label(i);
+    return k >= 0 && size_t(k) < map_.size() ? map_[size_t(k)] : k;
+  }
+  std::string name(int64_t i) const override { return all_->name(i); }
+  const ImageSpec& spec() const override { return all_->spec(); }
+  DecodeResult load(int64_t i, uint64_t key, uint8_t* out, StageTimes& t) const override {
+    return all_->load(i, key, out, t);
+  }
+
+ private:
+  std::shared_ptr<const SampleSource> all_;
+  std::vector<int32_t> map_;
+};
+
+bool numbered(const std::vector<std::string>& names) {  // "0", "1", ..., "K-1"
+  for (size_t k = 0; k < names.size(); k++)
+    if (names[k] != std::to_string(k)) return false;
+  return true;
+}
+
+std::string name_list(const std::vector<std::string>& names) {
+  std::string s;
+  for (size_t k = 0; k < names.size(); k++) s += (k ? ", " : "") + names[k];
+  return s;
+}
+
+}  // namespace
+
+std::vector<int32_t> class_mapping(const std::vector<std::string>& data_names,
+                                   const std::vector<std::string>& model_names,
+                                   const std::string& data_what, const std::string& model_what) {
+  if (data_names.empty() || model_names.empty()) return {};
+  if (numbered(model_names) &&
+      std::set<std::string>(data_names.begin(), data_names.end()) !=
+          std::set<std::string>(model_names.begin(), model_names.end()))
+    return {};  // the model's names are only numbers: labels are indices
+  std::map<std::string, int32_t> model_index;
+  for (size_t k = 0; k < model_names.size(); k++) model_index[model_names[k]] = int32_t(k);
+  std::vector<int32_t> map(data_names.size());
+  std::vector<std::string> unknown;
+  for (size_t k = 0; k < data_names.size(); k++) {
+    const auto it = model_index.find(data_names[k]);
+    if (it == model_index.end()) unknown.push_back(data_names[k]);
+    else map[k] = it->second;
+  }
+  USER_CHECK(unknown.empty() && data_names.size() == model_names.size(),
+             data_what << " names other classes than " << model_what << ": "
+                       << (unknown.empty() ? "" : "the model has no class " + name_list(unknown) + "; ")
+                       << data_names.size() << " in the data (" << name_list(data_names) << "), "
+                       << model_names.size() << " in the model (" << name_list(model_names)
+                       << "). Classes are matched by name: give data with the model's classes");
+  bool identity = true;
+  for (size_t k = 0; k < map.size(); k++) identity = identity && map[k] == int32_t(k);
+  return identity ? std::vector<int32_t>{} : map;
+}
+
+std::shared_ptr<const SampleSource> relabel_source(std::shared_ptr<const SampleSource> source,
+                                                   std::vector<int32_t> map) {
+  if (map.empty()) return source;
+  return std::make_shared<Relabeled>(std::move(source), std::move(map));
+}
+
+std::shared_ptr<const SampleSource> open_source_for_model(
+    const std::string& path, const ImageSpec& spec, int64_t limit,
+    const std::vector<std::string>& model_names, const std::string& model_what) {
+  auto s = open_source(path, spec, limit);
+  std::vector<int32_t> map = class_mapping(data_class_names(path), model_names, path, model_what);
+  if (map.empty()) {  // labels are indices (or already in the model's order)
+    const int top = label_count(*s) - 1;
+    USER_CHECK(model_names.empty() || top < int(model_names.size()),
+               path << ": labels go up to " << top << " but " << model_what << " has "
+                    << model_names.size() << " classes");
+  }
+  return relabel_source(std::move(s), std::move(map));
 }
 
 bool has_validation(const TrainConfig& c) { return c.val_split > 0 || !c.val.empty(); }

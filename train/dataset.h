@@ -52,6 +52,28 @@ bool has_validation(const TrainConfig& c);
 // "10% of train.txt held out (--val-split 0.1, stratified, seed 1)".
 std::string validation_name(const TrainConfig& c);
 
+// Classes matched by name. A data set's labels index its own class names (classes.txt
+// beside a list, the folders of a folder of class folders, a pack's class_names); a model's
+// outputs index the model's (the training run's class_names, kept in every checkpoint). When
+// both sides name their classes, a label means its name: class_mapping returns, for each
+// data label, the model's class of the same name, and refuses (UserError, both lists shown)
+// names the model lacks or a different set of names. When a side has no names, labels are
+// indices, and must be below the model's class count. A model's names that are just "0",
+// "1", ... (what a run whose training data named no classes gets) count as no names, unless
+// the data's names are those very strings. Returns {} when labels are indices or when the
+// names are in the same order (nothing to map).
+std::vector<int32_t> class_mapping(const std::vector<std::string>& data_names,
+                                   const std::vector<std::string>& model_names,
+                                   const std::string& data_what, const std::string& model_what);
+// `source` with each label k read as map[k] (an empty map: `source` itself).
+std::shared_ptr<const SampleSource> relabel_source(std::shared_ptr<const SampleSource> source,
+                                                   std::vector<int32_t> map);
+// The data at `path` (open_source) with labels in the model's classes: by name when both name
+// their classes, else as indices, checked against the model's class count.
+std::shared_ptr<const SampleSource> open_source_for_model(
+    const std::string& path, const ImageSpec& spec, int64_t limit,
+    const std::vector<std::string>& model_names, const std::string& model_what);
+
 // The class names stored with the data (classes.txt beside a list, the folder names of a
 // folder of class folders, a pack's class_names), or empty.
 std::vector<std::string> data_class_names(const std::string& path);
