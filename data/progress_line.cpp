@@ -5,6 +5,8 @@
 
 #include <cmath>
 
+#include "data/text_width.h"
+
 namespace cutrain {
 
 std::string format_hms(double seconds) {
@@ -49,8 +51,9 @@ void StatusLine::show(const std::string& text) {
     width = ioctl(fileno(out_), TIOCGWINSZ, &ws) == 0 ? int(ws.ws_col) : 0;
   }
   // A line as wide as the terminal wraps, and "\r" then returns to the wrapped part only.
-  const size_t keep = width > 1 ? size_t(width - 1) : text.size();
-  std::fprintf(out_, "\r%s\033[K", text.substr(0, keep).c_str());
+  // Clipped in terminal columns, between characters (data/text_width.h).
+  const std::string shown = width > 1 ? truncate_to_width(text, size_t(width - 1)) : text;
+  std::fprintf(out_, "\r%s\033[K", shown.c_str());
   std::fflush(out_);
   drawn_ = true;
 }

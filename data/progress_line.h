@@ -37,8 +37,9 @@ class StatusLine {
   StatusLine& operator=(const StatusLine&) = delete;
 
   bool tty() const { return tty_; }
-  // Terminal: "\r" + text (clipped to the width - 1, so it never wraps) + erase to the end of
-  // the line. Otherwise: text + "\n". Flushed either way.
+  // Terminal: "\r" + text (clipped to the width - 1 columns with truncate_to_width, "…" where
+  // it was cut, so it never wraps) + erase to the end of the line. Otherwise: text + "\n".
+  // Flushed either way.
   void show(const std::string& text);
   // Terminal: if a line is drawn, ends it with "\n" so what is printed next starts on a line
   // of its own (call before printing anything else). Otherwise nothing.

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "data/fingerprint.h"
+#include "data/text_width.h"
 #include "kernels/check.h"
 #include "nn/checkpoint.h"
 #include "train/dataset.h"
@@ -263,6 +264,7 @@ int cmd_predict(const PredictArgs& a) {
   auto name = [&](int k) {
     return size_t(k) < l.cfg.class_names.size() ? l.cfg.class_names[size_t(k)] : std::to_string(k);
   };
+  const size_t width = column_width(l.cfg.class_names, 20);  // terminal columns, not bytes
   for (const Prediction& p : preds) {
     const Sample& s = list.samples[size_t(p.index)];
     std::printf("%s", s.path.c_str());
@@ -270,7 +272,8 @@ int cmd_predict(const PredictArgs& a) {
       std::printf("  [label %s%s]", name(s.label).c_str(), p.classes[0] == s.label ? "" : ", wrong");
     std::printf("\n");
     for (size_t i = 0; i < p.classes.size(); i++)
-      std::printf("  %zu. %-20s %6.2f%%\n", i + 1, name(p.classes[i]).c_str(), 100 * p.probs[i]);
+      std::printf("  %zu. %s %6.2f%%\n", i + 1, fit_to_width(name(p.classes[i]), width).c_str(),
+                  100 * p.probs[i]);
   }
   const size_t bad = list.samples.size() - preds.size();
   if (bad) std::printf("%zu image%s could not be read (see above)\n", bad, bad == 1 ? "" : "s");

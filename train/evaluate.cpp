@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "data/loader.h"
+#include "data/text_width.h"
 #include "kernels/check.h"
 #include "kernels/gpu.h"
 #include "nn/gpu_context.h"
@@ -232,25 +233,28 @@ std::string eval_summary(const EvalResult& r) {
 }
 
 std::string per_class_report(const EvalResult& r, const std::vector<std::string>& class_names) {
-  size_t worst = 0, width = 5;
+  size_t worst = 0;
   for (size_t k = 0; k < r.class_images.size(); k++) {
     auto acc = [&](size_t i) {
       return r.class_images[i] ? double(r.class_top1[i]) / double(r.class_images[i]) : 1.0;
     };
     if (acc(k) < acc(worst)) worst = k;
-    if (k < class_names.size()) width = std::max(width, class_names[k].size());
   }
+  // The name column in terminal columns, not bytes: "Ñandú" and "靴" line up with "cat".
+  const size_t width = column_width(class_names, 5);
   std::string s;
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "  %5s  %-*s  %8s  %7s\n", "class", int(width), "name", "images",
-                "top-1");
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "  %5s  ", "class");
+  s += buf + fit_to_width("name", width);
+  std::snprintf(buf, sizeof buf, "  %8s  %7s\n", "images", "top-1");
   s += buf;
   for (size_t k = 0; k < r.class_images.size(); k++) {
     const double acc =
         r.class_images[k] ? 100.0 * double(r.class_top1[k]) / double(r.class_images[k]) : 0;
-    std::snprintf(buf, sizeof buf, "  %5zu  %-*s  %8lld  %6.2f%%%s\n", k, int(width),
-                  k < class_names.size() ? class_names[k].c_str() : "", (long long)r.class_images[k],
-                  acc, k == worst && r.class_images.size() > 1 ? "  <- worst" : "");
+    std::snprintf(buf, sizeof buf, "  %5zu  ", k);
+    s += buf + fit_to_width(k < class_names.size() ? class_names[k] : "", width);
+    std::snprintf(buf, sizeof buf, "  %8lld  %6.2f%%%s\n", (long long)r.class_images[k], acc,
+                  k == worst && r.class_images.size() > 1 ? "  <- worst" : "");
     s += buf;
   }
   return s;

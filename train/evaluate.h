@@ -80,7 +80,9 @@ std::vector<double> softmax_row(const float* logits, int K);
 // "loss 0.3012  top-1 89.21%  top-5 99.70%  (10000 images, 2.1 s)"
 std::string eval_summary(const EvalResult& r);
 
-// One line per class: index, name, images, top-1 accuracy; the worst class marked.
+// One line per class: index, name, images, top-1 accuracy; the worst class marked. The
+// names are padded to the widest in terminal columns (data/text_width.h), at most
+// kMaxNameColumns (longer ones cut with "…"), so every row's numbers line up.
 std::string per_class_report(const EvalResult& r, const std::vector<std::string>& class_names);
 
 }  // namespace cutrain

@@ -10,6 +10,7 @@
 #include "data/check_data.h"
 #include "data/fashion_mnist.h"
 #include "data/pack.h"
+#include "data/text_width.h"
 #include "kernels/check.h"
 #include "kernels/gpu.h"
 #include "nn/model.h"
@@ -148,9 +149,11 @@ static int cmd_check_data(const std::string& list_path, int classes, const Image
     std::printf("  all bad files listed in %s\n", bad_out.c_str());
   }
   std::printf("  classes (good images):\n");
+  const size_t name_width = column_width(list.class_names, 20);  // terminal columns
   for (size_t c = 0; c < r.histogram.size(); c++)
-    std::printf("    %3zu %-20s %8lld\n", c,
-                c < list.class_names.size() ? list.class_names[c].c_str() : "",
+    std::printf("    %3zu %s %8lld\n", c,
+                fit_to_width(c < list.class_names.size() ? list.class_names[c] : "", name_width)
+                    .c_str(),
                 (long long)r.histogram[c]);
   const double imb = class_imbalance(r.histogram);
   std::printf("  imbalance (largest / smallest class): %.2f%s\n", imb,

@@ -1,6 +1,7 @@
 // The progress lines: exact strings from format_hms() and format_train_progress(); when
 // TrainProgress prints (every N steps in a log, throttled redraws on a terminal); how
-// StatusLine draws on a terminal (carriage return, erase to the end, clipping, line ends).
+// StatusLine draws on a terminal (carriage return, erase to the end, clipping in columns,
+// line ends).
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -93,9 +94,10 @@ TEST_CASE("progress: on a terminal, redrawn in place at most every 0.1 s, ended 
   p.end_line();  // an evaluation is about to print
   p.end_line();  // nothing drawn since: no second line end
   REQUIRE(p.update(metrics(100), 0, t0 + milliseconds(130)));  // the last step: always drawn
-  const std::string line1 = format_train_progress(metrics(1), 1, 100, 1).substr(0, 39);
-  const std::string line3 = format_train_progress(metrics(3), 1, 100, 1).substr(0, 39);
-  const std::string last = format_train_progress(metrics(100), 1, 100, 0).substr(0, 39);
+  // Clipped to 39 columns: 38 of the line and "…".
+  const std::string line1 = format_train_progress(metrics(1), 1, 100, 1).substr(0, 38) + "\u2026";
+  const std::string line3 = format_train_progress(metrics(3), 1, 100, 1).substr(0, 38) + "\u2026";
+  const std::string last = format_train_progress(metrics(100), 1, 100, 0).substr(0, 38) + "\u2026";
   REQUIRE(out.text() == "\r" + line1 + "\033[K\r" + line3 + "\033[K\n\r" + last + "\033[K\n");
 }
 
@@ -115,4 +117,17 @@ TEST_CASE("progress: StatusLine prints plain lines off a terminal and ends a dra
     line.show("2nd");
   }  // the destructor ends the drawn line
   REQUIRE(tty.text() == "\rfirst\033[K\r2nd\033[K\n");
+}
+
+TEST_CASE("progress: StatusLine clips a terminal line in columns, never inside a character") {
+  Capture tty;
+  {
+    StatusLine line(tty.f, true, 7);  // 6 columns drawn
+    line.show("\u9774\u9774\u9774\u9774");  // 靴靴靴靴: 8 columns, 12 bytes
+    line.show("N\u0303andu\u0301 ok");       // Ñandú with combining marks, 8 columns
+    line.show("12345");                       // fits: as is
+  }
+  REQUIRE(tty.text() == "\r\u9774\u9774\u2026\033[K"          // 5 columns: a third 靴 would be 7
+                        "\rN\u0303andu\u0301\u2026\033[K"      // the marks stay on their letters
+                        "\r12345\033[K\n");
 }
