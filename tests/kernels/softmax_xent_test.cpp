@@ -223,14 +223,16 @@ TEST_CASE_TEMPLATE("softmax_xent: class weights against a double reference, odd 
                    float, double, half_t) {
   using A = acc_t<T>;
   const int N = 13, K = 7;
-  const std::vector<T> z = to<T>(cutrain_test::uniform({N, K}, DType::f64, 61, -4, 4).to_doubles());
+  const std::vector<T> z =
+      to<T>(cutrain_test::uniform({N, K}, DType::f64, 61, -4, 4).to_doubles());
   const std::vector<double> zd = doubles(z);  // the logits as stored in T
   std::vector<int32_t> y(static_cast<size_t>(N));
   for (int n = 0; n < N; n++) y[size_t(n)] = int32_t((n * 5) % K);
   // Inverse-frequency-like weights, one of them 0 (a class without samples), none equal.
   const std::vector<double> wd = {0.25, 3.5, 0.0, 1.0, 0.6, 2.0, 1.75};
   std::vector<A> w(wd.begin(), wd.end());
-  const std::vector<T> dz0 = to<T>(cutrain_test::uniform({N, K}, DType::f64, 62, -1, 1).to_doubles());
+  const std::vector<T> dz0 =
+      to<T>(cutrain_test::uniform({N, K}, DType::f64, 62, -1, 1).to_doubles());
   for (double eps : {0.0, 0.1}) {
     INFO("smoothing " << eps);
     const double dloss = std::is_same<T, half_t>::value ? 1024 : 1;
@@ -247,7 +249,7 @@ TEST_CASE_TEMPLATE("softmax_xent: class weights against a double reference, odd 
     for (int n = 0; n < N; n++)
       if (y[size_t(n)] == 2)
         for (int k = 0; k < K; k++)
-          REQUIRE(double(dz[size_t(n) * K + size_t(k)]) == double(dz0[size_t(n) * K + size_t(k)]));
+          REQUIRE(double(dz[size_t(n * K + k)]) == double(dz0[size_t(n * K + k)]));
     // The weights matter: the unweighted loss is another number.
     A plain = -1;
     softmax_xent_forward_cpu<T>(N, K, z.data(), y.data(), A(eps), &plain);
@@ -259,7 +261,8 @@ TEST_CASE_TEMPLATE("softmax_xent: weights of 1 give the unweighted bits; the mea
                    T, float, double, half_t) {
   using A = acc_t<T>;
   const int N = 6, K = 5;
-  const std::vector<T> z = to<T>(cutrain_test::uniform({N, K}, DType::f64, 63, -3, 3).to_doubles());
+  const std::vector<T> z =
+      to<T>(cutrain_test::uniform({N, K}, DType::f64, 63, -3, 3).to_doubles());
   const std::vector<int32_t> y = {0, 1, 1, 4, 4, 4};
   const std::vector<A> ones(size_t(K), A(1));
   A plain = -1, weighted = -2;
