@@ -194,7 +194,8 @@ void Loader::worker_main(int index) {
         const int64_t index = s.indices[size_t(pos)];
         bool ok = false;
         if (!known_bad(index)) {
-          const uint64_t key = augment_key(sampler_.config().seed, s.where.epoch, index);
+          const uint64_t key =
+              sampler_.draw_augment_key(s.where.epoch, s.where.batch, pos, index);
           const DecodeResult r =
               src_->load(index, key, s.images + size_t(pos) * sample_bytes_, times);
           ok = r.ok();

@@ -14,9 +14,10 @@ namespace {
 // Seeds derived from the user's seed, one per purpose, so the permutation's draws and the
 // augmentation's draws are unrelated even where their counters coincide, and neither repeats
 // what other code draws from rng_u64(seed, ...) (weight init, dropout).
-// The constants spell "permute!" and "augment!" in ASCII.
+// The constants spell "permute!", "augment!" and "balance!" in ASCII.
 uint64_t permutation_seed(uint64_t seed) { return mix64(seed ^ 0x7065726d75746521ull); }
 uint64_t augment_seed(uint64_t seed) { return mix64(seed ^ 0x6175676d656e7421ull); }
+uint64_t balance_seed(uint64_t seed) { return mix64(seed ^ 0x62616c616e636521ull); }
 
 // An integer in [0, n) from 64 random bits: the high word of r * n (Lemire). Its bias is at
 // most n / 2^64, far below anything a training run could notice, and it needs no loop.
@@ -60,6 +61,64 @@ uint64_t augment_key(uint64_t seed, int64_t epoch, int64_t sample_index) {
   return rng_u64(augment_seed(seed), uint64_t(epoch), uint64_t(sample_index));
 }
 
+std::vector<int64_t> balanced_class_draws(const std::vector<int64_t>& class_sizes,
+                                          int64_t epoch) {
+  CHECK(epoch >= 0, "balanced_class_draws: negative epoch " << epoch);
+  int64_t N = 0, K = 0;
+  for (int64_t n : class_sizes) {
+    CHECK(n >= 0, "balanced_class_draws: negative class size " << n);
+    N += n;
+    K += n > 0;
+  }
+  std::vector<int64_t> d(class_sizes.size(), 0);
+  if (K == 0) return d;
+  const int64_t q = N / K, r = N % K;
+  // The j-th class with samples takes one of the r extra draws when (j - e) mod K < r: the
+  // extras move on by one class each epoch, so over K epochs every class gets r of them.
+  for (size_t k = 0, j = 0; k < class_sizes.size(); k++) {
+    if (class_sizes[k] == 0) continue;
+    const int64_t turn = ((int64_t(j) - epoch % K) % K + K) % K;
+    d[k] = q + (turn < r ? 1 : 0);
+    j++;
+  }
+  return d;
+}
+
+std::vector<int64_t> balanced_epoch(const std::vector<int32_t>& labels, uint64_t seed,
+                                    int64_t epoch) {
+  CHECK(!labels.empty(), "balanced_epoch: no samples");
+  CHECK(epoch >= 0, "balanced_epoch: negative epoch " << epoch);
+  std::vector<std::vector<int64_t>> members;  // class k's sample indices, in list order
+  for (size_t i = 0; i < labels.size(); i++) {
+    const int32_t k = labels[i];
+    CHECK(k >= 0, "balanced_epoch: sample " << i << " has the negative label " << k);
+    if (size_t(k) >= members.size()) members.resize(size_t(k) + 1);
+    members[size_t(k)].push_back(int64_t(i));
+  }
+  std::vector<int64_t> sizes;
+  for (const auto& m : members) sizes.push_back(int64_t(m.size()));
+  const std::vector<int64_t> d = balanced_class_draws(sizes, epoch);
+  // Class by class: d_k draws from cycles through permutations of the class's members.
+  std::vector<int64_t> draws;
+  draws.reserve(labels.size());
+  for (size_t k = 0; k < members.size(); k++) {
+    const int64_t n = sizes[k];
+    const uint64_t class_key = rng_u64(balance_seed(seed), uint64_t(epoch), uint64_t(k));
+    for (int64_t c = 0, taken = 0; taken < d[k]; c++) {
+      const std::vector<int64_t> perm = epoch_permutation(n, class_key, c, true);
+      for (int64_t i = 0; i < n && taken < d[k]; i++, taken++)
+        draws.push_back(members[k][size_t(perm[size_t(i)])]);
+    }
+  }
+  CHECK(draws.size() == labels.size(), "balanced_epoch: " << draws.size() << " draws for "
+                                                          << labels.size() << " samples");
+  // ... then mixed: the epoch's order is the draws in the order of the epoch's permutation.
+  const std::vector<int64_t> perm = epoch_permutation(int64_t(labels.size()), seed, epoch, true);
+  std::vector<int64_t> order(labels.size());
+  for (size_t i = 0; i < order.size(); i++) order[i] = draws[size_t(perm[i])];
+  return order;
+}
+
 std::string cursor_to_string(const SamplerCursor& c) {
   return "epoch=" + std::to_string(c.epoch) + " batch=" + std::to_string(c.batch);
 }
@@ -87,6 +146,9 @@ Sampler::Sampler(const SamplerConfig& c) : config_(c) {
         "sampler: batch size " << B << " is larger than the " << N << " samples, so dropping "
         << "the last partial batch would leave no batch at all (use a smaller batch or "
         << "LastBatch::partial)");
+  CHECK(c.labels.empty() || int64_t(c.labels.size()) == N,
+        "sampler: " << c.labels.size() << " labels for " << N << " samples");
+  CHECK(c.labels.empty() || c.shuffle, "sampler: class-balanced epochs need shuffle");
   batches_ = c.last_batch == LastBatch::drop ? N / B : (N + B - 1) / B;
 }
 
@@ -109,7 +171,9 @@ std::shared_ptr<const std::vector<int64_t>> Sampler::permutation(int64_t epoch) 
   // Computed outside the lock, so threads asking for a cached epoch never wait for it. Two
   // threads may both compute a new epoch; the results are equal, one is kept.
   auto p = std::make_shared<const std::vector<int64_t>>(
-      epoch_permutation(config_.num_samples, config_.seed, epoch, config_.shuffle));
+      config_.labels.empty()
+          ? epoch_permutation(config_.num_samples, config_.seed, epoch, config_.shuffle)
+          : balanced_epoch(config_.labels, config_.seed, epoch));
   std::lock_guard<std::mutex> lock(mu_);
   if (cached_epoch_[0] == epoch) return cached_[0];
   cached_epoch_[1] = cached_epoch_[0];
@@ -119,16 +183,30 @@ std::shared_ptr<const std::vector<int64_t>> Sampler::permutation(int64_t epoch) 
   return p;
 }
 
-std::vector<int64_t> Sampler::batch(int64_t epoch, int64_t b) const {
-  CHECK(epoch >= 0, "sampler: negative epoch " << epoch);
+void Sampler::shard(int64_t b, int64_t* begin, int64_t* size) const {
   const int64_t G = global_batch_size(b);
   const int64_t R = config_.replicas, r = config_.rank;
   // Shard r of G = q*R + m: the first m replicas take q+1 samples, the others q.
   const int64_t q = G / R, m = G % R;
-  const int64_t begin = b * config_.batch_size + r * q + std::min(r, m);
-  const int64_t size = q + (r < m ? 1 : 0);
+  *begin = b * config_.batch_size + r * q + std::min(r, m);
+  *size = q + (r < m ? 1 : 0);
+}
+
+std::vector<int64_t> Sampler::batch(int64_t epoch, int64_t b) const {
+  CHECK(epoch >= 0, "sampler: negative epoch " << epoch);
+  int64_t begin = 0, size = 0;
+  shard(b, &begin, &size);
   const auto perm = permutation(epoch);
   return std::vector<int64_t>(perm->begin() + begin, perm->begin() + begin + size);
+}
+
+uint64_t Sampler::draw_augment_key(int64_t epoch, int64_t b, int64_t pos, int64_t sample) const {
+  if (config_.labels.empty()) return augment_key(config_.seed, epoch, sample);
+  int64_t begin = 0, size = 0;
+  shard(b, &begin, &size);
+  CHECK(pos >= 0 && pos < size,
+        "sampler: position " << pos << " is outside the shard of " << size << " samples");
+  return augment_key(config_.seed, epoch, begin + pos);
 }
 
 SamplerCursor Sampler::next(const SamplerCursor& c) const {

@@ -1,6 +1,7 @@
 // defines: Sampler (which samples make up each batch of each epoch, for each replica),
 // LastBatch, SamplerConfig, SamplerCursor (where a run is, saved for exact resume),
-// epoch_permutation and augment_key.
+// epoch_permutation, augment_key, and the class-balanced epochs of --balance sampler
+// (balanced_class_draws, balanced_epoch).
 //
 // Epoch e visits the samples in the order perm_e, a permutation of [0, N) that is a pure
 // function of (seed, e): Fisher-Yates with the swap for position i drawn from the counter-based
@@ -19,6 +20,23 @@
 // required, so every replica gets at least one sample of a full batch; with partial, a last
 // batch smaller than R leaves replicas G..R-1 an empty shard (their gradient must then count
 // for nothing: weight each replica's contribution by its shard size).
+//
+// Class-balanced epochs (SamplerConfig::labels given; `--balance sampler`). An epoch keeps its
+// length N, so the batches per epoch, the schedule and the cursor mean what they mean without
+// balancing, but its N positions hold draws balanced over the K classes that have samples:
+//   - class k gets d_k = floor(N/K) draws, plus one for N mod K of the classes, taken in turn
+//     as the epoch advances (the j-th class with samples gets one more when
+//     (j - e) mod K < N mod K): balanced_class_draws;
+//   - class k's n_k members are drawn in the order of permutations of them, cycle c using the
+//     permutation keyed by (seed, e, k, c): a class with n_k < d_k repeats its samples (each
+//     floor(d_k/n_k) or ceil(d_k/n_k) times), a larger one is subsampled (d_k of its members,
+//     others in other epochs);
+//   - the N draws, listed class by class, are put in the order of perm_e, the epoch's
+//     permutation above: the epoch's order is draws[perm_e[0]], draws[perm_e[1]], ...
+// A pure function of (labels, seed, e) (balanced_epoch), batched, sharded and resumed exactly
+// like the unbalanced order. Augmentation: a sample drawn twice in one epoch would get the
+// same crop from augment_key(seed, e, sample), so in balanced epochs each draw is keyed by its
+// position in the epoch instead (draw_augment_key).
 //
 // Threads: batch() may be called from any number of threads at once. The permutations of the
 // two most recently used epochs are cached behind a mutex (computing one is O(N); batch() is
@@ -42,6 +60,9 @@ struct SamplerConfig {
   int replicas = 1;         // R >= 1
   int rank = 0;             // this replica, in [0, R)
   LastBatch last_batch = LastBatch::drop;
+  // Class-balanced epochs (see the top of this file): labels[i] is sample i's class, >= 0, for
+  // all N samples. Empty: every sample once per epoch. Balancing needs shuffle.
+  std::vector<int32_t> labels;
 };
 
 // Every sample once, in list order, the last batch smaller: what evaluation, prediction and
@@ -73,6 +94,17 @@ std::vector<int64_t> epoch_permutation(int64_t num_samples, uint64_t seed, int64
 // it. Use it as the seed of rng_u64(key, i) draws. Independent of the permutation's draws.
 uint64_t augment_key(uint64_t seed, int64_t epoch, int64_t sample_index);
 
+// The draws of each class in a balanced epoch: d[k] for class sizes n[k] (0 for a class
+// without samples), summing to sum(n). Pure; see the top of this file.
+std::vector<int64_t> balanced_class_draws(const std::vector<int64_t>& class_sizes,
+                                          int64_t epoch);
+
+// The visiting order of class-balanced epoch `epoch`: N sample indices (N = labels.size()),
+// balanced_class_draws(...)[k] of them of class k, in the order of the epoch's permutation.
+// Pure; O(N + the draws' cycles).
+std::vector<int64_t> balanced_epoch(const std::vector<int32_t>& labels, uint64_t seed,
+                                    int64_t epoch);
+
 class Sampler {
  public:
   // Checks the configuration; every problem is a cutrain::Error saying what to change.
@@ -89,15 +121,23 @@ class Sampler {
   // permutation order. Thread-safe. 0 <= b < batches_per_epoch(), epoch >= 0.
   std::vector<int64_t> batch(int64_t epoch, int64_t b) const;
 
+  // The augmentation key of batch(epoch, b)[pos], which is `sample`: augment_key(seed, epoch,
+  // sample), or in a balanced epoch augment_key(seed, epoch, the draw's position in the
+  // epoch), so that the repeats of a sample are augmented differently.
+  uint64_t draw_augment_key(int64_t epoch, int64_t b, int64_t pos, int64_t sample) const;
+
   // The cursor after c: the next batch, or batch 0 of the next epoch after the last one.
   SamplerCursor next(const SamplerCursor& c) const;
 
  private:
+  // The epoch's order: its permutation, or its balanced draws.
   std::shared_ptr<const std::vector<int64_t>> permutation(int64_t epoch) const;
+  // This replica's shard of global batch b: positions [*begin, *begin + *size) of the epoch.
+  void shard(int64_t b, int64_t* begin, int64_t* size) const;
 
   SamplerConfig config_;
   int64_t batches_ = 0;
-  // The two most recently used epochs' permutations; [0] is the most recent.
+  // The two most recently used epochs' orders; [0] is the most recent.
   mutable std::mutex mu_;
   mutable int64_t cached_epoch_[2] = {-1, -1};
   mutable std::shared_ptr<const std::vector<int64_t>> cached_[2];

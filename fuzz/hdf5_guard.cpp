@@ -3,7 +3,9 @@
 #include "fuzz/hdf5_guard.h"
 
 #include <cstring>
+#include <iterator>
 #include <map>
+#include <set>
 
 namespace cutrain_fuzz {
 
@@ -31,10 +33,11 @@ std::string superblock_problem(const uint8_t* b, size_t n) {
   return "";
 }
 
-// The objects of the collection at byte g (index -> size), or what is wrong with it. The walk
-// is libhdf5's (H5HG__cache_heap_deserialize), with the bounds it does not check.
+// The objects of the collection at byte g (index -> size), or what is wrong with it; the byte
+// where each object's header starts goes into `headers`. The walk is libhdf5's
+// (H5HG__cache_heap_deserialize), with the bounds it does not check.
 std::string walk_collection(const uint8_t* b, size_t n, size_t g,
-                            std::map<uint64_t, uint64_t>& objects) {
+                            std::map<uint64_t, uint64_t>& objects, std::set<size_t>& headers) {
   const std::string at = "global heap collection at byte " + std::to_string(g) + ": ";
   if (n - g < kHeader) return at + "cut short";
   const uint64_t size = le(b + g + 8, 8);
@@ -50,6 +53,7 @@ std::string walk_collection(const uint8_t* b, size_t n, size_t g,
       return at + "object " + std::to_string(idx) + " of " + std::to_string(bytes) +
              " bytes does not fit in the " + std::to_string(room) + " bytes left";
     if (idx != 0) objects[idx] = bytes;
+    headers.insert(p);
     p += size_t(need);
   }
   return "";
@@ -63,12 +67,13 @@ std::string libhdf5_heap_trap(const uint8_t* b, size_t n) {
   // Every collection, by its signature and version.
   std::map<uint64_t, std::map<uint64_t, uint64_t>> collections;  // address -> its objects
   std::map<uint64_t, std::string> broken;
+  std::set<size_t> headers;  // where the collections' object headers start
   for (size_t p = 0; n >= 5 && p <= n - 5; p++) {
     const void* hit = std::memchr(b + p, 'G', n - 4 - p);
     if (hit == nullptr) break;
     p = size_t(static_cast<const uint8_t*>(hit) - b);
     if (std::memcmp(b + p, "GCOL\x01", 5) != 0) continue;
-    const std::string problem = walk_collection(b, n, p, collections[p]);
+    const std::string problem = walk_collection(b, n, p, collections[p], headers);
     if (!problem.empty()) broken[p] = problem;
   }
   if (collections.empty()) return "";
@@ -80,6 +85,11 @@ std::string libhdf5_heap_trap(const uint8_t* b, size_t n) {
     if (address < lo || address > hi) continue;
     auto c = collections.find(address);
     if (c == collections.end()) continue;
+    // Inside an object's header it is no reference: the free space's size can equal its
+    // collection's address (a collection of 4096 bytes at byte A whose free space starts at
+    // byte 4096 has A bytes of it), with a 0 index and 0 reserved bytes around it.
+    const auto h = headers.upper_bound(q - 4);
+    if (h != headers.begin() && q - 4 < *std::prev(h) + kObject) continue;
     if (broken.count(address)) return broken[address];
     const uint64_t length = le(b + q - 4, 4), idx = le(b + q + 8, 4);
     auto o = c->second.find(idx);

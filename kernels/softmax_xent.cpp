@@ -32,7 +32,7 @@ template <typename T> void row_max_logsum(int K, const T* z, acc_t<T>& m, acc_t<
 
 template <typename T>
 void softmax_xent_forward_cpu(int N, int K, const T* logits, const int32_t* labels,
-                              acc_t<T> smoothing, acc_t<T>* loss) {
+                              acc_t<T> smoothing, acc_t<T>* loss, const acc_t<T>* class_weight) {
   using A = acc_t<T>;
   softmax_xent_check(N, K, labels, double(smoothing));
   A total = 0;
@@ -50,6 +50,7 @@ void softmax_xent_forward_cpu(int N, int K, const T* logits, const int32_t* labe
       for (int k = 0; k < K; k++) gap += m - A(z[k]);
       row += smoothing / A(K) * gap;
     }
+    if (class_weight) row *= class_weight[labels[n]];  // none: the unweighted bits
     total += row;
   }
   *loss = total / A(N);
@@ -57,7 +58,8 @@ void softmax_xent_forward_cpu(int N, int K, const T* logits, const int32_t* labe
 
 template <typename T>
 void softmax_xent_backward_cpu(int N, int K, const T* logits, const int32_t* labels,
-                               acc_t<T> smoothing, acc_t<T> dloss, T* dlogits) {
+                               acc_t<T> smoothing, acc_t<T> dloss, T* dlogits,
+                               const acc_t<T>* class_weight) {
   using A = acc_t<T>;
   softmax_xent_check(N, K, labels, double(smoothing));
   const A off = smoothing / A(K), on = A(1) - smoothing + off;  // q_k off and at the label
@@ -67,10 +69,11 @@ void softmax_xent_backward_cpu(int N, int K, const T* logits, const int32_t* lab
     T* dz = dlogits + int64_t(n) * K;
     A m, log_s;
     row_max_logsum(K, z, m, log_s);
+    const A gn = class_weight ? g * class_weight[labels[n]] : g;  // this row's dloss / N
     for (int k = 0; k < K; k++) {
       const A p = std::exp(A(z[k]) - m - log_s);  // softmax, = exp(z_k - m) / S
       const A q = k == labels[n] ? on : off;
-      dz[k] = T(A(dz[k]) + g * (p - q));
+      dz[k] = T(A(dz[k]) + gn * (p - q));
     }
   }
 }
@@ -92,9 +95,9 @@ int64_t top1_correct_cpu(int N, int K, const T* logits, const int32_t* labels) {
 
 #define CUTRAIN_INSTANTIATE(T)                                                                 \
   template void softmax_xent_forward_cpu<T>(int, int, const T*, const int32_t*, acc_t<T>,      \
-                                            acc_t<T>*);                                        \
+                                            acc_t<T>*, const acc_t<T>*);                       \
   template void softmax_xent_backward_cpu<T>(int, int, const T*, const int32_t*, acc_t<T>,     \
-                                             acc_t<T>, T*);                                    \
+                                             acc_t<T>, T*, const acc_t<T>*);                   \
   template int64_t top1_correct_cpu<T>(int, int, const T*, const int32_t*);
 CUTRAIN_INSTANTIATE(float)
 CUTRAIN_INSTANTIATE(double)

@@ -3,9 +3,10 @@
 // launch: one warp per row of logits, 8 rows (warps) per 256-thread block. The lanes stride
 // over the row's K logits (lane l takes k = l, l+32, ...), then combine with warp shuffles:
 // the row max m, S = sum exp(z - m), and (with smoothing) the gap sum_k (m - z_k).
-//   forward:  row_loss_kernel writes each row's loss to scratch, then mean_kernel (one block)
-//             adds the N losses in a fixed order: no atomics, the same bits on every run.
-//   backward: each lane writes its own dlogits[k] += dloss/N * (p_k - q_k).
+//   forward:  row_loss_kernel writes each row's loss (times its label's class weight, when
+//             given) to scratch, then mean_kernel (one block) adds the N losses in a fixed
+//             order: no atomics, the same bits on every run.
+//   backward: each lane writes its own dlogits[k] += dloss/N * w_label * (p_k - q_k).
 //   top1:     each lane keeps its first largest logit, the warp keeps the largest value at
 //             the smallest k; one integer atomic per block adds the block's count (integer
 //             sums are exact, so still deterministic).
@@ -54,11 +55,11 @@ __device__ void row_stats(int K, const S* z, int lane, float& m, float& log_s, f
   gap = warp_sum(g);
 }
 
-// row_loss[n] = log S + (1 - eps)(m - z_label) + (eps/K) * gap (gap only when eps > 0), or
-// NaN when the label is outside [0,K). One warp per row.
+// row_loss[n] = w_label * (log S + (1 - eps)(m - z_label) + (eps/K) * gap) (gap only when
+// eps > 0; w_label only with weights), or NaN when the label is outside [0,K). One warp per row.
 template <typename S>
 __global__ void row_loss_kernel(int N, int K, const S* logits, const int32_t* labels,
-                                float smoothing, float* row_loss) {
+                                const float* class_weight, float smoothing, float* row_loss) {
   const int n = blockIdx.x * kRowsPerBlock + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (n >= N) return;  // whole warps leave together: the shuffles below see full warps
   const S* z = logits + int64_t(n) * K;
@@ -72,6 +73,7 @@ __global__ void row_loss_kernel(int N, int K, const S* logits, const int32_t* la
   }
   float row = log_s + (1.0f - smoothing) * (m - to_acc(z[label]));
   if (smoothing > 0) row += smoothing / float(K) * gap;
+  if (class_weight) row *= class_weight[label];  // none: the unweighted bits
   row_loss[n] = row;
 }
 
@@ -91,10 +93,12 @@ __global__ void mean_kernel(int N, const float* row_loss, float* loss) {
   if (t == 0) *loss = part[0] / float(N);
 }
 
-// dz[k] += (dloss/N) * (p_k - q_k), p_k = exp(z_k - m - log S); q_k = NaN for a bad label.
+// dz[k] += (dloss/N) * w_label * (p_k - q_k), p_k = exp(z_k - m - log S); q_k = NaN for a bad
+// label (whose weight is never read).
 template <typename S>
 __global__ void backward_kernel(int N, int K, const S* logits, const int32_t* labels,
-                                float smoothing, const float* dloss, S* dlogits) {
+                                const float* class_weight, float smoothing, const float* dloss,
+                                S* dlogits) {
   const int n = blockIdx.x * kRowsPerBlock + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (n >= N) return;
   const S* z = logits + int64_t(n) * K;
@@ -105,10 +109,11 @@ __global__ void backward_kernel(int N, int K, const S* logits, const int32_t* la
   const float g = *dloss / float(N);
   const int32_t label = labels[n];
   const bool bad = label < 0 || label >= K;
+  const float gn = class_weight && !bad ? g * class_weight[label] : g;  // this row's dloss / N
   for (int k = lane; k < K; k += 32) {
     const float p = expf(to_acc(z[k]) - m - log_s);
     const float q = bad ? NAN : k == label ? on : off;
-    dz[k] = from_acc<S>(to_acc(dz[k]) + g * (p - q));
+    dz[k] = from_acc<S>(to_acc(dz[k]) + gn * (p - q));
   }
 }
 
@@ -161,12 +166,13 @@ int row_blocks(int N) { return (N + kRowsPerBlock - 1) / kRowsPerBlock; }
 
 template <typename T>
 void softmax_xent_forward_gpu(int N, int K, const T* logits, const int32_t* labels,
-                              float smoothing, float* loss, cudaStream_t stream) {
+                              float smoothing, float* loss, cudaStream_t stream,
+                              const float* class_weight) {
   check_args("softmax_xent_forward_gpu", N, K, smoothing);
   DeviceBuffer row_loss(sizeof(float) * size_t(N), current_device(), stream);
   float* rl = static_cast<float*>(row_loss.data());
   row_loss_kernel<<<row_blocks(N), 32 * kRowsPerBlock, 0, stream>>>(N, K, dev(logits), labels,
-                                                                     smoothing, rl);
+                                                                     class_weight, smoothing, rl);
   LAUNCH_CHECK();
   mean_kernel<<<1, 256, 0, stream>>>(N, rl, loss);
   LAUNCH_CHECK();
@@ -175,10 +181,10 @@ void softmax_xent_forward_gpu(int N, int K, const T* logits, const int32_t* labe
 template <typename T>
 void softmax_xent_backward_gpu(int N, int K, const T* logits, const int32_t* labels,
                                float smoothing, const float* dloss, T* dlogits,
-                               cudaStream_t stream) {
+                               cudaStream_t stream, const float* class_weight) {
   check_args("softmax_xent_backward_gpu", N, K, smoothing);
   backward_kernel<<<row_blocks(N), 32 * kRowsPerBlock, 0, stream>>>(
-      N, K, dev(logits), labels, smoothing, dloss, dev(dlogits));
+      N, K, dev(logits), labels, class_weight, smoothing, dloss, dev(dlogits));
   LAUNCH_CHECK();
 }
 
@@ -194,9 +200,9 @@ void top1_correct_gpu(int N, int K, const T* logits, const int32_t* labels, int6
 
 #define CUTRAIN_INSTANTIATE(T)                                                                 \
   template void softmax_xent_forward_gpu<T>(int, int, const T*, const int32_t*, float, float*, \
-                                            cudaStream_t);                                     \
+                                            cudaStream_t, const float*);                       \
   template void softmax_xent_backward_gpu<T>(int, int, const T*, const int32_t*, float,        \
-                                             const float*, T*, cudaStream_t);                  \
+                                             const float*, T*, cudaStream_t, const float*);    \
   template void top1_correct_gpu<T>(int, int, const T*, const int32_t*, int64_t*, cudaStream_t);
 CUTRAIN_INSTANTIATE(float)
 CUTRAIN_INSTANTIATE(half_t)

@@ -1,12 +1,20 @@
-// defines: softmax cross-entropy with label smoothing, forward and backward, and top-1
-// counting, CPU reference.
+// defines: softmax cross-entropy with label smoothing and optional per-class weights,
+// forward and backward, and top-1 counting, CPU reference.
 //
-// math: logits z (N,K) in T, labels y (N) int32 in [0,K), smoothing eps in [0,1):
+// math: logits z (N,K) in T, labels y (N) int32 in [0,K), smoothing eps in [0,1), class
+// weights w (K) or none (then every w_k = 1):
 //   q[n][k]   = (1 - eps) * [k == y[n]] + eps / K           the smoothed target; sums to 1
 //   p[n][k]   = exp(z[n][k]) / sum_j exp(z[n][j])           softmax
-//   loss      = (1/N) * sum_n sum_k -q[n][k] * log p[n][k]
-//   dz[n][k] += dloss * (p[n][k] - q[n][k]) / N             dloss: the upstream gradient of
+//   l[n]      = sum_k -q[n][k] * log p[n][k]                the row's cross-entropy
+//   loss      = (1/N) * sum_n w[y[n]] * l[n]
+//   dz[n][k] += dloss * w[y[n]] * (p[n][k] - q[n][k]) / N   dloss: the upstream gradient of
 //                                                           the loss (the loss scale in fp16)
+// The weighted loss divides by N, not by the batch's sum of weights: it is PyTorch's
+// CrossEntropyLoss(weight=w, reduction='sum') / N, not its reduction='mean' (which divides by
+// sum_n w[y[n]]), so a micro-batch's share of a batch stays n / N whatever its labels. With
+// smoothing, the whole row l[n] is weighted by its label's w; PyTorch weights the smoothing
+// term's class k by w_k instead, so the two agree only at eps = 0. No weights (a null
+// pointer) computes exactly the unweighted formulas, bit for bit.
 // stability: with m = max_k z[n][k] and S = sum_k exp(z[n][k] - m) (so 1 <= S <= K),
 //   -log p[n][k] = log S + (m - z[n][k]), a sum of two non-negative terms, so
 //   loss_n = log S + sum_k q[n][k] * (m - z[n][k]).
@@ -31,15 +39,18 @@ namespace cutrain {
 void softmax_xent_check(int N, int K, const int32_t* labels, double smoothing,
                         const char* op = "softmax_xent");
 
-// *loss = the mean loss over the N rows.
+// *loss = the mean (weighted) loss over the N rows. class_weight: (K) finite weights >= 0, or
+// null for none.
 template <typename T>
 void softmax_xent_forward_cpu(int N, int K, const T* logits, const int32_t* labels,
-                              acc_t<T> smoothing, acc_t<T>* loss);
+                              acc_t<T> smoothing, acc_t<T>* loss,
+                              const acc_t<T>* class_weight = nullptr);
 
-// dlogits += dloss * (softmax - q) / N
+// dlogits += dloss * w[label] * (softmax - q) / N
 template <typename T>
 void softmax_xent_backward_cpu(int N, int K, const T* logits, const int32_t* labels,
-                               acc_t<T> smoothing, acc_t<T> dloss, T* dlogits);
+                               acc_t<T> smoothing, acc_t<T> dloss, T* dlogits,
+                               const acc_t<T>* class_weight = nullptr);
 
 // The number of rows whose largest logit is at the label; a tie counts for the first largest.
 template <typename T>
@@ -57,18 +68,24 @@ int64_t top1_correct_cpu(int N, int K, const T* logits, const int32_t* labels);
 // the step), and it never counts as correct in top1_correct_gpu.
 // N and K must be positive and smoothing in [0,1) (checked on the host; throws).
 
-// *loss = the mean loss over the N rows (a device scalar, written, not accumulated). Per-row
-// losses go to scratch, then one block adds them in a fixed order: deterministic.
+// class_weight: (K) fp32 on the device, or null for none (the kernels then run the
+// unweighted formulas exactly as before weights existed). A kernel reads it by address, so a
+// CUDA graph that captured a launch keeps reading the same buffer.
+
+// *loss = the mean (weighted) loss over the N rows (a device scalar, written, not
+// accumulated). Per-row losses go to scratch, then one block adds them in a fixed order:
+// deterministic.
 template <typename T>
 void softmax_xent_forward_gpu(int N, int K, const T* logits, const int32_t* labels,
-                              float smoothing, float* loss, cudaStream_t stream);
+                              float smoothing, float* loss, cudaStream_t stream,
+                              const float* class_weight = nullptr);
 
-// dlogits += dloss * (softmax - q) / N, with dloss a device scalar (the loss scale stays on
-// the device).
+// dlogits += dloss * w[label] * (softmax - q) / N, with dloss a device scalar (the loss scale
+// stays on the device).
 template <typename T>
 void softmax_xent_backward_gpu(int N, int K, const T* logits, const int32_t* labels,
                                float smoothing, const float* dloss, T* dlogits,
-                               cudaStream_t stream);
+                               cudaStream_t stream, const float* class_weight = nullptr);
 
 // *count (a device int64) += the rows whose first largest logit is at the label (the CPU's
 // rule: a NaN logit at k > 0 never wins; a NaN at k = 0 makes the row's answer 0).

@@ -10,7 +10,8 @@
 //   global_avgpool x (N,H,W,C)                                  -> (N,C)
 //   flatten     x (N,...)                                       -> (N, prod(...))
 //   linear      x (N,C), w (K,C), b (K) or null                 -> (N,K)
-//   softmax_cross_entropy logits (N,K), labels (N) i32          -> (1) in the acc dtype
+//   softmax_cross_entropy logits (N,K), labels (N) i32 [, class weights (K) acc dtype]
+//                                                               -> (1) in the acc dtype
 // All floating inputs of one op share a dtype (f32, f16 or f64), except BatchNorm's
 // parameters and statistics and the loss, which are kept in the accumulation dtype
 // (f32 for f16 activations): that is the mixed-precision rule.
@@ -46,8 +47,12 @@ VarPtr linear(Tape& tape, const VarPtr& x, const VarPtr& w, const VarPtr& b);
 
 // Mean over the batch of the cross-entropy between softmax(logits) and the smoothed target
 // q = (1 - smoothing) * onehot(label) + smoothing / K. Labels must lie in [0, K).
+// class_weight (K), in the logits' accumulation dtype on their device, or undefined (none):
+// each row's cross-entropy times its label's weight, still divided by N (not by the sum of the
+// weights: kernels/softmax_xent.h). The op keeps the tensor, so its storage stays put while
+// the backward may read it (a CUDA graph captures its address).
 VarPtr softmax_cross_entropy(Tape& tape, const VarPtr& logits, const Tensor& labels,
-                             double smoothing = 0.0);
+                             double smoothing = 0.0, const Tensor& class_weight = Tensor());
 
 // Number of rows whose largest logit is at the label (ties: the first largest). Not
 // differentiable: nothing is recorded.

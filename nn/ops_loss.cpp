@@ -28,40 +28,50 @@ bool check_logits_labels(const char* op, const Tensor& logits, const Tensor& lab
 }  // namespace
 
 VarPtr softmax_cross_entropy(Tape& tape, const VarPtr& logits, const Tensor& labels,
-                             double smoothing) {
+                             double smoothing, const Tensor& class_weight) {
   const char* op = "softmax_cross_entropy";
   const Tensor& Z = logits->value;  // (N,K)
   const bool gpu = check_logits_labels(op, Z, labels, smoothing);
   const int N = Z.dim(0), K = Z.dim(1);
+  const Tensor w = class_weight;  // (K) in the acc dtype, or undefined: no weights
+  if (w.defined()) {
+    CHECK(w.shape() == Shape{K} && w.dtype() == acc_dtype(Z.dtype()) && w.device() == Z.device(),
+          op << ": class weights must be (" << K << ") " << dtype_name(acc_dtype(Z.dtype()))
+             << " on the logits' device for logits " << Z.str() << ", got " << w.str());
+  }
   VarPtr loss = make_var(Tensor::empty({1}, acc_dtype(Z.dtype()), Z.device()),
                          logits->requires_grad);  // (1) f32 for f16 logits
   dispatch_float(Z.dtype(), [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
+    const A* wk = w.defined() ? w.data<A>() : nullptr;
     if (gpu)
       ON_GPU(op, T, softmax_xent_forward_gpu<T>(N, K, Z.data<T>(), labels.data<int32_t>(),
                                                 float(smoothing), loss->value.data<A>(),
-                                                gpu_context().stream));
+                                                gpu_context().stream, wk));
     else
       softmax_xent_forward_cpu<T>(N, K, Z.data<T>(), labels.data<int32_t>(), A(smoothing),
-                                  loss->value.data<A>());
+                                  loss->value.data<A>(), wk);
   });
   if (tape.wants({logits.get()})) {
     // A copy: the caller may refill its label buffer with the next batch before backward.
+    // The weights are not copied: they do not change during a step.
     const Tensor y = labels.clone();
-    tape.record(op, [logits, loss, y, smoothing, N, K, gpu, op] {
+    tape.record(op, [logits, loss, y, w, smoothing, N, K, gpu, op] {
       dispatch_float(logits->value.dtype(), [&](auto tag) {
         using T = decltype(tag);
         using A = acc_t<T>;
         const T* z = logits->value.data<T>();
         T* dz = logits->grad_buffer().data<T>();
+        const A* wk = w.defined() ? w.data<A>() : nullptr;
         // The seed: 1, or the loss scale. On a GPU it stays there: the kernel reads it.
         const A* dloss = loss->grad_buffer().data<A>();
         if (gpu)
           ON_GPU(op, T, softmax_xent_backward_gpu<T>(N, K, z, y.data<int32_t>(), float(smoothing),
-                                                     dloss, dz, gpu_context().stream));
+                                                     dloss, dz, gpu_context().stream, wk));
         else
-          softmax_xent_backward_cpu<T>(N, K, z, y.data<int32_t>(), A(smoothing), dloss[0], dz);
+          softmax_xent_backward_cpu<T>(N, K, z, y.data<int32_t>(), A(smoothing), dloss[0], dz,
+                                       wk);
       });
     });
   }

@@ -92,6 +92,11 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
       ->group("Optimization");
   t->add_option("--label-smoothing", c.label_smoothing, "Label smoothing of the loss")
       ->group("Optimization");
+  t->add_option("--balance", c.balance,
+                "Imbalanced classes: none; sampler (each epoch draws as many samples of every "
+                "class, repeating small classes, subsampling large ones); or loss (each "
+                "sample's loss weighted by N / (classes x its class's count))")
+      ->group("Optimization");
   t->add_option("--seed", c.seed, "Seed of the weights, the batch order and the augmentation")
       ->group("Optimization");
   // the run

@@ -168,6 +168,8 @@ void validate_config(const TrainConfig& c) {
   in_range("--check-replicas", c.check_replicas, 0, INT_MAX, " (0: never)");
   in_range("--max-skips", c.max_skips, 1, 1000000);
   real_in("--label-smoothing", c.label_smoothing, 0, 1, true);
+  need(one_of(c.balance, {"none", "sampler", "loss"}),
+       "--balance " + c.balance + ": expected none, sampler or loss");
   in_range("--threads", c.threads, 0, kMaxThreads, " (0: hardware threads - 1)");
   need(!c.out.empty(), "--out must name a folder");
   in_range("--keep", c.keep, 1, 1000000);
@@ -200,7 +202,7 @@ void for_each_field(Config& c, F&& f) {
   f("optimizer", c.optimizer), f("lr", c.lr);
   f("momentum", c.momentum), f("wd", c.wd), f("schedule", c.schedule), f("warmup", c.warmup);
   f("epochs", c.epochs), f("batch", c.batch), f("accum", c.accum);
-  f("label_smoothing", c.label_smoothing), f("max_skips", c.max_skips);
+  f("label_smoothing", c.label_smoothing), f("balance", c.balance), f("max_skips", c.max_skips);
   f("seed", c.seed), f("threads", c.threads);
   f("out", c.out), f("keep", c.keep), f("resume", c.resume), f("metrics", c.metrics);
   f("trace", c.trace), f("log_every", c.log_every);

@@ -64,6 +64,8 @@ struct TrainConfig {
   int batch = 128;                  // images per optimizer step
   int accum = 1;                    // ... computed as this many micro-batches (batch / accum)
   double label_smoothing = 0.1;
+  std::string balance = "none";     // none | sampler (class-balanced epochs) | loss (inverse-
+                                    //   frequency class weights in the loss); train/balance.h
   int max_skips = 30;               // fp16: stop after this many steps in a row skipped for inf/NaN
                                     //   gradients (nothing is being learnt)
   uint64_t seed = 1;                // weights, batch order and augmentation

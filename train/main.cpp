@@ -157,7 +157,9 @@ static int cmd_check_data(const std::string& list_path, int classes, const Image
                 (long long)r.histogram[c]);
   const double imb = class_imbalance(r.histogram);
   std::printf("  imbalance (largest / smallest class): %.2f%s\n", imb,
-              imb > 1.5 ? "  <- consider re-weighting or re-sampling" : "");
+              imb > 1.5 ? "  <- consider cutrain train --balance sampler (re-sampling) or "
+                          "--balance loss (re-weighting)"
+                        : "");
   return r.bad.empty() ? 0 : 2;
 }
 

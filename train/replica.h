@@ -81,6 +81,9 @@ struct Replica {
   std::unique_ptr<Loader> loader;
   std::unique_ptr<GradBuckets> grads;  // R > 1 only: R = 1 keeps the gradients as they are
   std::unique_ptr<CommThread> comm;    // R > 1 only
+  Tensor class_weight;                 // --balance loss: (classes) in the loss's dtype on its
+                                       //   device, made once (a CUDA graph keeps its address);
+                                       //   undefined otherwise
   Batch batch;                         // this step's shard, from next() to release()
   // this step:
   double loss = 0;                     // the shard's loss, weighted by its share

@@ -128,6 +128,8 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
                (long long)t.train_data().size(), (long long)t.steps_per_epoch(), cfg.batch,
                cfg.epochs,
                has_validation(cfg) ? "" : ", no validation data (--val or --val-split)");
+  if (!t.balance_description().empty())
+    std::fprintf(out, "%s\n", t.balance_description().c_str());
   if (has_validation(cfg))
     std::fprintf(out, "validation: %lld images, %s\n", (long long)t.val_data()->size(),
                  validation_name(cfg).c_str());

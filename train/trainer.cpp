@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "kernels/check.h"
+#include "train/balance.h"
 #include "train/dataset.h"
 #include "train/trainer_gpu.h"
 
@@ -71,6 +72,7 @@ Trainer::Trainer(const TrainConfig& cfg, const RunDevice& device) : cfg_(cfg), d
   steps_per_epoch_ = train_->size() / cfg_.batch;  // the last partial batch is dropped
   fingerprint_ = fingerprint_of(*train_);
   fingerprint_json_ = fingerprint_.to_json();  // once: each checkpoint keeps it
+  balance_ = class_balance(cfg_.balance, *train_, cfg_.classes);  // --balance (train/balance.h)
 
   ModelOptions mo;
   mo.H = mo.W = cfg_.size;
@@ -89,6 +91,10 @@ Trainer::Trainer(const TrainConfig& cfg, const RunDevice& device) : cfg_(cfg), d
     rep->model = build_model(spec, mo);
     rep->optimizer = make_optimizer(cfg_.optimizer, rep->model->parameters(), cfg_.lr,
                                     cfg_.momentum, cfg_.wd);
+    if (!balance_.weights.empty())  // --balance loss: on the replica's device, once
+      rep->class_weight = Tensor::from_doubles(balance_.weights, {cfg_.classes},
+                                               acc_dtype(device_.dtype))
+                              .to(device_.device);
     if (R > 1)
       rep->grads = std::make_unique<GradBuckets>(rep->model->parameters(), kBucketMinBytes);
     replicas_.push_back(std::move(rep));
@@ -165,6 +171,7 @@ void Trainer::start_loaders() {
     sc.last_batch = LastBatch::drop;
     sc.replicas = R;
     sc.rank = rep->rank;
+    if (cfg_.balance == "sampler") sc.labels = balance_.labels;  // class-balanced epochs
     LoaderConfig lc;
     lc.threads = threads;
     lc.strict = cfg_.strict;
@@ -220,7 +227,8 @@ void Trainer::forward_backward(Replica& rep, int images, double loss_scale) {
     {
       TraceSpan s(tracer, "forward", "train");
       logits = rep.model->forward(tape, x, true);                               // (n,classes)
-      loss = softmax_cross_entropy(tape, logits, labels, cfg_.label_smoothing);  // (1) fp32
+      // (1) fp32; with --balance loss each row weighted by its class (train/balance.h)
+      loss = softmax_cross_entropy(tape, logits, labels, cfg_.label_smoothing, rep.class_weight);
     }
     if (gpu_) {
       // The seed, the loss and the count stay on the device (trainer_gpu.cpp).

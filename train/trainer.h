@@ -53,7 +53,8 @@
 // flags are OR-ed by the same ring before the skip decision, so every replica decides alike.
 //
 // Exact resume: a run is a pure function of its configuration. The batches are fixed by
-// (seed, epoch, batch) and the augmentation by (seed, epoch, sample); the weights, master
+// (seed, epoch, batch) (with --balance sampler, and the labels) and the augmentation by (seed,
+// epoch, sample) (in a balanced epoch, by the draw's position); the weights, master
 // weights, optimizer state, BatchNorm statistics and loss-scaler state are saved bit for bit
 // (snapshot) and restored (restore), as are the step counter (the schedule's clock) and the
 // sampler cursor. So a run resumed from a checkpoint computes exactly the losses and weights
@@ -74,6 +75,7 @@
 #include "nn/model.h"
 #include "nn/optim.h"
 #include "nn/schedule.h"
+#include "train/balance.h"
 #include "train/batch_input.h"
 #include "train/config.h"
 #include "train/device.h"
@@ -87,7 +89,8 @@ struct StepResult {
   int64_t step = 0;           // this step's number (0-based): the schedule's clock
   SamplerCursor batch;        // the batch it trained on
   int images = 0;             // in the batch (bad files removed)
-  double loss = 0;            // the batch's mean loss (with label smoothing, as optimised)
+  double loss = 0;            // the batch's mean loss (with label smoothing and --balance
+                              //   loss's class weights: as optimised)
   int64_t correct = 0;        // top-1 correct in the batch
   double lr = 0;              // the learning rate it used
   double loss_scale = 1;      // the loss scale its backward used
@@ -196,6 +199,11 @@ class Trainer {
   LossScaler& scaler() { return *scaler_; }
   const ScheduleConfig& schedule() const { return schedule_; }
   const SampleSource& train_data() const { return *train_; }
+  // --balance: the classes' counts and weights, and the run's line about them ("" for none).
+  const ClassBalance& balance() const { return balance_; }
+  std::string balance_description() const {
+    return cutrain::balance_description(balance_, cfg_.class_names);
+  }
   const SampleSource* val_data() const { return val_.get(); }  // null: no validation data
   LoaderStats loader_stats() const;  // of replica 0's current loader (since it was made)
 
@@ -274,6 +282,7 @@ class Trainer {
   RunDevice device_;
   MemoryPlan memory_;
   DataFingerprint fingerprint_;                // of the training data (checkpoints keep it)
+  ClassBalance balance_;                       // --balance: of the training data
   std::string fingerprint_json_;
   std::unique_ptr<Gpu> gpu_;                   // on a GPU; destroyed last (its streams)
   Normalization norm_;

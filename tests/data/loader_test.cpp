@@ -142,6 +142,41 @@ TEST_CASE("loader: three replicas together cover an epoch exactly once") {
   for (auto& kv : seen) REQUIRE(kv.second == 1);
 }
 
+TEST_CASE("loader: a balanced epoch augments each draw of a repeated sample differently") {
+  // Class 0 has 2 samples, class 1 has 38: a balanced epoch of 40 draws takes 20 of each,
+  // so each sample of class 0 is drawn 10 times, and each draw must look different.
+  class TwoClasses : public PatternSource {
+   public:
+    TwoClasses() : PatternSource(40, 3) {}
+    int32_t label(int64_t i) const override { return i < 2 ? 0 : 1; }
+  };
+  auto src = std::make_shared<TwoClasses>();
+  SamplerConfig sc = sampler_config(40, 8);
+  for (int64_t i = 0; i < 40; i++) sc.labels.push_back(src->label(i));
+  sc.last_batch = LastBatch::drop;
+  Loader loader(src, sc, loader_config(4));
+  std::vector<uint8_t> want(src->sample_bytes());
+  std::set<std::vector<uint8_t>> class0_images;
+  int class0_draws = 0;
+  for (int b = 0; b < 5; b++) {  // one epoch
+    Batch batch = loader.next();
+    for (int k = 0; k < batch.n; k++) {
+      const int64_t i = batch.indices[k];
+      // Every byte as the source makes it with the draw's own key.
+      PatternSource::fill(i, loader.sampler().draw_augment_key(0, b, k, i), want.data(),
+                          want.size());
+      REQUIRE(std::memcmp(batch.images + size_t(k) * want.size(), want.data(), want.size()) == 0);
+      if (batch.labels[k] == 0) {
+        class0_draws++;
+        class0_images.insert(want);
+      }
+    }
+    loader.release(batch);
+  }
+  REQUIRE(class0_draws == 20);           // 2 samples, 10 draws each
+  REQUIRE(class0_images.size() == 20);   // 20 different augmentations of them
+}
+
 TEST_CASE("loader: the same batches, byte for byte, with 1, 4 and 16 threads") {
   auto src = std::make_shared<PatternSource>(300, 6);
   std::vector<std::vector<uint64_t>> runs;

@@ -9,6 +9,8 @@
 //         |g| 2 (K + 4) 2^-24 (p <= 1, g = dloss / N); fp16 results also one fp16 ulp (2^-10
 //         relative) of the stored value.
 // top-1 counts are integers: exact.
+// With class weights, a row's loss and gradient are scaled by its label's weight: the bounds
+// above times the largest weight.
 #include <cmath>
 #include <vector>
 
@@ -39,17 +41,22 @@ std::vector<int32_t> random_labels(int N, int K, uint64_t seed) {
 template <typename T> double ulp_rtol() { return std::ldexp(1.0, sizeof(T) == 2 ? -10 : -23); }
 
 // Runs forward, backward (into a prefilled dlogits) and top-1 (onto a count of 5) on the GPU
-// and the CPU and compares. `spread`: the largest |m - z| in the logits.
+// and the CPU and compares. `spread`: the largest |m - z| in the logits. `weights`: (K) class
+// weights, or empty for none.
 template <typename T>
 void compare(int N, int K, float smoothing, const std::vector<T>& z,
-             const std::vector<int32_t>& labels, float dloss, double spread) {
-  INFO("N " << N << " K " << K << " smoothing " << smoothing << " dloss " << dloss);
+             const std::vector<int32_t>& labels, float dloss, double spread,
+             const std::vector<float>& weights = {}) {
+  INFO("N " << N << " K " << K << " smoothing " << smoothing << " dloss " << dloss
+            << (weights.empty() ? "" : " weighted"));
   const size_t nz = size_t(N) * size_t(K);
   const std::vector<T> dz0 = random_values<T>(nz, 41, -1, 1);
+  const float* w = weights.empty() ? nullptr : weights.data();
   float want_loss = 0;
   std::vector<T> want_dz = dz0;
-  softmax_xent_forward_cpu<T>(N, K, z.data(), labels.data(), smoothing, &want_loss);
-  softmax_xent_backward_cpu<T>(N, K, z.data(), labels.data(), smoothing, dloss, want_dz.data());
+  softmax_xent_forward_cpu<T>(N, K, z.data(), labels.data(), smoothing, &want_loss, w);
+  softmax_xent_backward_cpu<T>(N, K, z.data(), labels.data(), smoothing, dloss, want_dz.data(),
+                               w);
   const int64_t want_count = 5 + top1_correct_cpu<T>(N, K, z.data(), labels.data());
 
   Stream st;
@@ -57,17 +64,23 @@ void compare(int N, int K, float smoothing, const std::vector<T>& z,
   DeviceBuffer d_dloss = upload(std::vector<float>{dloss});
   DeviceBuffer d_count = upload(std::vector<int64_t>{5});
   DeviceBuffer d_loss = poisoned<float>(1, st.get());
+  DeviceBuffer d_w;
+  if (w) d_w = upload(weights);
+  const float* dw = w ? ptr<float>(d_w) : nullptr;
   softmax_xent_forward_gpu<T>(N, K, ptr<T>(d_z), ptr<int32_t>(d_labels), smoothing,
-                              ptr<float>(d_loss), st.get());
+                              ptr<float>(d_loss), st.get(), dw);
   softmax_xent_backward_gpu<T>(N, K, ptr<T>(d_z), ptr<int32_t>(d_labels), smoothing,
-                               ptr<float>(d_dloss), ptr<T>(d_dz), st.get());
+                               ptr<float>(d_dloss), ptr<T>(d_dz), st.get(), dw);
   top1_correct_gpu<T>(N, K, ptr<T>(d_z), ptr<int32_t>(d_labels), ptr<int64_t>(d_count),
                       st.get());
   st.synchronize();
+  double w_max = 1;
+  for (float x : weights) w_max = std::max(w_max, double(x));
   const double log_s_err = 2 * (K + 4) * std::ldexp(1.0, -24);
-  require_close_values(download<float>(d_loss, 1), {want_loss}, log_s_err * (1 + spread), 1e-5);
+  require_close_values(download<float>(d_loss, 1), {want_loss},
+                       w_max * log_s_err * (1 + spread), 1e-5);
   const double g = std::fabs(double(dloss) / N);
-  require_close_values(download<T>(d_dz, nz), want_dz, g * log_s_err, ulp_rtol<T>());
+  require_close_values(download<T>(d_dz, nz), want_dz, w_max * g * log_s_err, ulp_rtol<T>());
   REQUIRE(download<int64_t>(d_count, 1)[0] == want_count);
 }
 
@@ -81,6 +94,19 @@ TEST_CASE_TEMPLATE("softmax_xent [gpu]: loss, gradient and top-1 match the CPU",
     // dloss 1 in fp32; 1024, a typical loss scale, in fp16.
     compare<T>(c.N, c.K, c.smoothing, z, random_labels(c.N, c.K, 43), sizeof(T) == 2 ? 1024 : 1,
                10);
+  }
+}
+
+TEST_CASE_TEMPLATE("softmax_xent [gpu]: class weights: loss and gradient match the CPU", T, float,
+                   half_t) {
+  REQUIRE_GPU();
+  for (const Case& c : kCases) {
+    const std::vector<T> z = random_values<T>(size_t(c.N) * size_t(c.K), 42, -5, 5);
+    // Weights in [0, 4), every third class 0 (a class without training samples).
+    std::vector<float> w = random_values<float>(size_t(c.K), 49, 0, 4);
+    for (size_t k = 0; k < w.size(); k += 3) w[k] = 0;
+    compare<T>(c.N, c.K, c.smoothing, z, random_labels(c.N, c.K, 43), sizeof(T) == 2 ? 1024 : 1,
+               10, w);
   }
 }
 

@@ -1,5 +1,6 @@
 // softmax cross-entropy with label smoothing, CPU reference: closed forms, stability with
-// huge logits, the gradient's row sums, top-1 ties, bad labels.
+// huge logits, the gradient's row sums, top-1 ties, bad labels; class weights against a
+// double-precision reference written here.
 #include <cmath>
 #include <type_traits>
 #include <vector>
@@ -181,4 +182,102 @@ TEST_CASE("softmax_xent: labels out of range and bad smoothing are rejected") {
                 "smoothing must be in [0,1)");
   softmax_xent_forward_cpu<float>(3, 5, z.data(), ok.data(), 0.f, &loss);
   REQUIRE(std::fabs(loss - std::log(5.f)) < 1e-6f);
+}
+
+namespace {
+
+// The weighted loss and gradient, straight from the definitions in kernels/softmax_xent.h, in
+// double: log p_k = z_k - m - log sum_j exp(z_j - m); l_n = -sum_k q_k log p_k;
+// loss = (1/N) sum_n w[y_n] l_n; dz = dz0 + dloss w[y_n] (p_k - q_k) / N.
+struct WeightedRef {
+  double loss = 0;
+  std::vector<double> dz;
+};
+WeightedRef weighted_reference(int N, int K, const std::vector<double>& z,
+                               const std::vector<int32_t>& y, const std::vector<double>& w,
+                               double eps, double dloss, const std::vector<double>& dz0) {
+  WeightedRef r;
+  r.dz = dz0;
+  for (int n = 0; n < N; n++) {
+    const double* row = z.data() + size_t(n) * K;
+    double m = row[0];
+    for (int k = 1; k < K; k++) m = std::max(m, row[k]);
+    double s = 0;
+    for (int k = 0; k < K; k++) s += std::exp(row[k] - m);
+    const double wy = w[size_t(y[size_t(n)])];
+    double l = 0;
+    for (int k = 0; k < K; k++) {
+      const double log_p = row[k] - m - std::log(s);
+      const double q = (1 - eps) * (k == y[size_t(n)]) + eps / K;
+      l -= q * log_p;
+      r.dz[size_t(n) * K + size_t(k)] += dloss * wy * (std::exp(log_p) - q) / N;
+    }
+    r.loss += wy * l / N;
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("softmax_xent: class weights against a double reference, odd N and K", T,
+                   float, double, half_t) {
+  using A = acc_t<T>;
+  const int N = 13, K = 7;
+  const std::vector<T> z =
+      to<T>(cutrain_test::uniform({N, K}, DType::f64, 61, -4, 4).to_doubles());
+  const std::vector<double> zd = doubles(z);  // the logits as stored in T
+  std::vector<int32_t> y(static_cast<size_t>(N));
+  for (int n = 0; n < N; n++) y[size_t(n)] = int32_t((n * 5) % K);
+  // Inverse-frequency-like weights, one of them 0 (a class without samples), none equal.
+  const std::vector<double> wd = {0.25, 3.5, 0.0, 1.0, 0.6, 2.0, 1.75};
+  std::vector<A> w(wd.begin(), wd.end());
+  const std::vector<T> dz0 =
+      to<T>(cutrain_test::uniform({N, K}, DType::f64, 62, -1, 1).to_doubles());
+  for (double eps : {0.0, 0.1}) {
+    INFO("smoothing " << eps);
+    const double dloss = std::is_same<T, half_t>::value ? 1024 : 1;
+    const WeightedRef ref = weighted_reference(N, K, zd, y, wd, eps, dloss, doubles(dz0));
+    A loss = -1;
+    softmax_xent_forward_cpu<T>(N, K, z.data(), y.data(), A(eps), &loss, w.data());
+    REQUIRE(std::fabs(double(loss) - ref.loss) <= acc_tol<T>() * 4 * (1 + ref.loss));
+    std::vector<T> dz = dz0;
+    softmax_xent_backward_cpu<T>(N, K, z.data(), y.data(), A(eps), A(dloss), dz.data(),
+                                 w.data());
+    const double tol = stored_tol<T>() * dloss;
+    require_near(doubles(dz), ref.dz, tol, stored_tol<T>());
+    // Rows of class 2 (weight 0) leave their gradient as it was, exactly.
+    for (int n = 0; n < N; n++)
+      if (y[size_t(n)] == 2)
+        for (int k = 0; k < K; k++)
+          REQUIRE(double(dz[size_t(n * K + k)]) == double(dz0[size_t(n * K + k)]));
+    // The weights matter: the unweighted loss is another number.
+    A plain = -1;
+    softmax_xent_forward_cpu<T>(N, K, z.data(), y.data(), A(eps), &plain);
+    REQUIRE(std::fabs(double(plain) - double(loss)) > 0.05);
+  }
+}
+
+TEST_CASE_TEMPLATE("softmax_xent: weights of 1 give the unweighted bits; the mean divides by N",
+                   T, float, double, half_t) {
+  using A = acc_t<T>;
+  const int N = 6, K = 5;
+  const std::vector<T> z =
+      to<T>(cutrain_test::uniform({N, K}, DType::f64, 63, -3, 3).to_doubles());
+  const std::vector<int32_t> y = {0, 1, 1, 4, 4, 4};
+  const std::vector<A> ones(size_t(K), A(1));
+  A plain = -1, weighted = -2;
+  softmax_xent_forward_cpu<T>(N, K, z.data(), y.data(), A(0.1), &plain);
+  softmax_xent_forward_cpu<T>(N, K, z.data(), y.data(), A(0.1), &weighted, ones.data());
+  REQUIRE(plain == weighted);
+  std::vector<T> d1(size_t(N) * K, T(0.5)), d2 = d1;
+  softmax_xent_backward_cpu<T>(N, K, z.data(), y.data(), A(0.1), A(2), d1.data());
+  softmax_xent_backward_cpu<T>(N, K, z.data(), y.data(), A(0.1), A(2), d2.data(), ones.data());
+  require_equal(doubles(d1), doubles(d2));
+  // Only class 4 weighted (3 of the 6 rows): the loss is the sum of those rows' losses / 6,
+  // not / 3 (PyTorch's reduction='mean' would divide by the weights' sum, 3).
+  const std::vector<A> only4 = {0, 0, 0, 0, 1};
+  A part = -1, rows = -1;
+  softmax_xent_forward_cpu<T>(N, K, z.data(), y.data(), A(0.1), &part, only4.data());
+  softmax_xent_forward_cpu<T>(3, K, z.data() + 3 * K, y.data() + 3, A(0.1), &rows);  // mean of 3
+  REQUIRE(std::fabs(double(part) - double(rows) * 3 / 6) <= acc_tol<T>() * 4);
 }

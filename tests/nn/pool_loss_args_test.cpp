@@ -87,6 +87,13 @@ TEST_CASE("ops: softmax_cross_entropy rejects bad labels and logits, naming the 
   VarPtr zi = make_var(Tensor::from_ints({0, 1, 2, 3}, {1, 4}), false);
   REQUIRE_ERROR(softmax_cross_entropy(tape, zi, Tensor::from_ints({0}, {1})),
                 "logits must be floating");
+  const Tensor y = Tensor::from_ints({0, 1, 2}, {3});
+  REQUIRE_ERROR(softmax_cross_entropy(tape, z, y, 0.0, Tensor::from_floats({1, 1, 1}, {3})),
+                "class weights must be (4) f32 on the logits' device for logits f32 cpu (3,4), "
+                "got f32 cpu (3)");
+  REQUIRE_ERROR(softmax_cross_entropy(tape, z, y, 0.0,
+                                      Tensor::from_floats({1, 1, 1, 1}, {4}, DType::f64)),
+                "class weights must be (4) f32");
   REQUIRE_ERROR(top1_correct(z->value, Tensor::from_ints({0, 4, 1}, {3})),
                 "top1_correct: label 4 at row 1");
   REQUIRE_ERROR(top1_correct(z->value, Tensor::from_floats({0, 1, 2}, {3})),

@@ -82,6 +82,18 @@ TEST_CASE("grad: softmax_cross_entropy, with and without smoothing, odd N and K"
   }, {z});
 }
 
+TEST_CASE("grad: softmax_cross_entropy with class weights (one of them 0)") {
+  const Tensor labels = Tensor::from_ints({0, 6, 3, 3, 1, 2}, {6});
+  const Tensor w = Tensor::from_doubles({0.5, 2.0, 0.0, 1.25, 1.0, 1.0, 3.0}, {7});
+  for (double eps : {0.0, 0.1}) {
+    INFO("smoothing " << eps);
+    VarPtr z = leaf({6, 7}, 33, "logits", -3, 3);
+    gradcheck([&](Tape& t, const Leaves& v) {
+      return softmax_cross_entropy(t, v[0], labels, eps, w);
+    }, {z});
+  }
+}
+
 TEST_CASE("grad: relu, away from 0 and near it") {
   VarPtr x = leaf({3, 4, 5}, 41, "x");
   double* v = x->value.data<double>();

@@ -1,8 +1,8 @@
 // The trainer on a GPU against the trainer on the CPU, on real Fashion-MNIST images: the same
 // losses within the kernels' tolerance, exact resume on the GPU itself, an injected inf
 // skipping the step on the device, a checkpoint taken without waiting (and refused past the
-// overflow abort), many steps in flight without losing one, and --cuda-graph against the
-// launched run bit for bit. They skip when no GPU is usable (REQUIRE_GPU).
+// overflow abort), many steps in flight without losing one, --cuda-graph against the
+// launched run bit for bit, and --balance. They skip when no GPU is usable (REQUIRE_GPU).
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -350,4 +350,54 @@ TEST_CASE("trainer [gpu]: --cuda-graph: an inf skips the replayed step, and a re
     REQUIRE(x.loss == losses[size_t(s)]);
   }
   require_same_state(t.snapshot(), u.snapshot());
+}
+
+// --balance on the GPU: the weights of `loss` live on the device, uploaded once, and a CUDA
+// graph reads them by address; `sampler` only changes which samples the loader copies. On an
+// imbalanced list (classes 0-4 kept whole, classes 5-9 cut to 4 images each): the CPU's
+// losses in fp32 within the kernels' tolerance, and --cuda-graph against the launched run bit
+// for bit in fp16.
+TEST_CASE("trainer [gpu]: --balance loss and sampler follow the CPU, and replay from the CUDA "
+          "graph bit for bit") {
+  REQUIRE_GPU();
+  for (const char* mode : {"loss", "sampler"}) {
+    INFO(mode);
+    TempDir dir;
+    TrainConfig cfg = tiny_run_config(dir / "run", 160, 2);  // 5 steps an epoch, 10 in all
+    cfg.conv = "direct", cfg.linear = "direct", cfg.balance = mode;
+    const ImageList all = read_image_list(cfg.train);
+    ImageList list = all;
+    list.samples.clear();
+    std::vector<int> taken(10, 0);
+    for (const Sample& s : all.samples) {
+      if (list.samples.size() == 160) break;
+      if (s.label >= 5 && taken[size_t(s.label)] == 4) continue;
+      list.samples.push_back(s);
+      taken[size_t(s.label)]++;
+    }
+    cfg.train = dir / "list.txt", cfg.limit_train = 0;
+    write_image_list(list, cfg.train);
+    Trainer cpu(cfg, on(Device::cpu, DType::f32)), gpu(cfg, on(Device::cuda, DType::f32));
+    for (int s = 0; s < 6; s++) {
+      INFO("step " << s);
+      const StepResult a = cpu.step(), b = gpu.step();
+      REQUIRE(b.images == a.images);
+      REQUIRE(std::abs(b.loss - a.loss) <= 1e-3 * std::abs(a.loss));
+    }
+    cfg.optimizer = "adamw", cfg.lr = 3e-3;
+    TrainConfig with = cfg;
+    with.cuda_graph = true;
+    Trainer x(cfg, on(Device::cuda, DType::f16)), y(with, on(Device::cuda, DType::f16));
+    int replayed = 0;
+    for (int s = 0; s < 10; s++) {
+      INFO("step " << s);
+      const StepResult p = x.step(), q = y.step();
+      REQUIRE(q.loss == p.loss);
+      REQUIRE(q.correct == p.correct);
+      REQUIRE(q.loss_scale == p.loss_scale);
+      replayed += q.graph;
+    }
+    REQUIRE(replayed == 8);  // every step after the two that warm up
+    require_same_state(x.snapshot(), y.snapshot());
+  }
 }
