@@ -76,20 +76,28 @@ bool is_hdf5_file(const std::string& path) {
 }
 
 std::shared_ptr<const SampleSource> open_source(const std::string& path, const ImageSpec& spec,
-                                                int64_t limit) {
+                                                int64_t limit, const ListOptions& lists) {
   CHECK(limit >= 0, "open_source: limit must be >= 0, got " << limit);
   std::shared_ptr<const SampleSource> s;
   if (is_hdf5_file(path))
     s = std::make_shared<PackSource>(path, spec);
   else
-    s = std::make_shared<ListSource>(read_images(path), spec);
+    s = std::make_shared<ListSource>(read_images(path, lists), spec);
   if (limit > 0 && limit < s->size()) s = std::make_shared<FirstN>(s, limit);
   return s;
 }
 
-std::vector<std::string> data_class_names(const std::string& path) {
+std::vector<std::string> data_class_names(const std::string& path, const ListOptions& lists) {
   if (is_hdf5_file(path)) return read_pack_info(path).class_names;
-  return read_images(path).class_names;
+  return read_images(path, lists).class_names;
+}
+
+ListOptions run_list_options(const TrainConfig& c) {
+  ListOptions o;
+  o.csv_columns = c.csv_columns;
+  o.classes = c.class_names;
+  o.classes_source = "the training classes";
+  return o;
 }
 
 ImageSpec eval_image_spec(const TrainConfig& c) {
@@ -151,7 +159,11 @@ std::vector<std::string> resolve_config(
     if (c.channels == 0) c.channels = info.channels;
     if (c.class_names.empty()) c.class_names = info.class_names;
   } else if (c.size == 0 || c.channels == 0 || c.class_names.empty()) {
-    const ImageList list = read_images(c.train);
+    // The training list on its own: its classes.txt, or its own sorted class names.
+    ListOptions own;
+    own.csv_columns = c.csv_columns;
+    if (!c.class_names.empty()) own = run_list_options(c);
+    const ImageList list = read_images(c.train, own);
     if (c.size == 0 || c.channels == 0) {
       const std::string from = probe_list_images(list, c.size, c.channels);
       notes.push_back("size " + std::to_string(c.size) + ", channels " +
@@ -165,10 +177,12 @@ std::vector<std::string> resolve_config(
   validate_config(c);  // again, now that size and channels are known
 
   // Classes: the stored names, else the largest label + 1 of the training and validation data.
-  const auto train = open_source(c.train, eval_image_spec(c), c.limit_train);
+  // Class names in the validation list are looked up in the training classes.
+  const ListOptions lists = run_list_options(c);
+  const auto train = open_source(c.train, eval_image_spec(c), c.limit_train, lists);
   const int train_labels = label_count(*train);
   const int val_labels =
-      c.val.empty() ? 0 : label_count(*open_source(c.val, eval_image_spec(c), c.limit_val));
+      c.val.empty() ? 0 : label_count(*open_source(c.val, eval_image_spec(c), c.limit_val, lists));
   if (c.classes == 0)
     c.classes = c.class_names.empty() ? std::max(train_labels, val_labels)
                                       : int(c.class_names.size());

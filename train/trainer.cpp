@@ -63,8 +63,10 @@ Trainer::Trainer(const TrainConfig& cfg, const RunDevice& device) : cfg_(cfg), d
     if (R > 1) gpu_->ring = std::make_unique<DeviceRing>(devices);
   }
 
-  train_ = open_source(cfg_.train, train_image_spec(cfg_), cfg_.limit_train);
-  if (!cfg_.val.empty()) val_ = open_source(cfg_.val, eval_image_spec(cfg_), cfg_.limit_val);
+  const ListOptions lists = run_list_options(cfg_);  // class names: the run's, by name
+  train_ = open_source(cfg_.train, train_image_spec(cfg_), cfg_.limit_train, lists);
+  if (!cfg_.val.empty())
+    val_ = open_source(cfg_.val, eval_image_spec(cfg_), cfg_.limit_val, lists);
   USER_CHECK(train_->size() >= cfg_.batch,
         "--batch " << cfg_.batch << " is larger than the " << train_->size()
                    << " training images: an epoch would have no full batch");
