@@ -50,8 +50,9 @@
 //        The caller (`cutrain train`) keeps these names with the run, so eval and predict map
 //        names the same way.
 //    A class whose name looks like an integer ("1", "2", ...) therefore needs a classes.txt
-//    (or the integer form of the list, indices with a classes.txt naming them). A name cannot
-//    hold a line break or a NUL byte (it is written to classes.txt).
+//    (or the integer form of the list, indices with a classes.txt naming them). A name a list
+//    introduces must be UTF-8 text without a line break or a NUL byte: the run keeps its class
+//    names in JSON (config.json, checkpoints) and they must be writable to a classes.txt.
 //
 // CSV files (read_csv_list; read_images picks it for a name ending in .csv, any case, or when
 // ListOptions::csv_columns is set), as data sets ship them:

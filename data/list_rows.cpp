@@ -7,6 +7,8 @@
 #include <set>
 #include <sstream>
 
+#include <unistr.h>  // libunistring: u8_check
+
 #include "kernels/check.h"
 
 namespace fs = std::filesystem;
@@ -61,9 +63,15 @@ bool parse_index(const std::string& text, int num_classes, int32_t* label, std::
   return false;
 }
 
-// A class name the list itself introduces must be writable to classes.txt.
-bool writable_name(const std::string& name) {
-  return name.find_first_of(std::string("\r\n\0", 3)) == std::string::npos;
+// A class name the list itself introduces: "" or why it cannot be one. It must be writable to
+// classes.txt, and UTF-8: the run keeps its class names in JSON (config.json, checkpoints),
+// which holds only UTF-8 text (a list saved as Latin-1 would fail there, after the data).
+std::string name_problem(const std::string& name) {
+  if (name.find_first_of(std::string("\r\n\0", 3)) != std::string::npos)
+    return "class name '" + name + "' holds a line break or a NUL byte";
+  if (u8_check(reinterpret_cast<const uint8_t*>(name.data()), name.size()) != nullptr)
+    return "class name '" + name + "' is not UTF-8 text: save the list as UTF-8";
+  return "";
 }
 
 // Every label a class index: the list format as it always was.
@@ -149,8 +157,8 @@ std::vector<std::string> resolve_collected(const std::vector<ListRow>& rows, int
                        "(line " + std::to_string(rows[first_index].line) + ": '" +
                        rows[first_index].label + "'): write every label as an index, or every "
                        "one as a class name");
-    } else if (!writable_name(text)) {
-      problems.add(rows[i].line, "class name '" + text + "' holds a line break or a NUL byte");
+    } else if (!name_problem(text).empty()) {
+      problems.add(rows[i].line, name_problem(text));
     } else {
       labels[i] = index.at(text);
     }

@@ -161,6 +161,14 @@ TEST_CASE("list names: every bad line at once, the first 20 in line order, then 
   REQUIRE(msg.find(f + ":2:") < msg.find(f + ":3:"));
 }
 
+TEST_CASE("list names: a name the list introduces must be UTF-8 (the run keeps names in JSON)") {
+  TempDir t;
+  write_text(t / "latin1.txt", "a.jpg caf\xE9\nb.jpg\tcaf\xC3\xA9 au lait\nc.jpg tea\n");
+  REQUIRE_USER_ERROR(read_image_list(t / "latin1.txt"), "1 malformed line:");
+  REQUIRE_USER_ERROR(read_image_list(t / "latin1.txt"),
+                     "latin1.txt:1: class name 'caf\xE9' is not UTF-8 text: save the list as UTF-8");
+}
+
 TEST_CASE("list names: num_classes bounds the names a list may introduce") {
   TempDir t;
   write_text(t / "l.txt", "a.jpg cat\nb.jpg dog\nc.jpg emu\n");
