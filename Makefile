@@ -203,7 +203,7 @@ demo:
 #   make fuzz FUZZ_SECONDS=30 FUZZ_TARGETS="pack checkpoint"
 FUZZ_CXX      ?= clang++
 FUZZ_SECONDS  ?= 60
-FUZZ_TARGETS  ?= image_list image_decode pack checkpoint checkpoint_config model_spec idx
+FUZZ_TARGETS  ?= image_list csv_list image_decode pack checkpoint checkpoint_config model_spec idx
 FUZZ_BUILD    := build/fuzz
 FUZZ_SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 # -Wno-*: what clang says only because OpenMP is off here (a variable read by a pragma alone)
