@@ -1,7 +1,7 @@
 // Class names in lists, end to end through the cutrain program (real processes, real JPEGs the
 // test makes): `cutrain train` on a CSV whose labels are names keeps the sorted names with the
 // run; the validation list's names map to the training classes by name, not by its own
-// sorting; eval and predict map names as the run did; check-data and pack read CSV lists; a
+// sorting; a resumed run, eval and predict map names as the run did; check-data and pack read CSV lists; a
 // name the run does not know, or a bad --csv-columns, is a plain message and exit status 2.
 #include <filesystem>
 #include <sstream>
@@ -92,6 +92,12 @@ TEST_CASE("cutrain: train on a CSV of class names; val, eval and predict map nam
   REQUIRE(images_of(r.output, "shoe") == 3);
   REQUIRE(images_of(r.output, "bag") == 1);
   REQUIRE(images_of(r.output, "ankle boot") == 0);
+
+  // Resumed, the names map as before: the training data's fingerprint is unchanged.
+  r = run_cutrain({"train", "--resume", run, "--epochs", "2"}, log);
+  REQUIRE(r.status == 0);
+  REQUIRE(r.output.find("resuming from") != std::string::npos);
+  REQUIRE(images_of(r.output, "shoe") == 3);
 
   r = run_cutrain({"eval", "--checkpoint", run, "--data", dir / "data/val.txt", "--device", "cpu"},
                   log);
