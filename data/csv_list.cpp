@@ -10,7 +10,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <set>
 
 #include "data/image_list.h"
 #include "data/list_rows.h"
@@ -109,12 +108,7 @@ struct CsvState {
 
   void end_record() {
     between_records = true;
-    if (!fatal.empty()) return;
-    if (!have_header) {
-      take_header();
-    } else {
-      take_row();
-    }
+    if (fatal.empty()) have_header ? take_row() : take_header();
     fields.clear();
   }
 
