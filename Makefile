@@ -203,7 +203,7 @@ demo:
 #   make fuzz FUZZ_SECONDS=30 FUZZ_TARGETS="pack checkpoint"
 FUZZ_CXX      ?= clang++
 FUZZ_SECONDS  ?= 60
-FUZZ_TARGETS  ?= image_list image_decode pack checkpoint checkpoint_config model_spec idx
+FUZZ_TARGETS  ?= image_list csv_list image_decode pack checkpoint checkpoint_config model_spec idx
 FUZZ_BUILD    := build/fuzz
 FUZZ_SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 # -Wno-*: what clang says only because OpenMP is off here (a variable read by a pragma alone)
@@ -222,6 +222,8 @@ FUZZ_LIB_CPP  := $(addprefix data/,atomic_file.cpp image_list.cpp image_decode.c
                  $(addprefix kernels/,cast.cpp gpu.cpp batchnorm.cpp conv2d.cpp elementwise.cpp \
                    linear.cpp pool.cpp) \
                  train/config.cpp
+# The readers behind image_list.cpp: the labels of any list (list_rows), CSV lists (libcsv).
+FUZZ_LIB_CPP  += data/list_rows.cpp data/csv_list.cpp
 FUZZ_LIB      := $(FUZZ_BUILD)/libcutrain_fuzz.a
 FUZZ_BINS     := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/bin/%_fuzz)
 FUZZ_CORPUS_CPP := fuzz/make_corpus.cpp fuzz/corpus.cpp tests/data/test_images.cpp

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cctype>
-#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -14,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "data/list_rows.h"
 #include "kernels/check.h"
 
 namespace fs = std::filesystem;
@@ -22,17 +22,6 @@ namespace cutrain {
 
 namespace {
 
-constexpr int kMaxShown = 20;  // malformed lines quoted in one error; the rest are counted
-
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; }
-
-std::string trim(const std::string& s) {
-  size_t b = 0, e = s.size();
-  while (b < e && is_space(s[b])) b++;
-  while (e > b && is_space(s[e - 1])) e--;
-  return s.substr(b, e - b);
-}
-
 // Removes what editors leave around a line: a UTF-8 byte-order mark on the first line, the
 // '\r' of a CRLF line end.
 void strip_line_end(std::string& line, bool first_line) {
@@ -40,32 +29,12 @@ void strip_line_end(std::string& line, bool first_line) {
   if (!line.empty() && line.back() == '\r') line.pop_back();
 }
 
-// Collects the problems of a whole file, so that one run reports all of them.
-struct Problems {
-  explicit Problems(std::string f) : file(std::move(f)) {}
-  std::string file;
-  std::vector<std::string> shown;
-  int64_t count = 0;
-
-  void add(int64_t line, const std::string& what) {
-    if (count++ < kMaxShown) shown.push_back(file + ":" + std::to_string(line) + ": " + what);
-  }
-  void throw_if_any() const {  // the data's fault: a UserError
-    if (count == 0) return;
-    std::ostringstream os;
-    os << file << ": " << count << " malformed line" << (count == 1 ? "" : "s") << ":";
-    for (const std::string& s : shown) os << "\n  " << s;
-    if (count > kMaxShown) os << "\n  ... and " << count - kMaxShown << " more";
-    throw UserError(os.str());
-  }
-};
-
 // Splits a trimmed, non-empty line into path and label text. Returns "" or what is wrong.
 std::string split_line(const std::string& line, std::string* path, std::string* label) {
   const size_t tab = line.rfind('\t');
   if (tab != std::string::npos) {
-    *path = trim(line.substr(0, tab));
-    *label = trim(line.substr(tab + 1));
+    *path = trim_list_field(line.substr(0, tab));
+    *label = trim_list_field(line.substr(tab + 1));
     if (path->find('\t') != std::string::npos)
       return "more than two tab-separated fields; expected 'path<TAB>label'";
   } else {
@@ -75,8 +44,8 @@ std::string split_line(const std::string& line, std::string* path, std::string* 
     if (fields.size() == 1) return "no label: expected 'path label' or 'path<TAB>label'";
     if (fields.size() > 2)
       return std::to_string(fields.size()) +
-             " space-separated fields; expected 'path label' (a path with spaces needs a tab "
-             "before the label)";
+             " space-separated fields; expected 'path label' (a path or a class name with "
+             "spaces needs a tab before the label)";
     *path = fields[0];
     *label = fields[1];
   }
@@ -87,37 +56,12 @@ std::string split_line(const std::string& line, std::string* path, std::string* 
   return "";
 }
 
-// Parses and range-checks a label: an optional '-' and decimal digits. False, with *err set,
-// when it is bad.
-bool parse_label(const std::string& text, int num_classes, int32_t* label, std::string* err) {
-  int64_t v = 0;
-  const char* end = text.data() + text.size();
-  const auto r = std::from_chars(text.data(), end, v);
-  const bool overflow = r.ec == std::errc::result_out_of_range && r.ptr == end;
-  if (!overflow && (r.ec != std::errc() || r.ptr != end)) {
-    *err = "label '" + text + "' is not an integer";
-    return false;
-  }
-  const std::string range = "[0, " + std::to_string(num_classes) + ")";
-  if (overflow || v > INT32_MAX || v < INT32_MIN) {
-    *err = "label " + text + " is out of range";
-  } else if (num_classes > 0 && (v < 0 || v >= num_classes)) {
-    *err = "label " + text + " is outside " + range;
-  } else if (v < 0) {
-    *err = "label " + text + " is negative (labels are 0, 1, 2, ...)";
-  } else {
-    *label = int32_t(v);
-    return true;
-  }
-  return false;
-}
-
 std::string absolute_normal(const fs::path& p) {
   return fs::absolute(p).lexically_normal().string();
 }
 
 bool has_outer_space(const std::string& s) {
-  return !s.empty() && (is_space(s.front()) || is_space(s.back()));
+  return !s.empty() && (is_list_space(s.front()) || is_list_space(s.back()));
 }
 
 bool is_image_name(const fs::path& p) {
@@ -141,7 +85,7 @@ std::vector<std::string> read_class_names(const std::string& path) {
   std::string line;
   for (bool first = true; std::getline(in, line); first = false) {
     strip_line_end(line, first);
-    names.push_back(trim(line));
+    names.push_back(trim_list_field(line));
   }
   while (!names.empty() && names.back().empty()) names.pop_back();
   USER_CHECK(!names.empty(), path << ": no class names");
@@ -156,7 +100,12 @@ std::vector<std::string> read_class_names(const std::string& path) {
 }
 
 ImageList read_image_list(const std::string& list_path, int num_classes) {
-  CHECK(num_classes >= 0, "num_classes must be >= 0, got " << num_classes);
+  ListOptions opt;
+  opt.num_classes = num_classes;
+  return read_image_list(list_path, opt);
+}
+
+ImageList read_image_list(const std::string& list_path, const ListOptions& opt) {
   std::error_code ec;
   USER_CHECK(fs::exists(list_path, ec), "image list '" << list_path << "' does not exist");
   USER_CHECK(!fs::is_directory(list_path, ec), "image list '" << list_path << "' is a folder, "
@@ -164,42 +113,28 @@ ImageList read_image_list(const std::string& list_path, int num_classes) {
   std::ifstream in(list_path, std::ios::binary);
   USER_CHECK(in, "cannot read image list '" << list_path << "': " << std::strerror(errno));
 
-  ImageList list;
-  list.source = list_path;
-  const fs::path dir = fs::absolute(list_path).parent_path();
-  const fs::path classes = dir / kClassNamesFile;
-  if (fs::path(list_path).filename() != kClassNamesFile && fs::exists(classes, ec)) {
-    list.class_names = read_class_names(classes.string());
-    const int n = int(list.class_names.size());
-    USER_CHECK(num_classes == 0 || num_classes == n,
-          list_path << ": " << classes.string() << " names " << n << " classes, but "
-                    << num_classes << " were asked for");
-    num_classes = n;
-  }
-
-  Problems problems(list_path);
-  std::string line, path, label_text, err;
+  ListProblems problems(list_path);
+  std::vector<ListRow> rows;
+  std::string line, path, label, err;
   int64_t n = 0;
   for (bool first = true; std::getline(in, line); first = false) {
     n++;
     strip_line_end(line, first);
-    line = trim(line);
+    line = trim_list_field(line);
     if (line.empty() || line[0] == '#') continue;
-    err = split_line(line, &path, &label_text);
-    int32_t label = 0;
-    if (err.empty() && parse_label(label_text, num_classes, &label, &err)) {
-      const fs::path p(path);
-      list.samples.push_back({(p.is_absolute() ? p : dir / p).lexically_normal().string(),
-                              label});
-    } else {
+    err = split_line(line, &path, &label);
+    if (err.empty())
+      rows.push_back({n, path, label});
+    else
       problems.add(n, err);
-    }
   }
   USER_CHECK(!in.bad(), "error while reading image list '" << list_path << "'");
-  problems.throw_if_any();
-  USER_CHECK(!list.samples.empty(), "image list '" << list_path << "' has no samples (" << n
-        << " lines, all blank or comments)");
-  return list;
+  if (rows.empty()) {
+    problems.throw_if_any();
+    USER_CHECK(false, "image list '" << list_path << "' has no samples (" << n
+                                     << " lines, all blank or comments)");
+  }
+  return make_image_list(list_path, rows, problems, opt);
 }
 
 ImageList scan_class_folders(const std::string& root) {
@@ -259,7 +194,7 @@ void write_image_list(const ImageList& list, const std::string& path) {
     if (!rel.empty() && *rel.begin() != "..") out = rel.string();
     // Not a comment, and nothing the reader would strip: leading whitespace, or a UTF-8
     // byte-order mark on the first line ("./ a.jpg" is " a.jpg").
-    if (out[0] == '#' || is_space(out[0]) || out.compare(0, 3, "\xEF\xBB\xBF") == 0)
+    if (out[0] == '#' || is_list_space(out[0]) || out.compare(0, 3, "\xEF\xBB\xBF") == 0)
       out = "./" + out;
     text += out + "\t" + std::to_string(s.label) + "\n";
   }
@@ -305,12 +240,19 @@ std::vector<int64_t> class_histogram(const ImageList& list, int num_classes) {
 }
 
 ImageList read_images(const std::string& list_or_folder, int num_classes) {
+  ListOptions opt;
+  opt.num_classes = num_classes;
+  return read_images(list_or_folder, opt);
+}
+
+ImageList read_images(const std::string& list_or_folder, const ListOptions& opt) {
   if (!std::filesystem::is_directory(list_or_folder))
-    return read_image_list(list_or_folder, num_classes);
+    return is_csv_list(list_or_folder, opt) ? read_csv_list(list_or_folder, opt)
+                                            : read_image_list(list_or_folder, opt);
   ImageList l = scan_class_folders(list_or_folder);
-  USER_CHECK(num_classes == 0 || int(l.class_names.size()) == num_classes,
+  USER_CHECK(opt.num_classes == 0 || int(l.class_names.size()) == opt.num_classes,
         list_or_folder << " has " << l.class_names.size() << " class folders, but "
-                       << num_classes << " classes were asked for");
+                       << opt.num_classes << " classes were asked for");
   return l;
 }
 

@@ -90,6 +90,25 @@ void list_seeds(Writer& w) {
          std::string("img0.jpg 0\nimg1.jpg 1\nimg2.jpg 2\n") + '\0' + "ant\nbee\ncat\n", true);
   w.text("image_list", "label_over_classes.txt",
          std::string("img0.jpg 0\nimg1.jpg 5\n") + '\0' + "ant\nbee\n", false);
+  w.text("image_list", "names.txt", "a/1.jpg shoe\nb/2.jpg\tankle boot\n/abs/3.jpg bag\n", true);
+  w.text("image_list", "names_with_classes.txt",
+         std::string("img0.jpg bee\nimg1.jpg 0\nimg2.jpg cat\n") + '\0' + "ant\nbee\ncat\n", true);
+  w.text("image_list", "unknown_name.txt",
+         std::string("img0.jpg bee\nimg1.jpg emu\n") + '\0' + "ant\nbee\n", false);
+}
+
+void csv_seeds(Writer& w) {
+  w.text("csv_list", "names_quotes_crlf_bom.csv",
+         "\xEF\xBB\xBF" "id,filename,class\r\n1,a/1.jpg,shoe\r\n\r\n"
+         "2,\"b/with, comma.jpg\",\"ankle boot\"\r\n3,\"say \"\"hi\"\".jpg\",bag\r\n", true);
+  w.text("csv_list", "integers.csv", "image,label\na.jpg,0\n/abs/b.jpg,2\n", true);
+  w.text("csv_list", "other_header.csv", "img,y\na.jpg,1\n", false);  // by index only
+  w.text("csv_list", "bad_rows.csv", "path,label\na.jpg\n,cat\nb.jpg,\nc.jpg,dog\nd.jpg,4\n", false);
+  w.text("csv_list", "syntax.csv", "path,label\na.jpg,1\nb\"c.jpg,2\n\"open,3\n", false);
+  w.text("csv_list", "with_classes.csv",
+         std::string("file,target\nimg0.jpg,bee\nimg1.jpg,2\n") + '\0' + "ant\nbee\ncat\n", true);
+  w.text("csv_list", "unknown_name.csv",
+         std::string("file,target\nimg0.jpg,bee\nimg1.jpg,emu\n") + '\0' + "ant\nbee\n", false);
 }
 
 // A folder of small JPEGs (sizes 12..40, gray and colour, one truncated) and its list.
@@ -214,6 +233,7 @@ std::vector<Seed> write_seed_corpus(const std::string& root) {
   fs::create_directories(scratch);
   image_seeds(w, scratch);
   list_seeds(w);
+  csv_seeds(w);
   pack_seeds(w, scratch);
   checkpoint_seeds(w);
   model_seeds(w);

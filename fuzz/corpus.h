@@ -14,7 +14,7 @@ struct Seed {
 };
 
 // Writes every target's seeds into root/<target>/ (folders made as needed) and returns them.
-// Targets: image_list, image_decode, pack, checkpoint, checkpoint_config, model_spec, idx.
+// Targets: image_list, csv_list, image_decode, pack, checkpoint, checkpoint_config, model_spec, idx.
 std::vector<Seed> write_seed_corpus(const std::string& root);
 
 }  // namespace cutrain_fuzz

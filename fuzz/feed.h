@@ -26,6 +26,7 @@ enum class Outcome { accepted, refused };
 
 // The targets (fuzz/README.md says what each reaches).
 Outcome feed_image_list(const uint8_t* data, size_t size);
+Outcome feed_csv_list(const uint8_t* data, size_t size);
 Outcome feed_image_decode(const uint8_t* data, size_t size);
 Outcome feed_pack(const uint8_t* data, size_t size);
 Outcome feed_checkpoint(const uint8_t* data, size_t size);

@@ -16,6 +16,18 @@
 
 namespace cutrain {
 
+namespace {
+const char* kCsvColumnsHelp =
+    "CSV lists: the path and label columns, by header name or 0-based index (default: the "
+    "columns named image, filename, file, path or image_path, and label, class, category or "
+    "target); given, every list file is read as CSV";
+}  // namespace
+
+CLI::Option* add_csv_columns_option(CLI::App* cmd, std::string& columns) {
+  return cmd->add_option("--csv-columns", columns, kCsvColumnsHelp)
+      ->check(CLI::Validator([](std::string& v) { return csv_columns_problem(v); }, "PATH,LABEL"));
+}
+
 // ---- train -------------------------------------------------------------------------------
 
 CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
@@ -27,11 +39,13 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
   // data
   t->add_option("--train", c.train, "Training data: an image list, a folder with a folder per "
                                     "class, or an HDF5 pack (cutrain pack)")->group("Data");
-  t->add_option("--val", c.val, "Validation data (same kinds), evaluated after each epoch")
+  t->add_option("--val", c.val, "Validation data (same kinds), evaluated after each epoch; "
+                                "class names in it are the training classes' names")
       ->group("Data");
   t->add_option("--val-split", c.val_split, "Hold out this fraction of --train as the "
                                             "validation data instead (stratified by class, "
                                             "fixed by --seed; 0: none)")->group("Data");
+  t->add_option("--csv-columns", c.csv_columns, kCsvColumnsHelp)->group("Data");
   t->add_option("--size", c.size, "Images are SIZExSIZE (0: from the data)")->group("Data");
   t->add_option("--channels", c.channels, "1 or 3 (0: from the data)")->group("Data");
   t->add_option("--mean", c.mean, "Per-channel mean of pixel/255, e.g. 0.49,0.48,0.45 "
@@ -160,6 +174,14 @@ Loaded load_for_inference(const std::string& checkpoint, const std::string& devi
   return l;
 }
 
+// The lists of eval and predict: class names are the checkpoint's classes.
+ListOptions checkpoint_lists(const Loaded& l, const std::string& csv_columns) {
+  ListOptions o = run_list_options(l.cfg);
+  o.csv_columns = csv_columns;
+  o.classes_source = "the checkpoint's classes";
+  return o;
+}
+
 EvalOptions eval_options(const TrainConfig& cfg, int batch, int threads, bool strict) {
   EvalOptions o;
   o.batch = batch;
@@ -177,9 +199,10 @@ CLI::App* add_eval_command(CLI::App& app, EvalArgs& a) {
   e->option_defaults()->always_capture_default();
   e->add_option("--checkpoint", a.checkpoint, "A checkpoint file, or a run folder (its best.h5, "
                                               "else its newest checkpoint)")->required();
-  e->add_option("--data", a.data, "An image list, a folder of class folders or a pack "
+  e->add_option("--data", a.data, "An image list, a CSV list, a folder of class folders or a pack "
                                   "(default: the run's validation data: its --val, or the part "
                                   "of --train that --val-split held out)");
+  add_csv_columns_option(e, a.csv_columns);
   e->add_option("--limit", a.limit, "Only the first N images (0: all)")
       ->check(CLI::NonNegativeNumber);
   e->add_option("--batch", a.batch, "Images per batch")->check(CLI::Range(1, kMaxBatch));
@@ -197,7 +220,7 @@ int cmd_eval(const EvalArgs& a) {
   std::string name = a.data;
   if (!a.data.empty()) {
     data = open_source_for_model(a.data, eval_image_spec(l.cfg), a.limit, l.cfg.class_names,
-                                 l.path);
+                                 l.path, checkpoint_lists(l, a.csv_columns));
   } else {
     USER_CHECK(has_validation(l.cfg), l.path << ": its run had no validation data (neither "
                                              << "--val nor --val-split): give --data");
@@ -233,6 +256,7 @@ CLI::App* add_predict_command(CLI::App& app, PredictArgs& a) {
   p->add_option("images", a.images, "Image files");
   p->add_option("--list", a.list, "An image list or a folder of class folders, instead of files "
                                   "(the listed labels are shown beside the predictions)");
+  add_csv_columns_option(p, a.csv_columns);
   p->add_option("--top", a.top, "How many classes to show per image")
       ->check(CLI::Range(1, 1000));
   p->add_option("--batch", a.batch, "Images per batch")->check(CLI::Range(1, kMaxBatch));
@@ -250,7 +274,7 @@ int cmd_predict(const PredictArgs& a) {
   ImageList list;
   const bool labelled = !a.list.empty();
   if (labelled) {
-    list = read_images(a.list);
+    list = read_images(a.list, checkpoint_lists(l, a.csv_columns));
     // The list's labels in the model's classes: by name when both name them.
     const std::vector<int32_t> map = class_mapping(list.class_names, l.cfg.class_names, a.list, l.path);
     for (Sample& s : list.samples) {

@@ -4,6 +4,9 @@
 //   cutrain train --train LIST|FOLDER|PACK.h5 [--val ...] [options]      train/run.h
 //   cutrain eval --checkpoint FILE|DIR --data LIST|FOLDER|PACK.h5          loss, top-1/5, per class
 //   cutrain predict --checkpoint FILE|DIR (IMAGE... | --list LIST) [--top K]
+//
+// eval and predict read class names in their lists as the run's classes (the checkpoint's),
+// by name (train/dataset.h, run_list_options).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -13,9 +16,14 @@
 
 namespace CLI {
 class App;
+class Option;
 }
 
 namespace cutrain {
+
+// --csv-columns PATH,LABEL, checked as it is parsed, for a command that reads lists (check-data,
+// pack, eval, predict; train checks its own in validate_config).
+CLI::Option* add_csv_columns_option(CLI::App* cmd, std::string& columns);
 
 struct TrainArgs {
   TrainConfig cfg;
@@ -26,7 +34,7 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a);
 int cmd_train(const TrainArgs& a);
 
 struct EvalArgs {
-  std::string checkpoint, data;
+  std::string checkpoint, data, csv_columns;
   std::string device = "auto", precision = "auto";
   int batch = 256, threads = 0;
   int64_t limit = 0;
@@ -36,7 +44,7 @@ CLI::App* add_eval_command(CLI::App& app, EvalArgs& a);
 int cmd_eval(const EvalArgs& a);
 
 struct PredictArgs {
-  std::string checkpoint, list;
+  std::string checkpoint, list, csv_columns;
   std::vector<std::string> images;
   std::string device = "auto", precision = "auto";
   int top = 5, batch = 256, threads = 0;

@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "data/image_list.h"
 #include "kernels/check.h"
 
 namespace cutrain {
@@ -86,6 +87,8 @@ void validate_config(const TrainConfig& c) {
                  (hi_open ? ")" : "]") + ", got " + str(v) + why);
   };
   need(!c.train.empty(), "--train is required: an image list, a folder of class folders or a pack");
+  const std::string columns = csv_columns_problem(c.csv_columns);
+  need(columns.empty(), "--csv-columns: " + columns);
   in_range("--size", c.size, 0, kMaxSize, " (0: from the data)");
   need(c.channels == 0 || c.channels == 1 || c.channels == 3,
        "--channels must be 1 or 3, got " + std::to_string(c.channels));
@@ -193,6 +196,7 @@ template <typename Config, typename F>
 void for_each_field(Config& c, F&& f) {
   f("train", c.train), f("val", c.val), f("val_split", c.val_split);
   f("size", c.size), f("channels", c.channels);
+  f("csv_columns", c.csv_columns);
   f("mean", c.mean), f("std", c.std), f("augment", c.augment), f("pad", c.pad);
   f("resize", c.resize), f("limit_train", c.limit_train), f("limit_val", c.limit_val);
   f("strict", c.strict), f("model", c.model), f("device", c.device);

@@ -27,6 +27,8 @@ struct TrainConfig {
   std::string val;                  // the same kinds; "" = no evaluation
   double val_split = 0;             // > 0: hold out this fraction of --train (stratified, fixed
                                     //   by --seed) as the validation data; needs no --val
+  std::string csv_columns;          // "PATH,LABEL" columns of CSV lists (names or 0-based
+                                    //   indices); "": the defaults (data/image_list.h)
   int size = 0;                     // images are size x size; 0: from the data
   int channels = 0;                 // 1 or 3; 0: from the data
   std::vector<double> mean, std;    // per channel, of pixels scaled to [0, 1]; empty: measured

@@ -99,13 +99,13 @@ bool is_hdf5_file(const std::string& path) {
 }
 
 std::shared_ptr<const SampleSource> open_source(const std::string& path, const ImageSpec& spec,
-                                                int64_t limit) {
+                                                int64_t limit, const ListOptions& lists) {
   CHECK(limit >= 0, "open_source: limit must be >= 0, got " << limit);
   std::shared_ptr<const SampleSource> s;
   if (is_hdf5_file(path))
     s = std::make_shared<PackSource>(path, spec);
   else
-    s = std::make_shared<ListSource>(read_images(path), spec);
+    s = std::make_shared<ListSource>(read_images(path, lists), spec);
   if (limit > 0 && limit < s->size()) s = std::make_shared<FirstN>(s, limit);
   return s;
 }
@@ -146,14 +146,14 @@ namespace {
 // --train as the split sees it: its first --limit-train samples.
 std::shared_ptr<const SampleSource> split_base(const TrainConfig& c, const ImageSpec& spec,
                                                HeldOutSplit& split) {
-  auto all = open_source(c.train, spec, c.limit_train);
+  auto all = open_source(c.train, spec, c.limit_train, run_list_options(c));
   split = held_out_split(*all, c.val_split, c.seed);
   return all;
 }
 }  // namespace
 
 std::shared_ptr<const SampleSource> open_train_source(const TrainConfig& c, const ImageSpec& spec) {
-  if (c.val_split <= 0) return open_source(c.train, spec, c.limit_train);
+  if (c.val_split <= 0) return open_source(c.train, spec, c.limit_train, run_list_options(c));
   HeldOutSplit split;
   auto all = split_base(c, spec, split);
   USER_CHECK(!split.train.empty(), c.train << ": no training samples left after --val-split "
@@ -165,7 +165,8 @@ std::shared_ptr<const SampleSource> open_val_source(const TrainConfig& c, const 
   if (c.val_split <= 0)
     return c.val.empty() ? nullptr
                          : open_source_for_model(c.val, spec, c.limit_val, c.class_names,
-                                                 "the training data (" + c.train + ")");
+                                                 "the training data (" + c.train + ")",
+                                                 run_list_options(c));
   HeldOutSplit split;
   auto all = split_base(c, spec, split);
   USER_CHECK(!split.val.empty(),
@@ -249,9 +250,11 @@ std::shared_ptr<const SampleSource> relabel_source(std::shared_ptr<const SampleS
 
 std::shared_ptr<const SampleSource> open_source_for_model(
     const std::string& path, const ImageSpec& spec, int64_t limit,
-    const std::vector<std::string>& model_names, const std::string& model_what) {
-  auto s = open_source(path, spec, limit);
-  std::vector<int32_t> map = class_mapping(data_class_names(path), model_names, path, model_what);
+    const std::vector<std::string>& model_names, const std::string& model_what,
+    const ListOptions& lists) {
+  auto s = open_source(path, spec, limit, lists);
+  std::vector<int32_t> map =
+      class_mapping(data_class_names(path, lists), model_names, path, model_what);
   if (map.empty()) {  // labels are indices (or already in the model's order)
     const int top = label_count(*s) - 1;
     USER_CHECK(model_names.empty() || top < int(model_names.size()),
@@ -271,9 +274,17 @@ std::string validation_name(const TrainConfig& c) {
   return os.str();
 }
 
-std::vector<std::string> data_class_names(const std::string& path) {
+std::vector<std::string> data_class_names(const std::string& path, const ListOptions& lists) {
   if (is_hdf5_file(path)) return read_pack_info(path).class_names;
-  return read_images(path).class_names;
+  return read_images(path, lists).class_names;
+}
+
+ListOptions run_list_options(const TrainConfig& c) {
+  ListOptions o;
+  o.csv_columns = c.csv_columns;
+  o.classes = c.class_names;
+  o.classes_source = "the training classes";
+  return o;
 }
 
 ImageSpec eval_image_spec(const TrainConfig& c) {
@@ -335,7 +346,11 @@ std::vector<std::string> resolve_config(
     if (c.channels == 0) c.channels = info.channels;
     if (c.class_names.empty()) c.class_names = info.class_names;
   } else if (c.size == 0 || c.channels == 0 || c.class_names.empty()) {
-    const ImageList list = read_images(c.train);
+    // The training list on its own: its classes.txt, or its own sorted class names.
+    ListOptions own;
+    own.csv_columns = c.csv_columns;
+    if (!c.class_names.empty()) own = run_list_options(c);
+    const ImageList list = read_images(c.train, own);
     if (c.size == 0 || c.channels == 0) {
       const std::string from = probe_list_images(list, c.size, c.channels);
       notes.push_back("size " + std::to_string(c.size) + ", channels " +

@@ -20,11 +20,12 @@ namespace cutrain {
 bool is_hdf5_file(const std::string& path);
 
 // The data at `path` as the loader reads it, with `spec`: a pack (PackSource) when the file is
-// HDF5, else an image list or a folder with a folder per class (ListSource). limit > 0 keeps
-// only the first `limit` samples (in list or pack order): what --limit-train and --limit-val
-// do, for quick runs.
+// HDF5, else an image list, a CSV list or a folder with a folder per class (ListSource), read
+// with `lists` (data/image_list.h; a pack ignores it). limit > 0 keeps only the first `limit`
+// samples (in list or pack order): what --limit-train and --limit-val do, for quick runs.
 std::shared_ptr<const SampleSource> open_source(const std::string& path, const ImageSpec& spec,
-                                                int64_t limit = 0);
+                                                int64_t limit = 0,
+                                                const ListOptions& lists = {});
 
 // --val-split F: the validation set carved from the training data. Stratified: each class
 // gives round(F * n_k) of its n_k samples (at most n_k - 1, so every class keeps one training
@@ -72,11 +73,18 @@ std::shared_ptr<const SampleSource> relabel_source(std::shared_ptr<const SampleS
 // their classes, else as indices, checked against the model's class count.
 std::shared_ptr<const SampleSource> open_source_for_model(
     const std::string& path, const ImageSpec& spec, int64_t limit,
-    const std::vector<std::string>& model_names, const std::string& model_what);
+    const std::vector<std::string>& model_names, const std::string& model_what,
+    const ListOptions& lists = {});
 
-// The class names stored with the data (classes.txt beside a list, the folder names of a
-// folder of class folders, a pack's class_names), or empty.
-std::vector<std::string> data_class_names(const std::string& path);
+// How a run reads its lists once its classes are known: --csv-columns, and class names in a
+// list resolved against the run's classes (c.class_names, "the training classes") by name.
+// So a validation list of names maps to the training classes, not to its own sorting, and
+// eval and predict (given the checkpoint's configuration) map names as the run did.
+ListOptions run_list_options(const TrainConfig& c);
+
+// The class names stored with the data (classes.txt beside a list, a list's own sorted class
+// names, the folder names of a folder of class folders, a pack's class_names), or empty.
+std::vector<std::string> data_class_names(const std::string& path, const ListOptions& lists = {});
 
 // Training batches: random crop (pad, resize) and flip with --augment. Evaluation: the same
 // size and scale, centred, no flip. Both need a resolved configuration.

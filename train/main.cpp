@@ -85,14 +85,15 @@ static int cmd_import_fashion_mnist(const std::string& from, const std::string& 
 
 // cutrain pack LIST OUT.h5 --size S: every image decoded once into an HDF5 pack (data/pack.h).
 struct PackArgs {
-  std::string list, out;
+  std::string list, out, csv_columns;
   PackOptions opt;
 };
 
 static CLI::App* add_pack_command(CLI::App& app, PackArgs& a) {
   auto* pack = app.add_subcommand(
       "pack", "Decode every image of a list once into an HDF5 pack of SxS pixels");
-  pack->add_option("list", a.list, "Image list, or a folder with a folder per class")->required();
+  pack->add_option("list", a.list, "Image list, CSV list, or a folder with a folder per class")
+      ->required();
   pack->add_option("out", a.out, "The pack to write, e.g. train.h5")->required();
   pack->add_option("--size", a.opt.size, "Stored images are SxS: shorter side to S, centre crop")
       ->check(CLI::Range(1, kMaxSize))
@@ -104,11 +105,14 @@ static CLI::App* add_pack_command(CLI::App& app, PackArgs& a) {
       ->check(CLI::Range(0, kMaxThreads))
       ->capture_default_str();
   pack->add_flag("--strict", a.opt.strict, "Stop at the first bad file instead of skipping it");
+  add_csv_columns_option(pack, a.csv_columns);
   return pack;
 }
 
 static int cmd_pack(const PackArgs& a) {
-  const ImageList list = read_images(a.list);
+  ListOptions lists;
+  lists.csv_columns = a.csv_columns;
+  const ImageList list = read_images(a.list, lists);
   std::printf("pack: %s (%zu images) -> %s at %dx%dx%d\n", a.list.c_str(), list.samples.size(),
               a.out.c_str(), a.opt.size, a.opt.size, a.opt.channels);
   std::fflush(stdout);  // before the progress lines on stderr
@@ -126,9 +130,9 @@ static int cmd_pack(const PackArgs& a) {
   return 0;
 }
 
-static int cmd_check_data(const std::string& list_path, int classes, const ImageSpec& spec,
-                          int threads, const std::string& bad_out) {
-  const ImageList list = read_images(list_path, classes);
+static int cmd_check_data(const std::string& list_path, const ListOptions& lists,
+                          const ImageSpec& spec, int threads, const std::string& bad_out) {
+  const ImageList list = read_images(list_path, lists);
   std::printf("check-data: %s: %zu images, decoding to %dx%dx%d\n", list_path.c_str(),
               list.samples.size(), spec.size, spec.size, spec.channels);
   std::fflush(stdout);  // before the progress lines on stderr
@@ -196,12 +200,15 @@ int main(int argc, char** argv) {
   auto* check = app.add_subcommand(
       "check-data", "Decode every image of a list; report bad files and the class histogram");
   std::string check_list, check_bad;
-  int check_classes = 0, check_threads = 0;
+  int check_threads = 0;
+  ListOptions check_lists;
   ImageSpec check_spec;
-  check->add_option("list", check_list, "Image list, or a folder with a folder per class")
+  check->add_option("list", check_list, "Image list, CSV list, or a folder with a folder per class")
       ->required();
-  check->add_option("--classes", check_classes, "Number of classes (0: from classes.txt or labels)")
+  check->add_option("--classes", check_lists.num_classes,
+                    "Number of classes (0: from classes.txt, the class names or the labels)")
       ->check(CLI::Range(0, 1 << 20));
+  add_csv_columns_option(check, check_lists.csv_columns);
   check->add_option("--size", check_spec.size, "Decode to SxS")
       ->check(CLI::Range(1, kMaxSize))
       ->capture_default_str();
@@ -229,7 +236,7 @@ int main(int argc, char** argv) {
     if (*describe) return cmd_describe(model, input, classes, describe_json);
     if (*import_fm) return cmd_import_fashion_mnist(import_from, import_out, import_opt);
     if (*pack) return cmd_pack(pack_args);
-    if (*check) return cmd_check_data(check_list, check_classes, check_spec, check_threads, check_bad);
+    if (*check) return cmd_check_data(check_list, check_lists, check_spec, check_threads, check_bad);
     if (*train) return cmd_train(train_args);
     if (*eval) return cmd_eval(eval_args);
     if (*predict) return cmd_predict(predict_args);

@@ -21,7 +21,8 @@ using Feed = Outcome (*)(const uint8_t*, size_t);
 
 const std::map<std::string, Feed>& feeds() {
   static const std::map<std::string, Feed> m = {
-      {"image_list", feed_image_list}, {"image_decode", feed_image_decode},
+      {"image_list", feed_image_list}, {"csv_list", feed_csv_list},
+      {"image_decode", feed_image_decode},
       {"pack", feed_pack},             {"checkpoint", feed_checkpoint},
       {"checkpoint_config", feed_checkpoint_config},
       {"model_spec", feed_model_spec}, {"idx", feed_idx}};

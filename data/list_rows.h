@@ -1,0 +1,52 @@
+// defines: (internal to the list readers) ListRow, ListProblems and make_image_list: what the
+// plain list reader (image_list.cpp) and the CSV reader (csv_list.cpp) share once they have
+// split a file into rows of (line, path, label text): classes.txt, the label rules of
+// image_list.h (integers or class names), the paths made absolute, and all problems thrown as
+// one error.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "data/image_list.h"
+
+namespace cutrain {
+
+struct ListRow {
+  int64_t line;       // 1-based, where the row starts
+  std::string path;   // as written (trimmed), relative or absolute, not empty
+  std::string label;  // trimmed, not empty
+};
+
+// Collects the problems of a whole file, so that one run reports all of them: the 20 with the
+// lowest line numbers, in line order, as "file:line: what", then a count of the rest, then
+// any notes (once each).
+class ListProblems {
+ public:
+  explicit ListProblems(std::string file) : file_(std::move(file)) {}
+  void add(int64_t line, const std::string& what);
+  void note(const std::string& text) { notes_.push_back(text); }
+  int64_t count() const { return count_; }
+  // Throws UserError (the data's fault) when there are problems.
+  void throw_if_any() const;
+
+ private:
+  std::string file_;
+  std::multimap<int64_t, std::string> shown_;  // line -> message, at most 20
+  std::vector<std::string> notes_;
+  int64_t count_ = 0;
+};
+
+// The list of `rows` read from `list_path`: labels resolved (image_list.h, "Labels"), paths
+// made absolute against the list's folder and lexically normal. Problems found here are added
+// to `problems`, which is then thrown if it holds any (those of the reader's own included).
+// `rows` must not be empty (the reader says what an empty file is).
+ImageList make_image_list(const std::string& list_path, const std::vector<ListRow>& rows,
+                          ListProblems& problems, const ListOptions& opt);
+
+// Whitespace as lists trim it: space, tab, CR, FF, VT.
+bool is_list_space(char c);
+std::string trim_list_field(const std::string& s);
+
+}  // namespace cutrain
