@@ -86,8 +86,13 @@ void convert_channels(const uint8_t* src, int h, int w, int c, int channels, Ima
   const size_t npix = size_t(h) * w;
   out.h = h, out.w = w, out.c = channels;
   out.pixels.resize(npix * channels);
+  const bool alpha = c == 2 || c == 4;
+  if (alpha && c - 1 == channels) {  // straight into out
+    composite_on_black(src, npix, c, out.pixels.data());
+    return;
+  }
   std::vector<uint8_t> opaque;
-  if (c == 2 || c == 4) {
+  if (alpha) {
     opaque.resize(npix * (c - 1));
     composite_on_black(src, npix, c, opaque.data());
     src = opaque.data(), c -= 1;
@@ -217,13 +222,14 @@ DecodeResult decode_stb(ImageFormat f, const uint8_t* b, size_t n, int channels,
   int w = 0, h = 0, c = 0;
   if (!stbi_info_from_memory(b, len, &w, &h, &c)) return stb_failure(f, b, n);
   if (over_cap(w, h, max_pixels)) return too_large(image_format_name(f), w, h, max_pixels);
-  // stb_image reads missing bytes of BMP/PNM as zeros; the structure check catches that.
+  // stb_image reads missing bytes of a BMP as zeros; the structure check catches that.
   std::string where;
   if (ends_early(f, b, n, where))
     return fail(ImageError::truncated, std::string("truncated ") + image_format_name(f) + ": " +
                                            where);
-  // stb_image takes a PGM/PPM header broken by a stray byte for a height of 0 and "decodes"
-  // it (found by fuzz/): an image with no pixels is no image.
+  // An image with no pixels is no image: stb_image "decoded" a PGM/PPM header broken by a
+  // stray byte as 255x0 (found by fuzz/; PGM/PPM are read by decode_pnm now, which checks
+  // the same), and nothing says its other readers cannot.
   if (w < 1 || h < 1)
     return fail(ImageError::corrupt, std::string("corrupt ") + image_format_name(f) + ": " +
                                          std::to_string(w) + "x" + std::to_string(h) +
@@ -277,8 +283,15 @@ DecodeResult decode_image(const uint8_t* bytes, size_t n, int channels, int min_
     return fail(ImageError::too_large, "a " + std::to_string(n) +
                                            "-byte file is over stb_image's 2 GiB limit");
   int w, h, c;
-  if (f == ImageFormat::unknown && stbi_info_from_memory(bytes, int(n), &w, &h, &c))
+  if (f == ImageFormat::unknown && stbi_info_from_memory(bytes, int(n), &w, &h, &c)) {
+    // stb_image's test for PGM/PPM is looser than sniff_format's ("P5" then anything its
+    // header reader takes, such as "P53 2 ...", found by fuzz/), and its PGM/PPM reader must
+    // not see them: given 16-bit samples and another channel count, it reads past its own
+    // buffer (stb_image 2.27). What stb would take for PGM/PPM goes to decode_pnm.
+    if (n >= 2 && bytes[0] == 'P' && (bytes[1] == '5' || bytes[1] == '6'))
+      return decode_pnm(bytes, n, channels, max_pixels, out);
     f = ImageFormat::other;  // TGA, PSD, HDR: no fixed signature, but stb_image knows them
+  }
   if (f == ImageFormat::unknown)
     return fail(ImageError::not_image, "not an image: no known signature (starts with " +
                                            first_bytes(bytes, n) + ")");

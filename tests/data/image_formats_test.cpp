@@ -1,9 +1,10 @@
 // The formats beside JPEG, from real files written here: WebP (libwebp's encoder: lossless,
 // lossy, alpha, an animation; cut and damaged files), PNGs of every kind stb_image_write cannot
 // make (16-bit gray and RGB, palettes with and without tRNS, gray+alpha, RGBA, colour keys;
-// written by png_file), and PGM/PPM samples scaled by their maxval (8 and 16 bits). Each
-// expected pixel is computed here from the rule in image.h, in floating point: 16 -> 8 bits is
-// v / 257 rounded, alpha is composited on black (v * a / 255 rounded), gray is BT.601 luma.
+// written by png_file), a GIF's transparency, and PGM/PPM samples scaled by their maxval (8
+// and 16 bits). Each expected pixel is computed here from the rule in image.h, in floating
+// point: 16 -> 8 bits is v / 257 rounded, alpha is composited on black (v * a / 255 rounded),
+// gray is BT.601 luma.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -279,6 +280,23 @@ TEST_CASE("decode_image: alpha PNGs (gray+alpha, RGBA, colour keys) and TGA are 
   }
 }
 
+TEST_CASE("decode_image: a GIF's transparent colour is black") {
+  // image_decode_test.cpp's one white pixel (index 0 of a white, black colour table), with a
+  // graphic control extension before it: flags 1 (a transparent index), index 0.
+  std::vector<uint8_t> gif = {'G', 'I', 'F', '8', '9', 'a', 1, 0, 1, 0, 0x80, 0, 0,
+                              0xFF, 0xFF, 0xFF, 0, 0, 0,
+                              0x2C, 0, 0, 0, 0, 1, 0, 1, 0, 0, 2, 2, 0x44, 0x01, 0, 0x3B};
+  Image img;
+  REQUIRE(decode(gif, img).ok());
+  REQUIRE(img.pixels == std::vector<uint8_t>{255, 255, 255});
+  const std::vector<uint8_t> transparent_0 = {0x21, 0xF9, 4, 0x01, 0, 0, 0, 0};
+  gif.insert(gif.begin() + 19, transparent_0.begin(), transparent_0.end());
+  const DecodeResult r = decode(gif, img);
+  INFO(r.message);
+  REQUIRE(r.ok());
+  REQUIRE(img.pixels == std::vector<uint8_t>{0, 0, 0});
+}
+
 TEST_CASE("decode_image: PGM/PPM samples are scaled by their maxval, 8 and 16 bits") {
   auto pnm = [](const std::string& magic, int w, int h, int maxval,
                 const std::vector<uint16_t>& samples) {
@@ -313,6 +331,18 @@ TEST_CASE("decode_image: PGM/PPM samples are scaled by their maxval, 8 and 16 bi
     s[0] = 100;
     require_pixels(pnm("P6", 9, 7, 1000, s), 7, 9, scaled(s, 1000), 3);
     REQUIRE(scaled(s, 1000)[0] == 26);
+  }
+  SUBCASE("no whitespace after P5, as stb_image reads it, goes to the same reader") {
+    // (found by fuzz/: such a 16-bit file reached stb_image's PGM reader, which read past its
+    // own buffer when asked for another channel count)
+    std::vector<uint16_t> s = {1, 1000, 500, 0, 512, 768};
+    std::vector<uint8_t> file = pnm("P5", 3, 2, 1000, s);
+    file.erase(file.begin() + 2);  // "P5\n3 2 ..." -> "P53 2 ..."
+    REQUIRE(file[2] == '3');
+    require_pixels(file, 2, 3, scaled(s, 1000), 1);
+    file.pop_back();
+    Image img;
+    REQUIRE(decode(file, img).error == ImageError::truncated);
   }
   SUBCASE("bad samples and maxvals are corrupt; a cut file is truncated") {
     Image img;
