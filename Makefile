@@ -214,6 +214,7 @@ FUZZ_CXXFLAGS := -std=c++17 -O1 -g -fno-omit-frame-pointer -Wall -Wextra -pthrea
 # The library objects the targets and the corpus writer use (no OpenMP: one thread is what a
 # fuzzer wants). They go into an archive, so each target links only those it needs.
 FUZZ_LIB_CPP  := $(addprefix data/,atomic_file.cpp image_list.cpp image_decode.cpp \
+                   image_decode_webp.cpp image_decode_pnm.cpp \
                    image_format.cpp image_transform.cpp image_encode.cpp hdf5_handle.cpp \
                    hdf5_io.cpp pack_read.cpp pack_write.cpp idx.cpp sampler.cpp trace.cpp) \
                  $(addprefix nn/,checkpoint.cpp tensor.cpp gpu_context.cpp xxhash64.cpp \

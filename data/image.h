@@ -2,6 +2,7 @@
 //   encode_jpeg                          the JPEG writer (importer, tests)
 //   decode_image, load_image_file        bytes / a file -> Image, or a DecodeResult saying
 //                                        exactly what was wrong with the file (ImageError)
+//   orient_image                         a photo's EXIF orientation undone (decode_image uses it)
 //   resize_shorter_side, crop_flip       deterministic resampling, crop and mirror
 //   ImageSpec, load_sample, augment_square   the one-call path a loader worker runs per sample
 //
@@ -36,13 +37,15 @@ std::vector<uint8_t> encode_jpeg(const uint8_t* pixels, int h, int w, int channe
 // What was wrong with a file. The rules (data/README.md has the long form):
 //   missing    the file could not be opened or read (the OS error is in the message)
 //   empty      zero bytes
-//   not_image  no known signature (JPEG, PNG, GIF, BMP, PGM/PPM), and stb_image does not
+//   not_image  no known signature (JPEG, PNG, GIF, BMP, PGM/PPM, WebP), and stb_image does not
 //              recognise it either (TGA, PSD, HDR have no fixed signature)
 //   truncated  the file's own structure says more bytes should follow: a JPEG ends before its
 //              end-of-image marker or inside a marker segment, a PNG inside a chunk or before
-//              IEND, an uncompressed BMP or a binary PGM/PPM before its pixel data ends
+//              IEND, a WebP before the end of its RIFF container, an uncompressed BMP or a
+//              binary PGM/PPM before its pixel data ends
 //   corrupt    a known format whose structure is complete, but the decoder rejected it or
-//              warned (bad Huffman code, bad zlib stream, impossible header values)
+//              warned (bad Huffman code, bad zlib stream, impossible header values, a PGM/PPM
+//              sample over its maxval); also an animated WebP (libwebp decodes stills only)
 //   too_large  the header declares more than max_pixels pixels (checked before decoding)
 enum class ImageError { none, missing, empty, truncated, corrupt, not_image, too_large };
 
@@ -69,11 +72,26 @@ struct Image {
 //    that will shrink to min_side anyway decodes up to 64x fewer pixels. Grayscale, YCbCr, RGB,
 //    CMYK/YCCK and progressive JPEGs are read. CMYK is taken as Adobe writes it (inverted:
 //    255 = no ink; libjpeg-turbo hands the samples over as stored) so R = C*K/255, etc.
-//  - Other formats (PNG, GIF, BMP, PGM/PPM, TGA) through stb_image at full size; 16-bit PNGs
-//    are reduced to 8 bits and alpha is dropped.
+//  - A JPEG's EXIF orientation (phones and cameras store the sensor's rows and record how to
+//    turn them) is honoured: the decoded (possibly DCT-scaled) image goes through
+//    orient_image, so `out` is upright, and for orientations 5-8 its h and w are the stored
+//    w and h. A missing or unreadable EXIF block means upright; it never makes a file bad.
+//    (Only JPEG's EXIF is read: the EXIF chunks of PNG and WebP, rare, are not.)
+//  - WebP (libwebp): lossy and lossless, with or without alpha; still images only.
+//  - Binary PGM/PPM (read here): 8- or 16-bit samples scaled from 0..maxval to 0..255,
+//    rounded to nearest: v8 = (v * 255 + maxval / 2) / maxval (maxval 255: unchanged).
+//  - Other formats (PNG, GIF, BMP, TGA, PSD, HDR) through stb_image at full size. Palette
+//    PNGs are expanded through their palette (tRNS gives alpha). 16-bit samples are rounded to
+//    8 bits, not truncated: v8 = (v * 255 + 32767) / 65535, i.e. v / 257 to nearest.
+//  - Alpha (PNG gray+alpha and RGBA, a palette's or a colour key's tRNS, WebP, TGA, GIF
+//    transparency) is composited on black, the value the loader's padding reads as:
+//    v = (v * a + 127) / 255 per channel, after the 16 -> 8 bit rounding and before any
+//    channel conversion. So a fully transparent pixel is 0 whatever colour the file stored
+//    under it (encoders disagree on that colour), an opaque one keeps its value.
 //  - Channel conversion: RGB -> gray with the ITU-R BT.601 luma weights
 //    Y = (299 R + 587 G + 114 B + 500) / 1000 (a YCbCr JPEG's own Y channel is that luma, so it
 //    is used directly); gray -> RGB by replication.
+//  - Deterministic: the same bytes give the same pixels on any thread, every time.
 // Never throws for a bad file; on failure `out` is left empty (h = w = c = 0).
 DecodeResult decode_image(const uint8_t* bytes, size_t n, int channels, int min_side,
                           int64_t max_pixels, Image& out);
@@ -87,6 +105,21 @@ DecodeResult load_image_file(const std::string& path, int channels, int min_side
                              int64_t max_pixels, Image& out);
 
 // ---- transforms ------------------------------------------------------------------------------
+
+// Turns an image stored with EXIF orientation `orientation` (1..8) upright, in place. The
+// standard describes each value by where the stored row 0 and column 0 belong on the upright
+// image; undoing it, out(y, x) = in(sy, sx) with (H, W the stored size):
+//   1  row 0 top,    col 0 left     as stored                 sy = y,          sx = x
+//   2  row 0 top,    col 0 right    mirrored left-right       sy = y,          sx = W - 1 - x
+//   3  row 0 bottom, col 0 right    turned 180 degrees        sy = H - 1 - y,  sx = W - 1 - x
+//   4  row 0 bottom, col 0 left     mirrored top-bottom       sy = H - 1 - y,  sx = x
+//   5  row 0 left,   col 0 top      transposed                sy = x,          sx = y
+//   6  row 0 right,  col 0 top      turned 90 degrees clockwise  sy = H - 1 - x, sx = y
+//   7  row 0 right,  col 0 bottom   transverse                sy = H - 1 - x,  sx = W - 1 - y
+//   8  row 0 left,   col 0 bottom   turned 90 degrees anticlockwise  sy = x,   sx = W - 1 - y
+// (the middle column: what is done to the stored image to make it upright). 5-8 swap h and w.
+// A pure permutation of pixels: exact, and 1 costs nothing. Throws (CHECK) outside 1..8.
+void orient_image(Image& img, int orientation);
 
 // Scales `in` so that its shorter side becomes `target`, keeping the aspect ratio (the longer
 // side is rounded to the nearest integer, at least 1). Each axis is resampled on its own:

@@ -1,5 +1,6 @@
-// decode_image and load_image_file: bytes -> Image, or the kind of damage. See image.h for
-// the contract and data/README.md for the classification rules.
+// decode_image and load_image_file: bytes -> Image, or the kind of damage; JPEG (TurboJPEG,
+// with its EXIF orientation) and the stb_image formats here, WebP and PGM/PPM beside
+// (image_decoders.h). See image.h for the contract and data/README.md for the rules.
 #include <fcntl.h>
 #include <stb_image.h>
 #include <sys/stat.h>
@@ -12,6 +13,7 @@
 #include <memory>
 
 #include "data/image.h"
+#include "data/image_decoders.h"
 #include "data/image_format.h"
 #include "kernels/check.h"
 
@@ -54,17 +56,46 @@ void cmyk_to_rgb(const uint8_t* cmyk, size_t npix, uint8_t* rgb) {
     for (int k = 0; k < 3; k++) rgb[k] = uint8_t((cmyk[k] * cmyk[3] + 127) / 255);
 }
 
-// `c` channels (1 gray, 2 gray+alpha, 3 RGB, 4 RGBA) -> `channels` (1 or 3) into out.
+// Alpha composited on black: each colour sample becomes v * a / 255 rounded to nearest, which
+// (v * a + 127) / 255 computes exactly (v * a / 255 is never halfway between integers).
+void composite_on_black(const uint8_t* src, size_t npix, int c, uint8_t* dst) {
+  for (size_t i = 0; i < npix; i++, src += c, dst += c - 1)
+    for (int k = 0; k < c - 1; k++) dst[k] = uint8_t((src[k] * src[c - 1] + 127) / 255);
+}
+
+// 16 -> 8 bits rounded to nearest: v * 255 / 65535 = v / 257, never halfway. (stb_image's own
+// reduction keeps the high byte, v >> 8: 0x01FF would be 1, not 2.)
+void round_16_to_8(const uint16_t* src, size_t n, uint8_t* dst) {
+  for (size_t i = 0; i < n; i++) dst[i] = uint8_t((uint32_t(src[i]) * 255 + 32767) / 65535);
+}
+
+}  // namespace
+
+bool over_cap(int64_t w, int64_t h, int64_t max_pixels) { return h > 0 && w > max_pixels / h; }
+
+DecodeResult too_large(const char* format, int64_t w, int64_t h, int64_t max_pixels) {
+  const bool fits = h == 0 || w <= INT64_MAX / h;
+  return fail(ImageError::too_large, std::string(format) + " declares " + std::to_string(w) +
+                                         "x" + std::to_string(h) + " = " +
+                                         (fits ? std::to_string(w * h) : "over 2^63") +
+                                         " pixels, over the cap of " +
+                                         std::to_string(max_pixels));
+}
+
 void convert_channels(const uint8_t* src, int h, int w, int c, int channels, Image& out) {
   const size_t npix = size_t(h) * w;
   out.h = h, out.w = w, out.c = channels;
   out.pixels.resize(npix * channels);
-  std::vector<uint8_t> rgb;
-  if (c == 2 || c == 4) {  // drop alpha
-    rgb.resize(npix * (c - 1));
-    for (size_t i = 0; i < npix; i++)
-      for (int k = 0; k < c - 1; k++) rgb[i * (c - 1) + k] = src[i * c + k];
-    src = rgb.data(), c -= 1;
+  const bool alpha = c == 2 || c == 4;
+  if (alpha && c - 1 == channels) {  // straight into out
+    composite_on_black(src, npix, c, out.pixels.data());
+    return;
+  }
+  std::vector<uint8_t> opaque;
+  if (alpha) {
+    opaque.resize(npix * (c - 1));
+    composite_on_black(src, npix, c, opaque.data());
+    src = opaque.data(), c -= 1;
   }
   if (c == channels) {
     std::memcpy(out.pixels.data(), src, out.pixels.size());
@@ -74,6 +105,8 @@ void convert_channels(const uint8_t* src, int h, int w, int c, int channels, Ima
     gray_to_rgb(src, npix, out.pixels.data());
   }
 }
+
+namespace {
 
 // ---- JPEG, through TurboJPEG ----
 
@@ -120,12 +153,7 @@ DecodeResult decode_jpeg(const uint8_t* b, size_t n, int channels, int min_side,
     tj.handle.reset();
     return jpeg_failure(b, n, "no frame header");
   }
-  if (int64_t(w) * h > max_pixels)
-    return fail(ImageError::too_large, "JPEG declares " + std::to_string(w) + "x" +
-                                           std::to_string(h) + " = " +
-                                           std::to_string(int64_t(w) * h) +
-                                           " pixels, over the cap of " +
-                                           std::to_string(max_pixels));
+  if (over_cap(w, h, max_pixels)) return too_large("JPEG", w, h, max_pixels);
   // The smallest power-of-two DCT scaling that keeps the shorter side >= min_side. (1/2, 1/4
   // and 1/8 are libjpeg-turbo's fast reduced IDCTs; 1/8 keeps only each block's mean.)
   int den = 1;
@@ -160,13 +188,18 @@ DecodeResult decode_jpeg(const uint8_t* b, size_t n, int channels, int min_side,
     cmyk_to_rgb(cmyk_px.data(), size_t(sw) * sh, rgb.data());
     convert_channels(rgb.data(), sh, sw, 3, channels, out);
   }
+  // The camera's orientation, undone on the decoded (maybe DCT-scaled) image, so that every
+  // later step (resize, crop, the pack) sees it upright. The scale above needed no turning:
+  // it looks at the shorter side, which turning keeps. Finding the orientation is a walk of
+  // the header segments, 10-60 ns (jpeg_orientation); turning, a copy of the decoded pixels.
+  orient_image(out, jpeg_orientation(b, n));
   return {};
 }
 
 // ---- everything else, through stb_image ----
 
 struct StbFree {
-  void operator()(unsigned char* p) const { stbi_image_free(p); }
+  void operator()(void* p) const { stbi_image_free(p); }
 };
 
 DecodeResult stb_failure(ImageFormat f, const uint8_t* b, size_t n) {
@@ -182,39 +215,42 @@ DecodeResult stb_failure(ImageFormat f, const uint8_t* b, size_t n) {
 DecodeResult decode_stb(ImageFormat f, const uint8_t* b, size_t n, int channels,
                         int64_t max_pixels, Image& out) {
   const int len = int(n);  // n <= INT_MAX, checked by the caller
-  // Declared sizes reach 2^32 and more (PNG, PGM/PPM): the product may not fit in 64 bits.
-  int64_t dw = 0, dh = 0;
-  auto over = [&] { return dh > 0 && dw > max_pixels / dh; };  // dw * dh > max_pixels
-  auto over_cap = [&] {
-    const bool fits = dh == 0 || dw <= INT64_MAX / dh;
-    return fail(ImageError::too_large, std::string(image_format_name(f)) + " declares " +
-                                           std::to_string(dw) + "x" + std::to_string(dh) +
-                                           " = " + (fits ? std::to_string(dw * dh) : "over 2^63") +
-                                           " pixels, over the cap of " +
-                                           std::to_string(max_pixels));
-  };
   // The cap, from the header as the format defines it, then from stb_image (TGA & co.).
-  if (declared_size(f, b, n, dw, dh) && over()) return over_cap();
+  int64_t dw = 0, dh = 0;
+  if (declared_size(f, b, n, dw, dh) && over_cap(dw, dh, max_pixels))
+    return too_large(image_format_name(f), dw, dh, max_pixels);
   int w = 0, h = 0, c = 0;
   if (!stbi_info_from_memory(b, len, &w, &h, &c)) return stb_failure(f, b, n);
-  dw = w, dh = h;
-  if (over()) return over_cap();
-  // stb_image reads missing bytes of BMP/PNM as zeros; the structure check catches that.
+  if (over_cap(w, h, max_pixels)) return too_large(image_format_name(f), w, h, max_pixels);
+  // stb_image reads missing bytes of a BMP as zeros; the structure check catches that.
   std::string where;
   if (ends_early(f, b, n, where))
     return fail(ImageError::truncated, std::string("truncated ") + image_format_name(f) + ": " +
                                            where);
-  // stb_image takes a PGM/PPM header broken by a stray byte for a height of 0 and "decodes"
-  // it (found by fuzz/): an image with no pixels is no image.
+  // An image with no pixels is no image: stb_image "decoded" a PGM/PPM header broken by a
+  // stray byte as 255x0 (found by fuzz/; PGM/PPM are read by decode_pnm now, which checks
+  // the same), and nothing says its other readers cannot.
   if (w < 1 || h < 1)
     return fail(ImageError::corrupt, std::string("corrupt ") + image_format_name(f) + ": " +
                                          std::to_string(w) + "x" + std::to_string(h) +
                                          " pixels");
-  // Gray stays gray, anything with colour comes as RGB; alpha is dropped by stb.
-  const int got = c <= 2 ? 1 : 3;
-  std::unique_ptr<unsigned char, StbFree> px(stbi_load_from_memory(b, len, &w, &h, &c, got));
-  if (!px) return stb_failure(f, b, n);
-  convert_channels(px.get(), h, w, got, channels, out);
+  // Gray comes as gray+alpha, anything with colour as RGBA: stb_image makes an opaque alpha
+  // where the file has none, and alpha out of a palette's or a colour key's tRNS and GIF
+  // transparency. (Asking for the file's own channel count instead would lose a colour key:
+  // stbi_info counts 1 channel for a gray PNG with tRNS, which decodes to 2.)
+  const int got = c <= 2 ? 2 : 4;
+  std::unique_ptr<stbi_uc, StbFree> px;
+  std::vector<uint8_t> rounded;
+  if (stbi_is_16_bit_from_memory(b, len)) {  // PNG, PSD
+    std::unique_ptr<stbi_us, StbFree> px16(stbi_load_16_from_memory(b, len, &w, &h, &c, got));
+    if (!px16) return stb_failure(f, b, n);
+    rounded.resize(size_t(w) * h * got);
+    round_16_to_8(px16.get(), rounded.size(), rounded.data());
+  } else {
+    px.reset(stbi_load_from_memory(b, len, &w, &h, &c, got));
+    if (!px) return stb_failure(f, b, n);
+  }
+  convert_channels(px ? px.get() : rounded.data(), h, w, got, channels, out);
   return {};
 }
 
@@ -241,12 +277,21 @@ DecodeResult decode_image(const uint8_t* bytes, size_t n, int channels, int min_
   if (n == 0) return fail(ImageError::empty, "empty: the file has 0 bytes");
   ImageFormat f = sniff_format(bytes, n);
   if (f == ImageFormat::jpeg) return decode_jpeg(bytes, n, channels, min_side, max_pixels, out);
+  if (f == ImageFormat::webp) return decode_webp(bytes, n, channels, max_pixels, out);
+  if (f == ImageFormat::pnm) return decode_pnm(bytes, n, channels, max_pixels, out);
   if (n > size_t(INT_MAX))
     return fail(ImageError::too_large, "a " + std::to_string(n) +
                                            "-byte file is over stb_image's 2 GiB limit");
   int w, h, c;
-  if (f == ImageFormat::unknown && stbi_info_from_memory(bytes, int(n), &w, &h, &c))
+  if (f == ImageFormat::unknown && stbi_info_from_memory(bytes, int(n), &w, &h, &c)) {
+    // stb_image's test for PGM/PPM is looser than sniff_format's ("P5" then anything its
+    // header reader takes, such as "P53 2 ...", found by fuzz/), and its PGM/PPM reader must
+    // not see them: given 16-bit samples and another channel count, it reads past its own
+    // buffer (stb_image 2.27). What stb would take for PGM/PPM goes to decode_pnm.
+    if (n >= 2 && bytes[0] == 'P' && (bytes[1] == '5' || bytes[1] == '6'))
+      return decode_pnm(bytes, n, channels, max_pixels, out);
     f = ImageFormat::other;  // TGA, PSD, HDR: no fixed signature, but stb_image knows them
+  }
   if (f == ImageFormat::unknown)
     return fail(ImageError::not_image, "not an image: no known signature (starts with " +
                                            first_bytes(bytes, n) + ")");

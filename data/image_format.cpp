@@ -15,6 +15,7 @@ const char* image_format_name(ImageFormat f) {
     case ImageFormat::gif: return "GIF";
     case ImageFormat::bmp: return "BMP";
     case ImageFormat::pnm: return "PGM/PPM";
+    case ImageFormat::webp: return "WebP";
     case ImageFormat::other: return "image";
     case ImageFormat::unknown: break;
   }
@@ -34,6 +35,8 @@ uint32_t be32(const uint8_t* p) {
 uint32_t le32(const uint8_t* p) {
   return uint32_t(p[3]) << 24 | uint32_t(p[2]) << 16 | uint32_t(p[1]) << 8 | p[0];
 }
+uint16_t be16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
+uint16_t le16(const uint8_t* p) { return uint16_t(p[1] << 8 | p[0]); }
 
 // a + b * c for non-negative sizes from a header, saturating at INT64_MAX (a file that large
 // is cut short in any case).
@@ -145,14 +148,7 @@ bool bmp_ends_early(const uint8_t* b, size_t n, std::string& where) {
   return true;
 }
 
-// A binary PGM/PPM header: P5|P6, then width, height and maxval as decimal text separated by
-// whitespace and '#' comments, then one whitespace byte, then the samples.
-struct PnmHeader {
-  bool complete = false;  // all three numbers and the byte after them are present
-  bool valid = true;      // false: something that is not a number where one must be
-  int64_t field[3] = {0, 0, 0};  // width, height, maxval
-  size_t data = 0;               // offset of the first sample
-};
+}  // namespace
 
 PnmHeader parse_pnm(const uint8_t* b, size_t n) {
   PnmHeader hd;
@@ -178,6 +174,8 @@ PnmHeader parse_pnm(const uint8_t* b, size_t n) {
   return hd;
 }
 
+namespace {
+
 bool pnm_ends_early(const uint8_t* b, size_t n, std::string& where) {
   const PnmHeader hd = parse_pnm(b, n);
   if (!hd.valid) return false;  // a broken header
@@ -195,7 +193,69 @@ bool pnm_ends_early(const uint8_t* b, size_t n, std::string& where) {
   return true;
 }
 
+// RIFF size (little-endian) = the bytes after the first 8: "WEBP" and every chunk. libwebp
+// reads no further than that, so bytes after it are ignored, as after a JPEG's EOI.
+bool webp_ends_early(const uint8_t* b, size_t n, std::string& where) {
+  if (n < 12) {
+    where = "the data ends inside the RIFF header";
+    return true;
+  }
+  const uint64_t need = 8 + uint64_t(le32(b + 4));
+  if (need <= n) return false;
+  where = "the data ends inside the RIFF container (" + std::to_string(need) +
+          " bytes declared, " + std::to_string(n) + " present)";
+  return true;
+}
+
+// The EXIF block of a JPEG is a TIFF file in miniature: a byte order ("II" little-endian,
+// "MM" big-endian), the number 42, the offset of IFD0; IFD0 is a 16-bit entry count, then
+// 12-byte entries (tag 16, type 16, count 32, value or offset 32), offsets counted from the
+// start of the TIFF header. Orientation is tag 0x0112, type SHORT (3), count 1, its value in
+// the first two bytes of the value field.
+int tiff_orientation(const uint8_t* t, size_t n) {
+  if (n < 8) return 1;
+  const bool le = t[0] == 'I' && t[1] == 'I';
+  if (!le && !(t[0] == 'M' && t[1] == 'M')) return 1;
+  auto u16 = [&](size_t p) { return le ? le16(t + p) : be16(t + p); };
+  auto u32 = [&](size_t p) { return le ? le32(t + p) : be32(t + p); };
+  if (u16(2) != 42) return 1;
+  const size_t ifd = u32(4);
+  if (ifd > n - 2) return 1;
+  const size_t count = u16(ifd);
+  if (ifd + 2 + 12 * count > n) return 1;  // IFD0 must lie inside the block, all of it
+  for (size_t i = 0; i < count; i++) {
+    const size_t e = ifd + 2 + 12 * i;
+    if (u16(e) != 0x0112) continue;
+    const int v = u16(e + 8);
+    return u16(e + 2) == 3 && u32(e + 4) == 1 && v >= 1 && v <= 8 ? v : 1;
+  }
+  return 1;
+}
+
 }  // namespace
+
+int jpeg_orientation(const uint8_t* b, size_t n) {
+  // The same marker walk as jpeg_ends_early, stopping at the first scan or the first EXIF
+  // block. What it costs: a JPEG has 5 to 15 segments before its SOS (APP0, APP1, DQT, SOF,
+  // DHT...), each a 4-byte read and a jump, plus at most one IFD0 of typically 10-15 entries.
+  // Measured on the 2-core VM: 61 ns for a TurboJPEG file without EXIF (walked to its SOS),
+  // 10-17 ns with an EXIF block right after SOI, against 34 us to decode a 64x85 JPEG at 1/8
+  // scale (its cheapest decode; 80 us at full size): under 0.2%.
+  size_t p = 2;  // after SOI
+  while (p + 4 <= n && b[p] == 0xFF) {
+    while (p < n && b[p] == 0xFF) p++;  // fill bytes
+    if (p + 3 > n) return 1;
+    const unsigned m = b[p++];
+    if (m == 0xDA || m == 0xD9) return 1;  // SOS or EOI: the headers are over
+    if (m == 0x01 || (m >= 0xD0 && m <= 0xD8)) continue;  // no length field
+    const size_t len = be16(b + p);
+    if (len < 2 || p + len > n) return 1;
+    if (m == 0xE1 && len >= 8 && std::memcmp(b + p + 2, "Exif\0\0", 6) == 0)
+      return tiff_orientation(b + p + 8, len - 8);
+    p += len;
+  }
+  return 1;
+}
 
 ImageFormat sniff_format(const uint8_t* b, size_t n) {
   if (n < 2) return ImageFormat::unknown;
@@ -206,6 +266,8 @@ ImageFormat sniff_format(const uint8_t* b, size_t n) {
   if (b[0] == 'P' && (b[1] == '5' || b[1] == '6') &&
       (n == 2 || is_space(b[2])))
     return ImageFormat::pnm;
+  if (starts_with(b, n, "RIFF", 4) && (n <= 8 || starts_with(b + 8, n - 8, "WEBP", 4)))
+    return ImageFormat::webp;
   return ImageFormat::unknown;
 }
 
@@ -215,6 +277,7 @@ bool ends_early(ImageFormat f, const uint8_t* b, size_t n, std::string& where) {
     case ImageFormat::png: return png_ends_early(b, n, where);
     case ImageFormat::bmp: return bmp_ends_early(b, n, where);
     case ImageFormat::pnm: return pnm_ends_early(b, n, where);
+    case ImageFormat::webp: return webp_ends_early(b, n, where);
     default: return false;
   }
 }
@@ -244,12 +307,6 @@ bool declared_size(ImageFormat f, const uint8_t* b, size_t n, int64_t& w, int64_
         return true;
       }
       return false;
-    case ImageFormat::pnm: {
-      const PnmHeader hd = parse_pnm(b, n);
-      if (!hd.valid || !hd.complete) return false;
-      w = hd.field[0], h = hd.field[1];
-      return true;
-    }
     default: return false;
   }
 }

@@ -69,8 +69,8 @@ bool is_image_name(const fs::path& p) {
   std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) {
     return char(std::tolower(c));
   });
-  static const std::set<std::string> kExt = {".jpg", ".jpeg", ".png", ".bmp",
-                                             ".gif", ".tga",  ".pgm", ".ppm"};
+  static const std::set<std::string> kExt = {".jpg", ".jpeg", ".png", ".bmp", ".gif",
+                                             ".tga", ".pgm",  ".ppm", ".webp"};
   return kExt.count(ext) > 0;
 }
 
@@ -171,7 +171,7 @@ ImageList scan_class_folders(const std::string& root) {
     for (size_t i = 0; i < empty.size(); i++) names << (i ? ", " : "") << empty[i];
     USER_CHECK(empty.empty(), "'" << root << "': " << empty.size() << " class folder"
                              << (empty.size() == 1 ? " has" : "s have") << " no images (jpg, "
-                             << "jpeg, png, bmp, gif, tga, pgm, ppm): " << names.str());
+                             << "jpeg, png, bmp, gif, tga, pgm, ppm, webp): " << names.str());
   } catch (const fs::filesystem_error& e) {
     USER_CHECK(false, "cannot scan '" << root << "': " << e.what());
   }

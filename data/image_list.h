@@ -126,11 +126,11 @@ bool is_csv_list(const std::string& path, const ListOptions& opt);
 
 // Folder-per-class mode: root/<class name>/<image>. Class folders are the sub-folders of root,
 // sorted by name (byte order); class i is the i-th. Images are the files directly inside a
-// class folder whose extension is jpg, jpeg, png, bmp, gif, tga, pgm or ppm (any case), sorted
-// by name; other files, files directly under root, nested folders and hidden entries (a name
-// starting with '.') are ignored. Errors: root missing or not a folder; no class folders; any
-// class folder without images (all of them named in one error: an empty class would silently
-// shift every later label, so it is refused rather than skipped).
+// class folder whose extension is jpg, jpeg, png, bmp, gif, tga, pgm, ppm or webp (any case),
+// sorted by name; other files, files directly under root, nested folders and hidden entries
+// (a name starting with '.') are ignored. Errors: root missing or not a folder; no class
+// folders; any class folder without images (all of them named in one error: an empty class
+// would silently shift every later label, so it is refused rather than skipped).
 ImageList scan_class_folders(const std::string& root);
 
 // What the commands accept as data: a folder is scanned a class per folder (its classes are

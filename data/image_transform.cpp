@@ -1,4 +1,5 @@
-// resize_shorter_side, crop_flip, plan_crop, load_sample, augment_square. See image.h.
+// orient_image, resize_shorter_side, crop_flip, plan_crop, load_sample, augment_square. See
+// image.h.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -164,6 +165,29 @@ bool axis_in_range(int64_t in, int64_t out) {
   return denom <= int64_t(UINT32_MAX / 255);
 }
 
+// out pixel (y, x) = in pixel base + y * dy + x * dx, for every pixel of an oh x ow output
+// (orient_image). When an output row runs down an input column (|dx| > 1: orientations 5-8),
+// in 32x32 tiles, so that the input lines a tile reads stay in cache: on a 12-megapixel RGB
+// photo (3024x4032) on the 2-core VM, 85 ms instead of 370. Rows along rows (2-4) go whole:
+// tiles would cost there (60 ms whole, 80 in tiles). C = channels when 1 or 3 (a fixed-size
+// copy), 0 for any other c.
+template <int C>
+void walk_pixels(const uint8_t* in, int64_t oh, int64_t ow, int64_t c, int64_t base,
+                 int64_t dy, int64_t dx, uint8_t* out) {
+  const int64_t ch = C ? C : c;
+  const int64_t T = dx == 1 || dx == -1 ? std::max(oh, ow) : 32;
+  for (int64_t y0 = 0; y0 < oh; y0 += T)
+    for (int64_t x0 = 0; x0 < ow; x0 += T)
+      for (int64_t y = y0; y < std::min(y0 + T, oh); y++) {
+        const int64_t row = base + y * dy;
+        uint8_t* dst = out + (y * ow + x0) * ch;
+        for (int64_t x = x0; x < std::min(x0 + T, ow); x++, dst += ch) {
+          const uint8_t* src = in + (row + x * dx) * ch;
+          for (int64_t j = 0; j < ch; j++) dst[j] = src[j];
+        }
+      }
+}
+
 }  // namespace
 
 void resize_shorter_side(const Image& in, int target, Image& out) {
@@ -196,6 +220,40 @@ void resize_shorter_side(const Image& in, int target, Image& out) {
   else
     vertical_pass<uint64_t>(rows.get(), size_t(ow) * c, ay, denom, res.pixels.data());
   out = std::move(res);
+}
+
+void orient_image(Image& img, int orientation) {
+  CHECK(orientation >= 1 && orientation <= 8,
+        "orient_image: EXIF orientation must be 1..8, got " << orientation);
+  CHECK(img.pixels.size() == size_t(img.h) * img.w * img.c,
+        "orient_image: not an image: " << img.h << "x" << img.w << "x" << img.c << " with "
+                                       << img.pixels.size() << " bytes");
+  if (orientation == 1) return;
+  const int64_t H = img.h, W = img.w, c = img.c;
+  // image.h's table as a walk through the stored pixels: sy * W + sx = base + y * dy + x * dx.
+  struct Walk {
+    int64_t base, dy, dx;
+  };
+  const Walk walks[9] = {{0, 0, 0},
+                         {0, W, 1},                       // 1: sy = y,         sx = x
+                         {W - 1, W, -1},                  // 2: sy = y,         sx = W-1-x
+                         {(H - 1) * W + W - 1, -W, -1},   // 3: sy = H-1-y,     sx = W-1-x
+                         {(H - 1) * W, -W, 1},            // 4: sy = H-1-y,     sx = x
+                         {0, 1, W},                       // 5: sy = x,         sx = y
+                         {(H - 1) * W, 1, -W},            // 6: sy = H-1-x,     sx = y
+                         {(H - 1) * W + W - 1, -1, -W},   // 7: sy = H-1-x,     sx = W-1-y
+                         {W - 1, -1, W}};                 // 8: sy = x,         sx = W-1-y
+  const Walk& k = walks[orientation];
+  Image out;
+  out.h = orientation >= 5 ? img.w : img.h;
+  out.w = orientation >= 5 ? img.h : img.w;
+  out.c = img.c;
+  out.pixels.resize(img.pixels.size());
+  const uint8_t* in = img.pixels.data();
+  if (c == 1) walk_pixels<1>(in, out.h, out.w, c, k.base, k.dy, k.dx, out.pixels.data());
+  else if (c == 3) walk_pixels<3>(in, out.h, out.w, c, k.base, k.dy, k.dx, out.pixels.data());
+  else walk_pixels<0>(in, out.h, out.w, c, k.base, k.dy, k.dx, out.pixels.data());
+  img = std::move(out);
 }
 
 void crop_flip(const Image& in, int size, int y0, int x0, bool flip, uint8_t* out) {

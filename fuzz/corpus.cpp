@@ -76,6 +76,53 @@ void image_seeds(Writer& w, const fs::path& scratch) {
   w.bytes("image_decode", "5x3_gray.bmp", cutrain_test::bmp_bytes(pattern_image(5, 3, 1)), true);
   w.bytes("image_decode", "2x7.ppm", cutrain_test::pnm_bytes(pattern_image(2, 7, 3)), true);
   w.bytes("image_decode", "9x1.tga", cutrain_test::tga_bytes(pattern_image(9, 1, 3)), true);
+  // Photos: EXIF orientation blocks (libexif's, both byte orders, before and after JFIF; one
+  // garbled: IFD0 past its block), so mutations reach the TIFF walk of jpeg_orientation.
+  using cutrain_test::exif_block;
+  using cutrain_test::jpeg_with_app1;
+  const Image portrait = cutrain_test::stored_as(pattern_image(13, 6, 3), 6);
+  const std::vector<uint8_t> stored = jpeg(portrait);
+  w.bytes("image_decode", "exif6_motorola.jpg", jpeg_with_app1(stored, exif_block(6, true), false),
+          true);
+  w.bytes("image_decode", "exif8_intel_after_jfif.jpg",
+          jpeg_with_app1(jpeg(pattern_image(5, 9, 1)), exif_block(8, false), true), true);
+  std::vector<uint8_t> garbled = exif_block(3, true);
+  garbled[10] = 0x7F;  // IFD0's offset, far past the block
+  w.bytes("image_decode", "exif_garbled.jpg", jpeg_with_app1(stored, garbled, false), true);
+  // WebP: lossless, lossy, with alpha, an animation (refused), and PNGs of every kind.
+  using cutrain_test::webp_bytes;
+  Image rgba = pattern_image(5, 7, 3);
+  rgba.c = 4;
+  rgba.pixels.clear();
+  for (int i = 0; i < 35; i++)
+    rgba.pixels.insert(rgba.pixels.end(), {uint8_t(i * 7), uint8_t(i * 3), uint8_t(200 - i),
+                                           uint8_t(i % 3 == 0 ? 0 : i * 9)});
+  w.bytes("image_decode", "6x11_lossless.webp", webp_bytes(pattern_image(6, 11, 3), true), true);
+  w.bytes("image_decode", "9x4_lossy.webp", webp_bytes(pattern_image(9, 4, 3), false, 60), true);
+  w.bytes("image_decode", "5x7_alpha.webp", webp_bytes(rgba, true), true);
+  w.bytes("image_decode", "5x7_alpha_lossy.webp", webp_bytes(rgba, false, 50), true);
+  w.bytes("image_decode", "animation.webp",
+          cutrain_test::webp_animation(webp_bytes(pattern_image(3, 4, 3), true), 3, 4), false);
+  w.bytes("image_decode", "5x7_rgba.png", cutrain_test::png_bytes(rgba), true);
+  using cutrain_test::PngSpec;
+  PngSpec p16;  // 16-bit RGB
+  p16.w = 3, p16.h = 2, p16.depth = 16, p16.color_type = 2;
+  for (int i = 0; i < 18; i++) p16.samples.push_back(uint16_t(i * 3851));
+  w.bytes("image_decode", "3x2_16bit.png", cutrain_test::png_file(p16), true);
+  PngSpec pal;  // 4-bit palette with tRNS
+  pal.w = 5, pal.h = 3, pal.depth = 4, pal.color_type = 3;
+  pal.palette = {255, 0, 0, 0, 255, 0, 0, 0, 255, 9, 9, 9};
+  pal.trns = {0, 128};
+  for (int i = 0; i < 15; i++) pal.samples.push_back(uint16_t(i % 4));
+  w.bytes("image_decode", "5x3_palette_trns.png", cutrain_test::png_file(pal), true);
+  PngSpec ga;  // gray + alpha
+  ga.w = 4, ga.h = 2, ga.color_type = 4;
+  for (int i = 0; i < 16; i++) ga.samples.push_back(uint16_t(i * 17));
+  w.bytes("image_decode", "4x2_gray_alpha.png", cutrain_test::png_file(ga), true);
+  // 16-bit PGM, maxval 1000: big-endian samples 1, 1000, 500, 0, 512, 768
+  const std::string pgm16 = std::string("P5\n3 2\n1000\n") +
+                            std::string("\x00\x01\x03\xE8\x01\xF4\x00\x00\x02\x00\x03\x00", 12);
+  w.text("image_decode", "3x2_16bit.pgm", pgm16, true);
 }
 
 void list_seeds(Writer& w) {

@@ -1,6 +1,8 @@
 // Fuzz target: image files (data/image.h): the format sniffing and structure walks of
-// data/image_format.cpp, JPEG through libjpeg-turbo, PNG, GIF, BMP, PGM/PPM, TGA & co. through
-// stb_image, the channel conversions, then the loader's per-sample path.
+// data/image_format.cpp, JPEG through libjpeg-turbo with its EXIF orientation (the TIFF walk
+// of jpeg_orientation, then orient_image), WebP through libwebp, PGM/PPM read by hand, PNG,
+// GIF, BMP, TGA & co. through stb_image (16-bit, palettes, alpha), the channel conversions
+// and alpha compositing, then the loader's per-sample path.
 //
 // Each input is
 //  1. decoded from memory (decode_image) to RGB at full size, and the result checked against

@@ -90,7 +90,7 @@ TEST_CASE("decode_image: every good kind decodes to 1 and to 3 channels") {
       REQUIRE(max <= 8);
     }
   }
-  REQUIRE(good == 10);
+  REQUIRE(good == 12);
 }
 
 TEST_CASE("decode_image: gray files replicate into RGB; progressive equals baseline") {
@@ -155,7 +155,9 @@ TEST_CASE("decode_image: every bad kind gives exactly its error, and none throws
       {"not_image", "not an image: no known signature (starts with 70 61 74 68"},
       {"too_large_jpeg", "JPEG declares 20000x20000 = 400000000 pixels, over the cap"},
       {"truncated_png", "truncated PNG: the data ends inside chunk IDAT"},
-      {"corrupt_png", "corrupt PNG: stb_image:"}};
+      {"corrupt_png", "corrupt PNG: stb_image:"},
+      {"truncated_webp", "truncated WebP: the data ends inside the RIFF container"},
+      {"corrupt_webp", "corrupt WebP: libwebp: bitstream error"}};
   int bad = 0;
   for (const TestFile& f : write_test_images(dir.path())) {
     if (f.error == ImageError::none) continue;
@@ -173,7 +175,7 @@ TEST_CASE("decode_image: every bad kind gives exactly its error, and none throws
       REQUIRE(img.h == 0);
     }
   }
-  REQUIRE(bad == 8);
+  REQUIRE(bad == 10);
   std::vector<std::string> names;
   for (ImageError e : {ImageError::none, ImageError::missing, ImageError::empty,
                        ImageError::truncated, ImageError::corrupt, ImageError::not_image,
@@ -184,12 +186,15 @@ TEST_CASE("decode_image: every bad kind gives exactly its error, and none throws
 }
 
 TEST_CASE("decode_image: a file cut anywhere is truncated, never corrupt, never decoded") {
-  // Every cut point of a baseline and a progressive JPEG (inside markers, headers, every scan)
-  // and of a PNG, BMP and PPM. A cut at 0 is an empty file, at 1 byte not yet an image.
+  // Every cut point of a baseline and a progressive JPEG (inside markers, headers, every scan),
+  // a JPEG with an EXIF block (cuts inside it), a PNG, BMP and PPM (WebP: in
+  // image_formats_test.cpp). A cut at 0 is an empty file, at 1 byte not yet an image.
   const Image rgb = pattern_image(40, 56, 3);
   const std::map<std::string, std::vector<uint8_t>> files = {
       {"baseline JPEG", encode_jpeg(rgb.pixels.data(), 40, 56, 3)},
       {"progressive JPEG", encode_jpeg(rgb.pixels.data(), 40, 56, 3, 95, true)},
+      {"JPEG with EXIF", jpeg_with_app1(encode_jpeg(rgb.pixels.data(), 40, 56, 3),
+                                        exif_block(6, true), true)},
       {"PNG", png_bytes(rgb)}, {"BMP", bmp_bytes(rgb)}, {"PPM", pnm_bytes(rgb)}};
   for (const auto& [name, file] : files) {
     const size_t step = std::max<size_t>(1, file.size() / 600);
