@@ -6,6 +6,7 @@
 // CHECK is cutrain's argument check (kernels/check.h), not doctest's: tests assert with REQUIRE.
 #include "kernels/check.h"
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -55,6 +56,19 @@ template <typename T> std::vector<T> to(const std::vector<double>& v) {
   std::vector<T> out;
   for (double d : v) out.push_back(T(d));
   return out;
+}
+
+// Class labels with counts[k] samples of class k, interleaved (as in a shuffled list):
+// 0, 1, 2, 0, 1, 2, ... until the smaller classes run out.
+inline std::vector<int32_t> interleaved_labels(const std::vector<int>& counts) {
+  std::vector<int32_t> labels;
+  std::vector<int> left = counts;
+  for (bool any = true; any;) {
+    any = false;
+    for (size_t k = 0; k < left.size(); k++)
+      if (left[k] > 0) labels.push_back(int32_t(k)), left[k]--, any = true;
+  }
+  return labels;
 }
 
 // Each value widened to double: exact for half_t, float and double.

@@ -6,11 +6,13 @@
 
 #include "data/image.h"
 #include "data/image_list.h"
+#include "tests/data/list_fixture.h"
 #include "tests/data/temp_dir.h"
 #include "tests/data/test_images.h"
 #include "tests/test_util.h"
 
 using namespace cutrain;
+using cutrain_test::labels_of;
 using cutrain_test::TempDir;
 using cutrain_test::write_bytes;
 using cutrain_test::write_text;
@@ -25,11 +27,6 @@ void write_jpeg(const std::string& path, int seed) {
   write_bytes(path, encode_jpeg(img.pixels.data(), img.h, img.w, img.c));
 }
 
-std::vector<int32_t> labels_of(const ImageList& l) {
-  std::vector<int32_t> v;
-  for (const Sample& s : l.samples) v.push_back(s.label);
-  return v;
-}
 
 }  // namespace
 

@@ -5,21 +5,15 @@
 #include <filesystem>
 
 #include "data/image_list.h"
+#include "tests/data/list_fixture.h"
 #include "tests/data/temp_dir.h"
 #include "tests/test_util.h"
 
 using namespace cutrain;
+using cutrain_test::labels_of;
 using cutrain_test::TempDir;
 using cutrain_test::write_text;
 namespace fs = std::filesystem;
-
-namespace {
-std::vector<int32_t> labels_of(const ImageList& l) {
-  std::vector<int32_t> v;
-  for (const Sample& s : l.samples) v.push_back(s.label);
-  return v;
-}
-}  // namespace
 
 TEST_CASE("list names: collected and sorted by byte order, the same order as class folders") {
   TempDir t;

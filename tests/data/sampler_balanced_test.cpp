@@ -11,20 +11,9 @@
 #include "tests/test_util.h"
 
 using namespace cutrain;
+using cutrain_test::interleaved_labels;
 
 namespace {
-
-// Class k has counts[k] samples, interleaved (as a shuffled list would be).
-std::vector<int32_t> make_labels(const std::vector<int>& counts) {
-  std::vector<int32_t> l;
-  std::vector<int> left = counts;
-  for (bool any = true; any;) {
-    any = false;
-    for (size_t k = 0; k < left.size(); k++)
-      if (left[k] > 0) l.push_back(int32_t(k)), left[k]--, any = true;
-  }
-  return l;
-}
 
 SamplerConfig balanced(const std::vector<int32_t>& labels, int64_t B, int R = 1, int rank = 0,
                        uint64_t seed = 42) {
@@ -66,7 +55,7 @@ TEST_CASE("balanced sampler: floor(N/K) draws per class, the N mod K extras take
 }
 
 TEST_CASE("balanced sampler: each epoch's class counts exact; repeats even; subsampling varies") {
-  const std::vector<int32_t> labels = make_labels(kCounts);
+  const std::vector<int32_t> labels = interleaved_labels(kCounts);
   const std::vector<int64_t> sizes(kCounts.begin(), kCounts.end());
   std::set<int64_t> class0_seen;
   for (int64_t e = 0; e < 6; e++) {
@@ -98,7 +87,7 @@ TEST_CASE("balanced sampler: each epoch's class counts exact; repeats even; subs
 }
 
 TEST_CASE("balanced sampler: a pure function of (labels, seed, epoch), mixed across classes") {
-  const std::vector<int32_t> labels = make_labels(kCounts);
+  const std::vector<int32_t> labels = interleaved_labels(kCounts);
   const std::vector<int64_t> a = balanced_epoch(labels, 42, 3);
   REQUIRE(balanced_epoch(labels, 42, 3) == a);
   REQUIRE(balanced_epoch(labels, 42, 4) != a);
@@ -122,7 +111,7 @@ TEST_CASE("balanced sampler: a pure function of (labels, seed, epoch), mixed acr
 }
 
 TEST_CASE("balanced sampler: replicas' shards partition each batch; resume from a cursor") {
-  const std::vector<int32_t> labels = make_labels(kCounts);
+  const std::vector<int32_t> labels = interleaved_labels(kCounts);
   const int64_t B = 9;  // 7 batches of 9 per epoch, 7 draws dropped
   Sampler one(balanced(labels, B));
   std::vector<std::unique_ptr<Sampler>> three;
@@ -154,7 +143,7 @@ TEST_CASE("balanced sampler: replicas' shards partition each batch; resume from 
 }
 
 TEST_CASE("balanced sampler: each draw its own augmentation key; unbalanced keys unchanged") {
-  const std::vector<int32_t> labels = make_labels(kCounts);
+  const std::vector<int32_t> labels = interleaved_labels(kCounts);
   Sampler s(balanced(labels, 10, 2, 1));  // replica 1 of 2: positions 5..9 of each batch
   std::set<uint64_t> keys;
   for (int64_t b = 0; b < s.batches_per_epoch(); b++) {
@@ -177,10 +166,10 @@ TEST_CASE("balanced sampler: each draw its own augmentation key; unbalanced keys
 }
 
 TEST_CASE("balanced sampler: bad configurations are refused clearly") {
-  SamplerConfig c = balanced(make_labels(kCounts), 10);
+  SamplerConfig c = balanced(interleaved_labels(kCounts), 10);
   c.labels.pop_back();
   REQUIRE_ERROR(Sampler{c}, "sampler: 69 labels for 70 samples");
-  c = balanced(make_labels(kCounts), 10);
+  c = balanced(interleaved_labels(kCounts), 10);
   c.shuffle = false;
   REQUIRE_ERROR(Sampler{c}, "class-balanced epochs need shuffle");
   REQUIRE_ERROR(balanced_epoch({0, 1, -1}, 1, 0), "sample 2 has the negative label -1");

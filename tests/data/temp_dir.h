@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -62,6 +63,20 @@ inline std::string read_text(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
 }
+
+// A file a run's report goes to (run_training's `out`), read back with text().
+struct RunLog {
+  std::string path;
+  FILE* f;
+  explicit RunLog(const std::string& p) : path(p), f(std::fopen(p.c_str(), "w")) {}
+  RunLog(const RunLog&) = delete;
+  RunLog& operator=(const RunLog&) = delete;
+  ~RunLog() { std::fclose(f); }
+  std::string text() {
+    std::fflush(f);
+    return read_text(path);
+  }
+};
 
 // Writes `bytes` exactly as given (binary: "\r\n" stays "\r\n"), creating parent folders.
 inline void write_text(const std::string& path, const std::string& bytes) {

@@ -54,17 +54,6 @@ TrainConfig balanced_config(const std::string& list, const std::string& out, con
 
 RunDevice cpu() { return RunDevice{}; }
 
-struct Log {
-  std::string path;
-  FILE* f;
-  explicit Log(const std::string& p) : path(p), f(std::fopen(p.c_str(), "w")) {}
-  std::string text() {
-    std::fflush(f);
-    return read_text(path);
-  }
-  ~Log() { std::fclose(f); }
-};
-
 }  // namespace
 
 TEST_CASE("balance: inverse-frequency weights have mean 1 over the samples; the run's lines") {
@@ -231,7 +220,7 @@ TEST_CASE("balance loss: weights 160 / (10 n_k) in the loss; resume is exact") {
 TEST_CASE("balance: a run says what it balances; check-data names the options") {
   TempDir dir;
   const std::string list = imbalanced_list(dir.path());
-  Log log(dir / "log");
+  RunLog log(dir / "log");
   const RunSummary s = run_training(balanced_config(list, dir / "s", "sampler", 1), {}, log.f);
   REQUIRE(s.steps == 5);
   REQUIRE(log.text().find("--balance sampler: each epoch draws 160 samples, 16 per class of 10 "

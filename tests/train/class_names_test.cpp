@@ -81,9 +81,8 @@ TEST_CASE("class names: a validation list named in another order is scored by na
   const Data d = make_data(dir);
   const TrainConfig c = config_for(d, dir / "run");
   REQUIRE(c.class_names == std::vector<std::string>{"bag", "coat", "shoe"});
-  FILE* log = std::fopen((dir / "log").c_str(), "w");
-  const RunSummary s = run_training(c, {}, log);
-  std::fclose(log);
+  RunLog log(dir / "log");
+  const RunSummary s = run_training(c, {}, log.f);
   // Per model class (bag, coat, shoe): 5, 2 and 3 images. By index they would be 3, 5, 2.
   REQUIRE(s.final_eval.class_images == std::vector<int64_t>{5, 2, 3});
 
@@ -139,9 +138,8 @@ TEST_CASE("class names: unknown names and other sets are refused with both lists
   // Without classes.txt the labels are indices, and must fit the model's classes.
   std::filesystem::remove(d.val_classes);
   TrainConfig plain = config_for(d, dir / "run2");
-  FILE* log = std::fopen((dir / "log").c_str(), "w");
-  const RunSummary s = run_training(plain, {}, log);
-  std::fclose(log);
+  RunLog log(dir / "log");
+  const RunSummary s = run_training(plain, {}, log.f);
   REQUIRE(s.final_eval.class_images == std::vector<int64_t>{3, 5, 2});
   write_lines(dir / "far.txt", {d.train_dir + "/bag/0.jpg\t3"});
   const Ran e = run_cutrain({"eval", "--checkpoint", s.last_checkpoint, "--data", dir / "far.txt"},

@@ -22,17 +22,6 @@ void write_subset(const std::string& path, int n, int relabel = -1) {
   write_image_list(all, path);
 }
 
-struct Log {
-  std::string path;
-  FILE* f;
-  explicit Log(const std::string& p) : path(p), f(std::fopen(p.c_str(), "w")) {}
-  std::string text() {
-    std::fflush(f);
-    return read_text(path);
-  }
-  ~Log() { std::fclose(f); }
-};
-
 TrainConfig resume_of(const std::string& run, int epochs) {
   TrainConfig c;
   c.resume = run;
@@ -48,7 +37,7 @@ TEST_CASE("resume: changed training data are refused, naming the change; or take
   write_subset(list, 96);
   TrainConfig c = tiny_run_config(run, 96, 1);  // 3 steps of 32: a checkpoint at step 3
   c.train = list, c.limit_train = 0, c.val.clear(), c.limit_val = 0, c.log_every = 1000;
-  Log log(dir / "log");
+  RunLog log(dir / "log");
   REQUIRE(run_training(c, {}, log.f).steps == 3);
   const std::vector<std::string> given = {"resume", "epochs"};
 

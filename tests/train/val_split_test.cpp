@@ -34,16 +34,7 @@ class Labels : public SampleSource {
 };
 
 // Class k has counts[k] samples, interleaved (as a shuffled list would be).
-Labels make_labels(const std::vector<int>& counts) {
-  std::vector<int32_t> l;
-  std::vector<int> left = counts;
-  for (bool any = true; any;) {
-    any = false;
-    for (size_t k = 0; k < left.size(); k++)
-      if (left[k] > 0) l.push_back(int32_t(k)), left[k]--, any = true;
-  }
-  return Labels(l);
-}
+Labels make_labels(const std::vector<int>& counts) { return Labels(interleaved_labels(counts)); }
 
 std::vector<int> per_class(const SampleSource& s, const std::vector<int64_t>& idx, size_t K) {
   std::vector<int> n(K, 0);
@@ -60,17 +51,6 @@ std::vector<int64_t> ranks(const SampleSource& s, const std::vector<int64_t>& id
     if (s.label(i) == k) out.push_back(rank[size_t(i)]);
   return out;
 }
-
-struct Log {
-  std::string path;
-  FILE* f;
-  explicit Log(const std::string& p) : path(p), f(std::fopen(p.c_str(), "w")) {}
-  std::string text() {
-    std::fflush(f);
-    return read_text(path);
-  }
-  ~Log() { std::fclose(f); }
-};
 
 }  // namespace
 
@@ -131,7 +111,7 @@ TEST_CASE("val split: options checked; the run, its resume and eval use the same
   REQUIRE(split.val.size() >= 28);
   REQUIRE(split.val.size() <= 36);
   REQUIRE(open_train_source(c, train_image_spec(c))->size() == int64_t(split.train.size()));
-  Log log(dir / "log");
+  RunLog log(dir / "log");
   const RunSummary one = run_training(c, {}, log.f);
   REQUIRE(one.final_eval.images == int64_t(split.val.size()));
   REQUIRE(log.text().find("validation: " + std::to_string(split.val.size()) +
@@ -169,7 +149,7 @@ TEST_CASE("val split: eval without --data refuses a changed training list, or a 
   TrainConfig c = tiny_run_config(dir / "run", 96, 1);
   c.train = list, c.limit_train = 0, c.val.clear(), c.limit_val = 0, c.log_every = 1000;
   c.val_split = 0.25;
-  Log log(dir / "log");
+  RunLog log(dir / "log");
   run_training(c, {}, log.f);
   all.samples.resize(95);
   write_image_list(all, list);
