@@ -1,10 +1,11 @@
 // defines: LossScalerConfig, LossScalerState and loss_scaler_next, the dynamic loss scale's
 // transition, written once for the host and the device (CUTRAIN_HD).
 //
-// The rules and the class around them (the abort after too many skips) are in
-// nn/loss_scaler.h; the transition is here, in kernels/, because the GPU trainer applies it in
-// a kernel (kernels/step_state.h) so the skip decision never leaves the device, and the CPU
-// trainer applies this very function, so both follow the same sequence of scales bit for bit.
+// The rules around it (the start, a restored state's checks, the abort after too many skips)
+// are in nn/loss_scaler.h; the transition is here, in kernels/, because the step state applies
+// it where the model lives (kernels/step_state.h): in a kernel on a GPU, so the skip decision
+// never leaves the device, and as this very function on the CPU, so both follow the same
+// sequence of scales bit for bit.
 #pragma once
 #include <cstdint>
 

@@ -8,6 +8,10 @@ void step_decide_cpu(int P, const int32_t* flags, StepState* s) { step_decide(P,
 void step_finish_cpu(const LossScalerConfig& c, StepState* s) { step_finish(c, s); }
 void step_set_lr_cpu(StepState* s, double lr) { step_set_lr(s, lr); }
 void loss_seed_cpu(const StepState* s, double share, float* seed) { *seed = loss_seed(*s, share); }
-void scalar_accumulate_cpu(const float* x, double w, float* acc) { scalar_accumulate(x, w, acc); }
+template <typename X> void scalar_accumulate_cpu(const X* x, double w, double* acc) {
+  scalar_accumulate(x, w, acc);
+}
+template void scalar_accumulate_cpu<float>(const float*, double, double*);
+template void scalar_accumulate_cpu<double>(const double*, double, double*);
 
 }  // namespace cutrain

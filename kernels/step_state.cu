@@ -24,7 +24,7 @@ __global__ void loss_seed_kernel(const StepState* s, double share, float* seed) 
   *seed = loss_seed(*s, share);
 }
 
-__global__ void scalar_accumulate_kernel(const float* x, double w, float* acc) {
+__global__ void scalar_accumulate_kernel(const float* x, double w, double* acc) {
   scalar_accumulate(x, w, acc);
 }
 
@@ -49,7 +49,7 @@ void loss_seed_gpu(const StepState* s, double share, float* seed, cudaStream_t s
   LAUNCH_CHECK();
 }
 
-void scalar_accumulate_gpu(const float* x, double w, float* acc, cudaStream_t stream) {
+void scalar_accumulate_gpu(const float* x, double w, double* acc, cudaStream_t stream) {
   scalar_accumulate_kernel<<<1, 1, 0, stream>>>(x, w, acc);
   LAUNCH_CHECK();
 }

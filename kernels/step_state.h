@@ -1,7 +1,7 @@
 // defines: StepState, the state of the optimizer step that lives on the device during GPU
 // training, and the small kernels that move it along: step_decide (skip or not), step_finish
 // (the loss scaler's transition, the step count), loss_seed (backward's seed = scale x share)
-// and scalar_accumulate (a step's loss, summed over micro-batches).
+// and scalar_accumulate (a step's loss, summed over micro-batches in double).
 //
 // Why: the decision to skip a step whose gradients hold inf/NaN, and the loss scale that
 // follows from it, must not cost a host round trip per step (a cudaStreamSynchronize would
@@ -21,8 +21,8 @@
 //                 peak_skips = the longest run of skips so far
 //
 // Every function is a CUTRAIN_HD function below, run by one thread on the GPU and called by
-// the CPU reference as is: the GPU's states equal the CPU's bit for bit, and the CPU trainer's
-// LossScaler (nn/loss_scaler.h) runs the same loss_scaler_next.
+// the CPU as is: the GPU's states equal the CPU's bit for bit. nn/device_step.h drives them on
+// either device, so the CPU trainer runs this very sequence too.
 #pragma once
 #include <cstdint>
 
@@ -89,9 +89,10 @@ CUTRAIN_HD inline float loss_seed(const StepState& s, double share) {
   return float(mul_rn(s.scaler.scale, share));
 }
 
-// acc += x * w, in double, rounded to float once: a step's loss over its micro-batches.
-CUTRAIN_HD inline void scalar_accumulate(const float* x, double w, float* acc) {
-  *acc = float(add_rn(double(*acc), mul_rn(double(*x), w)));
+// acc += x * w, in double: a step's loss over its micro-batches (x is the micro-batch's mean
+// loss, f32, or f64 in a double-precision CPU run; w its share of the batch).
+template <typename X> CUTRAIN_HD inline void scalar_accumulate(const X* x, double w, double* acc) {
+  *acc = add_rn(*acc, mul_rn(double(*x), w));
 }
 
 // --- CPU (host pointers): the functions above, for the tests to compare with the GPU ---
@@ -99,13 +100,13 @@ void step_decide_cpu(int P, const int32_t* flags, StepState* s);
 void step_finish_cpu(const LossScalerConfig& c, StepState* s);
 void step_set_lr_cpu(StepState* s, double lr);
 void loss_seed_cpu(const StepState* s, double share, float* seed);
-void scalar_accumulate_cpu(const float* x, double w, float* acc);
+template <typename X> void scalar_accumulate_cpu(const X* x, double w, double* acc);
 
 // --- GPU (CUDA builds only; device pointers; one thread each, queued on stream) ---
 void step_decide_gpu(int P, const int32_t* flags, StepState* s, cudaStream_t stream);
 void step_finish_gpu(const LossScalerConfig& c, StepState* s, cudaStream_t stream);
 void step_set_lr_gpu(StepState* s, double lr, cudaStream_t stream);
 void loss_seed_gpu(const StepState* s, double share, float* seed, cudaStream_t stream);
-void scalar_accumulate_gpu(const float* x, double w, float* acc, cudaStream_t stream);
+void scalar_accumulate_gpu(const float* x, double w, double* acc, cudaStream_t stream);
 
 }  // namespace cutrain

@@ -29,50 +29,56 @@ void validate_loss_scaler_config(const LossScalerConfig& c) {
         "loss scaler: growth_interval must be >= 1, got " << c.growth_interval);
 }
 
-LossScaler::LossScaler(const LossScalerConfig& config) : c_(config) {
-  validate_loss_scaler_config(c_);
-  s_.scale = c_.init;
+LossScalerState loss_scaler_start(const LossScalerConfig& c) {
+  validate_loss_scaler_config(c);
+  LossScalerState s;
+  s.scale = c.init;
+  return s;
 }
 
-void LossScaler::update(bool overflow, int64_t step, const std::string& first_bad) {
-  s_ = loss_scaler_next(c_, s_, overflow);
-  if (s_.consecutive_skips < c_.max_consecutive_skips) return;
+void loss_scaler_check(const LossScalerConfig& c, const LossScalerState& after, int64_t step,
+                       const std::string& first_bad) {
+  if (after.consecutive_skips < c.max_consecutive_skips) return;
   const std::string where = first_bad.empty() ? "" : ", first in " + first_bad;
   // A fixed scale (fp32): nothing to lower, so nothing to wait for.
-  USER_CHECK(c_.dynamic, "step " << step << ": inf/NaN gradient" << where << " ("
-                                 << s_.consecutive_skips << " step" << (s_.consecutive_skips == 1 ? "" : "s")
-                                 << " in a row). There is no loss scale to lower in fp32: the run "
-                                    "stops, and its checkpoints keep the weights from before. "
-                                    "Training has diverged or the data holds inf/NaN: try a "
-                                    "lower --lr or a longer --warmup");
-  USER_CHECK(false, "step " << step << ": " << s_.consecutive_skips
+  USER_CHECK(c.dynamic, "step " << step << ": inf/NaN gradient" << where << " ("
+                                << after.consecutive_skips << " step"
+                                << (after.consecutive_skips == 1 ? "" : "s")
+                                << " in a row). There is no loss scale to lower in fp32: the run "
+                                   "stops, and its checkpoints keep the weights from before. "
+                                   "Training has diverged or the data holds inf/NaN: try a "
+                                   "lower --lr or a longer --warmup");
+  USER_CHECK(false, "step " << step << ": " << after.consecutive_skips
                             << " consecutive steps overflowed (inf/NaN gradients" << where
                             << ") and were skipped (loss scale now " << std::setprecision(12)
-                            << s_.scale
+                            << after.scale
                             << "); training has diverged or the data holds inf/NaN: try a lower "
                                "learning rate, a longer warm-up, or --precision fp32");
 }
 
-void LossScaler::restore(const LossScalerState& s) {
-  CHECK(std::isfinite(s.scale) && s.scale > 0,
-        "loss scaler: saved scale must be positive, got " << s.scale);
-  CHECK(!c_.dynamic || (s.scale >= c_.min_scale && s.scale <= c_.max_scale),
-        "loss scaler: saved scale " << s.scale << " is outside [min_scale, max_scale] = ["
-                                    << c_.min_scale << ", " << c_.max_scale << "]");
-  CHECK(s.clean_steps >= 0 && s.consecutive_skips >= 0 && s.skipped_total >= 0,
+LossScalerState loss_scaler_restored(const LossScalerConfig& c, const LossScalerState& saved) {
+  validate_loss_scaler_config(c);
+  CHECK(std::isfinite(saved.scale) && saved.scale > 0,
+        "loss scaler: saved scale must be positive, got " << saved.scale);
+  CHECK(!c.dynamic || (saved.scale >= c.min_scale && saved.scale <= c.max_scale),
+        "loss scaler: saved scale " << saved.scale << " is outside [min_scale, max_scale] = ["
+                                    << c.min_scale << ", " << c.max_scale << "]");
+  CHECK(saved.clean_steps >= 0 && saved.consecutive_skips >= 0 && saved.skipped_total >= 0,
         "loss scaler: saved counters must be >= 0");
-  CHECK(!c_.dynamic || s.clean_steps < c_.growth_interval,
-        "loss scaler: saved clean_steps " << s.clean_steps << " must be below growth_interval "
-                                          << c_.growth_interval);
-  s_ = s;
+  CHECK(!c.dynamic || saved.clean_steps < c.growth_interval,
+        "loss scaler: saved clean_steps " << saved.clean_steps
+                                          << " must be below growth_interval "
+                                          << c.growth_interval);
+  LossScalerState s = saved;
   // A fixed scale (fp32) now stops at the first overflow: the skips a checkpoint of an older
   // cutrain counted are of a rule that no longer holds, and nothing is pending from them.
-  if (!c_.dynamic) s_.consecutive_skips = 0;
-  USER_CHECK(s_.consecutive_skips < c_.max_consecutive_skips,
-             "the checkpoint was saved after " << s_.consecutive_skips << " overflows in a row, "
+  if (!c.dynamic) s.consecutive_skips = 0;
+  USER_CHECK(s.consecutive_skips < c.max_consecutive_skips,
+             "the checkpoint was saved after " << s.consecutive_skips << " overflows in a row, "
                                                << "and this run stops at "
-                                               << c_.max_consecutive_skips
+                                               << c.max_consecutive_skips
                                                << ": raise --max-skips to go on");
+  return s;
 }
 
 }  // namespace cutrain

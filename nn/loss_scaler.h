@@ -1,9 +1,12 @@
-// defines: LossScaler (the transition of kernels/loss_scale.h plus the abort after too many
-// consecutive skips) and validate_loss_scaler_config. LossScalerConfig, LossScalerState and
-// loss_scaler_next (the transition) live in kernels/loss_scale.h, shared with the GPU.
+// defines: the loss scaler's rules around its transition: validate_loss_scaler_config,
+// loss_scaler_start, loss_scaler_restored (a checkpoint's state, checked) and
+// loss_scaler_check (the abort after too many consecutive skips). LossScalerConfig,
+// LossScalerState and loss_scaler_next (the transition) live in kernels/loss_scale.h; the
+// state lives in the step state on the model's device (StepState::scaler, nn/device_step.h),
+// moved by DeviceStep::finish on the CPU and the GPU alike. There is no other copy of it.
 //
 // Why: fp16 gradients underflow to zero below 2^-24, so the loss is multiplied by a large
-// scale before backward and the optimizer divides it out (Optimizer::step(scale)). Too large a
+// scale before backward and the optimizer divides it out (StepState::inv_scale). Too large a
 // scale overflows to inf; then the step is skipped and the scale lowered. The scale that
 // works drifts during training, so it is searched for all the time:
 //
@@ -18,16 +21,16 @@
 // overflow still skips the step and counts towards the abort, and clean steps are not counted
 // (fp32 training stops at the first: train/trainer.cpp, loss_scaler_config).
 // After max_consecutive_skips overflows in a row nothing is being learnt (the model has
-// diverged, or the data holds inf/NaN): update() throws, naming the step and the scale.
+// diverged, or the data holds inf/NaN): loss_scaler_check throws, naming the step and the
+// scale.
 //
-// The state is a small plain struct so that a checkpoint can save it and the GPU trainer can
-// keep it in device memory and apply loss_scaler_next() in a kernel, with no host round trip
-// (kernels/step_state.h).
+// The state is a small plain struct so that a checkpoint can save it and the step state can
+// keep it where the model lives and apply loss_scaler_next() there (on a GPU in a kernel, with
+// no host round trip: kernels/step_state.h).
 //
-//   LossScaler scaler(LossScalerConfig{});
-//   tape.backward(loss, scaler.scale());
-//   const bool taken = opt.step(scaler.scale());
-//   scaler.update(!taken, step);          // throws after 30 skips in a row
+//   DeviceStep ds(config, P, device);  ds.reset(loss_scaler_start(config), 0);
+//   ... each step: tape.backward(loss, ds.seed(share, dtype)); take_step(opt, ds, lr);
+//   loss_scaler_check(config, ds.read().scaler, step, name);   // throws after 30 in a row
 #pragma once
 #include <cstdint>
 #include <string>
@@ -39,30 +42,20 @@ namespace cutrain {
 // Throws naming the field for a config that makes no sense (growth < 1, min > max, ...).
 void validate_loss_scaler_config(const LossScalerConfig& c);
 
-class LossScaler {
- public:
-  explicit LossScaler(const LossScalerConfig& config = LossScalerConfig{});
+// The state a run starts from: scale = init, every counter 0 (the config validated first).
+LossScalerState loss_scaler_start(const LossScalerConfig& c);
 
-  double scale() const { return s_.scale; }
-  int clean_steps() const { return s_.clean_steps; }
-  int consecutive_skips() const { return s_.consecutive_skips; }
-  int64_t skipped_total() const { return s_.skipped_total; }
-  const LossScalerConfig& config() const { return c_; }
+// A saved state (a checkpoint's) checked against the config (scale within bounds, counters
+// >= 0) and made this config's: a fixed scale (fp32) forgets old skips, since it stops at the
+// first. Throws a UserError when the state was saved at or past this config's abort
+// (max_consecutive_skips in a row: raise --max-skips to go on).
+LossScalerState loss_scaler_restored(const LossScalerConfig& c, const LossScalerState& saved);
 
-  // After each optimizer step attempt; `step` is that step's number and `first_bad` the
-  // parameter whose gradient overflowed first, for the message. Throws cutrain::UserError
-  // "step S: N consecutive steps overflowed (..., first in conv1.w) ... (loss scale now X)"
-  // once the N-th overflow in a row is recorded (the state is updated first); with a fixed
-  // scale it says there is no scale to lower.
-  void update(bool overflow, int64_t step, const std::string& first_bad = "");
-
-  // For checkpoints. restore() checks the state against the config (scale within bounds).
-  LossScalerState state() const { return s_; }
-  void restore(const LossScalerState& s);
-
- private:
-  LossScalerConfig c_;
-  LossScalerState s_;
-};
+// After the step `step` left the scaler in `after`: throws cutrain::UserError
+// "step S: N consecutive steps overflowed (..., first in conv1.w) ... (loss scale now X)" once
+// N = max_consecutive_skips overflows in a row are recorded; with a fixed scale it says there
+// is no scale to lower. first_bad names the parameter whose gradient overflowed first.
+void loss_scaler_check(const LossScalerConfig& c, const LossScalerState& after, int64_t step,
+                       const std::string& first_bad = "");
 
 }  // namespace cutrain

@@ -9,8 +9,8 @@ namespace cutrain {
 
 // ---- Optimizer: masters, the whole-step inf/NaN check, names ----
 
-Optimizer::Optimizer(const char* who, std::vector<VarPtr> params, double lr_)
-    : lr(lr_), who_(who), params_(std::move(params)) {
+Optimizer::Optimizer(const char* who, std::vector<VarPtr> params, double lr)
+    : who_(who), params_(std::move(params)) {
   CHECK(std::isfinite(lr) && lr > 0, who_ << ": learning rate must be positive, got " << lr);
   CHECK(!params_.empty(), who_ << ": no parameters to optimize");
   for (const VarPtr& p : params_) {
@@ -24,74 +24,53 @@ Optimizer::Optimizer(const char* who, std::vector<VarPtr> params, double lr_)
   }
 }
 
-bool Optimizer::step(double loss_scale) {
-  CHECK(std::isfinite(lr) && lr >= 0, who_ << ": learning rate must be >= 0, got " << lr);
-  // First decide for the whole model, then update: a skipped step changes nothing at all.
-  if (!all_finite(loss_scale)) return false;
-  apply(loss_scale);
-  return true;
-}
-
-bool Optimizer::all_finite(double loss_scale) {
-  check_host_step();
-  CHECK(std::isfinite(loss_scale) && loss_scale > 0,
-        who_ << ": loss scale must be positive, got " << loss_scale);
-  const double inv = 1.0 / loss_scale;
-  first_nonfinite_.clear();
-  for (size_t i = 0; i < params_.size(); i++) {
-    const Tensor& g = params_[i]->grad;
-    if (!g.defined()) continue;  // unused this step: zero gradient
-    bool finite = true;
-    dispatch_float(g.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      finite = grads_finite_cpu<T>(g.numel(), g.template data<T>(), inv);
-    });
-    if (!finite) {
-      first_nonfinite_ = param_name(i);
-      return false;
-    }
-  }
-  return true;
-}
-
-void Optimizer::apply(double loss_scale) {
-  check_host_step();
-  CHECK(std::isfinite(loss_scale) && loss_scale > 0,
-        who_ << ": loss scale must be positive, got " << loss_scale);
-  CHECK(std::isfinite(lr) && lr >= 0, who_ << ": learning rate must be >= 0, got " << lr);
-  update(1.0 / loss_scale);
-  steps_taken++;
-}
-
-void Optimizer::check_host_step() const {
-  CHECK(device() == Device::cpu,
-        who_ << ": step(), all_finite() and apply() run on the CPU; the parameters are on "
-             << device_name(device()) << ": use check_device / apply_device (nn/device_step.h)");
-}
-
-void Optimizer::check_device(DeviceStep& ds) {
-  CHECK(device() == Device::cuda, who_ << ": check_device needs parameters on cuda");
+void Optimizer::check_step(const DeviceStep& ds) const {
+  CHECK(ds.device() == device(), who_ << ": the step state is on " << device_name(ds.device())
+                                      << ", the parameters on " << device_name(device()));
   CHECK(ds.params() == int(params_.size()),
         who_ << ": the DeviceStep has " << ds.params() << " flags for " << params_.size()
              << " parameters");
-#if defined(CUTRAIN_CUDA)
+}
+
+void Optimizer::check(DeviceStep& ds) {
+  check_step(ds);
   for (size_t i = 0; i < params_.size(); i++) {
     const Tensor& g = params_[i]->grad;
     if (!g.defined()) continue;  // unused this step: a zero gradient, finite
     dispatch_float(g.dtype(), [&](auto tag) {
       using T = decltype(tag);
+      if (device() == Device::cpu) {
+        if (!grads_finite_cpu<T>(g.numel(), g.template data<T>(), double(ds.state()->inv_scale)))
+          *ds.flag(int(i)) = 1;
+        return;
+      }
+#if defined(CUTRAIN_CUDA)
       ON_GPU(who_, T, grads_nonfinite_gpu<T>(g.numel(), g.template data<T>(), ds.inv_scale(),
                                              ds.flag(int(i)), gpu_context().stream));
+#else
+      no_gpu_kernel(who_);  // not reached: a CPU-only build has no cuda tensors
+#endif
     });
   }
-#else
-  no_gpu_kernel(who_);  // not reached: a CPU-only build has no cuda tensors
-#endif
 }
 
-void Optimizer::apply_device(DeviceStep& ds) {
-  CHECK(device() == Device::cuda, who_ << ": apply_device needs parameters on cuda");
-  update_device(ds);  // at ds.lr(), checked by DeviceStep::set_lr
+void Optimizer::apply(DeviceStep& ds) {
+  check_step(ds);
+  if (device() == Device::cuda) return update_gpu(ds);  // the kernels read skip themselves
+  const StepState& s = *ds.state();
+  if (s.skip) return;
+  CHECK(std::isfinite(s.lr) && s.lr >= 0, who_ << ": learning rate must be >= 0, got " << s.lr);
+  update_cpu(s);
+}
+
+bool take_step(Optimizer& opt, DeviceStep& ds, double lr) {
+  ds.set_lr(lr);
+  ds.begin();
+  opt.check(ds);
+  ds.decide();
+  opt.apply(ds);
+  ds.finish();
+  return ds.read().skip == 0;
 }
 
 void Optimizer::zero_grad() {
@@ -100,7 +79,7 @@ void Optimizer::zero_grad() {
 
 void Optimizer::add_masters(std::vector<std::pair<std::string, Tensor*>>& out, size_t i) {
   if (masters_[i].raw() != params_[i]->value.raw())
-    out.emplace_back(param_name(i) + ".master", &masters_[i]);
+    out.emplace_back(parameter_name(i) + ".master", &masters_[i]);
 }
 
 std::vector<Tensor> Optimizer::acc_zeros() const {
@@ -110,7 +89,7 @@ std::vector<Tensor> Optimizer::acc_zeros() const {
   return out;
 }
 
-std::string Optimizer::param_name(size_t i) const {
+std::string Optimizer::parameter_name(size_t i) const {
   const std::string& n = params_[i]->name;
   return n.empty() ? "parameter " + std::to_string(i) : n;
 }
@@ -125,9 +104,10 @@ SGD::SGD(std::vector<VarPtr> params, SgdParams h)
   velocity_ = acc_zeros();
 }
 
-void SGD::update(double inv_scale) {
+void SGD::update_cpu(const StepState& s) {
   SgdParams p = hp_;
-  p.lr = lr;
+  p.lr = s.lr;
+  const double inv_scale = s.inv_scale;
   for (size_t i = 0; i < params_.size(); i++) {
     Tensor& g = grad(i);
     dispatch_float(g.dtype(), [&](auto tag) {
@@ -139,7 +119,7 @@ void SGD::update(double inv_scale) {
   }
 }
 
-void SGD::update_device(DeviceStep& ds) {
+void SGD::update_gpu(DeviceStep& ds) {
 #if defined(CUTRAIN_CUDA)
   const SgdParams& p = hp_;  // the learning rate is ds.lr(), on the device
   for (size_t i = 0; i < params_.size(); i++) {
@@ -162,7 +142,7 @@ std::vector<std::pair<std::string, Tensor*>> SGD::state_tensors() {
   std::vector<std::pair<std::string, Tensor*>> out;
   for (size_t i = 0; i < params_.size(); i++) {
     add_masters(out, i);
-    out.emplace_back(param_name(i) + ".momentum", &velocity_[i]);
+    out.emplace_back(parameter_name(i) + ".momentum", &velocity_[i]);
   }
   return out;
 }
@@ -179,9 +159,10 @@ AdamW::AdamW(std::vector<VarPtr> params, AdamWParams h)
   v_ = acc_zeros();
 }
 
-void AdamW::update(double inv_scale) {
+void AdamW::update_cpu(const StepState& s) {
   AdamWParams p = hp_;
-  p.lr = lr;
+  p.lr = s.lr;
+  const double inv_scale = s.inv_scale;
   for (size_t i = 0; i < params_.size(); i++) {
     Tensor& g = grad(i);
     dispatch_float(g.dtype(), [&](auto tag) {
@@ -189,12 +170,12 @@ void AdamW::update(double inv_scale) {
       using A = acc_t<T>;
       adamw_step_cpu<T>(g.numel(), g.template data<T>(), inv_scale,
                         masters_[i].template data<A>(), m_[i].template data<A>(),
-                        v_[i].template data<A>(), working<T>(i), p, steps_taken + 1);
+                        v_[i].template data<A>(), working<T>(i), p, s.t);
     });
   }
 }
 
-void AdamW::update_device(DeviceStep& ds) {
+void AdamW::update_gpu(DeviceStep& ds) {
 #if defined(CUTRAIN_CUDA)
   const AdamWParams& p = hp_;  // the learning rate is ds.lr(), on the device
   for (size_t i = 0; i < params_.size(); i++) {
@@ -217,8 +198,8 @@ std::vector<std::pair<std::string, Tensor*>> AdamW::state_tensors() {
   std::vector<std::pair<std::string, Tensor*>> out;
   for (size_t i = 0; i < params_.size(); i++) {
     add_masters(out, i);
-    out.emplace_back(param_name(i) + ".adam_m", &m_[i]);
-    out.emplace_back(param_name(i) + ".adam_v", &v_[i]);
+    out.emplace_back(parameter_name(i) + ".adam_m", &m_[i]);
+    out.emplace_back(parameter_name(i) + ".adam_v", &v_[i]);
   }
   return out;
 }

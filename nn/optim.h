@@ -1,26 +1,26 @@
-// defines: Optimizer (the interface the training loop and the checkpoints use), SGD, AdamW and
-// make_optimizer(name, ...).
+// defines: Optimizer (the interface the training loop and the checkpoints use), SGD, AdamW,
+// make_optimizer(name, ...) and take_step.
 //
 // Each parameter gets a master copy in the accumulation dtype (fp32 for fp16 parameters; for
 // f32/f64 parameters the master *is* the parameter) and per-optimizer state (a velocity, or
-// Adam's two moments), all in the accumulation dtype. step(loss_scale) divides the accumulated
-// gradients by the loss scale, and either updates every parameter or, when any gradient is
-// inf/NaN, none of them and returns false: the step is skipped as a whole, and
-// first_nonfinite() names the parameter that overflowed.
+// Adam's two moments), all in the accumulation dtype. One protocol on every device, driven by
+// the step state where the model lives (nn/device_step.h): check() flags each parameter whose
+// gradient, unscaled, holds an inf/NaN; the DeviceStep decides (skip the whole step when any
+// flag is set, naming the first parameter); apply() updates every parameter at the state's
+// learning rate, or, told to skip, changes nothing at all. On the CPU each call runs at once,
+// on a GPU it is queued and the host never waits.
 //
 //   auto opt = make_optimizer("adamw", model->parameters(), 1e-3, 0.9, 0.05);
-//   opt->lr = lr_at(schedule, step);
-//   const bool taken = opt->step(scaler.scale());
-//   if (!taken) report(opt->first_nonfinite());
-//   scaler.update(!taken, step);
+//   DeviceStep ds(scaler_config, int(opt->params().size()), Device::cpu);
+//   const bool taken = take_step(*opt, ds, lr_at(schedule, step));   // = the sequence below
+//   if (!taken) report(opt->parameter_name(size_t(ds.read().first_bad)));
 //   opt->zero_grad();
 //
 // Checkpoints: state_tensors() lists, in parameter order, every tensor besides the parameters
 // themselves that a resume needs: "<param>.master" (only where separate from the parameter),
-// "<param>.momentum" (SGD), "<param>.adam_m" and "<param>.adam_v" (AdamW); plus steps_taken
-// (AdamW's bias correction depends on it). Restore by writing into those tensors (same shape
-// and dtype) and setting steps_taken; the parameters (the fp16 working copies) are saved and
-// restored with the model.
+// "<param>.momentum" (SGD), "<param>.adam_m" and "<param>.adam_v" (AdamW). The step count
+// (AdamW's bias correction depends on it) and the loss scaler are the DeviceStep's state. The
+// parameters (the fp16 working copies) are saved and restored with the model.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -41,51 +41,30 @@ class Optimizer {
   Optimizer(const Optimizer&) = delete;  // the masters would be shared: never what is meant
   Optimizer& operator=(const Optimizer&) = delete;
 
-  // Unscales the gradients by 1/loss_scale, and if every one is finite updates every
-  // parameter, counts the step and returns true. Otherwise changes nothing (weights, state,
-  // steps_taken), remembers the first parameter at fault and returns false. A parameter whose
+  // Every parameter's gradient unscaled by the state's inv_scale: ds.flag(i) raised where it
+  // holds an inf or NaN (never cleared: DeviceStep::begin does that). A parameter whose
   // gradient was never allocated counts as a zero gradient.
-  bool step(double loss_scale = 1.0);
+  void check(DeviceStep& ds);
+  // Unless the state says skip (DeviceStep::decide): every parameter updated at the state's
+  // learning rate (DeviceStep::set_lr), unscaling by its inv_scale, AdamW at step t. Told to
+  // skip, nothing changes at all. The step count is the state's (DeviceStep::finish).
+  void apply(DeviceStep& ds);
   void zero_grad();
 
-  // step() in its two halves, for data-parallel replicas, which must agree on the decision
-  // before any of them updates: all_finite() checks the unscaled gradients (and remembers the
-  // first parameter at fault), apply() updates and counts the step without checking.
-  // step(s) is `if (!all_finite(s)) return false; apply(s); return true;`.
-  bool all_finite(double loss_scale);
-  void apply(double loss_scale);
-
-  // The name of the first parameter, in parameter order, whose unscaled gradient held an inf
-  // or NaN at the last step() ("parameter 3" when unnamed); empty if that step was taken or
-  // none has been tried yet. Kept until the next step(), so it survives zero_grad().
-  const std::string& first_nonfinite() const { return first_nonfinite_; }
-
-  // GPU (parameters on cuda; nn/device_step.h has the whole step). Queued on this thread's
-  // GpuContext stream; nothing is read back. check_device: grads_nonfinite_gpu of every
-  // parameter into ds.flag(i) (a parameter without a gradient buffer is skipped). apply_device:
-  // the update kernels, unscaling by ds.inv_scale(), doing nothing when ds.skip() is set, at
-  // the learning rate ds.lr() (DeviceStep::set_lr; `lr` is the CPU's), AdamW at step ds.t().
-  // steps_taken and first_nonfinite() are not touched: the device counts the steps
-  // (StepState::steps_taken), and the caller copies them back when it learns them.
-  void check_device(DeviceStep& ds);
-  void apply_device(DeviceStep& ds);
   Device device() const { return params_[0]->value.device(); }
-  // The name of parameter i ("parameter 3" when unnamed), as first_nonfinite() gives it.
-  std::string parameter_name(size_t i) const { return param_name(i); }
+  // The name of parameter i ("parameter 3" when unnamed): StepState::first_bad's name.
+  std::string parameter_name(size_t i) const;
 
   virtual std::vector<std::pair<std::string, Tensor*>> state_tensors() = 0;
   virtual std::string name() const = 0;  // "sgd", "nesterov", "adamw"
   const std::vector<VarPtr>& params() const { return params_; }
 
-  double lr;                  // may be changed between steps (schedules); must be >= 0
-  int64_t steps_taken = 0;    // steps actually taken (skipped ones not counted)
-
  protected:
   Optimizer(const char* who, std::vector<VarPtr> params, double lr);
-  // Called by step() once every gradient is known to be finite; steps_taken is not yet
-  // incremented (the step being taken is number steps_taken + 1).
-  virtual void update(double inv_scale) = 0;
-  virtual void update_device(DeviceStep& ds) = 0;  // apply_device's kernels
+  // apply()'s update, the step known to be taken: s holds inv_scale, lr and t (CPU: the state
+  // itself; GPU: the kernels read ds's device pointers and skip on their own).
+  virtual void update_cpu(const StepState& s) = 0;
+  virtual void update_gpu(DeviceStep& ds) = 0;
   // The "<param>.master" entries: only masters that are separate from their parameter.
   void add_masters(std::vector<std::pair<std::string, Tensor*>>& out, size_t i);
   Tensor& grad(size_t i) { return params_[i]->grad_buffer(); }
@@ -96,15 +75,11 @@ class Optimizer {
   }
   // Zero tensors of the accumulation dtype, one per parameter (velocities, moments).
   std::vector<Tensor> acc_zeros() const;
-  std::string param_name(size_t i) const;
-  void check_host_step() const;  // the parameters are on the CPU, or a clear error
+  void check_step(const DeviceStep& ds) const;  // ds is this optimizer's: device, flags
 
   const char* who_;              // "SGD" / "AdamW", the prefix of error messages
   std::vector<VarPtr> params_;
   std::vector<Tensor> masters_;  // acc dtype; shares storage with the parameter when equal
-
- private:
-  std::string first_nonfinite_;
 };
 
 // SGD with momentum (optionally Nesterov) and L2 weight decay: the math is in kernels/sgd.h.
@@ -113,11 +88,11 @@ class SGD : public Optimizer {
   SGD(std::vector<VarPtr> params, SgdParams hp);
   std::vector<std::pair<std::string, Tensor*>> state_tensors() override;
   std::string name() const override { return hp_.nesterov ? "nesterov" : "sgd"; }
-  const SgdParams& hyper() const { return hp_; }  // hp.lr is the initial lr; see lr
+  const SgdParams& hyper() const { return hp_; }  // hp.lr is the initial lr (the state's is used)
 
  private:
-  void update(double inv_scale) override;
-  void update_device(DeviceStep& ds) override;
+  void update_cpu(const StepState& s) override;
+  void update_gpu(DeviceStep& ds) override;
   SgdParams hp_;
   std::vector<Tensor> velocity_;
 };
@@ -128,11 +103,11 @@ class AdamW : public Optimizer {
   AdamW(std::vector<VarPtr> params, AdamWParams hp);
   std::vector<std::pair<std::string, Tensor*>> state_tensors() override;
   std::string name() const override { return "adamw"; }
-  const AdamWParams& hyper() const { return hp_; }  // hp.lr is the initial lr; see lr
+  const AdamWParams& hyper() const { return hp_; }  // hp.lr is the initial lr (the state's is used)
 
  private:
-  void update(double inv_scale) override;
-  void update_device(DeviceStep& ds) override;
+  void update_cpu(const StepState& s) override;
+  void update_gpu(DeviceStep& ds) override;
   AdamWParams hp_;
   std::vector<Tensor> m_, v_;
 };
@@ -141,5 +116,11 @@ class AdamW : public Optimizer {
 // 0.999, eps 1e-8; `momentum` is not used). Throws naming the choices for any other name.
 std::unique_ptr<Optimizer> make_optimizer(const std::string& name, std::vector<VarPtr> params,
                                           double lr, double momentum, double weight_decay);
+
+// One whole step, waiting for its decision: ds.set_lr(lr), begin, opt.check, decide, opt.apply,
+// finish; true when it was taken (the state's skip is 0). For tests and tools: the trainer
+// queues the parts (replicas OR their flags between check and decide) and reads the decision
+// later.
+bool take_step(Optimizer& opt, DeviceStep& ds, double lr);
 
 }  // namespace cutrain

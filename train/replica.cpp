@@ -1,4 +1,4 @@
-// CommThread, ReplicaThreads and the replica helpers (see replica.h).
+// ReplicaThreads and the replica helpers (see replica.h).
 #include "train/replica.h"
 
 #include <algorithm>
@@ -13,10 +13,6 @@
 namespace cutrain {
 
 namespace {
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 std::string what_of(const std::exception_ptr& e) {
   try {
     std::rethrow_exception(e);
@@ -27,88 +23,6 @@ std::string what_of(const std::exception_ptr& e) {
   }
 }
 }  // namespace
-
-// ---- CommThread --------------------------------------------------------------------------
-
-CommThread::CommThread(Ring& ring, int rank, GradBuckets& grads)
-    : ring_(ring), rank_(rank), grads_(grads), ready_(grads.size(), 0),
-      done_(grads.size()) {
-  thread_ = start_thread("the gradient thread of replica " + std::to_string(rank), [this] { main(); });
-}
-
-CommThread::~CommThread() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  thread_.join();
-}
-
-void CommThread::start() {
-  std::lock_guard<std::mutex> lock(mu_);
-  grads_.arm();
-  std::fill(ready_.begin(), ready_.end(), 0);
-  done_ = 0;
-  busy_s_ = 0;
-  generation_++;
-  cv_.notify_all();
-}
-
-void CommThread::mark_ready(int k) {
-  std::lock_guard<std::mutex> lock(mu_);
-  ready_[size_t(k)] = 1;
-  cv_.notify_all();
-}
-
-void CommThread::on_grad_ready(const Var& v) {
-  const int k = grads_.ready(v);  // compute thread only: no lock needed for the counts
-  if (k >= 0) mark_ready(k);
-}
-
-double CommThread::finish() {
-  for (int k : grads_.finish()) mark_ready(k);
-  const auto t0 = Clock::now();
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return done_ == ready_.size() || error_; });
-  if (error_) std::rethrow_exception(error_);
-  return seconds_since(t0);
-}
-
-void CommThread::main() {
-  int64_t seen = 0;
-  std::unique_lock<std::mutex> lock(mu_);
-  for (;;) {
-    cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-    if (stop_) return;
-    seen = generation_;
-    // Buckets strictly in order, on every replica: the ring's collectives must match.
-    for (size_t k = 0; k < ready_.size(); k++) {
-      cv_.wait(lock, [&] { return stop_ || ready_[k]; });
-      if (stop_) return;
-      lock.unlock();
-      const GradBucket& b = grads_[k];
-      const auto t0 = Clock::now();
-      try {
-        ring_.all_reduce(rank_, b.data, b.numel, b.dtype, true);
-      } catch (...) {
-        lock.lock();
-        error_ = std::current_exception();
-        cv_.notify_all();
-        break;
-      }
-      const double dt = seconds_since(t0);
-      lock.lock();
-      busy_s_ += dt;
-      done_ = k + 1;
-      cv_.notify_all();
-    }
-    if (error_) {  // the ring is aborted: nothing more to do but stop when told
-      cv_.wait(lock, [&] { return stop_; });
-      return;
-    }
-  }
-}
 
 // ---- ReplicaThreads ----------------------------------------------------------------------
 
@@ -190,45 +104,10 @@ namespace {
 // queued for the replica (its context), waited for.
 Tensor on_host(const Replica& rep, const Tensor& t) {
   if (t.device() == Device::cpu) return t;
-  const GpuContextScope on(rep.context);
+  const GpuContextScope on(rep.lane->context());
   return t.to(Device::cpu);
 }
 }  // namespace
-
-void average_batchnorm_stats(std::vector<Replica*> replicas) {
-  const size_t R = replicas.size();
-  if (R <= 1) return;
-  const size_t layers = replicas[0]->model->batchnorm_states().size();
-  for (size_t i = 0; i < layers; i++) {
-    for (Tensor BatchNormState::*field : {&BatchNormState::running_mean,
-                                          &BatchNormState::running_var}) {
-      auto stat = [&](Replica* rep) -> Tensor& {
-        return rep->model->batchnorm_states()[i].second->*field;
-      };
-      const Tensor& t0 = stat(replicas[0]);
-      const int64_t n = t0.numel();
-      Tensor mean = Tensor::empty(t0.shape(), t0.dtype());
-      auto average = [&](auto tag) {
-        using A = decltype(tag);
-        A* sum = mean.template data<A>();
-        std::fill(sum, sum + n, A(0));
-        for (Replica* rep : replicas) {  // rank order: the same result every time
-          const Tensor x = on_host(*rep, stat(rep));
-          for (int64_t e = 0; e < n; e++) sum[e] += x.template data<A>()[e];
-        }
-        for (int64_t e = 0; e < n; e++) sum[e] /= A(R);
-      };
-      if (t0.dtype() == DType::f64)
-        average(double{});
-      else
-        average(float{});
-      for (Replica* rep : replicas) {
-        const GpuContextScope on(rep->context);  // a GPU's copy: on the replica's stream
-        stat(rep).copy_from(mean);
-      }
-    }
-  }
-}
 
 std::string overflow_name(const std::vector<char>& overflowed,
                           const std::function<std::string(int)>& param) {

@@ -1,20 +1,20 @@
-// defines: Replica (one data-parallel copy of a run: its model, optimizer, loader shard,
-// gradient buckets and communication thread), CommThread (the thread that all-reduces a
-// replica's buckets as backward completes them), ReplicaThreads (one compute thread per
-// replica), average_batchnorm_stats and replica_difference (the --check-replicas test).
+// defines: Replica (one data-parallel copy of a run: its model, optimizer, lane, loader shard and
+// gradient buckets), ReplicaThreads (one thread per replica: how the CPU ring's ranks run),
+// overflow_name and replica_difference (the --check-replicas test).
 //
-// A step of R replicas (Trainer::step, train/trainer.cpp):
+// A step of R replicas (Trainer::launch, train/trainer.cpp), one host thread queuing replica
+// after replica:
 //
-//   compute thread r:  forward ... backward: layer L, L-1, ..., 1 ──────────► wait ─► check ─► any ─► update
-//                                                 │ bucket ready    │                        (all skip
-//   comm thread r:                                └► all-reduce k ──└► all-reduce k+1 ...     together)
+//   replica r:   forward ... backward: layer L, L-1, ..., 1 ──────► wait ─► check ─► (OR) ─► decide, update
+//                                          │ bucket k complete on every replica  ▲
+//   collective:                            └► average bucket k ... ──────────────┘
 //
-// Each replica trains on its own shard of the global batch (data/sampler.h: contiguous, disjoint,
-// in rank order), seeds backward with its share of the global mean loss, and hands each bucket
-// to its comm thread when backward has completed it (Tape::grad_ready); the comm threads of all
-// replicas run the ring all-reduce (train/ring.h) bucket after bucket, in the same order, while
-// the compute threads go on with the layers before. On a GPU the compute thread is the compute
-// stream, the comm thread the comm stream, and "bucket ready" an event.
+// Each replica trains on its own shard of the global batch (data/sampler.h: contiguous,
+// disjoint, in rank order), seeds backward with its share of the global mean loss, and marks
+// each bucket when backward has completed it (Tape::grad_ready); once every replica has marked
+// bucket k, the Collective (train/collective.h) averages it. On the CPU that happens at once
+// (the CPU ring's ranks on ReplicaThreads); on GPUs it is queued on comm streams that wait for
+// the marks (events), so it overlaps the layers before.
 #pragma once
 #include <condition_variable>
 #include <cstdint>
@@ -30,68 +30,29 @@
 #include "nn/gpu_context.h"
 #include "nn/model.h"
 #include "nn/optim.h"
+#include "train/batch_input.h"
 #include "train/grad_buckets.h"
+#include "train/lane.h"
 #include "train/ring.h"
 
 namespace cutrain {
 
-class CommThread {
- public:
-  CommThread(Ring& ring, int rank, GradBuckets& grads);
-  ~CommThread();  // stops and joins
-  CommThread(const CommThread&) = delete;
-  CommThread& operator=(const CommThread&) = delete;
-
-  // Before the backward that completes the gradients: arms the buckets, and the thread waits
-  // for bucket 0.
-  void start();
-  // Tape::grad_ready of the compute thread: marks v's bucket ready when v completed it.
-  void on_grad_ready(const Var& v);
-  // After backward: every bucket not yet ready is, then waits until all are all-reduced.
-  // Returns the seconds waited: the communication backward did not hide. Rethrows an error of
-  // the comm thread.
-  double finish();
-  // Seconds the comm thread spent in all-reduces during the last step (including waiting for
-  // slower peers inside the ring).
-  double busy_seconds() const { return busy_s_; }
-
- private:
-  void mark_ready(int k);
-  void main();
-
-  Ring& ring_;
-  const int rank_;
-  GradBuckets& grads_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<char> ready_;  // per bucket, this step
-  int64_t generation_ = 0;   // start() calls
-  size_t done_ = 0;          // buckets all-reduced this step
-  bool stop_ = false;
-  std::exception_ptr error_;
-  double busy_s_ = 0;
-  std::thread thread_;
-};
-
 struct Replica {
   int rank = 0;
-  GpuContext context;                  // its compute stream and device (on the CPU: no stream)
+  std::unique_ptr<Lane> lane;          // where its work runs: the CPU, or its GPU's streams
   std::unique_ptr<Model> model;
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<Loader> loader;
   std::unique_ptr<GradBuckets> grads;  // R > 1 only: R = 1 keeps the gradients as they are
-  std::unique_ptr<CommThread> comm;    // R > 1 only
   Tensor class_weight;                 // --balance loss: (classes) in the loss's dtype on its
                                        //   device, made once (a CUDA graph keeps its address);
                                        //   undefined otherwise
+  std::unique_ptr<DeviceNormalization> norm;  // on a GPU: mean and std for the input kernel
   Batch batch;                         // this step's shard, from next() to release()
-  // this step:
-  double loss = 0;                     // the shard's loss, weighted by its share
-  int64_t correct = 0;
-  double comm_s = 0, exposed_s = 0;    // all-reduce time, and the part backward did not hide
+  bool any_ready = false;              // this step: a bucket was marked (Lane::first_ready)
 };
 
-// One compute thread per replica: run(f) calls f(r) for every replica r at once (r = 0 on the
+// One thread per replica: run(f) calls f(r) for every replica r at once (r = 0 on the
 // calling thread) and returns when all have; the first exception is rethrown, after on_error
 // was called with its message (it aborts the ring, so the other replicas stop waiting).
 class ReplicaThreads {
@@ -120,12 +81,6 @@ class ReplicaThreads {
   std::exception_ptr error_;
   std::vector<std::thread> threads_;
 };
-
-// Every replica's BatchNorm running statistics replaced by their average over the replicas
-// (in rank order, in the statistics' dtype), so all evaluate and save the same model. The
-// update of running statistics is linear in them, so averaging earlier or later gives the same
-// result up to rounding.
-void average_batchnorm_stats(std::vector<Replica*> replicas);
 
 // What a step skipped by R > 1 replicas names: the first replica whose own (averaged)
 // gradients overflowed and its first parameter at fault, "replica 1: conv2.w"; only the

@@ -1,7 +1,10 @@
-// Trainer: construction and the training step. The state kept in checkpoints is handled in
-// trainer_state.cpp, what keeps replicas alike and describes them in trainer_replicas.cpp.
+// Trainer: construction and the training step, the same code on every device (train/lane.h
+// has what differs). The state kept in checkpoints is handled in trainer_state.cpp, what
+// keeps replicas alike and describes them in trainer_replicas.cpp, --cuda-graph in
+// trainer_graph.cpp.
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -10,13 +13,13 @@
 #include "kernels/check.h"
 #include "train/balance.h"
 #include "train/dataset.h"
-#include "train/trainer_gpu.h"
+#include "train/trainer_graph.h"
 
 namespace cutrain {
 
-// Buckets smaller than this take the next layer in too (train/grad_buckets.h). A ring round
-// costs a few thread hand-offs (tens of microseconds on a CPU, ~10 us of launches and events on
-// a GPU), so a bucket should carry at least a few hundred KiB for the copies to dominate.
+// Buckets smaller than this take the next layer in too (train/grad_buckets.h). A collective
+// costs a few thread hand-offs (tens of microseconds on a CPU, ~10 us of launches and events
+// on a GPU), so a bucket should carry at least a few hundred KiB for the copies to dominate.
 constexpr size_t kBucketMinBytes = size_t(256) << 10;
 
 LossScalerConfig loss_scaler_config(DType dtype, int max_skips) {
@@ -42,25 +45,16 @@ Trainer::Trainer(const TrainConfig& cfg, const RunDevice& device) : cfg_(cfg), d
   // Before anything big is allocated: a run that cannot fit is refused now, with the options
   // to lower, not ended by bad_alloc or the OOM killer later.
   memory_ = check_run_memory(cfg_, device_);
-  // Each replica's context: on a GPU its lane's compute stream and device (the model, the
-  // optimizer state, the buckets and every kernel of the replica go there).
-  const GpuContext kernels{nullptr, parse_conv_impl(cfg_.conv), parse_linear_impl(cfg_.linear)};
-  std::vector<GpuContext> contexts(size_t(R), kernels);
+  // Each replica's lane: on a GPU its compute stream and device (the model, the optimizer
+  // state, the buckets and every kernel of the replica go there).
+  std::vector<int> devices;
   if (device_.device == Device::cuda) {
-    std::vector<int> devices = gpu_ordinals(cfg_.devices);
+    devices = gpu_ordinals(cfg_.devices);
     if (devices.empty()) devices.assign(size_t(R), device_.gpu);
-    gpu_ = std::make_unique<Gpu>();
-    for (int r = 0; r < R; r++) {
-      const int d = devices[size_t(r)];
+    for (int d : devices)
       USER_CHECK(d < gpu_count(), (cfg_.devices.empty() ? "--device cuda" : "--devices " + cfg_.devices)
                                  << ": GPU " << d << " does not exist (" << gpu_count()
                                  << " usable)");
-      const DeviceGuard on(d);
-      gpu_->lanes.push_back(std::make_unique<Gpu::Lane>(d));
-      contexts[size_t(r)].stream = gpu_->lane(r).compute.get();
-      contexts[size_t(r)].device = d;
-    }
-    if (R > 1) gpu_->ring = std::make_unique<DeviceRing>(devices);
   }
 
   train_ = open_train_source(cfg_, train_image_spec(cfg_));
@@ -72,6 +66,8 @@ Trainer::Trainer(const TrainConfig& cfg, const RunDevice& device) : cfg_(cfg), d
   fingerprint_ = fingerprint_of(*train_);
   fingerprint_json_ = fingerprint_.to_json();  // once: each checkpoint keeps it
   balance_ = class_balance(cfg_.balance, *train_, cfg_.classes);  // --balance (train/balance.h)
+  scaler_config_ = loss_scaler_config(device_.dtype, cfg_.max_skips);
+  validate_loss_scaler_config(scaler_config_);
 
   ModelOptions mo;
   mo.H = mo.W = cfg_.size;
@@ -85,11 +81,14 @@ Trainer::Trainer(const TrainConfig& cfg, const RunDevice& device) : cfg_(cfg), d
   for (int r = 0; r < R; r++) {
     auto rep = std::make_unique<Replica>();
     rep->rank = r;
-    rep->context = contexts[size_t(r)];
-    const GpuContextScope on(rep->context);
+    rep->lane = std::make_unique<Lane>(device_.device, devices.empty() ? -1 : devices[size_t(r)],
+                                       parse_conv_impl(cfg_.conv), parse_linear_impl(cfg_.linear));
+    const GpuContextScope on(rep->lane->context());
     rep->model = build_model(spec, mo);
     rep->optimizer = make_optimizer(cfg_.optimizer, rep->model->parameters(), cfg_.lr,
                                     cfg_.momentum, cfg_.wd);
+    rep->lane->make_step(scaler_config_, int(rep->model->parameters().size()));
+    if (device_.device == Device::cuda) rep->norm = std::make_unique<DeviceNormalization>(norm_);
     if (!balance_.weights.empty())  // --balance loss: on the replica's device, once
       rep->class_weight = Tensor::from_doubles(balance_.weights, {cfg_.classes},
                                                acc_dtype(device_.dtype))
@@ -98,29 +97,18 @@ Trainer::Trainer(const TrainConfig& cfg, const RunDevice& device) : cfg_(cfg), d
       rep->grads = std::make_unique<GradBuckets>(rep->model->parameters(), kBucketMinBytes);
     replicas_.push_back(std::move(rep));
   }
-  if (R > 1 && !gpu_) {  // CPU replicas: a thread each, and a comm thread each on the Ring
-    ring_ = std::make_unique<Ring>(R);
-    for (auto& rep : replicas_)
-      rep->comm = std::make_unique<CommThread>(*ring_, rep->rank, *rep->grads);
-    threads_ = std::make_unique<ReplicaThreads>(R, [this](const std::string& why) {
-      ring_->abort(why);
-    });
-  }
-  scaler_ = std::make_unique<LossScaler>(loss_scaler_config(device_.dtype, cfg_.max_skips));
-  if (gpu_) {
-    const int P = int(model().parameters().size());
-    for (int r = 0; r < R; r++) {
-      const GpuContextScope on = on_replica(r);
-      Gpu::Lane& lane = gpu_->lane(r);
-      lane.step = std::make_unique<DeviceStep>(scaler_->config(), P);
-      lane.step->reset(scaler_->state(), 0);
-      lane.norm = std::make_unique<DeviceNormalization>(norm_);
-      if (R > 1)
-        for (size_t k = 0; k < replicas_[size_t(r)]->grads->size(); k++)
-          lane.bucket_ready.emplace_back(false);
+  if (R > 1) {
+    if (device_.device == Device::cuda) {
+      std::vector<cudaStream_t> streams;
+      for (auto& rep : replicas_) streams.push_back(rep->lane->stream());
+      collective_ = make_gpu_ring(devices, streams);
+    } else {
+      collective_ = make_cpu_ring(R);
     }
-    if (R > 1) gpu_->marked.assign(replicas_[0]->grads->size(), 0);
+    marked_.assign(replicas_[0]->grads->size(), 0);
   }
+  if (cfg_.cuda_graph && device_.device == Device::cuda && R == 1)
+    graphs_ = std::make_unique<Graphs>();
 
   schedule_.kind = cfg_.schedule;
   schedule_.base_lr = cfg_.lr;
@@ -132,23 +120,14 @@ Trainer::Trainer(const TrainConfig& cfg, const RunDevice& device) : cfg_(cfg), d
 }
 
 Trainer::~Trainer() {
-  // The comm threads use the ring and the buckets: stop them first.
-  for (auto& rep : replicas_) rep->comm.reset();
-  // Let the GPU finish what was queued before the loaders, tensors and streams go away. Never
-  // throw from here (a destructor may run while an earlier CUDA error unwinds the stack).
-  if (gpu_) {
-    for (auto& lane : gpu_->lanes) {
-      try {
-        lane->timeline.reset();  // flushes its spans
-        lane->compute.synchronize();
-        lane->readback.synchronize();  // the last records' copies into pinned memory
-      } catch (...) {
-      }
-    }
-    try {
-      gpu_->ring.reset();  // waits for the comm streams, which read the gradient buffers
-    } catch (...) {
-    }
+  // The graphs first (their private pools back to the allocator), then the collective (its
+  // comm streams read the gradient buffers), then each replica's lane waits for its queue
+  // before the loaders and tensors go away.
+  graphs_.reset();
+  try {
+    for (auto& rep : replicas_) rep->lane->synchronize();
+    collective_.reset();
+  } catch (...) {  // never throw from here (an earlier CUDA error may be unwinding the stack)
   }
 }
 
@@ -161,7 +140,7 @@ void Trainer::start_loaders() {
     threads = std::max(1, all / R);
   }
   for (auto& rep : replicas_) {
-    const GpuContextScope on(rep->context);  // a GPU loader's stream and memory: its device
+    const GpuContextScope on(rep->lane->context());  // a GPU loader's stream and memory
     SamplerConfig sc;
     sc.num_samples = train_->size();
     sc.batch_size = cfg_.batch;
@@ -176,7 +155,7 @@ void Trainer::start_loaders() {
     lc.strict = cfg_.strict;
     lc.tracer = tracer;
     if (R > 1) lc.label = "replica " + std::to_string(rep->rank);  // its own trace rows
-    if (gpu_) lc.gpu = gpu_->lane(rep->rank).device;
+    if (rep->lane->where() == Device::cuda) lc.gpu = rep->lane->device();
     if (!cfg_.out.empty())
       lc.bad_files_path = cfg_.out + (R > 1 ? "/bad_files.replica" + std::to_string(rep->rank) +
                                                   ".txt"
@@ -190,15 +169,153 @@ LoaderStats Trainer::loader_stats() const {
   return l ? l->stats() : LoaderStats{};
 }
 
-void Trainer::forward_backward(Replica& rep, int images, double loss_scale) {
+void Trainer::launch() {
+  CHECK(!broken_, "Trainer: an earlier step failed partway (a replica, or a GPU step), so "
+                  "the model's state is unknown; restart from the last checkpoint");
+  const GpuContextScope on = on_device();
+  bn_averaged_ = false;  // the step moves every replica's statistics its own way
+  if (!replicas_[0]->loader) start_loaders();
+  // At most kSlots steps in flight: the new step's record slot is the oldest one's.
+  if (launched_.size() >= size_t(kSlots)) collect(1);
+  StepResult r;  // the host part of the result: the rest comes with the step's records
+  r.step = step_;
+  r.lr = lr_at(schedule_, step_);
+  try {
+    launch_step(r);
+  } catch (...) {  // gradients half accumulated, a batch not released: no way back
+    broken_ = true;
+    throw;
+  }
+}
+
+void Trainer::launch_step(StepResult r) {
+  TraceSpan span(tracer, "step", "train");
+  const int R = replicas();
+  slot_ = int(step_ % kSlots);
+
+  // 1. Every replica's shard of the batch (on a GPU the compute stream waits for its copy).
+  next_shards(r);
+  const int images = r.images;
+
+  // 2. Forward and backward, replica after replica; the loss and the top-1 count add up in
+  // each replica's record. With replicas, each bucket is averaged once every replica's
+  // backward has completed it (bucket_ready), and then every replica waits for the
+  // collective.
+  if (R > 1) {
+    std::fill(marked_.begin(), marked_.end(), 0);
+    reduced_ = 0;
+  }
+  std::vector<StepRecord*> recs;
+  for (auto& rep : replicas_) {
+    Lane& lane = *rep->lane;
+    const GpuContextScope on(lane.context());
+    if (tracer && lane.where() == Device::cuda && !lane.timeline) {
+      std::string row = "compute stream (";
+      if (R > 1) row += "replica " + std::to_string(rep->rank) + ", ";
+      row += "cuda:" + std::to_string(lane.device()) + ")";
+      lane.timeline = std::make_unique<GpuTimeline>(tracer, row, lane.stream());
+    }
+    r.graph = graph_ready(*rep, images);  // --cuda-graph
+    if (lane.timeline)
+      lane.timeline->begin(r.graph ? "forward + backward (CUDA graph)" : "forward + backward",
+                           {"step", r.step});
+    if (r.graph) {
+      recs.push_back(replay_forward_backward(*rep));
+    } else {
+      StepRecord* rec = lane.record(slot_);
+      lane.clear(rec);
+      forward_backward(*rep, images, rec);
+      recs.push_back(rec);
+      if (graphs_ && images == cfg_.batch) graphs_->eager_full++;
+    }
+  }
+  if (R > 1) {
+    CHECK(reduced_ == marked_.size(), "step " << r.step << ": " << reduced_ << " of "
+                                              << marked_.size()
+                                              << " buckets were averaged: a bug in cutrain");
+    TraceSpan s(tracer, "all-reduce wait", "train");
+    for (auto& rep : replicas_) {
+      Lane& lane = *rep->lane;
+      const GpuContextScope on(lane.context());
+      lane.mark(Lane::backward_done, slot_);
+      if (lane.timeline) lane.timeline->begin("all-reduce wait", {"step", r.step});
+      collective_->wait(rep->rank);
+      lane.mark(Lane::reduced, slot_);
+    }
+  }
+  if (after_backward) after_backward(*this);
+
+  // 3-4. The step's learning rate into every replica's step state: the one value the host
+  // sends, outside any graph. Then check, decide, update, move the scale, the state into the
+  // record, the gradients zeroed (with --cuda-graph, one graph launch).
+  const bool stepped = images > 0;
+  {
+    TraceSpan s(tracer, "optimizer", "train");
+    for (auto& rep : replicas_) {
+      const GpuContextScope on(rep->lane->context());
+      if (rep->lane->timeline) rep->lane->timeline->begin("optimizer", {"step", r.step});
+      if (stepped) rep->lane->step().set_lr(r.lr);
+    }
+    if (r.graph)
+      graphs_->update->launch(replicas_[0]->lane->stream());
+    else
+      update(stepped, recs);
+  }
+
+  // The records on their way to the host; 5. the loader's slots refilled once each lane is
+  // past what reads them.
+  for (size_t i = 0; i < replicas_.size(); i++) {
+    Replica& rep = *replicas_[i];
+    Lane& lane = *rep.lane;
+    const GpuContextScope on(lane.context());
+    StepRecord* rec = lane.record(slot_);
+    if (recs[i] != rec) lane.copy(rec, recs[i], sizeof(StepRecord));  // the graphs' own
+    if (lane.timeline) lane.timeline->end();
+    lane.publish(slot_);
+    rep.loader->release(rep.batch, lane.stream());
+  }
+  launched_.push_back(Launched{r, slot_, stepped});
+  step_++;
+  cursor_ = replicas_[0]->loader->cursor();
+  if (R > 1 && cfg_.check_replicas > 0 && step_ % cfg_.check_replicas == 0) {
+    const std::string diff = replicas_difference();  // waits for the step: a debug option
+    CHECK(diff.empty(), "--check-replicas: after step " << step_ - 1 << ", " << diff
+                                                        << ": the replicas have drifted apart");
+  }
+}
+
+void Trainer::next_shards(StepResult& r) {
+  const auto wait_start = std::chrono::steady_clock::now();
+  r.images = 0;
+  for (auto& rep : replicas_) {
+    const GpuContextScope on(rep->lane->context());  // a GPU's compute stream waits for the copy
+    rep->batch = rep->loader->next(rep->lane->stream());
+    r.images += rep->batch.n;
+    if (on_shard) on_shard(rep->rank, rep->batch);
+  }
+  r.data_wait_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
+  r.batch = replicas_[0]->batch.where;
+}
+
+std::pair<Tensor, Tensor> Trainer::micro_batch(const Replica& rep, int begin, int n) const {
+  const int S = cfg_.size, C = cfg_.channels;
+  const Batch& batch = rep.batch;
+  const size_t offset = size_t(begin) * size_t(S) * size_t(S) * size_t(C);
+  if (rep.lane->where() == Device::cuda)
+    return {input_tensor_gpu(static_cast<const uint8_t*>(batch.d_images) + offset, n, S, C,
+                             *rep.norm, device_.dtype),
+            labels_tensor_gpu(batch.d_labels + begin, n)};
+  return {input_tensor(batch.images + offset, n, S, C, norm_, device_.dtype),
+          Tensor::from_ints(std::vector<int32_t>(batch.labels + begin, batch.labels + begin + n),
+                            {n})};
+}
+
+void Trainer::forward_backward(Replica& rep, int images, StepRecord* rec) {
   const int R = replicas();
   const Batch& batch = rep.batch;
-  rep.loss = 0;
-  rep.correct = 0;
-  if (rep.comm)
-    rep.comm->start();  // CPU replicas: arms the buckets, wakes the comm thread
-  else if (rep.grads)
-    rep.grads->arm();   // GPU replicas
+  if (rep.grads) rep.grads->arm();
+  rep.any_ready = false;
   const int micro = cfg_.batch / R / cfg_.accum;
   for (int begin = 0; begin < batch.n; begin += micro) {
     const int n = std::min(micro, batch.n - begin);
@@ -206,13 +323,10 @@ void Trainer::forward_backward(Replica& rep, int images, double loss_scale) {
     // averages over the R replicas (sum, then 1/R). With R = 1: n / batch.n.
     const double share = double(n) * R / double(images);
     Tape tape;
-    // Only the last micro-batch completes the gradients: only its backward sends buckets.
+    // Only the last micro-batch completes the gradients: only its backward marks buckets.
     if (rep.grads && begin + micro >= batch.n)
       tape.grad_ready = [this, &rep](const Var& v) {
-        if (rep.comm)
-          rep.comm->on_grad_ready(v);
-        else if (const int k = rep.grads->ready(v); k >= 0)
-          bucket_ready_gpu(rep, k);
+        if (const int k = rep.grads->ready(v); k >= 0) bucket_ready(rep, k);
       };
     VarPtr x;
     Tensor labels;
@@ -229,90 +343,87 @@ void Trainer::forward_backward(Replica& rep, int images, double loss_scale) {
       // (1) fp32; with --balance loss each row weighted by its class (train/balance.h)
       loss = softmax_cross_entropy(tape, logits, labels, cfg_.label_smoothing, rep.class_weight);
     }
-    if (gpu_) {
-      // The seed, the loss and the count stay on the device (trainer_gpu.cpp).
-      TraceSpan s(tracer, "backward", "train");
-      backward_gpu(rep, tape, loss, share);
-      record_metrics_gpu(rep, loss, logits, labels, double(n) / double(images));
-      continue;
-    }
     {
       TraceSpan s(tracer, "backward", "train");
-      tape.backward(loss, loss_scale * share);
+      // The seed is the device's loss scale x share: no host round trip on a GPU.
+      tape.backward(loss, rep.lane->step().seed(share, loss->value.dtype()));
     }
-    // Read back at once: free on the CPU (a GPU keeps them on the device, above).
-    rep.loss += loss->value.item() * (double(n) / double(images));
-    rep.correct += top1_correct(logits->value, labels);
+    rep.lane->add_metrics(rec, loss->value, double(n) / double(images), logits->value, labels);
   }
-  if (rep.comm) {
-    TraceSpan s(tracer, "all-reduce wait", "train");
-    rep.exposed_s = rep.comm->finish();  // buckets backward never reached are sent now
-    rep.comm_s = rep.comm->busy_seconds();
-  } else if (rep.grads) {
-    for (int k : rep.grads->finish()) bucket_ready_gpu(rep, k);  // GPU replicas: the same
+  if (rep.grads)
+    for (int k : rep.grads->finish()) bucket_ready(rep, k);  // buckets backward never reached
+}
+
+void Trainer::bucket_ready(Replica& rep, int k) {
+  if (!rep.any_ready) {  // its first this step: where the replica's communication could start
+    rep.lane->mark(Lane::first_ready, slot_);
+    rep.any_ready = true;
+  }
+  collective_->mark(rep.rank, k);
+  marked_[size_t(k)]++;
+  // Buckets are averaged in order (the same collectives in the same order on every replica):
+  // every complete bucket from the first not yet averaged.
+  const int R = replicas();
+  while (reduced_ < marked_.size() && marked_[reduced_] == R) {
+    const size_t b = reduced_++;
+    std::vector<void*> data;
+    for (auto& r : replicas_) data.push_back((*r->grads)[b].data);
+    const GradBucket& bucket = (*rep.grads)[b];
+    collective_->all_reduce(int(b), data, bucket.numel, bucket.dtype);
   }
 }
 
-void Trainer::next_shards(StepResult& r) {
-  const auto wait_start = std::chrono::steady_clock::now();
-  r.images = 0;
+void Trainer::update(bool stepped, const std::vector<StepRecord*>& recs) {
+  const int R = replicas();
+  if (stepped) {
+    // Every replica checks its own gradients; with replicas, keeps that decision in its
+    // record (to name the replica at fault) and marks its flags final.
+    for (auto& rep : replicas_) {
+      const GpuContextScope on(rep->lane->context());
+      DeviceStep& ds = rep->lane->step();
+      ds.begin();
+      rep->optimizer->check(ds);
+      if (R > 1) {
+        ds.decide_into(&recs[size_t(rep->rank)]->own);
+        collective_->mark(rep->rank, flags_tag());
+      }
+    }
+    if (R > 1) {  // flag i on every replica = flag i on any: every replica decides alike
+      std::vector<int32_t*> flags;
+      for (auto& rep : replicas_) flags.push_back(rep->lane->step().flags());
+      collective_->any(flags_tag(), flags, int64_t(model().parameters().size()));
+    }
+    for (auto& rep : replicas_) {
+      const GpuContextScope on(rep->lane->context());
+      DeviceStep& ds = rep->lane->step();
+      if (R > 1) collective_->wait(rep->rank);
+      ds.decide();
+      rep->optimizer->apply(ds);
+      ds.finish();
+    }
+  }
+  // The state after the step into the record; the gradients zeroed for the next step.
   for (auto& rep : replicas_) {
-    const GpuContextScope on(rep->context);  // on a GPU: its compute stream waits for the copy
-    rep->batch = rep->loader->next(rep->context.stream);
-    r.images += rep->batch.n;
-    if (on_shard) on_shard(rep->rank, rep->batch);
-  }
-  r.data_wait_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
-  r.batch = replicas_[0]->batch.where;
-}
-
-std::pair<Tensor, Tensor> Trainer::micro_batch(const Replica& rep, int begin, int n) const {
-  const int S = cfg_.size, C = cfg_.channels;
-  const Batch& batch = rep.batch;
-  const size_t offset = size_t(begin) * size_t(S) * size_t(S) * size_t(C);
-  if (gpu_)
-    return {input_tensor_gpu(static_cast<const uint8_t*>(batch.d_images) + offset, n, S, C,
-                             *gpu_->lane(rep.rank).norm, device_.dtype),
-            labels_tensor_gpu(batch.d_labels + begin, n)};
-  return {input_tensor(batch.images + offset, n, S, C, norm_, device_.dtype),
-          Tensor::from_ints(std::vector<int32_t>(batch.labels + begin, batch.labels + begin + n),
-                            {n})};
-}
-
-void Trainer::launch() {
-  CHECK(!broken_, "Trainer: an earlier step failed partway (a replica, or a GPU step), so "
-                  "the model's state is unknown; restart from the last checkpoint");
-  const GpuContextScope on = on_device();
-  bn_averaged_ = false;  // the step moves every replica's statistics its own way
-  if (!replicas_[0]->loader) start_loaders();
-  if (gpu_) {
-    // The host part of the result: the rest comes with the step's record (collect_gpu).
-    StepResult r;
-    r.step = step_;
-    r.lr = lr_at(schedule_, step_);
-    try {
-      launch_gpu(r);
-    } catch (...) {  // gradients half accumulated, a batch not released: no way back
-      broken_ = true;
-      throw;
-    }
-  } else {
-    done_.push_back(step_cpu());
+    const GpuContextScope on(rep->lane->context());
+    rep->lane->copy(&recs[size_t(rep->rank)]->state, rep->lane->step().state(), sizeof(StepState));
+    if (rep->grads)
+      rep->grads->zero();  // one memset per flat buffer
+    else
+      rep->optimizer->zero_grad();
   }
 }
 
 std::vector<StepResult> Trainer::results(bool wait) {
-  if (gpu_) {
+  {
     const GpuContextScope on = on_device();
-    collect_gpu(wait ? SIZE_MAX : 0);
+    collect(wait ? SIZE_MAX : 0);
   }
   std::vector<StepResult> out(done_.begin(), done_.end());
   done_.clear();
   return out;
 }
 
-size_t Trainer::pending() const { return done_.size() + (gpu_ ? gpu_->launched.size() : 0); }
+size_t Trainer::pending() const { return done_.size() + launched_.size(); }
 
 StepResult Trainer::step() {
   CHECK(pending() == 0, "Trainer::step: " << pending() << " launched steps are pending; "
@@ -323,95 +434,88 @@ StepResult Trainer::step() {
   return r[0];
 }
 
-StepResult Trainer::step_cpu() {
-  TraceSpan span(tracer, "step", "train");
-  const int R = replicas();
-  StepResult r;
-  r.step = step_;
-
-  // 1. Every replica's shard of the next global batch.
-  next_shards(r);
-  const int images = r.images;
-  r.lr = lr_at(schedule_, step_);
-  for (auto& rep : replicas_) rep->optimizer->lr = r.lr;
-  r.loss_scale = scaler_->scale();
-
-  // 2. Forward and backward, one micro-batch at a time; the gradients accumulate (+=). With
-  // replicas: all at once, each on its thread, the gradients averaged as backward goes.
-  auto run = [&](const std::function<void(int)>& f) {
+void Trainer::collect(size_t wait_for) {
+  for (size_t taken = 0; !launched_.empty(); taken++) {
+    const Launched l = launched_.front();
+    bool arrived = true;
+    for (auto& rep : replicas_) arrived = arrived && rep->lane->arrived(l.slot);
+    if (taken >= wait_for && !arrived) break;
+    launched_.pop_front();
     try {
-      threads_->run(f);
+      done_.push_back(result_of(l));
     } catch (...) {
-      broken_ = true;
+      broken_ = true;  // the loss scaler gave up: the run stops here
       throw;
     }
-  };
-  if (R == 1)
-    forward_backward(*replicas_[0], images, r.loss_scale);
-  else
-    run([&](int i) { forward_backward(*replicas_[size_t(i)], images, r.loss_scale); });
-  for (auto& rep : replicas_) {  // in rank order: the same sums every run
-    r.loss += rep->loss;
-    r.correct += rep->correct;
-    r.comm_s += rep->comm_s / R;
-    r.comm_exposed_s += rep->exposed_s / R;
   }
-  if (after_backward) after_backward(*this);
-
-  // 3. The update, unless some gradient is inf/NaN: then nothing changes at all, on any
-  // replica.
-  if (images > 0) {
-    TraceSpan s(tracer, "optimizer", "train");
-    if (R == 1) {
-      r.taken = replicas_[0]->optimizer->step(r.loss_scale);
-      if (!r.taken) r.overflow = replicas_[0]->optimizer->first_nonfinite();
-    } else {
-      std::vector<char> finite(size_t(R), 1);
-      bool any_bad = false;
-      run([&](int i) {
-        Optimizer& opt = *replicas_[size_t(i)]->optimizer;
-        finite[size_t(i)] = opt.all_finite(r.loss_scale);
-        const bool bad = ring_->any(i, !finite[size_t(i)]);  // the OR over the replicas
-        if (i == 0) any_bad = bad;
-        if (!bad) opt.apply(r.loss_scale);
-      });
-      r.taken = !any_bad;
-      std::vector<char> overflowed(size_t(R), 0);
-      for (int i = 0; i < R; i++) overflowed[size_t(i)] = !finite[size_t(i)];
-      r.overflow = overflow_name(overflowed, [&](int i) {
-        return replicas_[size_t(i)]->optimizer->first_nonfinite();
-      });
-    }
-    // 4. The loss scale follows (throws after too many overflows in a row).
-    update_scaler(r);
-  }
-  r.scale_after = scaler_->scale();
+  if (collective_) collective_->collect_trace(wait_for == SIZE_MAX);
   for (auto& rep : replicas_) {
-    if (rep->grads)
-      rep->grads->zero();  // one memset per flat buffer
+    GpuTimeline* t = rep->lane->timeline.get();
+    if (!t) continue;
+    if (wait_for == SIZE_MAX)
+      t->flush();  // everything queued has run: the row is complete
     else
-      rep->optimizer->zero_grad();
+      t->collect();
   }
-
-  // 5. The slots go back to the workers.
-  for (auto& rep : replicas_) rep->loader->release(rep->batch);
-  step_++;
-  cursor_ = replicas_[0]->loader->cursor();
-  if (R > 1 && cfg_.check_replicas > 0 && step_ % cfg_.check_replicas == 0) {
-    const std::string diff = replicas_difference();
-    CHECK(diff.empty(), "--check-replicas: after step " << step_ - 1 << ", " << diff
-                                                        << ": the replicas have drifted apart");
-  }
-  return r;
 }
 
-void Trainer::update_scaler(const StepResult& r) {
+StepResult Trainer::result_of(const Launched& l) {
+  const int R = replicas();
+  StepResult r = l.result;
+  std::vector<const StepRecord*> recs;
+  for (auto& rep : replicas_) recs.push_back(&rep->lane->host(l.slot));
+  for (int i = 0; i < R; i++) {  // rank order: the same sums every run
+    r.loss += recs[size_t(i)]->loss;
+    r.correct += recs[size_t(i)]->correct;
+  }
+  if (R > 1)  // means over the replicas
+    for (auto& rep : replicas_) {
+      const Lane& lane = *rep->lane;
+      r.comm_s += lane.seconds(Lane::first_ready, Lane::reduced, l.slot) / R;
+      r.comm_exposed_s += lane.seconds(Lane::backward_done, Lane::reduced, l.slot) / R;
+    }
+  const StepState& state = recs[0]->state;
+  r.scale_after = state.scaler.scale;
+  if (!l.stepped) {  // no images: nothing was decided, the scale stays
+    r.loss_scale = state.scaler.scale;
+    return r;
+  }
+  // Every replica took the same decision from the same flags and the same state.
+  for (int i = 1; i < R; i++) {
+    const StepState& o = recs[size_t(i)]->state;
+    CHECK(o.skip == state.skip && o.first_bad == state.first_bad &&
+              o.steps_taken == state.steps_taken && o.scaler.scale == state.scaler.scale &&
+              o.scaler.clean_steps == state.scaler.clean_steps,
+          "step " << r.step << ": replica " << i << "'s step state (skip " << o.skip
+                  << ", scale " << o.scaler.scale << ") differs from replica 0's (skip "
+                  << state.skip << ", scale " << state.scaler.scale << "): a bug in cutrain");
+  }
+  r.loss_scale = state.scale_used;
+  r.taken = state.skip == 0;
+  if (!r.taken) {
+    // The first parameter at fault; with replicas, the replica too when it alone overflowed.
+    auto name = [&](int bad) {
+      return bad >= 0 ? optimizer().parameter_name(size_t(bad))
+                      : std::string("(unknown parameter)");
+    };
+    if (R == 1) {
+      r.overflow = name(state.first_bad);
+    } else {
+      std::vector<char> overflowed(size_t(R), 0);
+      for (int i = 0; i < R; i++) overflowed[size_t(i)] = recs[size_t(i)]->own.skip != 0;
+      r.overflow = overflow_name(overflowed, [&](int i) {
+        return name(recs[size_t(i)]->own.first_bad);
+      });
+      if (r.overflow.empty()) r.overflow = name(state.first_bad);  // not reached: the OR
+    }
+  }
   try {
-    scaler_->update(!r.taken, r.step, r.overflow);
+    // Too many overflows in a row (fp32: the first) stop the run, naming the step.
+    loss_scaler_check(scaler_config_, state.scaler, r.step, r.overflow);
   } catch (const UserError& e) {
-    broken_ = true;  // the step is half done (gradients not cleared, the batch not released)
     // Weights that are themselves inf/NaN (finite gradients times a huge rate made them so)
     // are the cause to name; replica 0's stand for all, which hold the same bits.
+    const GpuContextScope on = on_device();
     for (const VarPtr& p : model().parameters())
       if (first_nonfinite(p->value) >= 0)
         throw UserError(std::string(e.what()) + ". The weights of " + p->name +
@@ -419,6 +523,12 @@ void Trainer::update_scaler(const StepResult& r) {
                         std::to_string(r.step) + " made them so");
     throw;
   }
+  return r;
+}
+
+StepState Trainer::step_state(int r) const {
+  const GpuContextScope on = on_replica(r);
+  return replicas_.at(size_t(r))->lane->step().read();
 }
 
 EvalResult Trainer::evaluate() {

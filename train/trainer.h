@@ -1,56 +1,52 @@
 // defines: Trainer, one training run's state (data, model, optimizer, loss scaler, schedule,
 // where it is) and its step: the body of the training loop. StepResult, what one step did.
 //
-// One step, top to bottom (Trainer::launch, trainer.cpp):
-//   1. the next batch from the Loader (decoded and augmented by its worker threads; on a GPU
-//      already copied to the device on the loader's copy stream);
+// One step, top to bottom (Trainer::launch, trainer.cpp), the same code on the CPU and on GPUs:
+//   1. every replica's shard of the next batch from its Loader (decoded and augmented by its
+//      worker threads; on a GPU already copied to the device on the loader's copy stream);
 //   2. for each of the `accum` micro-batches: the uint8 NHWC pixels to the model's input,
 //      normalised, in the model's dtype; forward; softmax cross-entropy with label smoothing
 //      (in fp32); backward seeded with the loss scale times the micro-batch's share of the
-//      batch, so the gradients add up to those of the whole batch's mean loss;
-//   3. the optimizer step at the schedule's learning rate: the gradients unscaled, checked
-//      for inf/NaN and, only if all are finite, applied to the fp32 master weights (which
-//      write the fp16 working copy); otherwise the step is skipped as a whole and the first
-//      parameter at fault is named;
-//   4. the loss scaler sees whether the step overflowed (halve and retry, or count towards
-//      growth; abort after too many skips in a row); the gradients are zeroed;
-//   5. the batch goes back to the Loader, whose workers refill its slot.
+//      batch (DeviceStep::seed), so the gradients add up to those of the whole batch's mean
+//      loss; the loss and the top-1 count added to the step's record;
+//   3. the optimizer step at the schedule's learning rate (nn/device_step.h): every gradient
+//      unscaled and checked for inf/NaN into a flag per parameter (with replicas, the flags
+//      OR-ed over them), the decision (skip the whole step, naming the first parameter at
+//      fault, or update the fp32 master weights, which write the fp16 working copy);
+//   4. the loss scaler's transition (halve on overflow, grow after clean steps) and the step
+//      count, in the step state; the state into the record; the gradients zeroed;
+//   5. the batch goes back to the Loader, whose workers refill its slot; the record starts its
+//      way to the host (train/lane.h).
+// results() reads the records that have arrived: the step's loss, top-1, scale and decision,
+// and stops the run after too many overflows in a row (loss_scaler_check).
 // The epoch loop around it (evaluation, checkpoints, signals, progress) is run_training
 // (train/run.h).
 //
-// On a GPU (train/trainer_gpu.cpp) the same steps are queued on the compute stream and the
-// host never waits for them: the loss and top-1 count stay in a device record of the step,
-// the loss scale is a device scalar that seeds backward, and the skip decision and the scale's
-// change are kernels (kernels/step_state.h, nn/device_step.h). After the step a side stream
-// copies the record to pinned host memory, and results() hands out the steps whose records
-// have arrived. So launch() returns as soon as the step is queued, and the host runs ahead,
-// preparing the next steps, until it is kGpuSlots steps ahead or, sooner, the loader has no
-// batch ready (its slots are refilled only once the GPU has consumed them).
-// The host keeps its own LossScaler in lock step: it applies the same transition to each
-// arriving step (and checks that it gives the device's bits), which is how the abort after
-// too many overflows names its step on both devices.
+// Every replica's work goes to its Lane (train/lane.h): the CPU is a device whose work is
+// complete when it is queued, a GPU queues it on the lane's compute stream, and the host never
+// waits for it: the loss scale is a device scalar that seeds backward, the skip decision and
+// the scale's change are kernels, and a side stream copies each step's record to pinned host
+// memory. So on a GPU launch() returns as soon as the step is queued, and the host runs ahead,
+// preparing the next steps, until it is Lane::kSlots steps ahead or, sooner, the loader has no
+// batch ready (its slots are refilled only once the GPU has consumed them). The CPU runs the
+// very same protocol, so CI, which has no GPU, checks the control flow the GPU runs.
 //
 //   trainer.launch();                             // queue a step (CPU: do it)
 //   for (const StepResult& r : trainer.results())  // the steps whose numbers are known
 //     report(r);
 //   trainer.results(true);                        // wait for all (before evaluating or saving)
 //
-// Replicas (--devices cpu,cpu,...; train/replica.h): R copies of the model, identical at the
-// start (built from the same seed), each with its own loader of its shard of every global
-// batch, its own optimizer and its own thread. Step 2 runs on every replica at once; each
-// replica's backward is seeded with R times its share of the global mean loss, and the ring
-// all-reduce averages the gradients bucket by bucket while backward goes on, so every replica
-// ends with the same bits: those of the whole batch's mean loss, up to the order of the sums.
-// Step 3 checks every replica's gradients; an inf/NaN on any replica skips the step on all
-// (Ring::any), so the replicas never drift apart and the one loss scaler stays right.
-// BatchNorm normalises with each replica's own batch statistics; the running statistics are
-// averaged over the replicas before every evaluation and checkpoint. With R = 1 none of this
-// exists: no buckets, no threads, no copies.
-// GPU replicas (--devices 0,0 or 0,1,...; trainer_gpu.h) need no threads: one host thread
-// queues every replica's step on the replica's compute stream, marks each bucket ready with an
-// event when backward has queued its last gradient, and queues the bucket's all-reduce on the
-// comm streams (train/device_ring.h) as soon as every replica has marked it. The overflow
-// flags are OR-ed by the same ring before the skip decision, so every replica decides alike.
+// Replicas (--devices cpu,cpu,... or 0,1,...; train/replica.h): R copies of the model,
+// identical at the start (built from the same seed), each with its own loader of its shard of
+// every global batch, its own optimizer and step state, its own lane. One host thread runs
+// step 2 replica after replica; each replica's backward is seeded with R times its share of
+// the global mean loss, and as backward completes a bucket of gradients on every replica the
+// Collective (train/collective.h) averages it (on GPUs on comm streams, while backward goes
+// on), so every replica ends with the same bits: those of the whole batch's mean loss, up to
+// the order of the sums. Step 3 ORs the replicas' overflow flags before deciding, so every
+// replica decides alike and they never drift apart. BatchNorm normalises with each replica's
+// own batch statistics; the running statistics are averaged over the replicas before every
+// evaluation and checkpoint. With R = 1 none of this exists: no buckets, no collective.
 //
 // Exact resume: a run is a pure function of its configuration. The batches are fixed by
 // (seed, epoch, batch) (with --balance sampler, and the labels) and the augmentation by (seed,
@@ -81,6 +77,8 @@
 #include "train/device.h"
 #include "train/evaluate.h"
 #include "train/memory_plan.h"
+#include "train/collective.h"
+#include "train/lane.h"
 #include "train/replica.h"
 
 namespace cutrain {
@@ -118,7 +116,7 @@ class Trainer {
 
   // Starts one optimizer step on the next batch (see the top of this file): on the CPU it is
   // done when launch() returns, on a GPU it is queued. Blocks only for the loader's next batch,
-  // or when kGpuSlots steps are in flight, for the oldest of them.
+  // or when kSlots steps are in flight, for the oldest of them.
   void launch();
   // The results of launched steps, in step order, each once: those whose device part has
   // arrived (wait = false: never blocks; on the CPU that is every launched step), or all of
@@ -188,7 +186,7 @@ class Trainer {
   // copies and kernels are ordered after the steps queued for it (tests reading or writing a
   // replica's gradients in after_backward). On the CPU it changes nothing.
   GpuContextScope on_replica(int r) const {
-    return GpuContextScope(replicas_.at(size_t(r))->context);
+    return GpuContextScope(replicas_.at(size_t(r))->lane->context());
   }
   // GPU replicas: the peer-access matrix of their devices with each pair's measured copy
   // bandwidth (train/peer_access.h; takes a fraction of a second). "" otherwise.
@@ -196,7 +194,9 @@ class Trainer {
   // "" when all replicas' weights and optimizer state are equal bit for bit, else the first
   // difference (what --check-replicas checks every N steps).
   std::string replicas_difference() const;
-  LossScaler& scaler() { return *scaler_; }
+  // Replica r's step state after every launched step (the loss scaler, the step count): on a
+  // GPU it waits for them. The loss scaler's configuration: loss_scaler_config below.
+  StepState step_state(int r = 0) const;
   const ScheduleConfig& schedule() const { return schedule_; }
   const SampleSource& train_data() const { return *train_; }
   // --balance: the classes' counts and weights, and the run's line about them ("" for none).
@@ -222,45 +222,29 @@ class Trainer {
   // captured (--cuda-graph), or why CUDA refused it. Null: not said.
   std::function<void(const std::string&)> notice;
 
-  // Steps a GPU trainer may have in flight: the size of its ring of step records.
-  static constexpr int kGpuSlots = 16;
+  // Steps a trainer may have in flight: the size of each lane's ring of step records.
+  static constexpr int kSlots = Lane::kSlots;
 
  private:
-  struct Gpu;  // the GPU's streams, step state and records (train/trainer_gpu.h)
+  struct Graphs;  // --cuda-graph's graphs and buffers (train/trainer_graph.cpp)
+  struct Launched {
+    StepResult result;     // the host part; the rest comes from the records
+    int slot = 0;
+    bool stepped = false;  // the optimizer ran (false for a batch whose files were all bad)
+  };
 
   // This thread's GpuContext for replica 0's work: its compute stream and device (none on the
   // CPU) and the conv/linear implementations of the configuration.
   GpuContextScope on_device() const { return on_replica(0); }
   void start_loaders();  // at cursor_
-  StepResult step_cpu();  // launch() on the CPU: the whole step
-  // The loss scaler's transition after step r. When it stops the run (fp32's first inf/NaN
-  // gradient; fp16's --max-skips in a row) the UserError also names the first weight that is
-  // itself inf/NaN, and the trainer is broken.
-  void update_scaler(const StepResult& r);
+  void launch_step(StepResult r);  // launch() with its host part (number, lr) in r
+  // The steps whose records have arrived into done_, after waiting for the oldest `wait_for`
+  // of them (SIZE_MAX: all).
+  void collect(size_t wait_for);
+  // StepResult of a launched step from its lanes' records; throws when the loss scaler gives
+  // up (naming weights that are themselves inf/NaN when they are the cause).
+  StepResult result_of(const Launched& l);
   void restore_state(const Checkpoint& c);  // restore()'s tensors, scaler and counters
-  // launch() on a GPU: the step queued; its host part (number, batch, lr, ...) in r.
-  void launch_gpu(StepResult r);
-  // The GPU steps whose records have arrived into done_, after waiting for the oldest
-  // `wait_for` of them (SIZE_MAX: all).
-  void collect_gpu(size_t wait_for);
-  // A micro-batch's backward on a GPU: seeded with the device's loss scale x share.
-  void backward_gpu(Replica& rep, Tape& tape, const VarPtr& loss, double share);
-  // Adds a micro-batch's loss (x weight) and top-1 count to the replica's device record.
-  void record_metrics_gpu(Replica& rep, const VarPtr& loss, const VarPtr& logits,
-                          const Tensor& labels, double weight);
-  // GPU replicas: backward has queued the last gradient of rep's bucket k. Marks it with an
-  // event; once every replica has, queues its all-reduce (and those of the buckets after it
-  // that are complete too).
-  void bucket_ready_gpu(Replica& rep, int k);
-  // Steps 3-4 on every replica, queued after the learning rate (DeviceStep::set_lr): the
-  // checks, with replicas the OR of the overflow flags, the decision, the update, the scale's
-  // change (none of it when stepped = false: a batch whose files were all bad); then the state
-  // into each replica's record and the gradients zeroed. Host work that only queues: a CUDA
-  // graph can capture it (--cuda-graph, one replica).
-  void update_gpu(bool stepped);
-  // average_batchnorm on GPU replicas: the ring averages the statistics on the devices, after
-  // the steps queued so far; the compute streams wait for it (the host does not).
-  void average_batchnorm_gpu();
   // Step 1 on every replica: its shard of the next global batch from its loader (on a GPU, on
   // the device, its compute stream waiting for the copy), in rank order; into r the images,
   // the batch's place and the time waited for the loader.
@@ -268,15 +252,29 @@ class Trainer {
   // The model's input and labels for images [begin, begin + n) of a replica's batch, in the
   // model's dtype, on the model's device.
   std::pair<Tensor, Tensor> micro_batch(const Replica& rep, int begin, int n) const;
-  // Step 2 on one replica: forward and backward over its shard in micro-batches; with
-  // replicas, the buckets' all-reduce overlapped. `images`: the global batch's.
-  void forward_backward(Replica& rep, int images, double loss_scale);
-  // --cuda-graph (train/trainer_gpu.h): can this step come from the graphs? Captures them at
-  // the first full batch after the warm-up; false before, for a short batch, and when CUDA
-  // refused the capture (said once through `notice`).
+  // Step 2 on one replica: forward and backward over its shard in micro-batches, the loss and
+  // top-1 count into `rec`; with replicas, each bucket marked as backward completes it.
+  // `images`: the global batch's.
+  void forward_backward(Replica& rep, int images, StepRecord* rec);
+  // Replicas: rep's backward has completed bucket k. Marks it; once every replica has,
+  // averages it (and the buckets after it that are complete too).
+  void bucket_ready(Replica& rep, int k);
+  // The Collective's tags besides the buckets (0 .. buckets - 1): the overflow flags, and the
+  // BatchNorm statistics.
+  int flags_tag() const { return int(marked_.size()); }
+  int stats_tag() const { return int(marked_.size()) + 1; }
+  // Steps 3-4 on every replica: the checks, with replicas the OR of the overflow flags, the
+  // decision, the update, the scale's change (none of it when stepped = false: a batch whose
+  // files were all bad); then the state into each replica's record `recs[r]` and the
+  // gradients zeroed. Queues only: a CUDA graph can capture it (--cuda-graph, one replica).
+  void update(bool stepped, const std::vector<StepRecord*>& recs);
+  // --cuda-graph (train/trainer_graph.cpp): can this step come from the graphs? Captures them
+  // at the first full batch after the warm-up; false on the CPU, before, for a short batch,
+  // and when CUDA refused the capture (said once through `notice`).
   bool graph_ready(Replica& rep, int images);
-  // Step 2 from its graph: the batch into the graph's input buffers, the replay.
-  void replay_forward_backward(Replica& rep);
+  // Step 2 from its graph: the batch into the graph's input buffers, the replay; the record
+  // the graphs write.
+  StepRecord* replay_forward_backward(Replica& rep);
 
   TrainConfig cfg_;
   RunDevice device_;
@@ -284,19 +282,22 @@ class Trainer {
   DataFingerprint fingerprint_;                // of the training data (checkpoints keep it)
   ClassBalance balance_;                       // --balance: of the training data
   std::string fingerprint_json_;
-  std::unique_ptr<Gpu> gpu_;                   // on a GPU; destroyed last (its streams)
   Normalization norm_;
   std::shared_ptr<const SampleSource> train_, val_;
   std::vector<std::unique_ptr<Replica>> replicas_;
-  std::unique_ptr<Ring> ring_;                 // R > 1 on the CPU (GPUs: gpu_->ring)
-  std::unique_ptr<ReplicaThreads> threads_;    // R > 1 on the CPU
-  bool broken_ = false;                        // a replica failed: the replicas disagree
+  std::unique_ptr<Collective> collective_;     // R > 1
+  std::unique_ptr<Graphs> graphs_;             // --cuda-graph on a GPU
+  bool broken_ = false;                        // a step failed partway: the state is unknown
   bool bn_averaged_ = false;                   // no step since average_batchnorm()
-  std::unique_ptr<LossScaler> scaler_;
+  LossScalerConfig scaler_config_;
   ScheduleConfig schedule_;
   int64_t steps_per_epoch_ = 0;
   int64_t step_ = 0;
   SamplerCursor cursor_;
+  std::vector<int> marked_;                    // R > 1, this step: per bucket, replicas marked
+  size_t reduced_ = 0;                         // buckets averaged this step (a prefix)
+  int slot_ = 0;                               // the record slot of the step being queued
+  std::deque<Launched> launched_;              // queued, records not yet read, in step order
   std::deque<StepResult> done_;                // steps whose results are known, not handed out
 };
 

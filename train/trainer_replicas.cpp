@@ -7,7 +7,7 @@
 #include "train/peer_access.h"
 #include "train/replica.h"
 #include "train/trainer.h"
-#include "train/trainer_gpu.h"
+#include "train/device_ring.h"
 
 namespace cutrain {
 
@@ -18,13 +18,14 @@ std::string Trainer::replicas_description() const {
   os << R << " replicas (--devices " << cfg_.devices << "), " << cfg_.batch / R
      << " images each of every batch of " << cfg_.batch << ", ring all-reduce of "
      << replicas_[0]->grads->describe();
-  if (gpu_) os << "; " << gpu_->ring->describe();
+  if (device_.device == Device::cuda) os << "; " << collective_->describe();
   return os.str();
 }
 
 std::string Trainer::peer_report() const {
-  if (!gpu_ || !gpu_->ring) return "";
-  PeerMatrix m = gpu_->ring->peers();
+  DeviceRing* ring = collective_ ? device_ring(*collective_) : nullptr;
+  if (!ring) return "";
+  PeerMatrix m = ring->peers();
   // ~2 ms a pair over PCIe; its buffers go back to cudaFree with its streams.
   measure_copy_bandwidth(m, size_t(16) << 20, 5);
   return format_peer_matrix(m);
@@ -35,13 +36,26 @@ void Trainer::average_batchnorm() {
   // could move a statistic by an ulp: the sum of R equal values times 1/R need not be exact).
   if (replicas() == 1 || bn_averaged_) return;
   bn_averaged_ = true;
-  if (gpu_) {
-    average_batchnorm_gpu();
-    return;
+  // After the steps queued so far; every replica's queue waits for it (a GPU's host does not).
+  const int R = replicas();
+  for (auto& rep : replicas_) {
+    const GpuContextScope on(rep->lane->context());
+    collective_->mark(rep->rank, stats_tag());
   }
-  std::vector<Replica*> all;
-  for (auto& rep : replicas_) all.push_back(rep.get());
-  average_batchnorm_stats(all);
+  const size_t layers = model().batchnorm_states().size();
+  for (size_t i = 0; i < layers; i++)
+    for (Tensor BatchNormState::*field : {&BatchNormState::running_mean,
+                                          &BatchNormState::running_var}) {
+      std::vector<void*> data;
+      for (int r = 0; r < R; r++)
+        data.push_back((model(r).batchnorm_states()[i].second->*field).raw());
+      const Tensor& t0 = model(0).batchnorm_states()[i].second->*field;
+      collective_->all_reduce(stats_tag(), data, t0.numel(), t0.dtype());
+    }
+  for (auto& rep : replicas_) {
+    const GpuContextScope on(rep->lane->context());
+    collective_->wait(rep->rank);
+  }
 }
 
 std::string Trainer::replicas_difference() const {

@@ -17,7 +17,6 @@
 
 #include "kernels/check.h"
 #include "train/trainer.h"
-#include "train/trainer_gpu.h"
 
 namespace cutrain {
 
@@ -83,35 +82,37 @@ Checkpoint Trainer::snapshot_async(const std::map<std::string, double>& extra) {
   // the writer's thread). On a GPU, clones on the device: queued, no wait.
   for (auto& [name, t] : state_tensors(model(), optimizer()))
     c.tensors.emplace_back(name, t->clone());
-  if (!gpu_) {  // the host's scaler is the state after the last step
-    put_scaler_state(c, scaler_->state(), replicas_[0]->optimizer->steps_taken);
-    return c;
-  }
-  // On a GPU the host's scaler lags behind the launched steps: the state after the last of
-  // them is the device's, copied beside the clones.
+  // The loss scaler and the step count after the last launched step: the step state's, copied
+  // beside the clones (on a GPU queued after the steps; the host has not seen them yet).
   static_assert(sizeof(StepState) % sizeof(int32_t) == 0, "StepState copied as int32s");
   const int words = int(sizeof(StepState) / sizeof(int32_t));
-  Tensor state = Tensor::empty({words}, DType::i32, Device::cuda);
-  copy_async(state.raw(), gpu_->lane(0).step->state(), sizeof(StepState), gpu_context().stream);
-  auto cloned = std::make_shared<Event>();
-  cloned->record(gpu_context().stream);
-  const int device = gpu_->lane(0).device;
-  const int max_skips = scaler_->config().max_consecutive_skips;
+  Lane& lane = *replicas_[0]->lane;
+  Tensor state = Tensor::empty({words}, DType::i32, lane.where());
+  lane.copy(state.raw(), lane.step().state(), sizeof(StepState));
+  std::shared_ptr<Event> cloned;
+  if (lane.where() == Device::cuda) {
+    cloned = std::make_shared<Event>();
+    cloned->record(lane.stream());
+  }
+  const int device = lane.device();
+  const int max_skips = scaler_config_.max_consecutive_skips;
   c.pending = [cloned, state, device, max_skips](Checkpoint& ck) {
-    // Replica 0's device, and left so: no context is made on a GPU the run does not use by
-    // switching back (the writer's thread has no other; the trainer's has this one already).
-    // The copies on the legacy stream, after the event: not on whatever stream the caller's
-    // context names.
-    set_device(device);
-    const GpuContextScope legacy{GpuContext{}};
-    cloned->synchronize();  // the clones and the state are complete
-    for (auto& named : ck.tensors) named.second = named.second.to(Device::cpu);
+    if (cloned) {
+      // Replica 0's device, and left so: no context is made on a GPU the run does not use by
+      // switching back (the writer's thread has no other; the trainer's has this one already).
+      // The copies on the legacy stream, after the event: not on whatever stream the caller's
+      // context names.
+      set_device(device);
+      const GpuContextScope legacy{GpuContext{}};
+      cloned->synchronize();  // the clones and the state are complete
+      for (auto& named : ck.tensors) named.second = named.second.to(Device::cpu);
+    }
     StepState s;
     std::memcpy(&s, state.to(Device::cpu).raw(), sizeof s);
-    // The host has not seen these steps yet: if they end the run (too many overflows in a
-    // row), this checkpoint must not be written (it would resume past the stop). Their
-    // longest run of skips counts, not the last: a clean step after the limit was reached
-    // resets the counter, but the run still stops at the limit.
+    // The results of these steps may not have been read yet: if they end the run (too many
+    // overflows in a row), this checkpoint must not be written (it would resume past the
+    // stop). Their longest run of skips counts, not the last: a clean step after the limit
+    // was reached resets the counter, but the run still stops at the limit.
     USER_CHECK(s.peak_skips < max_skips,
           "the checkpoint of step " << ck.step << " is not written: " << s.peak_skips
                                     << " steps in a row overflowed before it, and the run "
@@ -174,7 +175,7 @@ void Trainer::restore_state(const Checkpoint& c) {
   USER_CHECK(c.seed == cfg_.seed, "checkpoint seed " << c.seed << " differs from the run's " << cfg_.seed);
   std::set<std::string> expected;
   for (auto& rep : replicas_) {  // every replica: they start the next step equal
-    const GpuContextScope on(rep->context);  // a GPU replica's copies: on its stream
+    const GpuContextScope on(rep->lane->context());  // a GPU replica's copies: on its stream
     for (auto& [name, t] : state_tensors(*rep->model, *rep->optimizer)) {
       expected.insert(name);
       copy_into(*t, c.tensor(name), name);
@@ -183,24 +184,20 @@ void Trainer::restore_state(const Checkpoint& c) {
   for (const auto& [name, t] : c.tensors)
     USER_CHECK(expected.count(name), "the checkpoint has a tensor '" << name
                                                                 << "' that this model does not");
-  LossScalerState s;
-  s.scale = scalar(c, "loss_scale");
-  s.clean_steps = int32_t(scalar(c, "scaler_clean_steps"));
-  s.consecutive_skips = int32_t(scalar(c, "scaler_consecutive_skips"));
-  s.skipped_total = int64_t(scalar(c, "scaler_skipped_total"));
-  scaler_->restore(s);
+  LossScalerState saved;
+  saved.scale = scalar(c, "loss_scale");
+  saved.clean_steps = int32_t(scalar(c, "scaler_clean_steps"));
+  saved.consecutive_skips = int32_t(scalar(c, "scaler_consecutive_skips"));
+  saved.skipped_total = int64_t(scalar(c, "scaler_skipped_total"));
+  // Checked, and made this run's (a fixed scale drops old skips: nn/loss_scaler.h).
+  const LossScalerState s = loss_scaler_restored(scaler_config_, saved);
+  const auto steps_taken = int64_t(scalar(c, "optimizer_steps_taken"));
   for (auto& rep : replicas_) {
-    rep->optimizer->steps_taken = int64_t(scalar(c, "optimizer_steps_taken"));
+    const GpuContextScope on(rep->lane->context());
+    rep->lane->step().reset(s, steps_taken);
     rep->loader.reset();  // the next step starts the loaders at the restored cursor
   }
   bn_averaged_ = true;  // every replica holds the checkpoint's statistics
-  if (gpu_)
-    for (int r = 0; r < replicas(); r++) {
-      const GpuContextScope on = on_replica(r);
-      // The scaler's state as restored (a fixed scale drops old skips: nn/loss_scaler.h).
-      gpu_->lane(r).step->reset(scaler_->state(),
-                                int64_t(scalar(c, "optimizer_steps_taken")));
-    }
 }
 
 std::unique_ptr<Model> load_model(const Checkpoint& c, const TrainConfig& cfg, DType dtype,

@@ -4,6 +4,8 @@
 #include <vector>
 
 #include "kernels/adamw.h"
+#include "nn/device_step.h"
+#include "nn/loss_scaler.h"
 #include "nn/optim.h"
 #include "tests/test_util.h"
 
@@ -81,11 +83,15 @@ TEST_CASE("adamw: fp16 parameters keep fp32 master weights and moments") {
   REQUIRE(state[1].second->dtype() == DType::f32);
   REQUIRE(state[2].first == "w.adam_v");
   REQUIRE(state[2].second->dtype() == DType::f32);
+  LossScalerConfig fixed;  // the loss scale fixed at 1: only the update is under test
+  fixed.dynamic = false, fixed.init = 1;
+  DeviceStep ds(fixed, 1, Device::cpu);
+  ds.reset(loss_scaler_start(fixed), 0);
   for (int i = 0; i < 10; i++) {
     w->grad = Tensor::from_floats({0.5f}, {1}, DType::f16);
-    REQUIRE(opt.step(1.0));
+    REQUIRE(take_step(opt, ds, 1e-4));
   }
-  REQUIRE(opt.steps_taken == 10);
+  REQUIRE(ds.read().steps_taken == 10);
   const float master = state[0].second->data<float>()[0];
   REQUIRE(master == doctest::Approx(0.999).epsilon(1e-6));
   REQUIRE(float(w->value.data<half_t>()[0]) == float(half_t(master)));

@@ -14,21 +14,22 @@ TEST_CASE("gpu [gpu]: a CUDA graph replays what it captured on what its buffers 
           "its temporaries stay its own") {
   REQUIRE_GPU();
   Stream s(0);
-  DeviceBuffer in(sizeof(float), 0, s.get()), acc(sizeof(float), 0, s.get());
-  PinnedBuffer host(sizeof(float));
+  DeviceBuffer in(sizeof(float), 0, s.get()), acc(sizeof(double), 0, s.get());
+  PinnedBuffer host(sizeof(float)), host_acc(sizeof(double));
   float* h = static_cast<float*>(host.data());
-  *h = 7;
-  copy_async(acc.data(), host.data(), sizeof(float), s.get());
+  double* ha = static_cast<double*>(host_acc.data());
+  *ha = 7;
+  copy_async(acc.data(), host_acc.data(), sizeof(double), s.get());
   s.synchronize();
   CudaGraph g;
   void* temp_at = nullptr;
   const std::string why = g.capture(s.get(), [&] {
-    memset_async(acc.data(), 0, sizeof(float), s.get());
+    memset_async(acc.data(), 0, sizeof(double), s.get());
     DeviceBuffer temp(sizeof(float), 0, s.get());  // from the graph's private pool
     temp_at = temp.data();
     copy_async(temp.data(), in.data(), sizeof(float), s.get());
     const float* t = static_cast<const float*>(temp.data());
-    float* a = static_cast<float*>(acc.data());
+    double* a = static_cast<double*>(acc.data());
     scalar_accumulate_gpu(t, 2.0, a, s.get());  // acc = 2 in + in = 3 in
     scalar_accumulate_gpu(static_cast<const float*>(in.data()), 1.0, a, s.get());
   });
@@ -36,16 +37,16 @@ TEST_CASE("gpu [gpu]: a CUDA graph replays what it captured on what its buffers 
   REQUIRE(why.empty());
   REQUIRE(g.captured());
   REQUIRE(g.nodes() == 4);  // memset, copy, two kernels
-  copy_async(host.data(), acc.data(), sizeof(float), s.get());
+  copy_async(host_acc.data(), acc.data(), sizeof(double), s.get());
   s.synchronize();
-  REQUIRE(*h == 7);  // capture ran nothing
+  REQUIRE(*ha == 7);  // capture ran nothing
   for (const float x : {1.5f, -4.0f, 0.25f}) {
     *h = x;
     copy_async(in.data(), host.data(), sizeof(float), s.get());
     g.launch(s.get());
-    copy_async(host.data(), acc.data(), sizeof(float), s.get());
+    copy_async(host_acc.data(), acc.data(), sizeof(double), s.get());
     s.synchronize();
-    REQUIRE(*h == 3 * x);
+    REQUIRE(*ha == 3 * double(x));
   }
   // The temporary's block is the graph's for as long as it lives: the stream's next buffer of
   // that size is another one, and neither emptying the cache nor anything else frees it.
@@ -55,9 +56,9 @@ TEST_CASE("gpu [gpu]: a CUDA graph replays what it captured on what its buffers 
   *h = 2;
   copy_async(in.data(), host.data(), sizeof(float), s.get());
   g.launch(s.get());
-  copy_async(host.data(), acc.data(), sizeof(float), s.get());
+  copy_async(host_acc.data(), acc.data(), sizeof(double), s.get());
   s.synchronize();
-  REQUIRE(*h == 6);
+  REQUIRE(*ha == 6);
 }
 
 TEST_CASE("gpu [gpu]: a capture CUDA refuses says why, runs nothing and leaves the stream working") {

@@ -1,14 +1,26 @@
-// The optimizer step: hand-computed SGD updates, skipped steps on inf/NaN, and why fp16
-// parameters need fp32 master weights.
+// The optimizer step: hand-computed SGD updates, skipped steps on inf/NaN (the SGD optimizer
+// through take_step on a CPU step state), and why fp16 parameters need fp32 master weights.
 #include <cmath>
 #include <cstring>
 
 #include "kernels/sgd.h"
+#include "nn/device_step.h"
+#include "nn/loss_scaler.h"
 #include "nn/optim.h"
 #include "tests/test_util.h"
 
 using namespace cutrain;
 using cutrain_test::require_close;
+
+namespace {
+// fp32 training's loss scaler: the scale fixed at 1.
+LossScalerConfig fp32_scaler() {
+  LossScalerConfig c;
+  c.dynamic = false;
+  c.init = 1;
+  return c;
+}
+}  // namespace
 
 TEST_CASE("sgd: momentum, weight decay and the loss scale, by hand") {
   // w = 1, v = 0, stored grad 8 at loss scale 4 -> g = 2; wd 0.5 -> g' = 2 + 0.5*1 = 2.5
@@ -38,19 +50,26 @@ TEST_CASE("sgd: an inf or NaN gradient skips the whole step, changing nothing") 
   VarPtr a = make_var(Tensor::from_floats({1, 2, 3}, {3}), true, "a");
   VarPtr b = make_var(Tensor::from_floats({4, 5}, {2}), true, "b");
   SGD opt({a, b}, SgdParams{0.1, 0.9, 0.01, false});
+  DeviceStep ds(fp32_scaler(), 2, Device::cpu);
+  ds.reset(loss_scaler_start(ds.config()), 0);
   a->grad_buffer() = Tensor::from_floats({1, 1, 1}, {3});
   b->grad_buffer() = Tensor::from_floats({1, 1}, {2});
-  REQUIRE(opt.step(1.0));  // one clean step so the velocities are non-zero
+  REQUIRE(take_step(opt, ds, 0.1));  // one clean step so the velocities are non-zero
   const Tensor a0 = a->value.clone(), b0 = b->value.clone();
   for (float bad : {INFINITY, NAN}) {
     b->grad = Tensor::from_floats({0.5f, bad}, {2});  // only one element of one parameter
-    REQUIRE_FALSE(opt.step(1.0));
+    REQUIRE_FALSE(take_step(opt, ds, 0.1));
+    REQUIRE(ds.read().first_bad == 1);
     REQUIRE(std::memcmp(a->value.raw(), a0.raw(), a0.bytes()) == 0);
     REQUIRE(std::memcmp(b->value.raw(), b0.raw(), b0.bytes()) == 0);
   }
+  REQUIRE(ds.read().steps_taken == 1);
   // a finite gradient that overflows only when unscaled by a tiny scale is also caught
+  LossScalerState tiny;
+  tiny.scale = 1e-10;
+  ds.reset(tiny, 1);
   b->grad = Tensor::from_floats({1e30f, 1}, {2});
-  REQUIRE_FALSE(opt.step(1e-10));
+  REQUIRE_FALSE(take_step(opt, ds, 0.1));
   REQUIRE(std::memcmp(b->value.raw(), b0.raw(), b0.bytes()) == 0);
 }
 
@@ -60,9 +79,11 @@ TEST_CASE("sgd: fp16 parameters keep fp32 master weights, so small updates are n
   // working copy follows as soon as the change is representable.
   VarPtr w = make_var(Tensor::from_floats({1}, {1}, DType::f16), true, "w");
   SGD opt({w}, SgdParams{1e-4, 0.0, 0.0, false});
+  DeviceStep ds(fp32_scaler(), 1, Device::cpu);
+  ds.reset(loss_scaler_start(ds.config()), 0);
   for (int i = 0; i < 10; i++) {
     w->grad = Tensor::from_floats({1}, {1}, DType::f16);
-    REQUIRE(opt.step(1.0));
+    REQUIRE(take_step(opt, ds, 1e-4));
   }
   REQUIRE(float(w->value.data<half_t>()[0]) == float(half_t(0.999f)));
   REQUIRE(float(w->value.data<half_t>()[0]) < 1.0f);
@@ -78,6 +99,11 @@ TEST_CASE("sgd: bad hyper-parameters are rejected") {
   REQUIRE_ERROR(SGD({w}, SgdParams{0.0, 0.9, 0, false}), "learning rate must be positive");
   REQUIRE_ERROR(SGD({w}, SgdParams{0.1, 1.0, 0, false}), "momentum must be in [0, 1)");
   REQUIRE_ERROR(SGD({c}, SgdParams{}), "'frozen' does not require a gradient");
+  // the step's rate comes from the step state, refused there
   SGD ok({w}, SgdParams{});
-  REQUIRE_ERROR(ok.step(0.0), "loss scale must be positive");
+  DeviceStep ds(fp32_scaler(), 1, Device::cpu);
+  ds.reset(loss_scaler_start(ds.config()), 0);
+  w->grad = Tensor::from_floats({1}, {1});
+  REQUIRE_ERROR(take_step(ok, ds, -0.1), "the learning rate must be >= 0");
+  REQUIRE(w->value.item() == 1);
 }

@@ -96,7 +96,8 @@ TEST_CASE("step state [gpu]: step_set_lr_gpu, step_decide_gpu and step_finish_gp
 TEST_CASE("step state [gpu]: loss_seed_gpu and scalar_accumulate_gpu equal the CPU") {
   REQUIRE_GPU();
   Stream stream;
-  DeviceBuffer dstate(sizeof(StepState)), dout(sizeof(float)), dx(sizeof(float));
+  DeviceBuffer dstate(sizeof(StepState)), dout(sizeof(float)), dx(sizeof(float)),
+      dacc(sizeof(double));
   for (uint64_t i = 0; i < 200; i++) {
     INFO("draw " << i);
     LossScalerState sc;
@@ -114,19 +115,18 @@ TEST_CASE("step state [gpu]: loss_seed_gpu and scalar_accumulate_gpu equal the C
             cutrain_test::bits_of(want));
 
     // acc += x * w over a few micro-batches, starting from an arbitrary value
-    float acc = 10 * (rng_uniform(33, i) - 0.5f);
-    copy_async(dout.data(), &acc, sizeof acc, stream.get());
+    double acc = 10 * (rng_uniform(33, i) - 0.5f);
+    copy_async(dacc.data(), &acc, sizeof acc, stream.get());
     stream.synchronize();  // before acc, the copy's source, changes
     for (uint64_t k = 0; k < 4; k++) {
       const float x = 100 * rng_normal(34, i, k);
       const double w = 1.0 / 3 + double(k);
       copy_async(dx.data(), &x, sizeof x, stream.get());
       scalar_accumulate_gpu(static_cast<const float*>(dx.data()), w,
-                            static_cast<float*>(dout.data()), stream.get());
+                            static_cast<double*>(dacc.data()), stream.get());
       scalar_accumulate_cpu(&x, w, &acc);
       stream.synchronize();  // before x (the copy's source) goes out of scope
     }
-    REQUIRE(cutrain_test::bits_of(cutrain_test::download<float>(dout, 1)[0]) ==
-            cutrain_test::bits_of(acc));
+    REQUIRE(cutrain_test::download<double>(dacc, 1)[0] == acc);  // the same double
   }
 }

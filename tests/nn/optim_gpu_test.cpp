@@ -1,10 +1,11 @@
-// The whole GPU optimizer step (nn/device_step.h: DeviceStep, Optimizer::check_device,
-// decide, apply_device, finish) against the CPU path (Optimizer::step + LossScaler::update),
-// bit for bit, for sgd, nesterov and adamw with f32 and f16 parameters, over steps with an inf
-// in one gradient, a NaN in another, both at once, and a parameter whose gradient was never
-// allocated: the weights, masters and optimizer state, the loss scaler's state, the step count
-// and the parameter named at fault. A skipped step changes nothing on the device. And the
-// host step refuses cuda parameters, the device step CPU ones.
+// The one optimizer step protocol (nn/device_step.h, nn/optim.h: set_lr, begin, check,
+// decide, apply, finish) on a cuda DeviceStep against the same protocol on a CPU one
+// (take_step), bit for bit, for sgd, nesterov and adamw with f32 and f16 parameters, over
+// steps with an inf in one gradient, a NaN in another, both at once, and a parameter whose
+// gradient was never allocated: the weights, masters and optimizer state, the whole step state
+// (the loss scaler's state, the step count, the decision and the parameter named at fault).
+// A skipped step changes nothing on the device. The seed and a replica's decide_into give the
+// CPU's bits. And an optimizer refuses a step state on the other device, or of another size.
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -90,6 +91,31 @@ std::vector<Tensor> gradients(const std::vector<VarPtr>& ps, int step, double sc
   return out;
 }
 
+// The parameter the decision names at `step`: the first poisoned one in parameter order.
+int first_poisoned(int step) {
+  int first = -1;
+  for (const Poison& p : kPoison)
+    if (p.step == step && (first < 0 || int(p.param) < first)) first = int(p.param);
+  return first;
+}
+
+// Every field of two step states, the doubles and the float by their bytes.
+void require_same_state(const StepState& got, const StepState& want) {
+  auto same = [](const auto& a, const auto& b) { return std::memcmp(&a, &b, sizeof a) == 0; };
+  REQUIRE(same(got.scaler.scale, want.scaler.scale));
+  REQUIRE(got.scaler.clean_steps == want.scaler.clean_steps);
+  REQUIRE(got.scaler.consecutive_skips == want.scaler.consecutive_skips);
+  REQUIRE(got.scaler.skipped_total == want.scaler.skipped_total);
+  REQUIRE(same(got.scale_used, want.scale_used));
+  REQUIRE(same(got.lr, want.lr));
+  REQUIRE(got.steps_taken == want.steps_taken);
+  REQUIRE(got.t == want.t);
+  REQUIRE(same(got.inv_scale, want.inv_scale));
+  REQUIRE(got.skip == want.skip);
+  REQUIRE(got.first_bad == want.first_bad);
+  REQUIRE(got.peak_skips == want.peak_skips);
+}
+
 void require_same(const std::vector<std::vector<unsigned char>>& got,
                   const std::vector<std::vector<unsigned char>>& want, const char* what) {
   REQUIRE(got.size() == want.size());
@@ -101,7 +127,7 @@ void require_same(const std::vector<std::vector<unsigned char>>& got,
 }
 }  // namespace
 
-TEST_CASE("optim [gpu]: the device step equals Optimizer::step + LossScaler bit for bit") {
+TEST_CASE("optim [gpu]: the step on a cuda DeviceStep equals the CPU DeviceStep's bit for bit") {
   REQUIRE_GPU();
   LossScalerConfig cfg;  // x2 after 2 clean steps, x0.5 on overflow: both happen in 8 steps
   cfg.init = 1024, cfg.min_scale = 1, cfg.max_scale = 4096, cfg.growth_interval = 2;
@@ -119,14 +145,17 @@ TEST_CASE("optim [gpu]: the device step equals Optimizer::step + LossScaler bit 
       for (auto& [name, t] : gpu->state_tensors()) REQUIRE(t->device() == Device::cuda);
       require_same(snapshot(*gpu), snapshot(*cpu), "at the start");
 
-      LossScaler scaler(cfg);
-      DeviceStep ds(cfg, int(gpu_ps.size()));
-      ds.reset(scaler.state(), cpu->steps_taken);
+      DeviceStep cds(cfg, int(cpu_ps.size()), Device::cpu);
+      DeviceStep gds(cfg, int(gpu_ps.size()), Device::cuda);
+      cds.reset(loss_scaler_start(cfg), 0);
+      gds.reset(loss_scaler_start(cfg), 0);
+      require_same_state(gds.read(), cds.read());
       int skipped = 0;
       for (int step = 1; step <= kSteps; step++) {
         INFO("step " << step);
-        const double scale = scaler.scale();
-        REQUIRE(ds.read().scaler.scale == scale);  // the scale backward used on both sides
+        const LossScalerState scaler_before = cds.read().scaler;
+        const double scale = scaler_before.scale;
+        REQUIRE(gds.read().scaler.scale == scale);  // the scale backward used on both sides
         const std::vector<Tensor> g = gradients(cpu_ps, step, scale);
         for (size_t i = 0; i < g.size(); i++) {
           cpu_ps[i]->grad = g[i].defined() ? g[i].clone() : Tensor();
@@ -134,38 +163,38 @@ TEST_CASE("optim [gpu]: the device step equals Optimizer::step + LossScaler bit 
         }
         const auto gpu_before = snapshot(*gpu);
 
-        // A rate that changes from step to step: the GPU's comes from the device (set_lr).
+        // A rate that changes from step to step: both read it from their step state (set_lr).
         const double lr = 0.01 * (1 + step % 3);
-        cpu->lr = lr;
-        const bool taken = cpu->step(scale);
-        scaler.update(!taken, step);
-        ds.set_lr(lr);
-        ds.begin();
-        gpu->check_device(ds);
-        ds.decide();
-        gpu->apply_device(ds);
-        ds.finish();
-        const StepState st = ds.read();
+        // The CPU: the whole step at once. The GPU: the same calls, queued, nothing read back
+        // until the state is read below.
+        const bool taken = take_step(*cpu, cds, lr);
+        gds.set_lr(lr);
+        gds.begin();
+        gpu->check(gds);
+        gds.decide();
+        gpu->apply(gds);
+        gds.finish();
+        const StepState st = gds.read();
+        require_same_state(st, cds.read());
         REQUIRE(st.lr == lr);
 
         skipped += !taken;
         REQUIRE(st.skip == int32_t(!taken));
-        if (taken) {
-          REQUIRE(st.first_bad == -1);
-        } else {
-          REQUIRE(st.first_bad >= 0);
-          REQUIRE(gpu->parameter_name(size_t(st.first_bad)) == cpu->first_nonfinite());
+        REQUIRE(st.first_bad == first_poisoned(step));
+        if (!taken) {
+          const char* names[] = {"conv.w", "bn.g", "fc.w", "head.b"};  // what a report says
+          REQUIRE(gpu->parameter_name(size_t(st.first_bad)) == names[st.first_bad]);
           require_same(snapshot(*gpu), gpu_before, "a skipped step");
+          loss_scaler_check(cfg, st.scaler, step, gpu->parameter_name(size_t(st.first_bad)));
         }
         REQUIRE(st.scale_used == scale);
-        REQUIRE(st.scaler.scale == scaler.scale());
-        REQUIRE(st.scaler.clean_steps == scaler.clean_steps());
-        REQUIRE(st.scaler.consecutive_skips == scaler.consecutive_skips());
-        REQUIRE(st.scaler.skipped_total == scaler.skipped_total());
-        REQUIRE(st.steps_taken == cpu->steps_taken);
-        REQUIRE(st.t == cpu->steps_taken + 1);
-        REQUIRE(st.inv_scale == float(1.0 / scaler.scale()));
-        REQUIRE(gpu->steps_taken == 0);  // the device counts; the host copy is the caller's
+        const LossScalerState scaler_want = loss_scaler_next(cfg, scaler_before, !taken);
+        REQUIRE(st.scaler.scale == scaler_want.scale);
+        REQUIRE(st.scaler.clean_steps == scaler_want.clean_steps);
+        REQUIRE(st.scaler.consecutive_skips == scaler_want.consecutive_skips);
+        REQUIRE(st.scaler.skipped_total == scaler_want.skipped_total);
+        REQUIRE(st.t == st.steps_taken + 1);
+        REQUIRE(st.inv_scale == float(1.0 / st.scaler.scale));
         require_same(snapshot(*gpu), snapshot(*cpu), "after the step");
         if (!g[3].defined()) {
           // head.b got no gradient: the update allocated a zero one on its device, as the CPU
@@ -181,32 +210,61 @@ TEST_CASE("optim [gpu]: the device step equals Optimizer::step + LossScaler bit 
         }
       }
       REQUIRE(skipped == 3);
-      REQUIRE(cpu->steps_taken == kSteps - 3);
-      REQUIRE(scaler.skipped_total() == 3);
+      REQUIRE(gds.read().steps_taken == kSteps - 3);
+      REQUIRE(gds.read().scaler.skipped_total == 3);
+      REQUIRE(gds.read().peak_skips == 2);  // steps 2 and 3
     }
   }
 }
 
-TEST_CASE("optim [gpu]: the device step's seed is scale x share") {
+TEST_CASE("optim [gpu]: the cuda step state's reset, seed and decide_into give the CPU's bits") {
   REQUIRE_GPU();
   Stream stream;
   GpuContextScope on(GpuContext{stream.get()});
   LossScalerState sc;
   sc.scale = 2048;
-  DeviceStep ds(LossScalerConfig{}, 2);
-  ds.reset(sc, 7);
-  const StepState st = ds.read();
+  DeviceStep gds(LossScalerConfig{}, 3, Device::cuda), cds(LossScalerConfig{}, 3, Device::cpu);
+  gds.reset(sc, 7);
+  cds.reset(sc, 7);
+  const StepState st = gds.read();
   REQUIRE(st.scaler.scale == 2048);
   REQUIRE(st.steps_taken == 7);
   REQUIRE(st.t == 8);
   REQUIRE(st.inv_scale == 1.0f / 2048);
   REQUIRE(st.first_bad == -1);
-  Tensor seed = Tensor::empty({1}, DType::f32, Device::cuda);
-  ds.seed(1.0 / 3, seed.data<float>());
-  REQUIRE(seed.to(Device::cpu).data<float>()[0] == float(2048 * (1.0 / 3)));
+  require_same_state(st, cds.read());
+  for (double share : {1.0 / 3, 0.1, 1.0}) {
+    INFO("share " << share);
+    const Tensor seed = gds.seed(share, DType::f32);
+    REQUIRE(seed.device() == Device::cuda);
+    const float got = seed.to(Device::cpu).data<float>()[0];
+    const float want = cds.seed(share, DType::f32).data<float>()[0];
+    REQUIRE(std::memcmp(&got, &want, sizeof got) == 0);
+    REQUIRE(got == float(2048 * share));
+  }
+  REQUIRE_ERROR(gds.seed(0.5, DType::f64), "DeviceStep::seed: a GPU loss is f32, got f64");
+
+  // a replica's own decision, before its flags are OR-ed with the others': the state unchanged
+  const std::vector<int32_t> flags = {0, 1, 1};
+  copy_async(gds.flags(), flags.data(), flags.size() * sizeof(int32_t), stream.get());
+  for (int i = 0; i < 3; i++) *cds.flag(i) = flags[size_t(i)];
+  const StepState fresh = step_state_make(LossScalerState{}, 0);
+  DeviceBuffer mine(sizeof(StepState));
+  copy_async(mine.data(), &fresh, sizeof fresh, stream.get());
+  gds.decide_into(static_cast<StepState*>(mine.data()));
+  StepState host_mine = fresh;
+  cds.decide_into(&host_mine);
+  stream.synchronize();  // flags and fresh, the copies' sources, outlived them
+  StepState got_mine;
+  copy_sync(&got_mine, mine.data(), sizeof got_mine);
+  require_same_state(got_mine, host_mine);
+  REQUIRE(got_mine.skip == 1);
+  REQUIRE(got_mine.first_bad == 1);
+  require_same_state(gds.read(), st);
 }
 
-TEST_CASE("optim [gpu]: the host step refuses cuda parameters, the device step CPU ones") {
+TEST_CASE("optim [gpu]: an optimizer refuses a step state on the other device, or of another "
+          "size") {
   REQUIRE_GPU();
   Stream stream;
   GpuContextScope on(GpuContext{stream.get()});
@@ -214,14 +272,27 @@ TEST_CASE("optim [gpu]: the host step refuses cuda parameters, the device step C
   const std::vector<VarPtr> gpu_ps = to_cuda(cpu_ps);
   auto cpu = make_optimizer("adamw", cpu_ps, 1e-3, 0.9, 0.05);
   auto gpu = make_optimizer("sgd", gpu_ps, 0.1, 0.9, 0);
-  DeviceStep ds(LossScalerConfig{}, int(cpu_ps.size()));
-  ds.reset(LossScalerState{}, 0);
-  REQUIRE_ERROR(gpu->step(1.0), "SGD: step(), all_finite() and apply() run on the CPU");
-  REQUIRE_ERROR(gpu->all_finite(1.0), "use check_device / apply_device");
-  REQUIRE_ERROR(gpu->apply(1.0), "the parameters are on cuda");
-  REQUIRE_ERROR(cpu->check_device(ds), "AdamW: check_device needs parameters on cuda");
-  REQUIRE_ERROR(cpu->apply_device(ds), "AdamW: apply_device needs parameters on cuda");
-  DeviceStep wrong(LossScalerConfig{}, int(cpu_ps.size()) + 1);
-  REQUIRE_ERROR(gpu->check_device(wrong), "the DeviceStep has 5 flags for 4 parameters");
-  REQUIRE(gpu->steps_taken == 0);
+  const std::vector<Tensor> g = gradients(cpu_ps, 1, 1024);
+  for (size_t i = 0; i < g.size(); i++) {
+    cpu_ps[i]->grad = g[i].defined() ? g[i].clone() : Tensor();
+    gpu_ps[i]->grad = g[i].defined() ? g[i].to(Device::cuda) : Tensor();
+  }
+  const auto cpu_before = snapshot(*cpu), gpu_before = snapshot(*gpu);
+  DeviceStep cds(LossScalerConfig{}, int(cpu_ps.size()), Device::cpu);
+  DeviceStep gds(LossScalerConfig{}, int(gpu_ps.size()), Device::cuda);
+  cds.reset(LossScalerState{}, 0);
+  gds.reset(LossScalerState{}, 0);
+  REQUIRE_ERROR(gpu->check(cds), "SGD: the step state is on cpu, the parameters on cuda");
+  REQUIRE_ERROR(gpu->apply(cds), "SGD: the step state is on cpu, the parameters on cuda");
+  REQUIRE_ERROR(take_step(*gpu, cds, 0.1), "SGD: the step state is on cpu, the parameters on cuda");
+  REQUIRE_ERROR(cpu->check(gds), "AdamW: the step state is on cuda, the parameters on cpu");
+  REQUIRE_ERROR(cpu->apply(gds), "AdamW: the step state is on cuda, the parameters on cpu");
+  DeviceStep wrong(LossScalerConfig{}, int(gpu_ps.size()) + 1, Device::cuda);
+  wrong.reset(LossScalerState{}, 0);
+  REQUIRE_ERROR(gpu->check(wrong), "SGD: the DeviceStep has 5 flags for 4 parameters");
+  REQUIRE_ERROR(gpu->apply(wrong), "SGD: the DeviceStep has 5 flags for 4 parameters");
+  require_same(snapshot(*cpu), cpu_before, "the CPU optimizer, refused");
+  require_same(snapshot(*gpu), gpu_before, "the GPU optimizer, refused");
+  REQUIRE(gds.read().steps_taken == 0);
+  REQUIRE(cds.read().steps_taken == 0);
 }

@@ -1,11 +1,14 @@
-// The Optimizer interface shared by SGD and AdamW: a step with an inf/NaN anywhere changes
-// nothing (bit for bit) and names the parameter, the loss scale halves, the state a
-// checkpoint saves is enough to continue exactly, lr follows a schedule, make_optimizer.
+// The Optimizer interface shared by SGD and AdamW, driven by the one step protocol on a CPU
+// step state (nn/device_step.h; take_step or its parts): a step with an inf/NaN anywhere
+// changes nothing (bit for bit) and names the first parameter at fault, the loss scale halves,
+// check only raises flags, the tensors a checkpoint saves plus the step state's count continue
+// exactly, lr follows a schedule, the step state must be the optimizer's, make_optimizer.
 #include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "nn/device_step.h"
 #include "nn/loss_scaler.h"
 #include "nn/optim.h"
 #include "tests/test_util.h"
@@ -56,59 +59,106 @@ void require_same_bytes(Optimizer& opt, const std::vector<Tensor>& before) {
     REQUIRE(std::memcmp(now[i].raw(), before[i].raw(), now[i].bytes()) == 0);
   }
 }
+
+// A config whose scale never moves: every step at `scale` (fp32 training: 1).
+LossScalerConfig fixed_scale(double scale) {
+  LossScalerConfig c;
+  c.dynamic = false;
+  c.init = scale;
+  return c;
+}
 }  // namespace
 
 TEST_CASE("optim: an inf or NaN in one gradient skips the whole step for SGD and AdamW") {
   for (const char* kind : {"sgd", "nesterov", "adamw"}) {
-    INFO(kind);
+    INFO("optimizer " << kind);
     const std::vector<VarPtr> ps = make_params();
     auto opt = make_optimizer(kind, ps, 0.01, 0.9, 0.01);
-    LossScaler scaler;
+    DeviceStep ds(LossScalerConfig{}, int(ps.size()), Device::cpu);
+    ds.reset(loss_scaler_start(ds.config()), 0);
     for (int t = 0; t < 2; t++) {  // two clean steps: the state is no longer zero
-      set_grads(ps, scaler.scale(), t);
-      REQUIRE(opt->step(scaler.scale()));
-      REQUIRE(opt->first_nonfinite().empty());
-      scaler.update(false, t);
+      set_grads(ps, ds.read().scaler.scale, t);
+      REQUIRE(take_step(*opt, ds, 0.01));
+      REQUIRE(ds.read().first_bad == -1);
     }
-    REQUIRE(opt->steps_taken == 2);
+    REQUIRE(ds.read().steps_taken == 2);
     const std::vector<Tensor> before = snapshot(*opt);
     int64_t step = 2;
     for (float bad : {INFINITY, -INFINITY, NAN}) {
-      set_grads(ps, scaler.scale(), 5);
+      const double scale = ds.read().scaler.scale;
+      set_grads(ps, scale, 5);
       poison(ps[2], bad);
-      const double scale = scaler.scale();
-      const bool taken = opt->step(scale);
-      REQUIRE_FALSE(taken);
-      REQUIRE(opt->first_nonfinite() == "fc.w");
+      REQUIRE_FALSE(take_step(*opt, ds, 0.01));
+      const StepState st = ds.read();
+      REQUIRE(st.skip == 1);
+      REQUIRE(opt->parameter_name(size_t(st.first_bad)) == "fc.w");
+      REQUIRE(st.scale_used == scale);
       require_same_bytes(*opt, before);
-      REQUIRE(opt->steps_taken == 2);
-      scaler.update(!taken, step++);
-      REQUIRE(scaler.scale() == scale / 2);  // the scale halves
+      REQUIRE(st.steps_taken == 2);
+      REQUIRE(st.scaler.scale == scale / 2);  // the scale halves
+      loss_scaler_check(ds.config(), st.scaler, step++, "fc.w");  // 3 in a row: no abort yet
       opt->zero_grad();
-      REQUIRE(opt->first_nonfinite() == "fc.w");  // still there for the report
+      REQUIRE(ds.read().first_bad == 2);  // still there for the report
     }
-    // two bad parameters: the first in parameter order is named
-    set_grads(ps, scaler.scale(), 6);
+    // two bad parameters, the protocol in its parts: check flags both, decide names the first
+    set_grads(ps, ds.read().scaler.scale, 6);
     poison(ps[1], NAN);
     poison(ps[2], INFINITY);
-    REQUIRE_FALSE(opt->step(scaler.scale()));
-    REQUIRE(opt->first_nonfinite() == "bn.g");
+    ds.set_lr(0.01);
+    ds.begin();
+    opt->check(ds);
+    REQUIRE(*ds.flag(0) == 0);
+    REQUIRE(*ds.flag(1) != 0);
+    REQUIRE(*ds.flag(2) != 0);
+    ds.decide();
+    REQUIRE(ds.read().skip == 1);
+    REQUIRE(opt->parameter_name(size_t(ds.read().first_bad)) == "bn.g");
+    opt->apply(ds);
+    ds.finish();
     require_same_bytes(*opt, before);
     // and the next clean step is taken and clears the report
-    set_grads(ps, scaler.scale(), 7);
-    REQUIRE(opt->step(scaler.scale()));
-    REQUIRE(opt->first_nonfinite().empty());
-    REQUIRE(opt->steps_taken == 3);
+    set_grads(ps, ds.read().scaler.scale, 7);
+    REQUIRE(take_step(*opt, ds, 0.01));
+    REQUIRE(ds.read().first_bad == -1);
+    REQUIRE(ds.read().steps_taken == 3);
   }
+}
+
+TEST_CASE("optim: check only raises flags; a flag raised elsewhere (a replica's) skips the step") {
+  const std::vector<VarPtr> ps = make_params();
+  auto opt = make_optimizer("adamw", ps, 0.01, 0.9, 0.01);
+  DeviceStep ds(fixed_scale(1), int(ps.size()), Device::cpu);
+  ds.reset(loss_scaler_start(ds.config()), 0);
+  set_grads(ps, 1, 0);
+  const std::vector<Tensor> before = snapshot(*opt);
+  ds.set_lr(0.01);
+  ds.begin();
+  *ds.flag(1) = 1;  // what OR-ing another replica's flags leaves
+  opt->check(ds);   // every gradient here is finite: the flag stays
+  REQUIRE(*ds.flag(1) == 1);
+  ds.decide();
+  opt->apply(ds);
+  ds.finish();
+  REQUIRE(ds.read().skip == 1);
+  REQUIRE(ds.read().first_bad == 1);
+  require_same_bytes(*opt, before);
+  // begin clears the flags: the same gradients make a clean step
+  REQUIRE(take_step(*opt, ds, 0.01));
+  REQUIRE(ds.read().steps_taken == 1);
 }
 
 TEST_CASE("optim: a gradient that overflows only when unscaled by a scale below 1 is caught") {
   VarPtr w = make_var(Tensor::from_floats({1, 2}, {2}), true, "");
   auto opt = make_optimizer("adamw", {w}, 1e-3, 0.9, 0.0);
+  DeviceStep ds(fixed_scale(1e-10), 1, Device::cpu);
+  ds.reset(loss_scaler_start(ds.config()), 0);
   w->grad = Tensor::from_floats({1e30f, 1}, {2});
-  REQUIRE_FALSE(opt->step(1e-10));
-  REQUIRE(opt->first_nonfinite() == "parameter 0");  // unnamed parameters get their index
-  REQUIRE(opt->step(1.0));
+  REQUIRE_FALSE(take_step(*opt, ds, 1e-3));
+  REQUIRE(opt->parameter_name(size_t(ds.read().first_bad)) == "parameter 0");  // unnamed: index
+  LossScalerState one;
+  one.scale = 1;
+  ds.reset(one, 0);
+  REQUIRE(take_step(*opt, ds, 1e-3));
 }
 
 TEST_CASE("optim: state_tensors names masters only where separate, then the optimizer state") {
@@ -130,16 +180,22 @@ TEST_CASE("optim: state_tensors names masters only where separate, then the opti
   for (auto& [name, t] : adamw.state_tensors()) REQUIRE(t->dtype() == DType::f32);
 }
 
-TEST_CASE("optim: restoring state_tensors and steps_taken continues bit for bit") {
+TEST_CASE("optim: restoring state_tensors and the step state continues bit for bit") {
+  // x2 after 2 clean steps: the scale moves during the run, so the scaler's state matters too
+  LossScalerConfig c;
+  c.init = 1024, c.growth_interval = 2;
   for (const char* kind : {"sgd", "nesterov", "adamw"}) {
-    INFO(kind);
+    INFO("optimizer " << kind);
     const std::vector<VarPtr> pa = make_params();
     auto a = make_optimizer(kind, pa, 0.01, 0.9, 0.01);
+    DeviceStep da(c, int(pa.size()), Device::cpu);
+    da.reset(loss_scaler_start(c), 0);
     for (int t = 0; t < 3; t++) {
-      set_grads(pa, 1024, t);
-      REQUIRE(a->step(1024));
+      set_grads(pa, da.read().scaler.scale, t);
+      REQUIRE(take_step(*a, da, 0.01));
     }
-    // "checkpoint": the parameters and the optimizer state, into fresh objects
+    // "checkpoint": the parameters, the optimizer's tensors and the step state's scaler and
+    // count, into fresh objects
     std::vector<VarPtr> pb;
     for (const VarPtr& p : pa) pb.push_back(make_var(p->value.clone(), true, p->name));
     auto b = make_optimizer(kind, pb, 0.01, 0.9, 0.01);
@@ -149,43 +205,74 @@ TEST_CASE("optim: restoring state_tensors and steps_taken continues bit for bit"
       REQUIRE(sa[i].first == sb[i].first);
       std::memcpy(sb[i].second->raw(), sa[i].second->raw(), sa[i].second->bytes());
     }
-    b->steps_taken = a->steps_taken;
+    const StepState saved = da.read();
+    DeviceStep db(c, int(pb.size()), Device::cpu);
+    db.reset(loss_scaler_restored(c, saved.scaler), saved.steps_taken);
     for (int t = 3; t < 6; t++) {
-      set_grads(pa, 1024, t);
-      set_grads(pb, 1024, t);
-      REQUIRE(a->step(1024));
-      REQUIRE(b->step(1024));
+      REQUIRE(db.read().scaler.scale == da.read().scaler.scale);
+      set_grads(pa, da.read().scaler.scale, t);
+      set_grads(pb, db.read().scaler.scale, t);
+      REQUIRE(take_step(*a, da, 0.01));
+      REQUIRE(take_step(*b, db, 0.01));
     }
     require_same_bytes(*b, snapshot(*a));
+    REQUIRE(db.read().steps_taken == 6);
+    REQUIRE(da.read().steps_taken == 6);
+    REQUIRE(db.read().scaler.scale == da.read().scaler.scale);
+    REQUIRE(db.read().scaler.scale == 8192);  // grew after steps 2, 4 and 6
+    REQUIRE(db.read().scaler.clean_steps == da.read().scaler.clean_steps);
   }
 }
 
-TEST_CASE("optim: AdamW needs steps_taken restored: its bias correction depends on it") {
+TEST_CASE("optim: AdamW needs the step count restored: its bias correction depends on it") {
   const std::vector<VarPtr> pa = make_params(), pb = make_params();
   auto a = make_optimizer("adamw", pa, 0.01, 0.9, 0.0);
   auto b = make_optimizer("adamw", pb, 0.01, 0.9, 0.0);
+  DeviceStep da(fixed_scale(1), int(pa.size()), Device::cpu);
+  DeviceStep db(fixed_scale(1), int(pb.size()), Device::cpu);
+  da.reset(loss_scaler_start(da.config()), 0);
+  db.reset(loss_scaler_start(db.config()), 100);  // same state otherwise: only t differs
   set_grads(pa, 1, 0);
   set_grads(pb, 1, 0);
-  REQUIRE(a->step());
-  b->steps_taken = 100;  // same state otherwise: only t differs
-  REQUIRE(b->step());
+  REQUIRE(take_step(*a, da, 0.01));
+  REQUIRE(take_step(*b, db, 0.01));
+  REQUIRE(da.read().steps_taken == 1);
+  REQUIRE(db.read().steps_taken == 101);
   REQUIRE(std::memcmp(pa[1]->value.raw(), pb[1]->value.raw(), pa[1]->value.bytes()) != 0);
 }
 
 TEST_CASE("optim: lr may change between steps, as a schedule does") {
   VarPtr w = make_var(Tensor::from_doubles({1}, {1}), true, "w");
   auto opt = make_optimizer("sgd", {w}, 0.1, 0.0, 0.0);  // w -= lr * g
+  DeviceStep ds(fixed_scale(1), 1, Device::cpu);
+  ds.reset(loss_scaler_start(ds.config()), 0);
   w->grad = Tensor::from_doubles({1}, {1});
-  REQUIRE(opt->step());
+  REQUIRE(take_step(*opt, ds, 0.1));
   REQUIRE(w->value.item() == doctest::Approx(0.9).epsilon(1e-15));
-  opt->lr = 0.5;
-  REQUIRE(opt->step());
+  REQUIRE(take_step(*opt, ds, 0.5));  // the state's rate is used, not the initial one
+  REQUIRE(ds.read().lr == 0.5);
   REQUIRE(w->value.item() == doctest::Approx(0.4).epsilon(1e-15));
-  opt->lr = 0;  // the end of a decay to zero: allowed, moves nothing
-  REQUIRE(opt->step());
+  REQUIRE(take_step(*opt, ds, 0));  // the end of a decay to zero: allowed, moves nothing
   REQUIRE(w->value.item() == doctest::Approx(0.4).epsilon(1e-15));
-  opt->lr = -1;
-  REQUIRE_ERROR(opt->step(), "SGD: learning rate must be >= 0");
+  REQUIRE_ERROR(take_step(*opt, ds, -1), "the learning rate must be >= 0, got -1");
+  REQUIRE_ERROR(take_step(*opt, ds, std::nan("")), "the learning rate must be >= 0");
+  // refused before anything moved
+  REQUIRE(w->value.item() == doctest::Approx(0.4).epsilon(1e-15));
+  REQUIRE(ds.read().lr == 0);
+  REQUIRE(ds.read().steps_taken == 3);
+}
+
+TEST_CASE("optim: the step state must be the optimizer's: one flag per parameter") {
+  const std::vector<VarPtr> ps = make_params();
+  auto opt = make_optimizer("sgd", ps, 0.1, 0.9, 0);
+  DeviceStep wrong(LossScalerConfig{}, int(ps.size()) + 1, Device::cpu);
+  wrong.reset(loss_scaler_start(wrong.config()), 0);
+  set_grads(ps, 1, 0);
+  const std::vector<Tensor> before = snapshot(*opt);
+  REQUIRE_ERROR(opt->check(wrong), "SGD: the DeviceStep has 4 flags for 3 parameters");
+  REQUIRE_ERROR(opt->apply(wrong), "SGD: the DeviceStep has 4 flags for 3 parameters");
+  REQUIRE_ERROR(take_step(*opt, wrong, 0.1), "SGD: the DeviceStep has 4 flags for 3 parameters");
+  require_same_bytes(*opt, before);
 }
 
 TEST_CASE("optim: make_optimizer by name, and a clear error for others") {
@@ -196,7 +283,7 @@ TEST_CASE("optim: make_optimizer by name, and a clear error for others") {
   REQUIRE(adamw->name() == "adamw");
   REQUIRE(dynamic_cast<AdamW&>(*adamw).hyper().weight_decay == 0.05);
   REQUIRE(dynamic_cast<AdamW&>(*adamw).hyper().beta1 == 0.9);
-  REQUIRE(adamw->lr == 1e-3);
+  REQUIRE(dynamic_cast<AdamW&>(*adamw).hyper().lr == 1e-3);  // the initial rate
   REQUIRE_ERROR(make_optimizer("adam", {w}, 0.1, 0.9, 0),
                 "unknown optimizer 'adam' (expected sgd, nesterov or adamw)");
   REQUIRE_ERROR(make_optimizer("nesterov", {w}, 0.1, 0.0, 0), "Nesterov needs a momentum > 0");

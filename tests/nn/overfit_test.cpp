@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "kernels/rng.h"
+#include "nn/device_step.h"
+#include "nn/loss_scaler.h"
 #include "nn/model.h"
 #include "nn/optim.h"
 #include "tests/test_util.h"
@@ -31,7 +33,8 @@ struct OverfitResult {
 };
 
 // Trains on one batch of 16 noise images with fixed random labels until the loss is below
-// `target` or 300 steps pass. `loss_scale` multiplies the backward seed; SGD divides it out.
+// `target` or 300 steps pass, as the trainer steps: the step state (a fixed `loss_scale`) seeds
+// backward with the scale, and SGD, through take_step, divides it out.
 OverfitResult overfit(DType dtype, double loss_scale, double target) {
   ModelOptions o;
   o.H = 12, o.W = 12, o.C = 1, o.classes = 4, o.dtype = dtype, o.seed = 3;
@@ -43,6 +46,10 @@ OverfitResult overfit(DType dtype, double loss_scale, double target) {
   const Tensor labels = Tensor::from_ints(y, {N});
 
   SGD opt(model->parameters(), SgdParams{0.05, 0.9, 0.0, false});
+  LossScalerConfig scaler;
+  scaler.dynamic = false, scaler.init = loss_scale;
+  DeviceStep ds(scaler, int(opt.params().size()), Device::cpu);
+  ds.reset(loss_scaler_start(scaler), 0);
   OverfitResult r;
   for (r.steps = 0; r.steps < 300; r.steps++) {
     Tape tape;
@@ -54,8 +61,8 @@ OverfitResult overfit(DType dtype, double loss_scale, double target) {
     r.last_loss = l;
     r.correct = top1_correct(logits->value, labels);
     if (l < target) break;
-    tape.backward(loss, loss_scale);
-    REQUIRE(opt.step(loss_scale));
+    tape.backward(loss, ds.seed(1.0, loss->value.dtype()));  // one micro-batch: share 1
+    REQUIRE(take_step(opt, ds, 0.05));
     opt.zero_grad();
   }
   return r;

@@ -122,19 +122,19 @@ TEST_CASE("replicas [gpu]: an inf on one GPU replica skips the step on all of th
   };
   const std::vector<double> before = weights(t, 0);
   const auto state_before = state();
-  const double scale = t.scaler().scale();
-  const int64_t taken = t.optimizer(0).steps_taken;
-  REQUIRE(taken == a.optimizer(0).steps_taken - 1);  // t's k steps were a's (any overflow too)
+  const double scale = t.step_state().scaler.scale;
+  const int64_t taken = t.step_state(0).steps_taken;
+  REQUIRE(taken == a.step_state(0).steps_taken - 1);  // t's k steps were a's (any overflow too)
   const StepResult r = t.step();
   REQUIRE(!r.taken);
   REQUIRE(r.overflow == "replica 1: conv2.w");
   REQUIRE(r.loss_scale == scale);
   REQUIRE(r.scale_after == scale / 2);
-  REQUIRE(t.scaler().scale() == scale / 2);
+  REQUIRE(t.step_state().scaler.scale == scale / 2);
   for (int i = 0; i < R; i++) {
     INFO("replica " << i);
     REQUIRE(weights(t, i) == before);  // bit for bit, on every replica
-    REQUIRE(t.optimizer(i).steps_taken == taken);
+    REQUIRE(t.step_state(i).steps_taken == taken);
   }
   REQUIRE(state() == state_before);
   REQUIRE(t.replicas_difference() == "");
@@ -143,7 +143,7 @@ TEST_CASE("replicas [gpu]: an inf on one GPU replica skips the step on all of th
   REQUIRE(next.taken);
   REQUIRE(next.loss_scale == scale / 2);
   REQUIRE(weights(t, 0) != before);
-  for (int i = 0; i < R; i++) REQUIRE(t.optimizer(i).steps_taken == taken + 1);
+  for (int i = 0; i < R; i++) REQUIRE(t.step_state(i).steps_taken == taken + 1);
   REQUIRE(t.replicas_difference() == "");
 }
 

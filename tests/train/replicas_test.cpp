@@ -76,15 +76,15 @@ TEST_CASE("replicas: an inf on one replica skips the step on all of them") {
     set_gradient(tr, 1, "conv2.w", 3, std::numeric_limits<float>::infinity());
   };
   const std::vector<double> before = weights(t, 0);
-  const double scale = t.scaler().scale();
-  const int64_t taken = t.optimizer(0).steps_taken;
+  const double scale = t.step_state().scaler.scale;
+  const int64_t taken = t.step_state(0).steps_taken;
   const StepResult r = t.step();
   REQUIRE(!r.taken);
   REQUIRE(r.overflow == "replica 1: conv2.w");
-  REQUIRE(t.scaler().scale() == scale / 2);
+  REQUIRE(t.step_state().scaler.scale == scale / 2);
   for (int i = 0; i < R; i++) {
     REQUIRE(weights(t, i) == before);
-    REQUIRE(t.optimizer(i).steps_taken == taken);
+    REQUIRE(t.step_state(i).steps_taken == taken);
   }
   REQUIRE(t.replicas_difference() == "");
   t.after_backward = nullptr;

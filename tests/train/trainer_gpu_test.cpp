@@ -53,7 +53,7 @@ TEST_CASE("trainer [gpu]: fp32 steps on the GPU follow the CPU's losses and accu
     // A near-tie between two logits may flip: at most one image of the batch.
     REQUIRE(std::abs(b.correct - a.correct) <= 1);
   }
-  REQUIRE(gpu.optimizer().steps_taken == 6);
+  REQUIRE(gpu.step_state().steps_taken == 6);
 }
 
 TEST_CASE("trainer [gpu]: fp16 with dynamic loss scaling trains, and stays near fp32") {
@@ -71,7 +71,7 @@ TEST_CASE("trainer [gpu]: fp16 with dynamic loss scaling trains, and stays near 
   }
   INFO("largest loss difference fp16 - fp32: " << worst);
   REQUIRE(worst < 0.02);  // the CPU's fp16-vs-fp32 bound (tests/train/trainer_test.cpp)
-  REQUIRE(h.scaler().scale() == 65536);
+  REQUIRE(h.step_state().scaler.scale == 65536);
 }
 
 TEST_CASE("trainer [gpu]: resume on the GPU gives the unbroken run's losses bit for bit") {
@@ -181,12 +181,12 @@ TEST_CASE("trainer [gpu]: an inf in one gradient skips the step on the device") 
   REQUIRE(!r.taken);
   REQUIRE(r.overflow == "conv2.w");
   REQUIRE(r.loss_scale == 65536);
-  REQUIRE(t.scaler().scale() == 32768);
-  REQUIRE(t.optimizer().steps_taken == 3);
+  REQUIRE(t.step_state().scaler.scale == 32768);
+  REQUIRE(t.step_state().steps_taken == 3);
   REQUIRE(weights() == before);  // masters, fp16 copies and momenta: nothing moved
   t.after_backward = nullptr;
   REQUIRE(t.step().taken);
-  REQUIRE(t.optimizer().steps_taken == 4);
+  REQUIRE(t.step_state().steps_taken == 4);
 }
 
 TEST_CASE("trainer [gpu]: a checkpoint taken after the steps that end the run is not written, "
@@ -234,14 +234,14 @@ TEST_CASE("trainer [gpu]: many steps in flight come back in order, each once") {
   REQUIRE_GPU();
   TempDir dir;
   // 40 steps: the record slots wrap around twice. (How far the host runs ahead is bounded by
-  // the loader's ring of 4 batches here, below kGpuSlots.)
+  // the loader's ring of 4 batches here, below kSlots.)
   const TrainConfig cfg = tiny_run_config(dir / "run", 1280, 1);
   Trainer t(cfg, on(Device::cuda, DType::f16)), ref(cfg, on(Device::cuda, DType::f16));
   std::vector<StepResult> got;
   for (int s = 0; s < 40; s++) {
     t.launch();
     for (const StepResult& r : t.results()) got.push_back(r);
-    REQUIRE(t.pending() <= size_t(Trainer::kGpuSlots));  // in flight, after taking the arrived
+    REQUIRE(t.pending() <= size_t(Trainer::kSlots));  // in flight, after taking the arrived
   }
   for (const StepResult& r : t.results(true)) got.push_back(r);
   REQUIRE(t.pending() == 0);
@@ -328,7 +328,7 @@ TEST_CASE("trainer [gpu]: --cuda-graph: an inf skips the replayed step, and a re
   REQUIRE(r.graph);
   REQUIRE(!r.taken);
   REQUIRE(r.overflow == "conv1.w");
-  REQUIRE(t.scaler().scale() == 32768);
+  REQUIRE(t.step_state().scaler.scale == 32768);
   t.after_backward = nullptr;
   // The replays read the halved scale from the device.
   std::vector<double> losses;

@@ -106,15 +106,15 @@ TEST_CASE("an inf or NaN in one gradient skips the step: scale halved, weights a
         if (p->name == "conv2.w") p->grad_buffer().data<half_t>()[5] = half_t(bad);
     };
     const Checkpoint before = b.snapshot();
-    const double scale = b.scaler().scale();
-    const int64_t taken = b.optimizer().steps_taken;
+    const double scale = b.step_state().scaler.scale;
+    const int64_t taken = b.step_state().steps_taken;
     const StepResult r = b.step();
     REQUIRE(!r.taken);
     REQUIRE(r.overflow == "conv2.w");
     REQUIRE(r.loss_scale == scale);
-    REQUIRE(b.scaler().scale() == scale / 2);
-    REQUIRE(b.scaler().consecutive_skips() == 1);
-    REQUIRE(b.optimizer().steps_taken == taken);
+    REQUIRE(b.step_state().scaler.scale == scale / 2);
+    REQUIRE(b.step_state().scaler.consecutive_skips == 1);
+    REQUIRE(b.step_state().steps_taken == taken);
     const Checkpoint after = b.snapshot();
     const auto w0 = weights_and_state(before), w1 = weights_and_state(after);
     REQUIRE(w0.size() == w1.size());
@@ -128,7 +128,7 @@ TEST_CASE("an inf or NaN in one gradient skips the step: scale halved, weights a
     b.after_backward = nullptr;
     const StepResult next = b.step();
     REQUIRE(next.taken);
-    REQUIRE(b.scaler().consecutive_skips() == 0);
+    REQUIRE(b.step_state().scaler.consecutive_skips == 0);
   }
 }
 
@@ -210,8 +210,8 @@ TEST_CASE("a run whose every gradient overflows stops with an error naming the s
     tr.model().parameters().back()->grad_buffer().data<half_t>()[0] = half_t(std::nanf(""));
   };
   for (int s = 0; s < 29; s++) REQUIRE(!t.step().taken);
-  REQUIRE(t.scaler().scale() == 1);  // halved from 2^16 down to its minimum, 1
-  REQUIRE(t.scaler().consecutive_skips() == 29);
+  REQUIRE(t.step_state().scaler.scale == 1);  // halved from 2^16 down to its minimum, 1
+  REQUIRE(t.step_state().scaler.consecutive_skips == 29);
   // The 30th overflow in a row ends it.
   REQUIRE_USER_ERROR(t.step(), "step 29: 30 consecutive steps overflowed (inf/NaN gradients, "
                                "first in ");
