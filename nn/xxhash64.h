@@ -3,7 +3,7 @@
 // Used for checkpoint checksums: it reads 32 bytes per round in four independent lanes, so it
 // runs at memory speed (several GB/s on one core) where a byte-at-a-time hash like FNV-1a does
 // about 1 GB/s, and a flipped bit anywhere changes the result. Not cryptographic: it finds
-// damage, not tampering. Matches the reference implementation (tests/nn/checkpoint_test.cpp
+// damage, not tampering. Matches the reference implementation (tests/train/checkpoint_test.cpp
 // checks its published test vectors).
 #pragma once
 #include <cstddef>
