@@ -17,7 +17,7 @@
 #include "data/hdf5_io.h"
 #include "data/trace.h"
 #include "kernels/check.h"
-#include "nn/xxhash64.h"
+#include "kernels/xxhash64.h"
 
 namespace cutrain {
 

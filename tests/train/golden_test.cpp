@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/xxhash64.h"
+#include "kernels/xxhash64.h"
 #include "tests/test_util.h"
 #include "tests/train/replica_fixture.h"
 #include "tests/train/train_fixture.h"
