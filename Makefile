@@ -217,12 +217,12 @@ FUZZ_LIB_CPP  := $(addprefix data/,atomic_file.cpp image_list.cpp image_decode.c
                    image_decode_webp.cpp image_decode_pnm.cpp \
                    image_format.cpp image_transform.cpp image_encode.cpp hdf5_handle.cpp \
                    hdf5_io.cpp pack_read.cpp pack_write.cpp idx.cpp sampler.cpp trace.cpp) \
-                 $(addprefix nn/,checkpoint.cpp tensor.cpp gpu_context.cpp xxhash64.cpp \
+                 $(addprefix nn/,tensor.cpp gpu_context.cpp \
                    autograd.cpp layers.cpp model.cpp model_spec.cpp ops_basic.cpp ops_conv.cpp \
                    ops_norm.cpp ops_pool.cpp) \
                  $(addprefix kernels/,cast.cpp gpu.cpp batchnorm.cpp conv2d.cpp elementwise.cpp \
-                   linear.cpp pool.cpp) \
-                 train/config.cpp
+                   linear.cpp pool.cpp xxhash64.cpp) \
+                 $(addprefix train/,checkpoint.cpp config.cpp)
 # The readers behind image_list.cpp: the labels of any list (list_rows), CSV lists (libcsv).
 FUZZ_LIB_CPP  += data/list_rows.cpp data/csv_list.cpp
 FUZZ_LIB      := $(FUZZ_BUILD)/libcutrain_fuzz.a

@@ -12,9 +12,9 @@
 #include "data/idx.h"
 #include "data/image_list.h"
 #include "data/pack.h"
-#include "nn/checkpoint.h"
 #include "nn/model_spec.h"
 #include "tests/data/test_images.h"
+#include "train/checkpoint.h"
 #include "train/config.h"
 
 namespace cutrain_fuzz {

@@ -23,6 +23,11 @@ bool names_source_location(const std::string& message) {
   return std::regex_search(message, location);
 }
 
+std::filesystem::path bin_dir() {
+  return std::filesystem::read_symlink("/proc/self/exe").parent_path();
+}
+std::filesystem::path repo_root() { return bin_dir().parent_path(); }
+
 Tensor uniform(const Shape& shape, DType dtype, uint64_t seed, double lo, double hi) {
   std::vector<double> v(size_t(shape_numel(shape)));
   for (size_t i = 0; i < v.size(); i++) v[i] = lo + (hi - lo) * double(rng_uniform(seed, i));

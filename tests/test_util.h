@@ -7,6 +7,7 @@
 #include "kernels/check.h"
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
@@ -22,6 +23,12 @@ void skip(const std::string& reason);
 // environment says CUTRAIN_EXPECT_GPU=1 (bench/bundle/run.sh sets it on a host whose
 // nvidia-smi lists a GPU), a failure: there a skipped GPU test means the GPU side went unchecked.
 void skip_gpu();
+
+// The folder this test binary runs from (bin/, beside bin/cutrain), and the repository above
+// it: where tests find the programs they run and the repository's files they read, whatever
+// the working directory.
+std::filesystem::path bin_dir();
+std::filesystem::path repo_root();
 
 // A tensor of `shape` with values uniform in [lo, hi), a pure function of seed.
 cutrain::Tensor uniform(const cutrain::Shape& shape, cutrain::DType dtype, uint64_t seed,

@@ -7,7 +7,7 @@
 #include "data/fingerprint.h"
 #include "data/text_width.h"
 #include "kernels/check.h"
-#include "nn/checkpoint.h"
+#include "train/checkpoint.h"
 #include "train/dataset.h"
 #include "train/device.h"
 #include "train/predict.h"

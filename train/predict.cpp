@@ -4,7 +4,7 @@
 
 #include "data/loader.h"
 #include "kernels/check.h"
-#include "nn/checkpoint.h"
+#include "train/checkpoint.h"
 
 namespace cutrain {
 

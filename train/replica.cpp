@@ -8,7 +8,7 @@
 
 #include "kernels/check.h"
 #include "kernels/thread_start.h"
-#include "nn/xxhash64.h"
+#include "kernels/xxhash64.h"
 
 namespace cutrain {
 

@@ -21,9 +21,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path bin_dir() { return fs::read_symlink("/proc/self/exe").parent_path(); }
-fs::path repo_root() { return bin_dir().parent_path(); }
-
 // Runs `command` under sh; returns its exit status (-1 when it did not exit normally).
 int shell(const std::string& command) {
   const int status = std::system(command.c_str());

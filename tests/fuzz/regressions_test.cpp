@@ -29,9 +29,6 @@ const std::map<std::string, Feed>& feeds() {
   return m;
 }
 
-// The repository: bin/cutrain_tests lives in <repo>/bin.
-fs::path repo_root() { return fs::read_symlink("/proc/self/exe").parent_path().parent_path(); }
-
 Outcome feed_file(const std::string& target, const std::string& path) {
   const std::vector<uint8_t> bytes = cutrain_test::read_bytes(path);
   return feeds().at(target)(bytes.data(), bytes.size());
@@ -40,7 +37,7 @@ Outcome feed_file(const std::string& target, const std::string& path) {
 }  // namespace
 
 TEST_CASE("fuzz: every kept reproducer ends in success or a clean cutrain::Error") {
-  const fs::path root = repo_root() / "fuzz" / "regressions";
+  const fs::path root = cutrain_test::repo_root() / "fuzz" / "regressions";
   REQUIRE(fs::is_directory(root));
   int files = 0;
   for (const fs::directory_entry& dir : fs::directory_iterator(root)) {

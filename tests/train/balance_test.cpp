@@ -9,13 +9,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "nn/checkpoint.h"
 #include "tests/data/temp_dir.h"
 #include "tests/test_util.h"
 #include "tests/train/cli_fixture.h"
 #include "tests/train/train_fixture.h"
 #include "train/balance.h"
 #include "train/batch_input.h"
+#include "train/checkpoint.h"
 #include "train/run.h"
 #include "train/trainer.h"
 

@@ -11,12 +11,13 @@
 #include <vector>
 
 #include "tests/data/temp_dir.h"
+#include "tests/test_util.h"
 
 namespace cutrain_test {
 
 // The cutrain program beside this test binary (both are in bin/).
 inline std::string cutrain_exe() {
-  return (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "cutrain").string();
+  return (bin_dir() / "cutrain").string();
 }
 
 struct Ran {

@@ -20,11 +20,11 @@
 #include <string>
 #include <vector>
 
-#include "nn/checkpoint.h"
-#include "nn/xxhash64.h"
+#include "kernels/xxhash64.h"
 #include "tests/test_util.h"
 #include "tests/train/replica_fixture.h"
 #include "tests/train/train_fixture.h"
+#include "train/checkpoint.h"
 #include "train/trainer.h"
 
 using namespace cutrain;

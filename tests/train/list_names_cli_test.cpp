@@ -7,11 +7,11 @@
 #include <sstream>
 
 #include "data/image.h"
-#include "nn/checkpoint.h"
 #include "tests/data/temp_dir.h"
 #include "tests/test_util.h"
 #include "tests/train/cli_fixture.h"
 #include "tests/train/train_fixture.h"
+#include "train/checkpoint.h"
 #include "train/cli.h"
 #include "train/config.h"
 

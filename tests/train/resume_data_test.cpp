@@ -3,10 +3,10 @@
 #include <cstdio>
 #include <fstream>
 
-#include "nn/checkpoint.h"
 #include "tests/data/temp_dir.h"
 #include "tests/test_util.h"
 #include "tests/train/train_fixture.h"
+#include "train/checkpoint.h"
 #include "train/run.h"
 
 using namespace cutrain;

@@ -6,8 +6,8 @@
 #include <cstring>
 #include <string>
 
-#include "nn/checkpoint.h"
 #include "tests/test_util.h"
+#include "train/checkpoint.h"
 
 #include "tests/train/fashion_mnist_data.h"
 #include "train/config.h"

@@ -11,10 +11,10 @@
 
 #include "data/image_list.h"
 #include "kernels/gpu.h"
-#include "nn/checkpoint.h"
 #include "tests/kernels/gpu_compare.h"
 #include "tests/test_util.h"
 #include "tests/train/train_fixture.h"
+#include "train/checkpoint.h"
 #include "train/trainer.h"
 
 using namespace cutrain;

@@ -5,9 +5,9 @@
 #include <cstring>
 #include <limits>
 
-#include "nn/checkpoint.h"
 #include "tests/test_util.h"
 #include "tests/train/train_fixture.h"
+#include "train/checkpoint.h"
 #include "train/trainer.h"
 
 using namespace cutrain;

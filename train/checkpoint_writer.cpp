@@ -17,7 +17,7 @@
 #include "data/trace.h"
 #include "kernels/check.h"
 #include "kernels/thread_start.h"
-#include "nn/checkpoint.h"
+#include "train/checkpoint.h"
 
 namespace cutrain {
 

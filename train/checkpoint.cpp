@@ -1,9 +1,9 @@
 // Checkpoint files: validation, the checksum, writing and reading (the layout is in
-// nn/checkpoint.h). The writer and the reader make the HDF5 calls through data/hdf5_io.h,
+// train/checkpoint.h). The writer and the reader make the HDF5 calls through data/hdf5_io.h,
 // whose helpers each take the process-wide HDF5 lock for one call only: the hashing, the
 // slow part that needs no HDF5, runs without it, so a loader reading a pack on another thread
 // is held up for the file I/O alone.
-#include "nn/checkpoint.h"
+#include "train/checkpoint.h"
 
 #include <sys/stat.h>
 
@@ -17,7 +17,7 @@
 #include "data/hdf5_io.h"
 #include "data/trace.h"
 #include "kernels/check.h"
-#include "nn/xxhash64.h"
+#include "kernels/xxhash64.h"
 
 namespace cutrain {
 

@@ -1,5 +1,5 @@
 // XXH64, written from the xxHash specification (doc/xxhash_spec.md of Cyan4973/xxHash).
-#include "nn/xxhash64.h"
+#include "kernels/xxhash64.h"
 
 #include <cstring>
 

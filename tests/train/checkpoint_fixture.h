@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "nn/checkpoint.h"
 #include "tests/data/temp_dir.h"
 #include "tests/test_util.h"
+#include "train/checkpoint.h"
 
 namespace cutrain_test {
 
