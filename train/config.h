@@ -49,7 +49,7 @@ struct TrainConfig {
   std::string conv = "tc";          // GPU conv2d: direct | tc | cudnn (kernels/impl.h)
   std::string linear = "tc";        // GPU linear: direct | tc | cublas (tc means direct in fp32)
   bool cuda_graph = false;          // one GPU replica: replay the step of a full batch from
-                                    //   CUDA graphs (train/trainer_graph.h); no effect on the
+                                    //   CUDA graphs (train/engine_graph.h); no effect on the
                                     //   CPU
 
   // ---- optimisation ---------------------------------------------------------------------

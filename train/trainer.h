@@ -1,7 +1,8 @@
 // defines: Trainer, one training run's state (data, model, optimizer, loss scaler, schedule,
 // where it is) and its step: the body of the training loop. StepResult, what one step did.
 //
-// One step, top to bottom (Trainer::launch, trainer.cpp), the same code on the CPU and on GPUs:
+// One step, top to bottom (Trainer::launch, then Engine::launch in engine.cpp), the same code on
+// the CPU and on GPUs:
 //   1. every replica's shard of the next batch from its Loader (decoded and augmented by its
 //      worker threads; on a GPU already copied to the device on the loader's copy stream);
 //   2. for each of the `accum` micro-batches: the uint8 NHWC pixels to the model's input,
@@ -77,33 +78,9 @@
 #include "train/device.h"
 #include "train/evaluate.h"
 #include "train/memory_plan.h"
-#include "train/collective.h"
-#include "train/lane.h"
-#include "train/replica.h"
+#include "train/engine.h"
 
 namespace cutrain {
-
-struct StepResult {
-  int64_t step = 0;           // this step's number (0-based): the schedule's clock
-  SamplerCursor batch;        // the batch it trained on
-  int images = 0;             // in the batch (bad files removed)
-  double loss = 0;            // the batch's mean loss (with label smoothing and --balance
-                              //   loss's class weights: as optimised)
-  int64_t correct = 0;        // top-1 correct in the batch
-  double lr = 0;              // the learning rate it used
-  double loss_scale = 1;      // the loss scale its backward used
-  double scale_after = 1;     // the loss scale after it (what the next step uses)
-  bool taken = true;          // false: an inf/NaN gradient, the step was skipped
-  std::string overflow;       // then: the first parameter whose gradient overflowed (with
-                              // replicas, see overflow_name in train/replica.h)
-  double data_wait_s = 0;     // waiting for the loader's next batch
-  // Replicas (R > 1), means over the replicas:
-  double comm_s = 0;          // all-reduce time of the step's buckets (on GPUs: from the first
-                              // bucket ready to the last bucket reduced, idle gaps included)
-  double comm_exposed_s = 0;  // the part of it backward did not hide (compute waited for it;
-                              // with replicas sharing a GPU, also for the others' backward)
-  bool graph = false;         // forward and backward replayed from the CUDA graph (--cuda-graph)
-};
 
 class Trainer {
  public:
@@ -134,7 +111,7 @@ class Trainer {
   bool has_validation() const { return bool(val_); }
 
   // Everything a resumed run needs after the last launched step, as host copies (the writer
-  // thread owns them): see trainer_state.cpp for the names. scalars also carry `extra` (e.g.
+  // thread owns them): see engine_state.cpp for the names. scalars also carry `extra` (e.g.
   // best_top1). With replicas: replica 0's state (all are equal), after averaging the
   // BatchNorm statistics. Steps may be pending: on a GPU this waits for them.
   Checkpoint snapshot(const std::map<std::string, double>& extra = {});
@@ -172,31 +149,26 @@ class Trainer {
   // What the run allocates, estimated before it did (train/memory_plan.h); checked against
   // the machine's available memory by the constructor.
   const MemoryPlan& memory_plan() const { return memory_; }
-  Model& model() { return *replicas_[0]->model; }  // replica 0's
-  Optimizer& optimizer() { return *replicas_[0]->optimizer; }
-  int replicas() const { return int(replicas_.size()); }
-  Model& model(int replica) { return *replicas_.at(size_t(replica))->model; }
-  Optimizer& optimizer(int replica) { return *replicas_.at(size_t(replica))->optimizer; }
+  // The step on the replicas (train/engine.h): their models, optimizers, step states.
+  Engine& engine() { return *engine_; }
+  Model& model(int replica = 0) { return engine_->model(replica); }
+  Optimizer& optimizer(int replica = 0) { return engine_->optimizer(replica); }
+  int replicas() const { return engine_->replicas(); }
   // One line: the replicas, the shards and the gradient buckets ("" with one replica).
-  std::string replicas_description() const;
-  // Averages the BatchNorm running statistics over the replicas (evaluate and snapshot do;
-  // once between two steps). On GPUs the ring does it, queued: no wait.
-  void average_batchnorm();
+  std::string replicas_description() const { return engine_->description(); }
   // Replica r's GPU context for a scope: its compute stream and its device, so that tensor
   // copies and kernels are ordered after the steps queued for it (tests reading or writing a
   // replica's gradients in after_backward). On the CPU it changes nothing.
-  GpuContextScope on_replica(int r) const {
-    return GpuContextScope(replicas_.at(size_t(r))->lane->context());
-  }
+  GpuContextScope on_replica(int r) const { return engine_->on_replica(r); }
   // GPU replicas: the peer-access matrix of their devices with each pair's measured copy
   // bandwidth (train/peer_access.h; takes a fraction of a second). "" otherwise.
-  std::string peer_report() const;
+  std::string peer_report() const { return engine_->peer_report(); }
   // "" when all replicas' weights and optimizer state are equal bit for bit, else the first
   // difference (what --check-replicas checks every N steps).
-  std::string replicas_difference() const;
+  std::string replicas_difference() const { return engine_->replicas_difference(); }
   // Replica r's step state after every launched step (the loss scaler, the step count): on a
-  // GPU it waits for them. The loss scaler's configuration: loss_scaler_config below.
-  StepState step_state(int r = 0) const;
+  // GPU it waits for them. The loss scaler's configuration: loss_scaler_config (engine.h).
+  StepState step_state(int r = 0) const { return engine_->step_state(r); }
   const ScheduleConfig& schedule() const { return schedule_; }
   const SampleSource& train_data() const { return *train_; }
   // --balance: the classes' counts and weights, and the run's line about them ("" for none).
@@ -226,55 +198,8 @@ class Trainer {
   static constexpr int kSlots = Lane::kSlots;
 
  private:
-  struct Graphs;  // --cuda-graph's graphs and buffers (train/trainer_graph.cpp)
-  struct Launched {
-    StepResult result;     // the host part; the rest comes from the records
-    int slot = 0;
-    bool stepped = false;  // the optimizer ran (false for a batch whose files were all bad)
-  };
-
-  // This thread's GpuContext for replica 0's work: its compute stream and device (none on the
-  // CPU) and the conv/linear implementations of the configuration.
-  GpuContextScope on_device() const { return on_replica(0); }
-  void start_loaders();  // at cursor_
-  void launch_step(StepResult r);  // launch() with its host part (number, lr) in r
-  // The steps whose records have arrived into done_, after waiting for the oldest `wait_for`
-  // of them (SIZE_MAX: all).
-  void collect(size_t wait_for);
-  // StepResult of a launched step from its lanes' records; throws when the loss scaler gives
-  // up (naming weights that are themselves inf/NaN when they are the cause).
-  StepResult result_of(const Launched& l);
-  void restore_state(const Checkpoint& c);  // restore()'s tensors, scaler and counters
-  // Step 1 on every replica: its shard of the next global batch from its loader (on a GPU, on
-  // the device, its compute stream waiting for the copy), in rank order; into r the images,
-  // the batch's place and the time waited for the loader.
-  void next_shards(StepResult& r);
-  // The model's input and labels for images [begin, begin + n) of a replica's batch, in the
-  // model's dtype, on the model's device.
-  std::pair<Tensor, Tensor> micro_batch(const Replica& rep, int begin, int n) const;
-  // Step 2 on one replica: forward and backward over its shard in micro-batches, the loss and
-  // top-1 count into `rec`; with replicas, each bucket marked as backward completes it.
-  // `images`: the global batch's.
-  void forward_backward(Replica& rep, int images, StepRecord* rec);
-  // Replicas: rep's backward has completed bucket k. Marks it; once every replica has,
-  // averages it (and the buckets after it that are complete too).
-  void bucket_ready(Replica& rep, int k);
-  // The Collective's tags besides the buckets (0 .. buckets - 1): the overflow flags, and the
-  // BatchNorm statistics.
-  int flags_tag() const { return int(marked_.size()); }
-  int stats_tag() const { return int(marked_.size()) + 1; }
-  // Steps 3-4 on every replica: the checks, with replicas the OR of the overflow flags, the
-  // decision, the update, the scale's change (none of it when stepped = false: a batch whose
-  // files were all bad); then the state into each replica's record `recs[r]` and the
-  // gradients zeroed. Queues only: a CUDA graph can capture it (--cuda-graph, one replica).
-  void update(bool stepped, const std::vector<StepRecord*>& recs);
-  // --cuda-graph (train/trainer_graph.cpp): can this step come from the graphs? Captures them
-  // at the first full batch after the warm-up; false on the CPU, before, for a short batch,
-  // and when CUDA refused the capture (said once through `notice`).
-  bool graph_ready(Replica& rep, int images);
-  // Step 2 from its graph: the batch into the graph's input buffers, the replay; the record
-  // the graphs write.
-  StepRecord* replay_forward_backward(Replica& rep);
+  void start_loaders();  // every replica's, at cursor_
+  void restore_state(const Checkpoint& c);  // restore()'s checks and state
 
   TrainConfig cfg_;
   RunDevice device_;
@@ -284,33 +209,12 @@ class Trainer {
   std::string fingerprint_json_;
   Normalization norm_;
   std::shared_ptr<const SampleSource> train_, val_;
-  std::vector<std::unique_ptr<Replica>> replicas_;
-  std::unique_ptr<Collective> collective_;     // R > 1
-  std::unique_ptr<Graphs> graphs_;             // --cuda-graph on a GPU
-  bool broken_ = false;                        // a step failed partway: the state is unknown
-  bool bn_averaged_ = false;                   // no step since average_batchnorm()
-  LossScalerConfig scaler_config_;
+  std::unique_ptr<Engine> engine_;
   ScheduleConfig schedule_;
   int64_t steps_per_epoch_ = 0;
   int64_t step_ = 0;
   SamplerCursor cursor_;
-  std::vector<int> marked_;                    // R > 1, this step: per bucket, replicas marked
-  size_t reduced_ = 0;                         // buckets averaged this step (a prefix)
-  int slot_ = 0;                               // the record slot of the step being queued
-  std::deque<Launched> launched_;              // queued, records not yet read, in step order
   std::deque<StepResult> done_;                // steps whose results are known, not handed out
 };
-
-// The scaler of a run: dynamic from 2^16 for fp16, the run stopping after max_skips skipped
-// steps in a row (--max-skips); fixed at 1 for fp32, the run stopping at the first inf/NaN
-// gradient (there is no scale to lower, so no later step can do better).
-LossScalerConfig loss_scaler_config(DType dtype, int max_skips);
-
-// A model as a checkpoint saved it, for evaluation and prediction: built from the checkpoint's
-// configuration in `dtype`, weights and BatchNorm statistics loaded. For a dtype other than
-// the training one, the fp32 master weights are used when the checkpoint has them, else the
-// weights are converted. The model lives on `device`.
-std::unique_ptr<Model> load_model(const Checkpoint& c, const TrainConfig& cfg, DType dtype,
-                                  Device device = Device::cpu);
 
 }  // namespace cutrain

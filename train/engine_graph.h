@@ -1,8 +1,8 @@
-// defines: Trainer::Graphs, what --cuda-graph keeps (one replica on one GPU): the step of a full
+// defines: Engine::Graphs, what --cuda-graph keeps (one replica on one GPU): the step of a full
 // batch recorded once as two CUDA graphs (kernels/gpu.h, CudaGraph) and replayed each step after:
 //
 //   compute stream:  batch ─► graph input   [graph 1: zero the record, forward, backward]
-//                    (after_backward)   lr ─► step state   [graph 2: Trainer::update]
+//                    (after_backward)   lr ─► step state   [graph 2: Engine::update]
 //                    graph record ─► record[s]
 //
 // A graph's addresses and arguments are frozen, so what changes from step to step sits at a
@@ -21,11 +21,11 @@
 #include <string>
 
 #include "kernels/gpu.h"
-#include "train/trainer.h"
+#include "train/engine.h"
 
 namespace cutrain {
 
-struct Trainer::Graphs {
+struct Engine::Graphs {
   static constexpr int kWarmup = 2;
   DeviceBuffer images, labels;   // the graphs' input: each batch is copied in
   DeviceBuffer record;           // the graphs' StepRecord
@@ -33,7 +33,7 @@ struct Trainer::Graphs {
   std::string refused;           // why CUDA refused the capture: not tried again
   // Last: destroyed first, their private pools back to the allocator before anything else.
   std::unique_ptr<CudaGraph> forward_backward;  // forward and backward
-  std::unique_ptr<CudaGraph> update;            // Trainer::update: check, decide, update, zero
+  std::unique_ptr<CudaGraph> update;            // Engine::update: check, decide, update, zero
 };
 
 }  // namespace cutrain

@@ -1,4 +1,4 @@
-// Trainer: what concerns its replicas as a group: describing them and their links, averaging
+// Engine: what concerns its replicas as a group: describing them and their links, averaging
 // their BatchNorm statistics, finding where their weights differ (train/replica.h has the
 // per-replica pieces).
 #include <sstream>
@@ -6,12 +6,12 @@
 
 #include "train/peer_access.h"
 #include "train/replica.h"
-#include "train/trainer.h"
+#include "train/engine.h"
 #include "train/device_ring.h"
 
 namespace cutrain {
 
-std::string Trainer::replicas_description() const {
+std::string Engine::description() const {
   const int R = replicas();
   if (R == 1) return "";
   std::ostringstream os;
@@ -22,7 +22,7 @@ std::string Trainer::replicas_description() const {
   return os.str();
 }
 
-std::string Trainer::peer_report() const {
+std::string Engine::peer_report() const {
   DeviceRing* ring = collective_ ? device_ring(*collective_) : nullptr;
   if (!ring) return "";
   PeerMatrix m = ring->peers();
@@ -31,7 +31,7 @@ std::string Trainer::peer_report() const {
   return format_peer_matrix(m);
 }
 
-void Trainer::average_batchnorm() {
+void Engine::average_batchnorm() {
   // Once per state: evaluating and then saving the same step averages once (a second pass
   // could move a statistic by an ulp: the sum of R equal values times 1/R need not be exact).
   if (replicas() == 1 || bn_averaged_) return;
@@ -58,7 +58,7 @@ void Trainer::average_batchnorm() {
   }
 }
 
-std::string Trainer::replicas_difference() const {
+std::string Engine::replicas_difference() const {
   std::vector<Replica*> all;
   for (auto& rep : replicas_) all.push_back(rep.get());
   return replica_difference(all);

@@ -1,13 +1,12 @@
-// Trainer with --cuda-graph: capturing the step as two CUDA graphs, and replaying the first
-// (train/trainer_graph.h).
-#include "train/trainer_graph.h"
+// Engine with --cuda-graph: capturing the step as two CUDA graphs, and replaying the first
+// (train/engine_graph.h).
+#include "train/engine_graph.h"
 
 #include "kernels/check.h"
-#include "train/trainer.h"
 
 namespace cutrain {
 
-bool Trainer::graph_ready(Replica& rep, int images) {
+bool Engine::graph_ready(Replica& rep, int images, int64_t step) {
   if (!graphs_ || images != cfg_.batch || !graphs_->refused.empty()) return false;
   Graphs& g = *graphs_;
   if (g.forward_backward) return true;
@@ -20,7 +19,7 @@ bool Trainer::graph_ready(Replica& rep, int images) {
   g.images = DeviceBuffer(image_bytes, device, stream);
   g.labels = DeviceBuffer(size_t(images) * sizeof(int32_t), device, stream);
   g.record = DeviceBuffer(sizeof(StepRecord), device, stream);
-  // The graphs read their own input buffers and write their own record (trainer_graph.h);
+  // The graphs read their own input buffers and write their own record (engine_graph.h);
   // capture runs nothing, so what the buffers hold does not matter yet.
   const Batch batch = rep.batch;
   rep.batch.d_images = g.images.data();
@@ -43,7 +42,7 @@ bool Trainer::graph_ready(Replica& rep, int images) {
   g.forward_backward = std::move(graph);
   g.update = std::move(update_graph);
   if (notice)
-    notice("cutrain: --cuda-graph: the step captured at step " + std::to_string(step_) +
+    notice("cutrain: --cuda-graph: the step captured at step " + std::to_string(step) +
            " as two CUDA graphs (forward and backward: " +
            std::to_string(g.forward_backward->nodes()) +
            " nodes; the update: " + std::to_string(g.update->nodes()) +
@@ -51,7 +50,7 @@ bool Trainer::graph_ready(Replica& rep, int images) {
   return true;
 }
 
-StepRecord* Trainer::replay_forward_backward(Replica& rep) {
+StepRecord* Engine::replay_forward_backward(Replica& rep) {
   Graphs& g = *graphs_;
   const cudaStream_t stream = rep.lane->stream();  // it waits for the loader's copy (next())
   copy_async(g.images.data(), rep.batch.d_images, g.images.bytes(), stream);
