@@ -1,5 +1,5 @@
-// defines: Trainer, one training run's state (data, model, optimizer, loss scaler, schedule,
-// where it is) and its step: the body of the training loop. StepResult, what one step did.
+// defines: Trainer, one training run (its data, loaders, schedule and where it is) around its
+// Engine (train/engine.h: the step itself), and the body of the training loop.
 //
 // One step, top to bottom (Trainer::launch, then Engine::launch in engine.cpp), the same code on
 // the CPU and on GPUs:
