@@ -12,6 +12,8 @@
 //
 //   bin/bench_data                                  2000 synthetic 256x256 RGB JPEGs -> 112x112
 //   bin/bench_data --list data/fashion-mnist/train.txt --size 28 --channels 1 --resize 28
+//   bin/bench_data --list data/fashion-mnist/train.txt --size 28 --channels 1 --pad 3
+//                                                   (random crops of the zero-padded image)
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -123,11 +125,13 @@ int main(int argc, char** argv) {
   app.add_option("--size", spec.size, "Output size")->capture_default_str();
   app.add_option("--resize", spec.resize, "Shorter side before the crop")->capture_default_str();
   app.add_option("--channels", spec.channels, "1 or 3")->capture_default_str();
+  app.add_option("--pad", spec.pad, "Random crop padding (zeros; CIFAR-style)")
+      ->capture_default_str();
   app.add_option("--threads", threads, "T: the most decode threads")->capture_default_str();
   app.add_option("--batch", batch, "Batch size")->capture_default_str();
   app.add_option("--work", work, "Folder for synthetic images and the pack")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  spec.random_crop = spec.resize > spec.size;
+  spec.random_crop = spec.resize > spec.size || spec.pad > 0;
   spec.random_flip = true;
   fs::create_directories(work);
   try {
@@ -150,9 +154,11 @@ static void run(const std::string& list_path, const std::string& work, int image
   std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
   std::printf("# bench_data, %s\n\nhost: %s, %u hardware threads\n", date, cpu_name().c_str(),
               std::thread::hardware_concurrency());
-  std::printf("data: %zu images (%s), output %dx%dx%d from shorter side %d, batch %d\n\n",
+  std::printf("data: %zu images (%s), output %dx%dx%d from shorter side %d, pad %d, batch %d"
+              "\n\n",
               list.samples.size(), list_path.empty() ? "synthetic JPEG" : list_path.c_str(),
-              spec.size, spec.size, spec.channels, spec.resize ? spec.resize : spec.size, batch);
+              spec.size, spec.size, spec.channels, spec.resize ? spec.resize : spec.size,
+              spec.pad, batch);
 
   // 1. decode only
   std::printf("| decode only, threads | images/s | x one thread |\n| --- | --- | --- |\n");
