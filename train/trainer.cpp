@@ -37,7 +37,7 @@ Trainer::Trainer(const TrainConfig& cfg, const RunDevice& device) : cfg_(cfg), d
   CHECK(cfg_.size > 0 && cfg_.classes > 0 && !cfg_.mean.empty() && !cfg_.model_text.empty() &&
             cfg_.warmup >= 0 && cfg_.pad >= 0,
         "Trainer: the configuration is not resolved (call resolve_config first)");
-  norm_ = Normalization{cfg_.mean, cfg_.std};
+  norm_ = InputNorm(Normalization{cfg_.mean, cfg_.std});  // [input]
   const int R = replica_count(cfg_);
   // Before anything big is allocated: a run that cannot fit is refused now, with the options
   // to lower, not ended by bad_alloc or the OOM killer later.
@@ -114,7 +114,7 @@ Trainer::Trainer(const TrainConfig& cfg, const RunDevice& device) : cfg_(cfg), d
       Gpu::Lane& lane = gpu_->lane(r);
       lane.step = std::make_unique<DeviceStep>(scaler_->config(), P);
       lane.step->reset(scaler_->state(), 0);
-      lane.norm = std::make_unique<DeviceNormalization>(norm_);
+      lane.norm = std::make_unique<InputNorm>(norm_.values(), Device::cuda);  // [input]
       if (R > 1)
         for (size_t k = 0; k < replicas_[size_t(r)]->grads->size(); k++)
           lane.bucket_ready.emplace_back(false);
@@ -267,17 +267,12 @@ void Trainer::next_shards(StepResult& r) {
   r.batch = replicas_[0]->batch.where;
 }
 
+// [input] the one conversion of train, eval and predict (train/batch_input.h): on a GPU the
+// crop, flip and normalisation of the uncut images the loader copied there, in one kernel.
 std::pair<Tensor, Tensor> Trainer::micro_batch(const Replica& rep, int begin, int n) const {
-  const int S = cfg_.size, C = cfg_.channels;
-  const Batch& batch = rep.batch;
-  const size_t offset = size_t(begin) * size_t(S) * size_t(S) * size_t(C);
-  if (gpu_)
-    return {input_tensor_gpu(static_cast<const uint8_t*>(batch.d_images) + offset, n, S, C,
-                             *gpu_->lane(rep.rank).norm, device_.dtype),
-            labels_tensor_gpu(batch.d_labels + begin, n)};
-  return {input_tensor(batch.images + offset, n, S, C, norm_, device_.dtype),
-          Tensor::from_ints(std::vector<int32_t>(batch.labels + begin, batch.labels + begin + n),
-                            {n})};
+  const InputNorm& norm = gpu_ ? *gpu_->lane(rep.rank).norm : norm_;
+  ModelInput in = model_input(rep.batch, begin, n, norm, device_.dtype, device_.device);
+  return {std::move(in.x), std::move(in.labels)};
 }
 
 void Trainer::launch() {
@@ -428,7 +423,7 @@ EvalResult Trainer::evaluate() {
   opt.batch = std::max(cfg_.batch, 256);
   opt.threads = cfg_.threads;
   opt.strict = cfg_.strict;
-  opt.norm = norm_;
+  opt.norm = norm_.values();
   opt.tracer = tracer;
   average_batchnorm();  // every replica evaluates the same model
   const GpuContextScope on = on_device();  // on a GPU: queued after the steps, in order

@@ -285,7 +285,7 @@ class Trainer {
   ClassBalance balance_;                       // --balance: of the training data
   std::string fingerprint_json_;
   std::unique_ptr<Gpu> gpu_;                   // on a GPU; destroyed last (its streams)
-  Normalization norm_;
+  InputNorm norm_;                             // [input] on the host; GPU lanes: Lane::norm
   std::shared_ptr<const SampleSource> train_, val_;
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::unique_ptr<Ring> ring_;                 // R > 1 on the CPU (GPUs: gpu_->ring)

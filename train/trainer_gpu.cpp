@@ -149,17 +149,20 @@ bool Trainer::graph_ready(Replica& rep, int images) {
   if (g.graph) return true;
   if (g.eager_full < Gpu::kGraphWarmup) return false;
   TraceSpan span(tracer, "capture CUDA graphs", "train");
-  const int S = cfg_.size, C = cfg_.channels;
-  const size_t image_bytes = size_t(images) * size_t(S) * size_t(S) * size_t(C);
+  // [input] the batch as the loader delivers it: uncut images (side P) and their windows
+  const size_t P = size_t(rep.batch.side), C = size_t(rep.batch.channels);
+  const size_t image_bytes = size_t(images) * P * P * C;
   const cudaStream_t stream = rep.context.stream;
   Gpu::Lane& lane = g.lane(rep.rank);
   g.graph_images = DeviceBuffer(image_bytes, lane.device, stream);
+  g.graph_crops = DeviceBuffer(size_t(images) * sizeof(InputCrop), lane.device, stream);
   g.graph_labels = DeviceBuffer(size_t(images) * sizeof(int32_t), lane.device, stream);
   g.graph_record = DeviceBuffer(sizeof(StepRecord), lane.device, stream);
   // The graphs read their own input buffers and write their own record (the top of
   // trainer_gpu.h); capture runs nothing, so what the buffers hold does not matter yet.
   const Batch batch = rep.batch;
   rep.batch.d_images = g.graph_images.data();
+  rep.batch.d_crops = static_cast<const InputCrop*>(g.graph_crops.data());  // [input]
   rep.batch.d_labels = static_cast<const int32_t*>(g.graph_labels.data());
   lane.rec = static_cast<StepRecord*>(g.graph_record.data());
   auto graph = std::make_unique<CudaGraph>(), update = std::make_unique<CudaGraph>();
@@ -190,6 +193,8 @@ void Trainer::replay_forward_backward(Replica& rep) {
   Gpu& g = *gpu_;
   const cudaStream_t stream = rep.context.stream;  // it waits for the loader's copy (next())
   copy_async(g.graph_images.data(), rep.batch.d_images, g.graph_images.bytes(), stream);
+  // [input] the windows, checked on the host by the loader (the graph's kernel cannot)
+  copy_async(g.graph_crops.data(), rep.batch.d_crops, g.graph_crops.bytes(), stream);
   copy_async(g.graph_labels.data(), rep.batch.d_labels, g.graph_labels.bytes(), stream);
   g.lane(rep.rank).rec = static_cast<StepRecord*>(g.graph_record.data());
   g.graph->launch(stream);

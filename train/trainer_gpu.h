@@ -85,7 +85,7 @@ struct Trainer::Gpu {
     std::vector<Event> computed;     // per slot: the compute stream has written the record
     std::vector<Event> arrived;      // per slot: its host copy is complete
     std::unique_ptr<DeviceStep> step;              // the loss scale, the skip flag, AdamW's t
-    std::unique_ptr<DeviceNormalization> norm;     // mean/std for the input kernel
+    std::unique_ptr<InputNorm> norm;               // [input] mean/std for the input kernel
     // With --trace: the compute stream's row, timed with events (made at the first step, when
     // the tracer is known; destroyed before the streams).
     std::unique_ptr<GpuTimeline> timeline;
@@ -122,7 +122,8 @@ struct Trainer::Gpu {
 
   // --cuda-graph (see the top of this file)
   static constexpr int kGraphWarmup = 2;
-  DeviceBuffer graph_images, graph_labels;  // the graph's input: each batch is copied in
+  // the graph's input: each batch is copied in ([input]: uncut images and their windows)
+  DeviceBuffer graph_images, graph_crops, graph_labels;
   DeviceBuffer graph_record;                // the graphs' StepRecord
   int eager_full = 0;                       // full batches launched without the graphs
   std::string graph_refused;                // why CUDA refused the capture: not tried again
