@@ -1,7 +1,7 @@
 // bench_data: how fast the data pipeline is, and whether it hides behind compute.
 //
 // Prints, measured side by side in one run on the same images:
-//   1. decode only: load_sample in a plain loop on 1, 2, ..., T threads (images/s)
+//   1. decode only: load_sample_uncut in a plain loop on 1, 2, ..., T threads (images/s)
 //   2. the loader on T threads, and its ratio to T x the one-thread decode rate
 //      (target >= 0.85 on a machine with T free cores)
 //   3. the pack path against the JPEG path: the loader reading an HDF5 pack of the same images
@@ -64,16 +64,19 @@ static ImageList synthesize(const std::string& dir, int n, int side) {
   return list;
 }
 
-// load_sample over every image, split evenly over `threads` plain threads.
+// load_sample_uncut (what a loader worker runs per sample) over every image, split evenly
+// over `threads` plain threads.
 static double decode_rate(const ImageList& list, const ImageSpec& spec, int threads) {
-  const size_t n = list.samples.size(), bytes = size_t(spec.size) * spec.size * spec.channels;
+  const size_t side = size_t(uncut_side(spec));
+  const size_t n = list.samples.size(), bytes = side * side * size_t(spec.channels);
   const auto t0 = Clock::now();
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; t++)
     pool.emplace_back([&, t] {
       std::vector<uint8_t> out(bytes);
+      InputCrop window;
       for (size_t i = size_t(t); i < n; i += size_t(threads))
-        load_sample(list.samples[i].path, spec, rng_u64(1, i), out.data());
+        load_sample_uncut(list.samples[i].path, spec, rng_u64(1, i), out.data(), window);
     });
   for (auto& th : pool) th.join();
   return double(n) / since(t0);
