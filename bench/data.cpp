@@ -1,7 +1,7 @@
 // bench_data: how fast the data pipeline is, and whether it hides behind compute.
 //
 // Prints, measured side by side in one run on the same images:
-//   1. decode only: load_sample in a plain loop on 1, 2, ..., T threads (images/s)
+//   1. decode only: load_sample_uncut in a plain loop on 1, 2, ..., T threads (images/s)
 //   2. the loader on T threads, and its ratio to T x the one-thread decode rate
 //      (target >= 0.85 on a machine with T free cores)
 //   3. the pack path against the JPEG path: the loader reading an HDF5 pack of the same images
@@ -12,6 +12,8 @@
 //
 //   bin/bench_data                                  2000 synthetic 256x256 RGB JPEGs -> 112x112
 //   bin/bench_data --list data/fashion-mnist/train.txt --size 28 --channels 1 --resize 28
+//   bin/bench_data --list data/fashion-mnist/train.txt --size 28 --channels 1 --pad 3
+//                                                   (random crops of the zero-padded image)
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -62,16 +64,19 @@ static ImageList synthesize(const std::string& dir, int n, int side) {
   return list;
 }
 
-// load_sample over every image, split evenly over `threads` plain threads.
+// load_sample_uncut (what a loader worker runs per sample) over every image, split evenly
+// over `threads` plain threads.
 static double decode_rate(const ImageList& list, const ImageSpec& spec, int threads) {
-  const size_t n = list.samples.size(), bytes = size_t(spec.size) * spec.size * spec.channels;
+  const size_t side = size_t(uncut_side(spec));
+  const size_t n = list.samples.size(), bytes = side * side * size_t(spec.channels);
   const auto t0 = Clock::now();
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; t++)
     pool.emplace_back([&, t] {
       std::vector<uint8_t> out(bytes);
+      InputCrop window;
       for (size_t i = size_t(t); i < n; i += size_t(threads))
-        load_sample(list.samples[i].path, spec, rng_u64(1, i), out.data());
+        load_sample_uncut(list.samples[i].path, spec, rng_u64(1, i), out.data(), window);
     });
   for (auto& th : pool) th.join();
   return double(n) / since(t0);
@@ -123,11 +128,13 @@ int main(int argc, char** argv) {
   app.add_option("--size", spec.size, "Output size")->capture_default_str();
   app.add_option("--resize", spec.resize, "Shorter side before the crop")->capture_default_str();
   app.add_option("--channels", spec.channels, "1 or 3")->capture_default_str();
+  app.add_option("--pad", spec.pad, "Random crop padding (zeros; CIFAR-style)")
+      ->capture_default_str();
   app.add_option("--threads", threads, "T: the most decode threads")->capture_default_str();
   app.add_option("--batch", batch, "Batch size")->capture_default_str();
   app.add_option("--work", work, "Folder for synthetic images and the pack")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  spec.random_crop = spec.resize > spec.size;
+  spec.random_crop = spec.resize > spec.size || spec.pad > 0;
   spec.random_flip = true;
   fs::create_directories(work);
   try {
@@ -150,9 +157,11 @@ static void run(const std::string& list_path, const std::string& work, int image
   std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
   std::printf("# bench_data, %s\n\nhost: %s, %u hardware threads\n", date, cpu_name().c_str(),
               std::thread::hardware_concurrency());
-  std::printf("data: %zu images (%s), output %dx%dx%d from shorter side %d, batch %d\n\n",
+  std::printf("data: %zu images (%s), output %dx%dx%d from shorter side %d, pad %d, batch %d"
+              "\n\n",
               list.samples.size(), list_path.empty() ? "synthetic JPEG" : list_path.c_str(),
-              spec.size, spec.size, spec.channels, spec.resize ? spec.resize : spec.size, batch);
+              spec.size, spec.size, spec.channels, spec.resize ? spec.resize : spec.size,
+              spec.pad, batch);
 
   // 1. decode only
   std::printf("| decode only, threads | images/s | x one thread |\n| --- | --- | --- |\n");

@@ -4,7 +4,10 @@
 //                                        exactly what was wrong with the file (ImageError)
 //   orient_image                         a photo's EXIF orientation undone (decode_image uses it)
 //   resize_shorter_side, crop_flip       deterministic resampling, crop and mirror
-//   ImageSpec, load_sample, augment_square   the one-call path a loader worker runs per sample
+//   ImageSpec, load_sample_uncut,        the one-call path a loader worker runs per sample:
+//     augment_square_uncut, cut_window   the crop window with its margin, and the window's
+//                                        place in it (InputCrop), cut out later
+//   load_sample, augment_square          the same, cut on the host: the model's sample
 //
 // Policy: a bad file is data, not a bug. decode_image and friends never throw for one; they
 // return the kind of damage and a message naming it, so the loader can skip, count and name
@@ -17,6 +20,8 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "kernels/input.h"  // InputCrop: a window's place, as the input kernels read it
 
 namespace cutrain {
 
@@ -163,10 +168,24 @@ struct CropPlan {
 };
 CropPlan plan_crop(int h, int w, const ImageSpec& spec, uint64_t aug_key);
 
+// What a loader worker makes of a sample: "uncut". Not the size x size crop itself but the crop
+// window with a margin of `pad` pixels on each side (random_crop; no margin otherwise), neither
+// cropped nor flipped, and the window's place in it (InputCrop: top, left, flip). The input
+// conversion cuts the window out on the way to the model, in the kernel that normalises
+// (kernels/input.h, on the CPU and the GPU alike), so the loader's copy to a GPU carries the
+// uncut bytes and the crop happens on the device. The margin sits centred on the window and
+// is moved inward where it would leave the zero-padded image [-pad, h + pad): for an image of
+// the crop's size (h = w = size, no --resize) the uncut sample is the whole image with its
+// zero padding, the same bytes for every key, and all the randomness is in the InputCrop.
+// Pixels outside the image are 0, so cutting the window out gives crop_flip's bytes exactly.
+//   uncut_side(spec) = size + 2 pad with random_crop, else size (then the window is the whole
+//   uncut sample: InputCrop (0, 0, flip)).
+int uncut_side(const ImageSpec& spec);
+
 // The whole per-sample path: load_image_file (decoding at a DCT scale no smaller than the
-// resize target), resize_shorter_side to (resize ? resize : size), then crop_flip as
-// plan_crop says, into out (size * size * channels bytes, HWC). The same key gives the same
-// bytes. The packer uses it with size = resize and no randomness: a centred square.
+// resize target), resize_shorter_side to (resize ? resize : size), then the window plan_crop
+// says, uncut: into out (uncut_side(spec)^2 * channels bytes, HWC) and window. The same key
+// gives the same bytes and window.
 // An image whose resize would make more than spec.max_pixels pixels (an extreme aspect
 // ratio: 1 x 100000 resized to a shorter side of 28) is too_large as well, so no file makes
 // it throw. With `times`, the seconds spent reading the file, decoding it and
@@ -174,11 +193,27 @@ CropPlan plan_crop(int h, int w, const ImageSpec& spec, uint64_t aug_key);
 struct StageTimes {
   double read_s = 0, decode_s = 0, augment_s = 0;
 };
+DecodeResult load_sample_uncut(const std::string& path, const ImageSpec& spec, uint64_t aug_key,
+                               uint8_t* out, InputCrop& window, StageTimes* times = nullptr);
+
+// The same on an image already decoded to in_size x in_size (an HDF5 pack entry): plan_crop,
+// then the uncut sample and its window, as load_sample_uncut makes them after its resize.
+void augment_square_uncut(const uint8_t* in, int in_size, int channels, const ImageSpec& spec,
+                          uint64_t aug_key, uint8_t* out, InputCrop& window);
+
+// The window cut out of an uncut sample (side x side x channels) on the host, mirrored when
+// window.flip: size x size x channels bytes into out. The bytes the input kernels read.
+// Throws (CHECK) unless the window lies inside.
+void cut_window(const uint8_t* uncut, int side, int channels, int size, const InputCrop& window,
+                uint8_t* out);
+
+// The model's sample on the host (size x size x channels): load_sample_uncut, then cut_window.
+// For the packer (size = resize, no randomness: a centred square), tests and tools; the
+// loader delivers the uncut form.
 DecodeResult load_sample(const std::string& path, const ImageSpec& spec, uint64_t aug_key,
                          uint8_t* out, StageTimes* times = nullptr);
 
-// The same crop and flip on an image already decoded to in_size x in_size (an HDF5 pack
-// entry): plan_crop + crop_flip, as load_sample does after its resize.
+// augment_square_uncut, then cut_window: plan_crop + crop_flip of the stored image.
 void augment_square(const uint8_t* in, int in_size, int channels, const ImageSpec& spec,
                     uint64_t aug_key, uint8_t* out);
 

@@ -1,5 +1,5 @@
-// orient_image, resize_shorter_side, crop_flip, plan_crop, load_sample, augment_square. See
-// image.h.
+// orient_image, resize_shorter_side, crop_flip, plan_crop, the uncut sample (load_sample_uncut,
+// augment_square_uncut, cut_window) and its cut form (load_sample, augment_square). See image.h.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -133,6 +133,17 @@ void crop_flip_raw(const uint8_t* in, int h, int w, int c, int size, int y0, int
     const uint8_t* row = in + size_t(sy) * w * c;  // in[sy][0][:]
     if (inside && !flip) {
       std::memcpy(dst, row + size_t(x0) * c, size_t(size) * c);
+      continue;
+    }
+    if (!flip) {  // zeros, the part of the row inside the image, zeros: the loop below in 3 calls
+      const int a = std::max(0, -x0), b = std::min(size, w - x0);  // inside for x in [a, b)
+      if (b <= a) {
+        std::memset(dst, 0, size_t(size) * c);
+        continue;
+      }
+      std::memset(dst, 0, size_t(a) * c);
+      std::memcpy(dst + size_t(a) * c, row + size_t(x0 + a) * c, size_t(b - a) * c);
+      std::memset(dst + size_t(b) * c, 0, size_t(size - b) * c);
       continue;
     }
     for (int x = 0; x < size; x++) {
@@ -292,8 +303,38 @@ CropPlan plan_crop(int h, int w, const ImageSpec& spec, uint64_t aug_key) {
   return p;
 }
 
-DecodeResult load_sample(const std::string& path, const ImageSpec& spec, uint64_t aug_key,
-                         uint8_t* out, StageTimes* times) {
+int uncut_side(const ImageSpec& spec) {
+  return spec.size + (spec.random_crop ? 2 * spec.pad : 0);
+}
+
+namespace {
+
+// The uncut sample of an h x w image for plan p: the window grown by the margin m on each
+// side, moved inward where it would leave [-m, h + m), into out (side x side x c), and the
+// window's place in it.
+void uncut_raw(const uint8_t* in, int h, int w, int c, const ImageSpec& spec, const CropPlan& p,
+               uint8_t* out, InputCrop& window) {
+  const int m = spec.random_crop ? spec.pad : 0, side = uncut_side(spec);
+  // plan_crop keeps p.y0 in [-m, h - size + m], so the corner lies in [-m, h - size - m] and
+  // the window in [0, 2m] inside the uncut sample.
+  const int uy = std::min(std::max(p.y0 - m, -m), h - spec.size - m);
+  const int ux = std::min(std::max(p.x0 - m, -m), w - spec.size - m);
+  crop_flip_raw(in, h, w, c, side, uy, ux, false, out, m);
+  window.top = p.y0 - uy;
+  window.left = p.x0 - ux;
+  window.flip = p.flip ? 1 : 0;
+}
+
+}  // namespace
+
+void cut_window(const uint8_t* uncut, int side, int channels, int size, const InputCrop& window,
+                uint8_t* out) {
+  crop_flip_raw(uncut, side, side, channels, size, window.top, window.left, window.flip != 0,
+                out);
+}
+
+DecodeResult load_sample_uncut(const std::string& path, const ImageSpec& spec, uint64_t aug_key,
+                               uint8_t* out, InputCrop& window, StageTimes* times) {
   check_image_spec(spec);
   const int target = spec.resize ? spec.resize : spec.size;
   using clock = std::chrono::steady_clock;
@@ -325,19 +366,39 @@ DecodeResult load_sample(const std::string& path, const ImageSpec& spec, uint64_
   }
   resize_shorter_side(img, target, img);
   const CropPlan p = plan_crop(img.h, img.w, spec, aug_key);
-  crop_flip_raw(img.pixels.data(), img.h, img.w, img.c, spec.size, p.y0, p.x0, p.flip, out,
-                spec.pad);
+  uncut_raw(img.pixels.data(), img.h, img.w, img.c, spec, p, out, window);
   lap(times ? &times->augment_s : nullptr);
+  return r;
+}
+
+void augment_square_uncut(const uint8_t* in, int in_size, int channels, const ImageSpec& spec,
+                          uint64_t aug_key, uint8_t* out, InputCrop& window) {
+  check_image_spec(spec);
+  CHECK(channels == spec.channels, "augment_square: the image has " << channels
+                                       << " channels, the spec asks for " << spec.channels);
+  const CropPlan p = plan_crop(in_size, in_size, spec, aug_key);
+  uncut_raw(in, in_size, in_size, channels, spec, p, out, window);
+}
+
+DecodeResult load_sample(const std::string& path, const ImageSpec& spec, uint64_t aug_key,
+                         uint8_t* out, StageTimes* times) {
+  check_image_spec(spec);
+  const int side = uncut_side(spec);
+  std::vector<uint8_t> uncut(size_t(side) * side * size_t(spec.channels));
+  InputCrop window;
+  const DecodeResult r = load_sample_uncut(path, spec, aug_key, uncut.data(), window, times);
+  if (r.ok()) cut_window(uncut.data(), side, spec.channels, spec.size, window, out);
   return r;
 }
 
 void augment_square(const uint8_t* in, int in_size, int channels, const ImageSpec& spec,
                     uint64_t aug_key, uint8_t* out) {
   check_image_spec(spec);
-  CHECK(channels == spec.channels, "augment_square: the image has " << channels
-                                       << " channels, the spec asks for " << spec.channels);
-  const CropPlan p = plan_crop(in_size, in_size, spec, aug_key);
-  crop_flip_raw(in, in_size, in_size, channels, spec.size, p.y0, p.x0, p.flip, out, spec.pad);
+  const int side = uncut_side(spec);
+  std::vector<uint8_t> uncut(size_t(side) * side * size_t(channels));
+  InputCrop window;
+  augment_square_uncut(in, in_size, channels, spec, aug_key, uncut.data(), window);
+  cut_window(uncut.data(), side, channels, spec.size, window, out);
 }
 
 }  // namespace cutrain

@@ -27,15 +27,18 @@ struct Loader::Slot {
   State state = State::free;
 
   std::vector<uint8_t> host_images;  // CPU mode
+  std::vector<InputCrop> host_crops;
   std::vector<int32_t> host_labels;
-  PinnedBuffer pinned_images, pinned_labels;  // GPU mode: copies overlap only from pinned memory
-  uint8_t* images = nullptr;         // (B,S,S,C) whichever of the two is in use
+  // GPU mode: copies overlap only from pinned memory
+  PinnedBuffer pinned_images, pinned_crops, pinned_labels;
+  uint8_t* images = nullptr;         // (B,P,P,C) uncut, P = uncut_side: whichever is in use
+  InputCrop* crops = nullptr;        // (B) each sample's crop window in its uncut image
   int32_t* labels = nullptr;         // (B)
   std::vector<int64_t> indices;      // the batch's sample indices, compacted on completion
   std::vector<char> good;            // per position: decoded fine
   int n = 0;
 
-  DeviceBuffer d_images, d_labels;
+  DeviceBuffer d_images, d_crops, d_labels;
   std::unique_ptr<Event> copied, consumed, copy_start;  // GPU mode
   bool consumed_pending = false;     // a release recorded `consumed`; wait before writing
   bool copy_timed = false;           // copy_start/copied hold a copy not yet added to stats
@@ -59,6 +62,8 @@ Loader::Loader(std::shared_ptr<const SampleSource> source, const SamplerConfig& 
     cfg_.threads = hw > 1 ? hw - 1 : 1;
   }
   sample_bytes_ = src_->sample_bytes();
+  side_ = uncut_side(src_->spec());
+  spec_size_ = src_->spec().size;
   if (!cfg_.bad_files_path.empty()) {  // the files an earlier process of the run listed
     std::ifstream f(cfg_.bad_files_path);
     for (std::string line; std::getline(f, line);) listed_bad_.insert(line.substr(0, line.find('\t')));
@@ -86,18 +91,23 @@ Loader::Loader(std::shared_ptr<const SampleSource> source, const SamplerConfig& 
     auto s = std::make_unique<Slot>();
     if (gpu) {
       s->pinned_images = PinnedBuffer(B * sample_bytes_);
+      s->pinned_crops = PinnedBuffer(B * sizeof(InputCrop));
       s->pinned_labels = PinnedBuffer(B * sizeof(int32_t));
       s->images = static_cast<uint8_t*>(s->pinned_images.data());
+      s->crops = static_cast<InputCrop*>(s->pinned_crops.data());
       s->labels = static_cast<int32_t*>(s->pinned_labels.data());
       s->d_images = DeviceBuffer(B * sample_bytes_, cfg_.gpu, copy_stream_->get());
+      s->d_crops = DeviceBuffer(B * sizeof(InputCrop), cfg_.gpu, copy_stream_->get());
       s->d_labels = DeviceBuffer(B * sizeof(int32_t), cfg_.gpu, copy_stream_->get());
       s->copied = std::make_unique<Event>(true);
       s->copy_start = std::make_unique<Event>(true);
       s->consumed = std::make_unique<Event>(false);
     } else {
       s->host_images.resize(B * sample_bytes_);
+      s->host_crops.resize(B);
       s->host_labels.resize(B);
       s->images = s->host_images.data();
+      s->crops = s->host_crops.data();
       s->labels = s->host_labels.data();
     }
     slots_.push_back(std::move(s));
@@ -196,10 +206,14 @@ void Loader::worker_main(int index) {
         if (!known_bad(index)) {
           const uint64_t key =
               sampler_.draw_augment_key(s.where.epoch, s.where.batch, pos, index);
+          InputCrop& window = s.crops[size_t(pos)];
+          window = InputCrop{};
           const DecodeResult r =
-              src_->load(index, key, s.images + size_t(pos) * sample_bytes_, times);
+              src_->load(index, key, s.images + size_t(pos) * sample_bytes_, window, times);
           ok = r.ok();
           if (!ok) record_bad(index, r);  // throws in strict mode
+          // On the host, before the window reaches a GPU: its kernel reads what it is told.
+          if (ok) input_check_crops(1, side_, side_, spec_size_, &window);
         }
         s.good[size_t(pos)] = ok;
       }
@@ -237,6 +251,7 @@ void Loader::complete(int slot) {
     if (size_t(n) != pos) {
       std::memmove(s.images + size_t(n) * sample_bytes_, s.images + pos * sample_bytes_,
                    sample_bytes_);
+      s.crops[n] = s.crops[pos];
       s.indices[size_t(n)] = s.indices[pos];
     }
     s.labels[n] = src_->label(s.indices[size_t(n)]);
@@ -262,6 +277,7 @@ void Loader::complete(int slot) {
     copy_trace_->begin("copy batch", {"batch", s.seq});
     s.copy_start->record(cs);
     copy_async(s.d_images.data(), s.images, size_t(n) * sample_bytes_, cs);
+    copy_async(s.d_crops.data(), s.crops, size_t(n) * sizeof(InputCrop), cs);
     copy_async(s.d_labels.data(), s.labels, size_t(n) * sizeof(int32_t), cs);
     s.copied->record(cs);
     copy_trace_->end();
@@ -303,11 +319,16 @@ Batch Loader::next(cudaStream_t compute) {
   b.seq = seq;
   b.where = s.where;
   b.n = s.n;
+  b.side = side_;
+  b.size = spec_size_;
+  b.channels = src_->spec().channels;
   b.images = s.images;
+  b.crops = s.crops;
   b.labels = s.labels;
   b.indices = s.indices.data();
   if (cfg_.gpu >= 0) {
     b.d_images = s.d_images.data();
+    b.d_crops = static_cast<const InputCrop*>(s.d_crops.data());
     b.d_labels = static_cast<const int32_t*>(s.d_labels.data());
   }
   b.slot = slot;

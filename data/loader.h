@@ -3,9 +3,9 @@
 //
 //                  free slots                                      full slots
 //   release() ───────────────► [assign next batch] ──► tasks ──► workers ──► [complete] ──► next()
-//                                 (sampler order)   (runs of     decode      compact bad samples,
-//                                                    samples)    into slot   copy on copy stream,
-//                                                                            record `copied`
+//                                 (sampler order)   (runs of     decode,     compact bad samples,
+//                                                    samples)    uncut into  copy on copy stream,
+//                                                                the slot    record `copied`
 //
 // Why parts of batches, not whole batches, are the unit of work: every worker helps fill the
 // oldest batch, so a batch is ready T times sooner than if one thread decoded it, and a ring
@@ -41,6 +41,7 @@
 #include "data/sampler.h"
 #include "data/source.h"
 #include "kernels/gpu.h"
+#include "kernels/input.h"  // InputCrop: each sample's crop window, as the input kernels read it
 
 namespace cutrain {
 
@@ -68,16 +69,24 @@ struct LoaderConfig {
                                 // "copy stream (replica 1, cuda:<gpu>)"; "": as above
 };
 
-// One batch, valid from next() until release().
+// One batch, valid from next() until release(). Its images are uncut (data/image.h): each
+// the crop window with its margin, side P = uncut_side(spec), and the window's place in it
+// (crops); the conversion into the model's input cuts the S x S windows out
+// (train/batch_input.h, kernels/input.h), on the device when the batch is there.
 struct Batch {
   int64_t seq = 0;                    // 0, 1, 2, ... since the loader started
   SamplerCursor where;                // its epoch and batch number
   int n = 0;                          // samples (bad files removed)
-  const uint8_t* images = nullptr;    // (n,S,S,C) uint8 NHWC, host (pinned when gpu >= 0)
+  int side = 0;                       // P: the uncut images' side (S + 2 pad, or S)
+  int size = 0;                       // S: the crop window's side, the model's input size
+  int channels = 0;                   // C
+  const uint8_t* images = nullptr;    // (n,P,P,C) uint8 NHWC, host (pinned when gpu >= 0)
+  const InputCrop* crops = nullptr;   // (n) each window's place, checked (input_check_crops)
   const int32_t* labels = nullptr;    // (n)
   const int64_t* indices = nullptr;   // (n) sample indices in the source
-  const void* d_images = nullptr;     // gpu >= 0: the same on the device, ready on the
-  const int32_t* d_labels = nullptr;  //   compute stream given to next()
+  const void* d_images = nullptr;     // gpu >= 0: the same on the device, copied with the
+  const InputCrop* d_crops = nullptr; //   batch on the copy stream, ready on the compute
+  const int32_t* d_labels = nullptr;  //   stream given to next()
   int slot = -1;
 };
 
@@ -129,7 +138,8 @@ class Loader {
   std::shared_ptr<const SampleSource> src_;
   Sampler sampler_;
   LoaderConfig cfg_;
-  size_t sample_bytes_;
+  size_t sample_bytes_;                     // of an uncut image: P * P * C
+  int side_ = 0, spec_size_ = 0;            // P and S
   std::unique_ptr<Stream> copy_stream_;
   // Copies are issued one batch at a time (workers finishing two batches at once would mix
   // their copies and events on the stream); the copy stream's trace row is filled meanwhile.

@@ -92,14 +92,15 @@ constexpr int64_t kPackMaxInMemoryBytes = int64_t(2) << 30;
 // dataset or one of the wrong type or shape, labels outside [0, classes).
 //
 // Memory: when the pixels take at most max_in_memory_bytes (Fashion-MNIST's 70,000 images are
-// 55 MB), they are read in one go at open and load() is a crop from memory, with no lock and
+// 55 MB), they are read in one go at open and load() is a copy from memory, with no lock and
 // no system call: packs exist to be fast. Larger packs stay on disk and load() reads one
 // image (one hyperslab, one chunk) per call, under the process-wide HDF5 lock (H5Lock), since
 // the serial HDF5 library is not thread-safe; the lock serialises only the read itself.
 class PackSource : public SampleSource {
  public:
   // spec: the loader's output. spec.size <= the stored size (a smaller size crops, centred or
-  // at random per spec.random_crop; spec.random_flip mirrors); spec.channels == the stored
+  // at random per spec.random_crop; spec.random_flip mirrors; both as the uncut sample and
+  // its window, data/image.h); spec.channels == the stored
   // channels; spec.resize 0 or the stored size (a pack's images are already resized).
   PackSource(const std::string& path, const ImageSpec& spec,
              int64_t max_in_memory_bytes = kPackMaxInMemoryBytes);
@@ -111,8 +112,10 @@ class PackSource : public SampleSource {
   std::string name(int64_t i) const override;  // "path[i]"
   const ImageSpec& spec() const override { return spec_; }
   // Never fails for a valid i except on a read error, reported as ImageError::corrupt.
-  // t.read_s: the disk read (0 when in memory); t.augment_s: the crop and flip.
-  DecodeResult load(int64_t i, uint64_t aug_key, uint8_t* out, StageTimes& t) const override;
+  // t.read_s: the disk read (0 when in memory); t.augment_s: the uncut sample's copy
+  // (augment_square_uncut).
+  DecodeResult load(int64_t i, uint64_t aug_key, uint8_t* out, InputCrop& window,
+                    StageTimes& t) const override;
 
   const PackInfo& info() const { return info_; }
   bool in_memory() const { return !pixels_.empty(); }

@@ -170,7 +170,7 @@ std::string PackSource::read_stored(int64_t i, uint8_t* out) const {
   return ok ? "" : "HDF5: " + h5_error_text();
 }
 
-DecodeResult PackSource::load(int64_t i, uint64_t aug_key, uint8_t* out,
+DecodeResult PackSource::load(int64_t i, uint64_t aug_key, uint8_t* out, InputCrop& window,
                               StageTimes& t) const {
   CHECK(i >= 0 && i < info_.count, name(i) << ": index outside [0, " << info_.count << ")");
   const uint8_t* stored = nullptr;
@@ -191,7 +191,7 @@ DecodeResult PackSource::load(int64_t i, uint64_t aug_key, uint8_t* out,
     t.read_s += seconds_since(t0);
   }
   const auto t0 = std::chrono::steady_clock::now();
-  augment_square(stored, info_.size, info_.channels, spec_, aug_key, out);
+  augment_square_uncut(stored, info_.size, info_.channels, spec_, aug_key, out, window);
   t.augment_s += seconds_since(t0);
   return DecodeResult{};
 }

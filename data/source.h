@@ -28,15 +28,24 @@ class SampleSource {
   virtual int64_t size() const = 0;
   virtual int32_t label(int64_t i) const = 0;
   virtual std::string name(int64_t i) const = 0;  // for messages: a path, or "pack.h5[17]"
-  // What load() writes: spec().size^2 * spec().channels bytes, HWC.
+  // The samples' size, channels and augmentation: load() writes the uncut sample
+  // (data/image.h), uncut_side(spec())^2 * spec().channels bytes, HWC.
   virtual const ImageSpec& spec() const = 0;
-  // Sample i, augmented with aug_key (crop position, flip), into out. Adds the time spent
-  // reading, decoding and augmenting to t.
-  virtual DecodeResult load(int64_t i, uint64_t aug_key, uint8_t* out, StageTimes& t) const = 0;
+  // Sample i, augmented with aug_key (crop position, flip): uncut into out, and the crop
+  // window's place in it into window (load_sample_uncut). Adds the time spent reading,
+  // decoding and augmenting to t.
+  virtual DecodeResult load(int64_t i, uint64_t aug_key, uint8_t* out, InputCrop& window,
+                            StageTimes& t) const = 0;
 
   size_t sample_bytes() const {
-    return size_t(spec().size) * size_t(spec().size) * size_t(spec().channels);
+    const size_t side = size_t(uncut_side(spec()));
+    return side * side * size_t(spec().channels);
   }
+
+  // Sample i as the model sees it, cut on the host: load(), then cut_window (data/image.h),
+  // spec().size^2 * spec().channels bytes into out. For statistics, tools and tests; the
+  // loader delivers load()'s uncut form.
+  DecodeResult load_cut(int64_t i, uint64_t aug_key, uint8_t* out, StageTimes& t) const;
 };
 
 class ListSource : public SampleSource {
@@ -46,7 +55,8 @@ class ListSource : public SampleSource {
   int32_t label(int64_t i) const override { return list_.samples[size_t(i)].label; }
   std::string name(int64_t i) const override { return list_.samples[size_t(i)].path; }
   const ImageSpec& spec() const override { return spec_; }
-  DecodeResult load(int64_t i, uint64_t aug_key, uint8_t* out, StageTimes& t) const override;
+  DecodeResult load(int64_t i, uint64_t aug_key, uint8_t* out, InputCrop& window,
+                    StageTimes& t) const override;
   const ImageList& list() const { return list_; }
 
  private:

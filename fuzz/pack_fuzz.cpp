@@ -48,10 +48,12 @@ void use_pack(const std::string& path) {
   spec.random_flip = true;
   const cutrain::PackSource src(path, spec, kInMemoryBytes);
   fuzz_require(src.size() == info.count, "the source has the pack's images");
-  std::vector<uint8_t> out(size_t(spec.size) * spec.size * spec.channels);
+  std::vector<uint8_t> out(src.sample_bytes());  // uncut: the window and its margin
   for (int64_t i : {int64_t(0), src.size() / 2, src.size() - 1}) {
     cutrain::StageTimes t;
-    (void)src.load(i, uint64_t(i) * 7919, out.data(), t);  // a read error is a bad sample
+    cutrain::InputCrop window;
+    // a read error is a bad sample
+    (void)src.load(i, uint64_t(i) * 7919, out.data(), window, t);
     const int32_t label = src.label(i);
     fuzz_require(label >= 0 && (info.class_names.empty() ||
                                 size_t(label) < info.class_names.size()),

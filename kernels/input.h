@@ -1,12 +1,17 @@
-// defines: input_normalize_crop_cpu and input_normalize_gpu, the conversion the trainer runs
-// on every batch: the loader's uint8 images to the network's normalised input, with each
-// sample's crop window and horizontal flip applied on the way; input_normalize_cpu, the same
-// without crop or flip; InputCrop, one sample's window; input_check_norm and
-// input_check_crops, the argument checks.
+// defines: input_normalize_crop_cpu and input_normalize_gpu, the conversion train, eval and
+// predict run on every batch (through model_input, train/batch_input.h): the loader's uint8
+// images to the network's normalised input, with each sample's crop window and horizontal
+// flip applied on the way; input_normalize_cpu, the same without crop or flip; InputCrop, one
+// sample's window; input_check_norm and input_check_crops, the argument checks.
+//
+// The loader delivers each image uncut (data/image.h: the crop window with a margin of --pad
+// pixels, Hin = Win = P) and an InputCrop per image (Batch::crops, and on a GPU Batch::d_crops,
+// copied with the images on the loader's copy stream), so the crop and the flip happen here,
+// in the same pass as the normalisation, on either device.
 //
 // math: y[n][i][j][c] = (x[n][top+i][jj][c] / 255 - mean[c]) / stddev[c],
 //       jj = flip ? left + S-1-j : left + j, with (top, left, flip) = crop[n]
-//   x (N,Hin,Win,C) uint8 NHWC, as the loader delivers it
+//   x (N,Hin,Win,C) uint8 NHWC, as the loader delivers it (uncut)
 //   crop (N) InputCrop: the S x S window of sample n starts at (top, left); flip mirrors it
 //   mean, stddev (C) float: per-channel statistics of the data on the [0,1] scale
 //   y (N,S,S,C) in T (float, double or half_t; the GPU takes float or half_t)
@@ -67,8 +72,9 @@ void input_normalize_cpu(int N, int S, int C, const uint8_t* x, const std::vecto
 // input_normalize_crop_cpu on the device, bit for bit. x (N,Hin,Win,C), crop (N) or null,
 // mean (C), stddev (C) and y (N,S,S,C) are all device pointers. The kernel cannot check the
 // crop windows (they are in device memory): the caller validates them on the host with
-// input_check_crops before copying them over; a window outside the image reads out of
-// bounds. The sizes are checked here (C <= 16: the kernel keeps a 256 x C table).
+// input_check_crops before copying them over (the loader checks each window as it is loaded,
+// model_input the batch's host copy again before the launch); a window outside the image
+// reads out of bounds. The sizes are checked here (C <= 16: the kernel keeps a 256 x C table).
 template <typename T>
 void input_normalize_gpu(int N, int Hin, int Win, int C, int S, const uint8_t* x,
                          const InputCrop* crop, const float* mean, const float* stddev, T* y,

@@ -1,12 +1,18 @@
-// defines: Normalization and input_tensor: a loader batch (uint8 NHWC) as the model's input,
-// normalised per channel, in the model's dtype.
+// defines: model_input, the one conversion of a loader batch into the model's input, which
+// training, evaluation and prediction all call; InputNorm, the normalisation it applies, where
+// each device reads it; Normalization, its values as a run's configuration holds them.
 //
-// math: x[n][h][w][c] = (pixel / 255 - mean[c]) / std[c]: kernels/input.h (input_normalize_cpu)
-// on the tensor of a new batch.
+// math: x[n][i][j][c] = (image[n][top+i][jj][c] / 255 - mean[c]) / std[c],
+//       jj = flip ? left + S-1-j : left + j, (top, left, flip) = batch.crops[n]
+// The loader delivers each image uncut (data/image.h: the crop window with its margin, P x P)
+// and the window's place in it; the crop, the flip and the normalisation are one pass of one
+// kernel (kernels/input.h): input_normalize_crop_cpu on the host, input_normalize_gpu on the
+// device, the same bits (input_value is one formula for both).
 #pragma once
 #include <cstdint>
 #include <vector>
 
+#include "data/loader.h"
 #include "nn/tensor.h"
 
 namespace cutrain {
@@ -15,34 +21,47 @@ struct Normalization {
   std::vector<double> mean, std;  // per channel, of pixel / 255
 };
 
-// images (n,S,S,C) uint8 -> (n,S,S,C) tensor of `dtype` (f32 or f16) on the CPU.
-Tensor input_tensor(const uint8_t* images, int n, int S, int C, const Normalization& norm,
-                    DType dtype);
-
-// --- GPU (a loader's batch already on the device: Batch::d_images, d_labels) ---------------
-// Everything is queued on this thread's GpuContext stream (nn/gpu_context.h), on the current
-// device; nothing waits. In a CPU-only build these throw (no device).
-
-// The per-channel mean and std as device f32 arrays, uploaded once (input_normalize_gpu reads
-// them).
-class DeviceNormalization {
+// The normalisation as the input kernels read it: mean and std as f32 on the host, checked
+// (input_check_norm: C finite values, every std > 0), and, made for cuda, their copies on the
+// current device: uploaded once, on this thread's GpuContext stream, waited for (throws
+// without a GPU).
+class InputNorm {
  public:
-  explicit DeviceNormalization(const Normalization& norm);
-  int channels() const { return int(mean_.numel()); }
-  const float* mean() const { return mean_.data<float>(); }
-  const float* stddev() const { return std_.data<float>(); }
+  InputNorm() = default;
+  explicit InputNorm(const Normalization& norm, Device device = Device::cpu);
+
+  int channels() const { return int(mean_.size()); }
+  const Normalization& values() const { return values_; }
+  const std::vector<float>& mean() const { return mean_; }
+  const std::vector<float>& stddev() const { return std_; }
+  bool on_gpu() const { return d_mean_.defined(); }
+  const float* device_mean() const { return d_mean_.data<float>(); }    // (C) f32 cuda
+  const float* device_stddev() const { return d_std_.data<float>(); }   // (C) f32 cuda
 
  private:
-  Tensor mean_, std_;  // (C) f32 cuda
+  Normalization values_;
+  std::vector<float> mean_, std_;  // (C)
+  Tensor d_mean_, d_std_;          // (C) f32 cuda, when made for cuda
 };
 
-// images (n,S,S,C) uint8 on the device -> a new (n,S,S,C) cuda tensor of `dtype` (f32 or f16):
-// input_normalize_gpu, the same bits as input_tensor on the host bytes.
-Tensor input_tensor_gpu(const uint8_t* d_images, int n, int S, int C,
-                        const DeviceNormalization& norm, DType dtype);
-// labels (n) int32 on the device -> a new (n) i32 cuda tensor (a device-to-device copy): the
-// tensor owns its memory, so the loader may refill its slot once the stream has passed it.
-// The labels must have been checked on the host (the loader's labels come from a checked list).
-Tensor labels_tensor_gpu(const int32_t* d_labels, int n);
+// The model's input and labels for images [begin, begin + n) of a batch.
+struct ModelInput {
+  Tensor x;       // (n,S,S,C) in the model's dtype, on `device`
+  Tensor labels;  // (n) i32, on `device`: a copy (the loader may refill its slot afterwards)
+};
+
+// The one conversion. Where it computes follows where the batch is:
+//  - on the GPU when device is cuda and the loader copied the batch there (Batch::d_images):
+//    input_normalize_gpu on this thread's GpuContext stream, which next() made wait for the
+//    copy; nothing waits. The crop windows are checked on the host first (input_check_crops
+//    on Batch::crops, the table the device holds a copy of). norm must be made for cuda.
+//    dtype f32 or f16.
+//  - else on the CPU (input_normalize_crop_cpu; dtype f32, f16 or f64), then, for a model on
+//    cuda, copied there (predict: a batch the loader kept on the host).
+// Batch::crops (and d_crops) may be null: every window at (0, 0), unflipped (P = S). n = 0
+// gives empty tensors. Throws (CHECK) for a range outside the batch, a window outside its
+// image or channels that do not match the normalisation's.
+ModelInput model_input(const Batch& batch, int begin, int n, const InputNorm& norm, DType dtype,
+                       Device device);
 
 }  // namespace cutrain

@@ -27,8 +27,9 @@ class FirstN : public SampleSource {
   int32_t label(int64_t i) const override { return all_->label(i); }
   std::string name(int64_t i) const override { return all_->name(i); }
   const ImageSpec& spec() const override { return all_->spec(); }
-  DecodeResult load(int64_t i, uint64_t key, uint8_t* out, StageTimes& t) const override {
-    return all_->load(i, key, out, t);
+  DecodeResult load(int64_t i, uint64_t key, uint8_t* out, InputCrop& window,
+                    StageTimes& t) const override {
+    return all_->load(i, key, out, window, t);
   }
 
  private:
@@ -45,8 +46,9 @@ class Subset : public SampleSource {
   int32_t label(int64_t i) const override { return all_->label(at(i)); }
   std::string name(int64_t i) const override { return all_->name(at(i)); }
   const ImageSpec& spec() const override { return all_->spec(); }
-  DecodeResult load(int64_t i, uint64_t key, uint8_t* out, StageTimes& t) const override {
-    return all_->load(at(i), key, out, t);
+  DecodeResult load(int64_t i, uint64_t key, uint8_t* out, InputCrop& window,
+                    StageTimes& t) const override {
+    return all_->load(at(i), key, out, window, t);
   }
 
  private:
@@ -191,8 +193,9 @@ class Relabeled : public SampleSource {
   }
   std::string name(int64_t i) const override { return all_->name(i); }
   const ImageSpec& spec() const override { return all_->spec(); }
-  DecodeResult load(int64_t i, uint64_t key, uint8_t* out, StageTimes& t) const override {
-    return all_->load(i, key, out, t);
+  DecodeResult load(int64_t i, uint64_t key, uint8_t* out, InputCrop& window,
+                    StageTimes& t) const override {
+    return all_->load(i, key, out, window, t);
   }
 
  private:
@@ -309,12 +312,13 @@ void measure_mean_std(const SampleSource& source, int max_samples, std::vector<d
   const int64_t N = source.size();
   const int64_t take = std::min<int64_t>(N, max_samples);
   std::vector<double> sum(size_t(C), 0), sq(size_t(C), 0);
-  std::vector<uint8_t> px(source.sample_bytes());
+  const int S = source.spec().size;
+  std::vector<uint8_t> px(size_t(S) * size_t(S) * size_t(C));
   int64_t count = 0;  // pixels per channel
   StageTimes t;
   for (int64_t k = 0; k < take; k++) {
     const int64_t i = k * N / take;  // evenly spread: lists are often sorted by class
-    if (!source.load(i, 0, px.data(), t).ok()) continue;
+    if (!source.load_cut(i, 0, px.data(), t).ok()) continue;
     for (size_t p = 0; p < px.size(); p++) {
       const double v = px[p] / 255.0;
       sum[p % size_t(C)] += v;

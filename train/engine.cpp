@@ -32,7 +32,7 @@ LossScalerConfig loss_scaler_config(DType dtype, int max_skips) {
 }
 
 Engine::Engine(const TrainConfig& cfg, const RunDevice& device, const ClassBalance& balance)
-    : cfg_(cfg), device_(device), norm_{cfg.mean, cfg.std} {
+    : cfg_(cfg), device_(device) {
   const int R = replica_count(cfg_);
   // Each replica's lane: on a GPU its compute stream and device (the model, the optimizer
   // state, the buckets and every kernel of the replica go there).
@@ -67,7 +67,7 @@ Engine::Engine(const TrainConfig& cfg, const RunDevice& device, const ClassBalan
     rep->optimizer = make_optimizer(cfg_.optimizer, rep->model->parameters(), cfg_.lr,
                                     cfg_.momentum, cfg_.wd);
     rep->lane->make_step(scaler_config_, int(rep->model->parameters().size()));
-    if (device_.device == Device::cuda) rep->norm = std::make_unique<DeviceNormalization>(norm_);
+    rep->norm = InputNorm(Normalization{cfg_.mean, cfg_.std}, device_.device);
     if (!balance.weights.empty())  // --balance loss: on the replica's device, once
       rep->class_weight = Tensor::from_doubles(balance.weights, {cfg_.classes},
                                                acc_dtype(device_.dtype))
@@ -221,17 +221,11 @@ void Engine::next_shards(StepResult& r) {
   r.batch = replicas_[0]->batch.where;
 }
 
+// The one conversion of train, eval and predict (train/batch_input.h): the crop, flip and
+// normalisation of the uncut images the loader delivered (on a GPU, copied there), in one kernel.
 std::pair<Tensor, Tensor> Engine::micro_batch(const Replica& rep, int begin, int n) const {
-  const int S = cfg_.size, C = cfg_.channels;
-  const Batch& batch = rep.batch;
-  const size_t offset = size_t(begin) * size_t(S) * size_t(S) * size_t(C);
-  if (rep.lane->where() == Device::cuda)
-    return {input_tensor_gpu(static_cast<const uint8_t*>(batch.d_images) + offset, n, S, C,
-                             *rep.norm, device_.dtype),
-            labels_tensor_gpu(batch.d_labels + begin, n)};
-  return {input_tensor(batch.images + offset, n, S, C, norm_, device_.dtype),
-          Tensor::from_ints(std::vector<int32_t>(batch.labels + begin, batch.labels + begin + n),
-                            {n})};
+  ModelInput in = model_input(rep.batch, begin, n, rep.norm, device_.dtype, device_.device);
+  return {std::move(in.x), std::move(in.labels)};
 }
 
 void Engine::forward_backward(Replica& rep, int images, StepRecord* rec) {

@@ -168,7 +168,6 @@ class Engine {
 
   TrainConfig cfg_;                            // batch, accum, size, label smoothing, ...
   RunDevice device_;
-  Normalization norm_;
   LossScalerConfig scaler_config_;
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::unique_ptr<Collective> collective_;     // R > 1

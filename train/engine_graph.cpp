@@ -12,17 +12,20 @@ bool Engine::graph_ready(Replica& rep, int images, int64_t step) {
   if (g.forward_backward) return true;
   if (g.eager_full < Graphs::kWarmup) return false;
   TraceSpan span(tracer, "capture CUDA graphs", "train");
-  const int S = cfg_.size, C = cfg_.channels;
-  const size_t image_bytes = size_t(images) * size_t(S) * size_t(S) * size_t(C);
+  // The batch as the loader delivers it: uncut images (side P) and their windows.
+  const size_t P = size_t(rep.batch.side), C = size_t(rep.batch.channels);
+  const size_t image_bytes = size_t(images) * P * P * C;
   const cudaStream_t stream = rep.lane->stream();
   const int device = rep.lane->device();
   g.images = DeviceBuffer(image_bytes, device, stream);
+  g.crops = DeviceBuffer(size_t(images) * sizeof(InputCrop), device, stream);
   g.labels = DeviceBuffer(size_t(images) * sizeof(int32_t), device, stream);
   g.record = DeviceBuffer(sizeof(StepRecord), device, stream);
   // The graphs read their own input buffers and write their own record (engine_graph.h);
   // capture runs nothing, so what the buffers hold does not matter yet.
   const Batch batch = rep.batch;
   rep.batch.d_images = g.images.data();
+  rep.batch.d_crops = static_cast<const InputCrop*>(g.crops.data());
   rep.batch.d_labels = static_cast<const int32_t*>(g.labels.data());
   StepRecord* rec = static_cast<StepRecord*>(g.record.data());
   auto graph = std::make_unique<CudaGraph>(), update_graph = std::make_unique<CudaGraph>();
@@ -54,6 +57,8 @@ StepRecord* Engine::replay_forward_backward(Replica& rep) {
   Graphs& g = *graphs_;
   const cudaStream_t stream = rep.lane->stream();  // it waits for the loader's copy (next())
   copy_async(g.images.data(), rep.batch.d_images, g.images.bytes(), stream);
+  // The windows were checked on the host by the loader (the graph's kernel cannot).
+  copy_async(g.crops.data(), rep.batch.d_crops, g.crops.bytes(), stream);
   copy_async(g.labels.data(), rep.batch.d_labels, g.labels.bytes(), stream);
   g.forward_backward->launch(stream);
   return static_cast<StepRecord*>(g.record.data());

@@ -27,7 +27,8 @@ namespace cutrain {
 
 struct Engine::Graphs {
   static constexpr int kWarmup = 2;
-  DeviceBuffer images, labels;   // the graphs' input: each batch is copied in
+  // the graphs' input: each batch is copied in (uncut images, their windows, labels)
+  DeviceBuffer images, crops, labels;
   DeviceBuffer record;           // the graphs' StepRecord
   int eager_full = 0;            // full batches launched without the graphs
   std::string refused;           // why CUDA refused the capture: not tried again

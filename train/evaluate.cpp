@@ -73,19 +73,16 @@ EvalResult EvalAccumulator::result() const {
 namespace {
 
 // The CPU path: each batch normalised, run and scored in turn.
-void evaluate_cpu(Model& model, Loader& loader, const ImageSpec& spec, const EvalOptions& opt,
-                  EvalAccumulator& acc) {
+void evaluate_cpu(Model& model, Loader& loader, const EvalOptions& opt, EvalAccumulator& acc) {
   const DType dtype = model.options().dtype;
+  const InputNorm norm(opt.norm);
   for (int64_t b = 0; b < loader.sampler().batches_per_epoch(); b++) {
     const Batch batch = loader.next();
     if (batch.n > 0) {
       Tape tape(false);  // inference: nothing recorded, nothing kept alive
-      VarPtr x = make_var(input_tensor(batch.images, batch.n, spec.size, spec.channels,
-                                       opt.norm, dtype));
-      const Tensor labels = Tensor::from_ints(
-          std::vector<int32_t>(batch.labels, batch.labels + batch.n), {batch.n});
-      VarPtr logits = model.forward(tape, x, false);
-      const double loss = softmax_cross_entropy(tape, logits, labels, 0.0)->value.item();
+      const ModelInput in = model_input(batch, 0, batch.n, norm, dtype, Device::cpu);
+      VarPtr logits = model.forward(tape, make_var(in.x), false);
+      const double loss = softmax_cross_entropy(tape, logits, in.labels, 0.0)->value.item();
       const std::vector<float> z = logits->value.to_floats();  // (n,K)
       acc.add(z.data(), batch.labels, batch.n, loss);
     }
@@ -118,15 +115,13 @@ void drain(ResultSlot& s, EvalAccumulator& acc) {
 
 // Queues one batch on the GPU: normalise, forward, loss, and the copies of the logits (as f32)
 // and the loss into `out`. Nothing here waits for the device.
-void run_batch_gpu(Model& model, const Batch& batch, const ImageSpec& spec,
-                   const DeviceNormalization& norm, ResultSlot& out) {
+void run_batch_gpu(Model& model, const Batch& batch, const InputNorm& norm, ResultSlot& out) {
   const cudaStream_t stream = gpu_context().stream;
   Tape tape(false);
-  VarPtr x = make_var(input_tensor_gpu(static_cast<const uint8_t*>(batch.d_images), batch.n,
-                                       spec.size, spec.channels, norm, model.options().dtype));
-  const Tensor labels = labels_tensor_gpu(batch.d_labels, batch.n);  // (n) i32
-  VarPtr logits = model.forward(tape, x, false);
-  const Tensor loss = softmax_cross_entropy(tape, logits, labels, 0.0)->value;  // (1) f32
+  const ModelInput in = model_input(batch, 0, batch.n, norm, model.options().dtype,
+                                    Device::cuda);  // (n,S,S,C), (n) i32
+  VarPtr logits = model.forward(tape, make_var(in.x), false);
+  const Tensor loss = softmax_cross_entropy(tape, logits, in.labels, 0.0)->value;  // (1) f32
   CHECK(loss.dtype() == DType::f32, "evaluate: the loss is " << loss.str() << ", expected f32");
   const Tensor z = logits->value.to(DType::f32);  // (n,K) f32: a cast on the device for f16
   copy_async(out.logits.data(), z.raw(), z.bytes(), stream);
@@ -134,17 +129,16 @@ void run_batch_gpu(Model& model, const Batch& batch, const ImageSpec& spec,
   out.ready.record(stream);
   out.labels.assign(batch.labels, batch.labels + batch.n);
   out.n = batch.n;
-  // x, labels, logits, z and loss go back to the caching allocator here, while the GPU still
+  // in, logits, z and loss go back to the caching allocator here, while the GPU still
   // uses them: their blocks belong to `stream`, so whatever reuses them is queued after.
 }
 
 // The GPU path, double-buffered: batch b's results come back into slot b % 2 while the host
 // tallies batch b-1's from the other slot, so the GPU always has a batch queued and the host
 // never waits for a batch it has only just queued.
-void evaluate_gpu(Model& model, Loader& loader, const ImageSpec& spec, const EvalOptions& opt,
-                  EvalAccumulator& acc) {
+void evaluate_gpu(Model& model, Loader& loader, const EvalOptions& opt, EvalAccumulator& acc) {
   const cudaStream_t stream = gpu_context().stream;
-  const DeviceNormalization norm(opt.norm);
+  const InputNorm norm(opt.norm, Device::cuda);
   const int K = model.options().classes;
   ResultSlot slots[2] = {ResultSlot(opt.batch, K), ResultSlot(opt.batch, K)};
   // Should a batch throw (drain checks the labels), the pinned slots must outlive the copies
@@ -163,7 +157,7 @@ void evaluate_gpu(Model& model, Loader& loader, const ImageSpec& spec, const Eva
   for (int64_t b = 0; b < loader.sampler().batches_per_epoch(); b++) {
     const Batch batch = loader.next(stream);  // `stream` waits for the batch's copy
     ResultSlot& mine = slots[b % 2];          // free: batch b-2 was drained last time round
-    if (batch.n > 0) run_batch_gpu(model, batch, spec, norm, mine);
+    if (batch.n > 0) run_batch_gpu(model, batch, norm, mine);
     loader.release(batch, stream);            // refilled only after the work queued above
     drain(slots[(b + 1) % 2], acc);           // batch b-1, while batch b runs
   }
@@ -209,11 +203,11 @@ EvalResult evaluate(Model& model, std::shared_ptr<const SampleSource> data,
     GpuContextScope on(context);
     lc.gpu = current_device();
     Loader loader(data, sc, lc);
-    evaluate_gpu(model, loader, spec, opt, acc);
+    evaluate_gpu(model, loader, opt, acc);
     bad_files = loader.stats().bad_files;
   } else {
     Loader loader(data, sc, lc);
-    evaluate_cpu(model, loader, spec, opt, acc);
+    evaluate_cpu(model, loader, opt, acc);
     bad_files = loader.stats().bad_files;
   }
   EvalResult r = acc.result();

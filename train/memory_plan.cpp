@@ -11,6 +11,7 @@
 #include "nn/model.h"
 #include "nn/model_spec.h"
 #include "train/dataset.h"
+#include "train/dataset.h"
 
 namespace cutrain {
 
@@ -127,6 +128,10 @@ MemoryPlan plan_memory(const TrainConfig& cfg, Device device, DType dtype) {
         "plan_memory: the configuration is not resolved yet");
   const int R = replica_count(cfg);
   const int64_t image = int64_t(cfg.size) * cfg.size * cfg.channels;  // bytes, uint8
+  // The training ring holds uncut images (data/image.h): with --augment, the crop window and
+  // its margin of --pad pixels on each side.
+  const int side = uncut_side(train_image_spec(cfg));
+  const int64_t uncut = int64_t(side) * side * cfg.channels;
   const int64_t shard = (cfg.batch + R - 1) / R;
   const int64_t micro = std::max<int64_t>(1, shard / cfg.accum);
   const int64_t eval_batch = std::max(cfg.batch, 256);  // Trainer::evaluate
@@ -147,9 +152,9 @@ MemoryPlan plan_memory(const TrainConfig& cfg, Device device, DType dtype) {
   const double elt = double(dtype_size(dtype));
 
   MemoryPlan p;
-  const int64_t ring = int64_t(R) * kRingSlots * shard * image;
+  const int64_t ring = int64_t(R) * kRingSlots * shard * uncut;
   const std::string ring_detail = std::to_string(R * kRingSlots) + " slots of " +
-                                  images_str(shard, cfg.size, cfg.channels);
+                                  images_str(shard, side, cfg.channels);
   p.host.push_back({"batch ring", ring_detail, ring});
   if (has_validation(cfg))
     p.host.push_back({"evaluation ring",
@@ -174,8 +179,8 @@ MemoryPlan plan_memory(const TrainConfig& cfg, Device device, DType dtype) {
                           saturated(16.0 * double(model->parameter_count()) * (gpu ? 1 : R))};
   if (gpu) {
     p.device.push_back({"batch ring", std::to_string(kRingSlots) + " slots of " +
-                                          images_str(shard, cfg.size, cfg.channels),
-                        kRingSlots * shard * image});
+                                          images_str(shard, side, cfg.channels),
+                        kRingSlots * shard * uncut});
     p.device.push_back(act);
     p.device.push_back(params);
   } else {

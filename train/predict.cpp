@@ -23,16 +23,18 @@ std::vector<Prediction> predict(Model& model, std::shared_ptr<const SampleSource
   lc.strict = opt.strict;
   lc.tracer = opt.tracer;
   Loader loader(data, sc, lc);
+  const InputNorm norm(opt.norm);  // the batches stay on the host (below)
   std::vector<Prediction> out;
   for (int64_t b = 0; b < loader.sampler().batches_per_epoch(); b++) {
     const Batch batch = loader.next();
     if (batch.n > 0) {
       Tape tape(false);
-      // On the model's device: a synchronous copy for a model on cuda, which is fine for the
-      // few images predict is for (evaluate() is the pipelined path).
-      VarPtr x = make_var(input_tensor(batch.images, batch.n, spec.size, spec.channels,
-                                       opt.norm, mo.dtype).to(mo.device));
-      const std::vector<float> z = model.forward(tape, x, false)->value.to_floats();  // (n,K)
+      // Converted on the host, then on the model's device: a synchronous copy for a model on
+      // cuda, which is fine for the few images predict is for (evaluate() is the pipelined
+      // path).
+      const ModelInput in = model_input(batch, 0, batch.n, norm, mo.dtype, mo.device);
+      const std::vector<float> z =
+          model.forward(tape, make_var(in.x), false)->value.to_floats();  // (n,K)
       for (int i = 0; i < batch.n; i++) {
         const float* row = &z[size_t(i) * size_t(mo.classes)];
         Prediction p;

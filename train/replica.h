@@ -47,7 +47,7 @@ struct Replica {
   Tensor class_weight;                 // --balance loss: (classes) in the loss's dtype on its
                                        //   device, made once (a CUDA graph keeps its address);
                                        //   undefined otherwise
-  std::unique_ptr<DeviceNormalization> norm;  // on a GPU: mean and std for the input kernel
+  InputNorm norm;                      // mean and std where the input kernel reads them
   Batch batch;                         // this step's shard, from next() to release()
   bool any_ready = false;              // this step: a bucket was marked (Lane::first_ready)
 };

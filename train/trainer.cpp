@@ -19,7 +19,7 @@ Trainer::Trainer(const TrainConfig& cfg, const RunDevice& device) : cfg_(cfg), d
   // Before anything big is allocated: a run that cannot fit is refused now, with the options
   // to lower, not ended by bad_alloc or the OOM killer later.
   memory_ = check_run_memory(cfg_, device_);
-  norm_ = Normalization{cfg_.mean, cfg_.std};
+  norm_ = Normalization{cfg_.mean, cfg_.std};  // evaluation's
   train_ = open_train_source(cfg_, train_image_spec(cfg_));
   val_ = open_val_source(cfg_, eval_image_spec(cfg_));  // null without validation data
   USER_CHECK(train_->size() >= cfg_.batch,

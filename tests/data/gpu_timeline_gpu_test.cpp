@@ -171,7 +171,7 @@ class FlatSource : public SampleSource {
   int32_t label(int64_t i) const override { return int32_t(i % 10); }
   std::string name(int64_t i) const override { return "flat[" + std::to_string(i) + "]"; }
   const ImageSpec& spec() const override { return spec_; }
-  DecodeResult load(int64_t i, uint64_t, uint8_t* out, StageTimes&) const override {
+  DecodeResult load(int64_t i, uint64_t, uint8_t* out, InputCrop&, StageTimes&) const override {
     std::memset(out, int(i % 251), sample_bytes());
     return DecodeResult();
   }

@@ -217,7 +217,7 @@ TEST_CASE("load_sample, ListSource and packs turn a photo before resizing and cr
         std::vector<uint8_t> got(bytes, 0xEE), via_source(bytes, 0xEE), want(bytes, 0xEF);
         REQUIRE(load_sample(photos.samples[size_t(o - 1)].path, spec, key, got.data()).ok());
         StageTimes t;
-        REQUIRE(source.load(o - 1, key, via_source.data(), t).ok());
+        REQUIRE(source.load_cut(o - 1, key, via_source.data(), t).ok());
         REQUIRE(load_sample(pngs[channels][size_t(o - 1)], spec, key, want.data()).ok());
         REQUIRE(got == want);
         REQUIRE(via_source == want);

@@ -1,6 +1,8 @@
-// resize_shorter_side, crop_flip, plan_crop, load_sample and augment_square: exact values on
-// small images computed by hand, and the properties the loader relies on (same key, same
-// bytes; crops in range; augment_square == load_sample on the same decoded image).
+// resize_shorter_side, crop_flip, plan_crop, load_sample and augment_square, and the uncut
+// sample the loader delivers (augment_square_uncut, cut_window): exact values on small images
+// computed by hand, and the properties the loader relies on (same key, same bytes; crops in
+// range; augment_square == load_sample on the same decoded image; the window cut out of the
+// uncut sample == the crop).
 #include <set>
 
 #include "data/image.h"
@@ -223,6 +225,64 @@ TEST_CASE("plan_crop and augment_square with pad: the window reaches past the ed
   REQUIRE((c.y0 == 0 && c.x0 == 0));
   spec.pad = 3;
   REQUIRE_ERROR(check_image_spec(spec), "pad must be in [0, size)");
+}
+
+TEST_CASE("augment_square_uncut: the window with its margin, and the window's place in it") {
+  ImageSpec spec;
+  spec.size = 3, spec.channels = 1, spec.random_crop = spec.random_flip = true, spec.pad = 2;
+  REQUIRE(uncut_side(spec) == 7);
+  // An image of the crop's size: the uncut sample is the whole image padded by 2, whatever
+  // the key; the window (top, left) = the planned corner + 2, and the flip, carry the draw.
+  const std::vector<uint8_t> in3 = {1, 2, 3,  4, 5, 6,  7, 8, 9};
+  std::vector<uint8_t> want(49, 0);
+  for (int y = 0; y < 3; y++)
+    for (int x = 0; x < 3; x++) want[size_t(y + 2) * 7 + size_t(x + 2)] = in3[size_t(y) * 3 + x];
+  std::vector<uint8_t> uncut(49), cut(9), direct(9);
+  for (uint64_t key = 0; key < 200; key++) {
+    InputCrop w{-1, -1, -1};
+    augment_square_uncut(in3.data(), 3, 1, spec, key, uncut.data(), w);
+    REQUIRE(uncut == want);
+    const CropPlan p = plan_crop(3, 3, spec, key);
+    REQUIRE((w.top == p.y0 + 2 && w.left == p.x0 + 2 && w.flip == int(p.flip)));
+    cut_window(uncut.data(), 7, 1, 3, w, cut.data());  // the window cut out = the old crop
+    augment_square(in3.data(), 3, 1, spec, key, direct.data());
+    REQUIRE(cut == direct);
+  }
+  // A larger image (8x8, as after --resize): the window grown by 2 each side, moved inward
+  // where it would leave the padded image; the window anywhere in [0, 4] inside it.
+  std::vector<uint8_t> in8(64);
+  for (size_t i = 0; i < in8.size(); i++) in8[i] = uint8_t(i + 1);
+  std::set<int> tops;
+  for (uint64_t key = 0; key < 2000; key++) {
+    InputCrop w;
+    augment_square_uncut(in8.data(), 8, 1, spec, key, uncut.data(), w);
+    const CropPlan p = plan_crop(8, 8, spec, key);
+    REQUIRE((w.top >= 0 && w.top <= 4 && w.left >= 0 && w.left <= 4));
+    const int uy = p.y0 - w.top, ux = p.x0 - w.left;  // the uncut sample's corner
+    REQUIRE((uy == std::min(std::max(p.y0 - 2, -2), 8 - 3 - 2)));
+    REQUIRE((ux == std::min(std::max(p.x0 - 2, -2), 8 - 3 - 2)));
+    for (int y = 0; y < 7; y++)
+      for (int x = 0; x < 7; x++) {
+        const int sy = uy + y, sx = ux + x;
+        const bool inside = sy >= 0 && sy < 8 && sx >= 0 && sx < 8;
+        REQUIRE(uncut[size_t(y) * 7 + x] == (inside ? in8[size_t(sy) * 8 + sx] : 0));
+      }
+    cut_window(uncut.data(), 7, 1, 3, w, cut.data());
+    augment_square(in8.data(), 8, 1, spec, key, direct.data());
+    REQUIRE(cut == direct);
+    tops.insert(w.top);
+  }
+  REQUIRE(tops.size() == 5);  // 0 .. 4: every place, edges included
+  // No random crop: no margin, the centred window is the whole uncut sample.
+  spec.random_crop = false;
+  REQUIRE(uncut_side(spec) == 3);
+  InputCrop w;
+  augment_square_uncut(in8.data(), 8, 1, spec, 5, uncut.data(), w);
+  REQUIRE((w.top == 0 && w.left == 0));
+  require_equal(doubles(std::vector<uint8_t>(uncut.begin(), uncut.begin() + 9)),
+                {19, 20, 21, 27, 28, 29, 35, 36, 37});  // rows 2-4, columns 2-4
+  REQUIRE_ERROR(cut_window(uncut.data(), 3, 1, 3, InputCrop{1, 0, 0}, cut.data()),
+                "does not fit in a 3x3 image");
 }
 
 TEST_CASE("image spec: bad fields are refused by name") {

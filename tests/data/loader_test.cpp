@@ -1,7 +1,8 @@
 // The loader with real threads: exactly-once coverage, the same bytes whatever the thread
 // count, a ring that never hands out a slot being rewritten, errors reaching the caller, and
-// clean shutdown. The source here makes its bytes from (index, augmentation key), so every
-// byte of every batch can be checked; tests/data/loader_files_test.cpp runs real JPEG files.
+// clean shutdown. The source here makes its bytes and its crop window from (index,
+// augmentation key), so every byte and window of every batch can be checked;
+// tests/data/loader_files_test.cpp runs real JPEG files.
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -16,20 +17,24 @@
 using namespace cutrain;
 
 namespace {
-// Sample i is S x S x C bytes that depend on i and its augmentation key; label i % 10.
-// Optionally slow (a decode that takes time) and failing (a bad file at chosen indices).
+// Sample i is an uncut (S+2) x (S+2) x C image (a random crop with pad 1) whose bytes and
+// window depend on i and its augmentation key; label i % 10. Optionally slow (a decode that
+// takes time) and failing (a bad file at chosen indices).
 class PatternSource : public SampleSource {
  public:
   PatternSource(int64_t n, int size, std::set<int64_t> bad = {}, int work_us = 0)
       : n_(n), bad_(std::move(bad)), work_us_(work_us) {
     spec_.size = size;
     spec_.channels = 3;
+    spec_.random_crop = true;
+    spec_.pad = 1;
   }
   int64_t size() const override { return n_; }
   int32_t label(int64_t i) const override { return int32_t(i % 10); }
   std::string name(int64_t i) const override { return "pattern[" + std::to_string(i) + "]"; }
   const ImageSpec& spec() const override { return spec_; }
-  DecodeResult load(int64_t i, uint64_t key, uint8_t* out, StageTimes&) const override {
+  DecodeResult load(int64_t i, uint64_t key, uint8_t* out, InputCrop& window,
+                    StageTimes&) const override {
     {
       std::lock_guard<std::mutex> lock(mu_);
       loads_[i]++;
@@ -42,7 +47,13 @@ class PatternSource : public SampleSource {
       return r;
     }
     fill(i, key, out, sample_bytes());
+    window = window_of(i, key);
     return DecodeResult();
+  }
+  // Anywhere in the (S+2)^2 image: top and left in [0, 2], flipped or not.
+  static InputCrop window_of(int64_t i, uint64_t key) {
+    const uint64_t r = rng_u64(key ^ uint64_t(i), 1u << 30);
+    return InputCrop{int32_t(r % 3), int32_t((r >> 8) % 3), int32_t((r >> 16) & 1)};
   }
   static void fill(int64_t i, uint64_t key, uint8_t* out, size_t bytes) {
     for (size_t j = 0; j < bytes; j++) out[j] = uint8_t(rng_u64(key ^ uint64_t(i), j));
@@ -81,13 +92,22 @@ LoaderConfig loader_config(int threads, int ring = 4) {
   return c;
 }
 
-// Every byte and label of a batch equals what the source makes for those samples.
+// Every byte, window and label of a batch equals what the source makes for those samples.
 void require_batch_matches(const Batch& b, const PatternSource& src, uint64_t seed) {
+  REQUIRE(b.size == src.spec().size);
+  REQUIRE(b.side == src.spec().size + 2);  // uncut: the window and its margin of 1
+  REQUIRE(b.channels == 3);
   std::vector<uint8_t> want(src.sample_bytes());
+  REQUIRE(want.size() == size_t(b.side) * size_t(b.side) * 3);
   for (int k = 0; k < b.n; k++) {
     const int64_t i = b.indices[k];
-    PatternSource::fill(i, augment_key(seed, b.where.epoch, i), want.data(), want.size());
+    const uint64_t key = augment_key(seed, b.where.epoch, i);
+    PatternSource::fill(i, key, want.data(), want.size());
     REQUIRE(std::memcmp(b.images + size_t(k) * want.size(), want.data(), want.size()) == 0);
+    const InputCrop w = PatternSource::window_of(i, key);
+    REQUIRE(b.crops[k].top == w.top);
+    REQUIRE(b.crops[k].left == w.left);
+    REQUIRE(b.crops[k].flip == w.flip);
     REQUIRE(b.labels[k] == src.label(i));
   }
 }
@@ -99,6 +119,7 @@ uint64_t batch_hash(const Batch& b, size_t sample_bytes) {
     for (size_t i = 0; i < n; i++) h = (h ^ c[i]) * 1099511628211ull;
   };
   add(b.images, size_t(b.n) * sample_bytes);
+  add(b.crops, size_t(b.n) * sizeof(InputCrop));
   add(b.labels, size_t(b.n) * 4);
   add(b.indices, size_t(b.n) * 8);
   return h;
@@ -251,6 +272,22 @@ TEST_CASE("loader: strict mode and worker errors stop the run with the reason") 
   REQUIRE_ERROR(loader.next(), "bad file (corrupt): pattern[5]");
 }
 
+TEST_CASE("loader: a crop window outside its image is an error, found before the batch goes") {
+  // The GPU's input kernel reads the windows without checking them (kernels/input.h): the
+  // loader checks each one on the host as it is loaded (input_check_crops).
+  struct OffTheEdge : PatternSource {
+    OffTheEdge() : PatternSource(40, 4) {}
+    DecodeResult load(int64_t i, uint64_t key, uint8_t* out, InputCrop& window,
+                      StageTimes& t) const override {
+      const DecodeResult r = PatternSource::load(i, key, out, window, t);
+      if (i == 11) window.left = 3;  // 3 + 4 > the uncut side, 6
+      return r;
+    }
+  };
+  Loader loader(std::make_shared<OffTheEdge>(), sampler_config(40, 40), loader_config(2));
+  REQUIRE_ERROR(loader.next(), "does not lie inside the 6x6 image");
+}
+
 TEST_CASE("loader: destroying it mid-epoch with busy workers returns promptly") {
   auto src = std::make_shared<PatternSource>(10000, 8, std::set<int64_t>{}, 200);
   const auto t0 = std::chrono::steady_clock::now();
@@ -304,17 +341,21 @@ TEST_CASE("loader [gpu]: batches reach the device on the copy stream, ordered by
   Stream compute;
   Loader loader(src, sampler_config(300, 32), cfg);
   std::vector<uint8_t> images;
+  std::vector<InputCrop> crops;
   std::vector<int32_t> labels;
   for (int b = 0; b < 40; b++) {
     Batch batch = loader.next(compute.get());
     images.assign(size_t(batch.n) * src->sample_bytes(), 0);
+    crops.assign(size_t(batch.n), InputCrop{-1, -1, -1});
     labels.assign(size_t(batch.n), -1);
     // queued on the compute stream, after the wait next() put there: no host sync needed
     copy_async(images.data(), batch.d_images, images.size(), compute.get());
+    copy_async(crops.data(), batch.d_crops, crops.size() * sizeof(InputCrop), compute.get());
     copy_async(labels.data(), batch.d_labels, labels.size() * 4, compute.get());
     compute.synchronize();
-    Batch view = batch;
+    Batch view = batch;  // the device's copies, checked as the host's are
     view.images = images.data();
+    view.crops = crops.data();
     view.labels = labels.data();
     require_batch_matches(view, *src, 42);
     loader.release(batch, compute.get());  // refilled after the work queued on compute

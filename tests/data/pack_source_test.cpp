@@ -1,7 +1,8 @@
-// PackSource: load() returns the stored bytes (centre spec) or augment_square of them (random
-// crop and flip), from memory and from disk; random access in any order and from many threads
-// gives the same bytes; stage times; bad packs refused with messages naming the file; and in
-// the loader, a pack gives the same batches as the JPEG files it was made from.
+// PackSource: load() returns the stored bytes (centre spec) or, once its window is cut out,
+// augment_square of them (random crop and flip, padded or not), from memory and from disk;
+// random access in any order and from many threads gives the same bytes; stage times; bad
+// packs refused with messages naming the file; and in the loader, a pack gives the same
+// batches (uncut images and windows) as the JPEG files it was made from.
 #include <algorithm>
 #include <filesystem>
 #include <functional>
@@ -23,9 +24,9 @@ namespace {
 constexpr int kStored = 16;
 constexpr size_t kStoredBytes = kStored * kStored * 3;
 
-ImageSpec spec_of(int size, bool crop, bool flip) {
+ImageSpec spec_of(int size, bool crop, bool flip, int pad = 0) {
   ImageSpec s;
-  s.size = size, s.channels = 3, s.random_crop = crop, s.random_flip = flip;
+  s.size = size, s.channels = 3, s.random_crop = crop, s.random_flip = flip, s.pad = pad;
   return s;
 }
 
@@ -45,10 +46,11 @@ std::vector<uint8_t> expected(const PackData& p, int64_t i, const ImageSpec& spe
   return out;
 }
 
+// load() with its window cut out (load_cut).
 std::vector<uint8_t> load(const PackSource& src, int64_t i, uint64_t key) {
-  std::vector<uint8_t> out(src.sample_bytes(), 0xEE);
+  std::vector<uint8_t> out(size_t(src.spec().size) * src.spec().size * 3, 0xEE);
   StageTimes t;
-  const DecodeResult r = src.load(i, key, out.data(), t);
+  const DecodeResult r = src.load_cut(i, key, out.data(), t);
   INFO(r.message);
   REQUIRE(r.ok());
   return out;
@@ -105,11 +107,12 @@ TEST_CASE("PackSource: a centre spec gives the stored bytes, from memory and fro
     }
     StageTimes t;
     std::vector<uint8_t> out(kStoredBytes);
-    for (int64_t i = 0; i < 40; i++) REQUIRE(src.load(i, 0, out.data(), t).ok());
+    InputCrop window;
+    for (int64_t i = 0; i < 40; i++) REQUIRE(src.load(i, 0, out.data(), window, t).ok());
     REQUIRE(t.decode_s == 0);
     REQUIRE(t.augment_s > 0);
     REQUIRE((src.in_memory() ? t.read_s == 0 : t.read_s > 0));
-    REQUIRE_ERROR(src.load(40, 0, out.data(), t), "index outside [0, 40)");
+    REQUIRE_ERROR(src.load(40, 0, out.data(), window, t), "index outside [0, 40)");
   }
   // the one-argument form: the stored size, as stored
   const PackSource plain(path);
@@ -124,11 +127,15 @@ TEST_CASE("PackSource: random crop and flip equal augment_square on the stored i
   const PackData p = read_pack_raw(path);
   for (int64_t max_in_memory : {kPackMaxInMemoryBytes, int64_t(0)}) {
     for (const ImageSpec& spec : {spec_of(12, true, true), spec_of(12, false, false),
-                                  spec_of(16, false, true), spec_of(9, true, false)}) {
+                                  spec_of(16, false, true), spec_of(9, true, false),
+                                  spec_of(16, true, true, 3), spec_of(12, true, false, 2)}) {
       const PackSource src(path, spec, max_in_memory);
       INFO("in memory " << src.in_memory() << ", size " << spec.size << " crop "
-                        << spec.random_crop << " flip " << spec.random_flip);
-      REQUIRE(src.sample_bytes() == size_t(spec.size) * spec.size * 3);
+                        << spec.random_crop << " flip " << spec.random_flip << " pad "
+                        << spec.pad);
+      // uncut: the window and its margin of pad pixels on each side
+      const size_t side = size_t(spec.size + 2 * spec.pad);
+      REQUIRE(src.sample_bytes() == side * side * 3);
       std::set<std::vector<uint8_t>> distinct;
       for (uint64_t key = 0; key < 20; key++) {
         const std::vector<uint8_t> got = load(src, 3, key);
@@ -156,13 +163,13 @@ TEST_CASE("PackSource: random access in any order, from 8 threads at once, gives
         std::vector<int64_t> order(40);
         for (int64_t i = 0; i < 40; i++) order[size_t(i)] = i;
         std::mt19937 rng{uint32_t(t)};
-        std::vector<uint8_t> out(src.sample_bytes());
+        std::vector<uint8_t> out(size_t(spec.size) * spec.size * 3);
         StageTimes times;
         for (int round = 0; round < 5; round++) {
           std::shuffle(order.begin(), order.end(), rng);
           for (int64_t i : order) {
             const uint64_t key = uint64_t(i) * 1000 + uint64_t(round);
-            if (!src.load(i, key, out.data(), times).ok()) failures[size_t(t)]++;
+            if (!src.load_cut(i, key, out.data(), times).ok()) failures[size_t(t)]++;
             else if (out != expected(p, i, spec, key)) mismatches[size_t(t)]++;
           }
         }
@@ -275,7 +282,7 @@ TEST_CASE("PackSource in the loader: the same batches as the JPEG list, for squa
   o.size = kStored, o.channels = 3;
   write_pack(list, dir / "sq.h5", o);
 
-  ImageSpec spec = spec_of(12, true, true);
+  ImageSpec spec = spec_of(12, true, true, 2);
   auto from_pack = std::make_shared<PackSource>(dir / "sq.h5", spec, 0);  // on disk
   spec.resize = kStored;
   auto from_files = std::make_shared<ListSource>(list, spec);
@@ -290,7 +297,14 @@ TEST_CASE("PackSource in the loader: the same batches as the JPEG list, for squa
     REQUIRE(x.n == y.n);
     REQUIRE(std::equal(x.indices, x.indices + x.n, y.indices));
     REQUIRE(std::equal(x.labels, x.labels + x.n, y.labels));
-    REQUIRE(std::equal(x.images, x.images + size_t(x.n) * 12 * 12 * 3, y.images));
+    REQUIRE(x.side == 16);  // uncut: 12 + 2 x 2
+    REQUIRE(y.side == 16);
+    REQUIRE(std::equal(x.images, x.images + size_t(x.n) * 16 * 16 * 3, y.images));
+    for (int k = 0; k < x.n; k++) {
+      REQUIRE(x.crops[k].top == y.crops[k].top);
+      REQUIRE(x.crops[k].left == y.crops[k].left);
+      REQUIRE(x.crops[k].flip == y.crops[k].flip);
+    }
     a.release(x);
     b.release(y);
   }

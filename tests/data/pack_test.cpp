@@ -228,12 +228,12 @@ TEST_CASE("pack: a new pack replaces an old one atomically; the old one's reader
   StageTimes t;
   REQUIRE(old_reader.size() == 10);
   for (int64_t i = 0; i < 10; i++) {
-    REQUIRE(old_reader.load(i, 0, got.data(), t).ok());
+    REQUIRE(old_reader.load_cut(i, 0, got.data(), t).ok());
     REQUIRE(got == centre_sample(old_list.samples[size_t(i)].path, 16, 3));
   }
   const PackSource new_reader(out, spec, 0);
   REQUIRE(new_reader.size() == 20);
-  REQUIRE(new_reader.load(7, 0, got.data(), t).ok());
+  REQUIRE(new_reader.load_cut(7, 0, got.data(), t).ok());
   REQUIRE(got == centre_sample(new_list.samples[7].path, 16, 3));
   REQUIRE(got != centre_sample(old_list.samples[7].path, 16, 3));
 }

@@ -208,7 +208,7 @@ class SlowSource : public SampleSource {
   int32_t label(int64_t i) const override { return int32_t(i % 10); }
   std::string name(int64_t i) const override { return "slow[" + std::to_string(i) + "]"; }
   const ImageSpec& spec() const override { return spec_; }
-  DecodeResult load(int64_t i, uint64_t, uint8_t* out, StageTimes&) const override {
+  DecodeResult load(int64_t i, uint64_t, uint8_t* out, InputCrop&, StageTimes&) const override {
     busy_us(work_us_);
     std::fill(out, out + sample_bytes(), uint8_t(i % 251));
     return DecodeResult();

@@ -171,13 +171,12 @@ TEST_CASE("balance loss: weights 160 / (10 n_k) in the loss; resume is exact") {
   Trainer twin(cfg, cpu());
   const TrainConfig& c = twin.config();
   double want = 0, want_plain = 0;
+  const InputNorm norm(Normalization{c.mean, c.std});
   a.on_shard = [&](int, const Batch& b) {
-    const size_t image = size_t(c.size) * size_t(c.size) * size_t(c.channels);
     for (int begin = 0; begin < b.n; begin += 16) {
       const int n = std::min(16, b.n - begin);
       Tape tape;
-      const Tensor x = input_tensor(b.images + size_t(begin) * image, n, c.size, c.channels,
-                                    Normalization{c.mean, c.std}, DType::f32);
+      const Tensor x = model_input(b, begin, n, norm, DType::f32, Device::cpu).x;
       const std::vector<double> z =
           twin.model().forward(tape, make_var(x), true)->value.to_doubles();  // (n,10)
       for (int i = 0; i < n; i++) {

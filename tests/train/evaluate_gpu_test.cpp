@@ -1,103 +1,20 @@
-// The GPU side of the trainer's input and of evaluation: input_tensor_gpu gives input_tensor's
-// bits, labels_tensor_gpu owns a copy of the labels, and evaluate() of a model on cuda gives
-// the metrics of the same model on the CPU, in f32 and f16.
+// evaluate() on the GPU: a model on cuda gives the metrics of the same model on the CPU, in
+// f32 and f16, whatever the batch size. (Its input, model_input on the device:
+// tests/train/batch_input_gpu_test.cpp.)
 #include <cmath>
 #include <cstdlib>
 #include <vector>
 
-#include "kernels/rng.h"
 #include "nn/gpu_context.h"
 #include "nn/model.h"
-#include "tests/kernels/gpu_compare.h"
 #include "tests/test_util.h"
 #include "tests/train/fashion_mnist_data.h"
 #include "tests/train/train_fixture.h"
-#include "train/batch_input.h"
 #include "train/dataset.h"
 #include "train/evaluate.h"
 
 using namespace cutrain;
 using namespace cutrain_test;
-
-namespace {
-
-// A tensor's elements as T on the host (copied back from the device if needed).
-template <typename T> std::vector<T> host_values(const Tensor& t) {
-  const Tensor h = t.to(Device::cpu);
-  const T* p = h.data<T>();
-  return std::vector<T>(p, p + h.numel());
-}
-
-// Poisons the block the next cuda tensor like `like` will most likely get: the caching
-// allocator hands a freed block of the same size back to the next request on the same stream.
-// So an element input_tensor_gpu failed to write reads 0xff bytes (NaN in f32 and f16).
-void poison_next_block(const Tensor& like) {
-  const Tensor t = Tensor::empty(like.shape(), like.dtype(), Device::cuda);
-  memset_async(t.raw(), 0xff, t.bytes(), gpu_context().stream);
-}
-
-}  // namespace
-
-TEST_CASE_TEMPLATE("batch_input [gpu]: input_tensor_gpu equals input_tensor bit for bit", T, float,
-                   half_t) {
-  REQUIRE_GPU();
-  Stream stream;
-  GpuContextScope on(GpuContext{stream.get(), ConvImpl::tc, LinearImpl::tc});
-  const DType dtype = dtype_of<T>();
-  struct Case {
-    int n, S, C;
-    Normalization norm;
-  };
-  const std::vector<Case> cases = {
-      {7, 28, 1, {{0.286}, {0.353}}},                                  // Fashion-MNIST
-      {5, 33, 3, {{0.485, 0.456, 0.406}, {0.229, 0.224, 0.225}}},      // ImageNet's statistics
-      {1, 9, 3, {{0.5, 0.0, 1.0}, {0.25, 1.0, 0.125}}},
-      {67, 17, 1, {{0.1}, {2.5}}},
-  };
-  for (size_t k = 0; k < cases.size(); k++) {
-    const Case& c = cases[k];
-    INFO("n " << c.n << ", " << c.S << "x" << c.S << "x" << c.C << ", " << dtype_name(dtype));
-    std::vector<uint8_t> px(size_t(c.n) * size_t(c.S) * size_t(c.S) * size_t(c.C));
-    for (size_t i = 0; i < px.size(); i++) px[i] = uint8_t(rng_u64(40 + k, i));
-    const DeviceBuffer d_px = upload(px);
-    const DeviceNormalization norm(c.norm);
-    REQUIRE(norm.channels() == c.C);
-    const Tensor want = input_tensor(px.data(), c.n, c.S, c.C, c.norm, dtype);
-    poison_next_block(want);
-    const Tensor got = input_tensor_gpu(static_cast<const uint8_t*>(d_px.data()), c.n, c.S, c.C,
-                                        norm, dtype);
-    REQUIRE(got.device() == Device::cuda);
-    REQUIRE(got.dtype() == dtype);
-    REQUIRE(got.shape() == want.shape());
-    require_same_bits(host_values<T>(got), host_values<T>(want), "x");
-  }
-  // The channel count must match the statistics, and the dtype be one the kernel writes.
-  const DeviceNormalization norm1(Normalization{{0.5}, {0.5}});
-  DeviceBuffer d(64);
-  REQUIRE_ERROR(input_tensor_gpu(static_cast<const uint8_t*>(d.data()), 1, 2, 3, norm1, dtype),
-                "3 channels but 1 means");
-  REQUIRE_ERROR(input_tensor_gpu(static_cast<const uint8_t*>(d.data()), 1, 2, 1, norm1,
-                                 DType::f64),
-                "must be f32 or f16 on a GPU");
-  REQUIRE_ERROR(DeviceNormalization(Normalization{{0.5}, {0.0}}), "must be a finite number > 0");
-}
-
-TEST_CASE("batch_input [gpu]: labels_tensor_gpu is an i32 copy that outlives its source") {
-  REQUIRE_GPU();
-  Stream stream;
-  GpuContextScope on(GpuContext{stream.get(), ConvImpl::tc, LinearImpl::tc});
-  std::vector<int32_t> y(301);
-  for (size_t i = 0; i < y.size(); i++) y[i] = int32_t(rng_u64(9, i) % 1000);
-  DeviceBuffer d_y = upload(y);
-  const Tensor labels = labels_tensor_gpu(static_cast<const int32_t*>(d_y.data()), int(y.size()));
-  // The loader refills its slot once the stream has passed the copy: the tensor must not care.
-  memset_async(d_y.data(), 0xff, d_y.bytes(), stream.get());
-  REQUIRE(labels.device() == Device::cuda);
-  REQUIRE(labels.dtype() == DType::i32);
-  REQUIRE(labels.shape() == Shape{301});
-  REQUIRE(host_values<int32_t>(labels) == y);
-  REQUIRE(labels_tensor_gpu(static_cast<const int32_t*>(d_y.data()), 0).numel() == 0);
-}
 
 // The same model (same description, same seed: the same initial bits, since models are built
 // on the CPU and then moved) evaluated on cuda and on the CPU over 301 real images in batches

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "data/image_list.h"
+#include "kernels/input.h"
 #include "nn/model.h"
 #include "tests/test_util.h"
 #include "tests/train/fashion_mnist_data.h"
@@ -29,18 +30,6 @@ TEST_CASE("label_rank and top_k: larger logits first, ties to the lower class") 
   REQUIRE(std::abs(p[1] / p[3] - std::exp(3.0)) < 1e-9);
 }
 
-TEST_CASE("input_tensor: (pixel / 255 - mean) / std per channel, in f32 and f16") {
-  const uint8_t px[6] = {0, 255, 51, 102, 204, 255};  // (1,1,2,3)
-  Normalization norm{{0.5, 0.2, 0.0}, {0.5, 0.4, 1.0}};
-  const Tensor x = input_tensor(px, 1, 1, 3, norm, DType::f32);  // the first 1x1 image
-  REQUIRE(x.shape() == Shape{1, 1, 1, 3});
-  require_near(x.to_doubles(), {-1.0, (1.0 - 0.2) / 0.4, 0.2}, 1e-6);
-  const Tensor h = input_tensor(px, 2, 1, 3, norm, DType::f16);
-  REQUIRE(h.dtype() == DType::f16);
-  require_near(h.to_doubles(), {-1.0, 2.0, 0.2, -0.2, 1.5, 1.0}, 2e-3);
-  REQUIRE_ERROR(input_tensor(px, 1, 1, 1, norm, DType::f32), "1 channels but 3 means");
-}
-
 TEST_CASE("evaluate: batches of 7 (a short last one) give the metrics of one forward over all") {
   const FashionMnistFiles& fm = fashion_mnist_jpegs();
   ImageSpec spec;  // 28x28x1, centred
@@ -55,17 +44,19 @@ TEST_CASE("evaluate: batches of 7 (a short last one) give the metrics of one for
   const EvalResult r = evaluate(*model, data, opt);
   REQUIRE(r.images == 61);
 
-  // The same by hand: every image in one batch, in list order.
+  // The same by hand: every image in one batch, in list order, normalised by the kernel.
   std::vector<uint8_t> px(61 * 784);
   std::vector<int32_t> y(61);
   StageTimes t;
   for (int i = 0; i < 61; i++) {
-    REQUIRE(data->load(i, 0, &px[size_t(i) * 784], t).ok());
+    REQUIRE(data->load_cut(i, 0, &px[size_t(i) * 784], t).ok());
     y[size_t(i)] = data->label(i);
   }
+  Tensor x = Tensor::empty({61, 28, 28, 1}, DType::f32);
+  input_normalize_cpu<float>(61, 28, 1, px.data(), {float(opt.norm.mean[0])},
+                             {float(opt.norm.std[0])}, x.data<float>());
   Tape tape(false);
-  VarPtr logits = model->forward(tape, make_var(input_tensor(px.data(), 61, 28, 1, opt.norm,
-                                                             DType::f32)), false);
+  VarPtr logits = model->forward(tape, make_var(x), false);
   const Tensor labels = Tensor::from_ints(y, {61});
   const double loss = softmax_cross_entropy(tape, logits, labels, 0.0)->value.item();
   REQUIRE(r.top1 == top1_correct(logits->value, labels));
@@ -116,17 +107,10 @@ TEST_CASE("EvalAccumulator: ranks each row, counts per class, weighs the loss by
   REQUIRE_ERROR(EvalAccumulator(0), "0 classes");
 }
 
-TEST_CASE("batch_input: without a usable GPU the device functions refuse, saying why") {
+TEST_CASE("evaluate: without a usable GPU a model on cuda cannot be built, saying why") {
   if (gpu_usable()) {
-    skip("a GPU is usable here: tests/train/evaluate_gpu_test.cpp runs the device functions");
+    skip("a GPU is usable here: tests/train/evaluate_gpu_test.cpp evaluates on it");
     return;
-  }
-  const Normalization norm{{0.5}, {0.5}};
-  REQUIRE_ERROR(DeviceNormalization{norm}, "DeviceNormalization: no GPU to prepare the batch on");
-  REQUIRE_ERROR(labels_tensor_gpu(nullptr, 4), "labels_tensor_gpu: no GPU");
-  if (!cuda_compiled()) {
-    REQUIRE_ERROR(DeviceNormalization{norm}, "built without CUDA");
-    REQUIRE_ERROR(labels_tensor_gpu(nullptr, 4), "built without CUDA");
   }
   // A model on cuda cannot even be built, so evaluate() never gets that far.
   ModelOptions mo;

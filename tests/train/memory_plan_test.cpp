@@ -25,7 +25,8 @@ TEST_CASE("memory plan: the batch ring, activations and parameters, from the sha
   const TrainConfig c = tiny_run_config(dir / "run");  // 28x28x1, batch 32 in 2 micro-batches
   const MemoryPlan p = plan_memory(c, Device::cpu, DType::f32);
   REQUIRE(p.device.empty());
-  REQUIRE(bytes_of(p.host, "batch ring") == 4 * 32 * 28 * 28);
+  // The training ring holds uncut images: the 28x28 window and --pad 3 on each side.
+  REQUIRE(bytes_of(p.host, "batch ring") == 4 * 32 * 34 * 34);
   REQUIRE(bytes_of(p.host, "evaluation ring") == 4 * 256 * 28 * 28);
   // A shapes-only model has the real one's rows and parameter count, and no parameter memory.
   ModelOptions mo;
@@ -43,7 +44,7 @@ TEST_CASE("memory plan: the batch ring, activations and parameters, from the sha
   REQUIRE(bytes_of(p.host, "activations") == std::max(3 * 16, 256) * per_image * 4);
   // fp16 on a GPU: the same ring on the host (pinned) and the device, half the activations.
   const MemoryPlan g = plan_memory(c, Device::cuda, DType::f16);
-  REQUIRE(bytes_of(g.device, "batch ring") == 4 * 32 * 28 * 28);
+  REQUIRE(bytes_of(g.device, "batch ring") == 4 * 32 * 34 * 34);
   REQUIRE(bytes_of(g.device, "activations") == 256 * per_image * 2);
   REQUIRE(bytes_of(g.host, "activations") == -1);
 }
@@ -52,6 +53,7 @@ TEST_CASE("memory plan: a run that cannot fit is refused, naming what is big and
   TempDir dir;
   TrainConfig c = tiny_run_config(dir / "run");
   c.size = 4096, c.batch = 4096, c.accum = 1, c.val.clear();  // a batch ring of 256 GiB
+  c.augment = false;  // no margin: the ring's images are 4096x4096
   REQUIRE_USER_ERROR(check_run_memory(c, RunDevice{}), "batch ring 256.0 GiB (4 slots of 4096 images of 4096x4096x1)");
   REQUIRE_USER_ERROR(check_run_memory(c, RunDevice{}), "available: lower --batch or --size");
   // The numbers of the message, with a given amount available.

@@ -24,7 +24,7 @@ class Labels : public SampleSource {
   int32_t label(int64_t i) const override { return labels_[size_t(i)]; }
   std::string name(int64_t i) const override { return "s" + std::to_string(i); }
   const ImageSpec& spec() const override { return spec_; }
-  DecodeResult load(int64_t, uint64_t, uint8_t*, StageTimes&) const override {
+  DecodeResult load(int64_t, uint64_t, uint8_t*, InputCrop&, StageTimes&) const override {
     return DecodeResult();
   }
 
