@@ -1,5 +1,5 @@
 # A check of DeviceRing's event orderings without a GPU: `python3 tests/train/device_ring_sim.py`
-# (not part of `make test`). It queues exactly what DeviceRing::run queues (train/device_ring.cpp:
+# (not part of `make test`). It queues exactly what DeviceRing::run queues (train/replicas/device_ring.cpp:
 # entered, phases A/B/C per step, the final wait; same-device and staged links), two training
 # steps of two buckets with compute streams that overwrite the buffers after waiting, then runs
 # the streams in thousands of random interleavings (each stream in order, a wait captures the
