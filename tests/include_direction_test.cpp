@@ -105,9 +105,11 @@ TEST_CASE("include direction: each rule broken is reported with file:line and th
                                "#include \"nn/tensor.h\"\n#include \"local.h\"\n")
                 .empty());
     REQUIRE(include_violations("data/loader.h", "#include \"kernels/gpu.h\"\n").empty());
-    REQUIRE(include_violations("train/step/engine.cpp",
+    // train/'s subfolders are train/: a file beside, or one in a sibling subfolder
+    REQUIRE(include_violations("train/engine/trainer.cpp",
                                "#include \"kernels/gpu.h\"\n#include \"nn/model.h\"\n"
-                               "#include \"data/loader.h\"\n#include \"train/run/config.h\"\n")
+                               "#include \"data/loader.h\"\n#include \"train/run/config.h\"\n"
+                               "#include \"lane.h\"\n#include \"../replicas/ring.h\"\n")
                 .empty());
     // not an include: a comment, a string; and folders without a rule
     REQUIRE(include_violations("nn/a.cpp",
@@ -146,10 +148,13 @@ TEST_CASE("include direction: each rule broken is reported with file:line and th
             "data/sub/x.cpp:1: includes nn/tensor.h: data/ may include kernels/ and data/ only");
     REQUIRE(v[1].rfind("data/sub/x.cpp:3: includes train/run/config.h: ", 0) == 0);
   }
-  SUBCASE("train/ includes none of tests/, bench/, fuzz/") {
-    const auto v = include_violations("train/run/run.cpp", "#include \"tests/test_util.h\"\n");
-    REQUIRE(v == std::vector<std::string>{"train/run/run.cpp:1: includes tests/test_util.h: train/ may "
-                                          "include kernels/, nn/, data/ and train/ only"});
+  SUBCASE("train/ includes none of tests/, bench/, fuzz/, also from a subfolder") {
+    const auto v = include_violations("train/run/run.cpp", "#include \"tests/test_util.h\"\n"
+                                                           "#include \"../../bench/x.h\"\n");
+    REQUIRE(v.size() == 2);
+    REQUIRE(v[0] == "train/run/run.cpp:1: includes tests/test_util.h: train/ may include "
+                    "kernels/, nn/, data/ and train/ only");
+    REQUIRE(v[1].rfind("train/run/run.cpp:2: includes ../../bench/x.h: ", 0) == 0);
   }
 }
 
@@ -159,12 +164,14 @@ TEST_CASE("include direction: a tree with offending files fails, naming each of 
   cutrain_test::write_text(dir / "nn/bad.h",
                            "#pragma once\n#include \"nn/a.h\"\n#include \"data/sampler.h\"\n");
   cutrain_test::write_text(dir / "data/deep/bad.cu", "#include \"train/engine/trainer.h\"\n");
-  cutrain_test::write_text(dir / "train/ok.cpp", "#include \"nn/a.h\"\n#include \"data/b.h\"\n");
+  cutrain_test::write_text(dir / "train/engine/ok.cpp",
+                           "#include \"nn/a.h\"\n#include \"data/b.h\"\n#include \"../run/c.h\"\n");
   cutrain_test::write_text(dir / "nn/README.md", "#include \"train/x.h\"\n");  // not a source
   const TreeCheck check = check_tree(dir.path());
   REQUIRE(check.files == 4);
   REQUIRE(check.violations.size() == 2);
-  REQUIRE(check.violations[0].rfind("data/deep/bad.cu:1: includes train/engine/trainer.h: ", 0) == 0);
+  REQUIRE(check.violations[0].rfind("data/deep/bad.cu:1: includes train/engine/trainer.h: ", 0) ==
+          0);
   REQUIRE(check.violations[1].rfind("nn/bad.h:3: includes data/sampler.h: ", 0) == 0);
 }
 
