@@ -78,13 +78,14 @@ endif
 
 BUILD := build/$(MODE)
 
-# Sources: every .cpp of the library folders; .cu only in CUDA builds. train/main.cpp is the
-# program; the rest of train/ (the trainer, its commands) is library code, linked into the
-# tests as well, so the training loop is tested like everything else.
+# Sources: every .cpp of the library folders and their subfolders (train/cli/, train/run/,
+# ...); .cu only in CUDA builds. train/cli/main.cpp is the program; the rest of train/ (the
+# trainer, its commands) is library code, linked into the tests as well, so the training loop
+# is tested like everything else.
 LIB_DIRS := kernels nn data train
-APP_CPP  := train/main.cpp
-LIB_CPP  := $(filter-out $(APP_CPP),$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cpp)))
-LIB_CU   := $(if $(filter 1,$(USE_CUDA)),$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cu)))
+APP_CPP  := train/cli/main.cpp
+LIB_CPP  := $(filter-out $(APP_CPP),$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cpp $(d)/*/*.cpp)))
+LIB_CU   := $(if $(filter 1,$(USE_CUDA)),$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cu $(d)/*/*.cu)))
 # tests/*/*_gpu_test.cpp call the CUDA launchers: CUDA builds only (they skip without a device).
 TEST_GPU_CPP := $(wildcard tests/*/*_gpu_test.cpp)
 TEST_CPP := $(filter-out $(if $(filter 1,$(USE_CUDA)),,$(TEST_GPU_CPP)),$(wildcard tests/*.cpp tests/*/*.cpp))
@@ -191,9 +192,9 @@ deps:
 	$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing
 
 # The main job on the embedded default: deps, build, Fashion-MNIST import, training, a summary.
-# GPU when usable, else a CPU subset (train/demo.sh says which and why).
+# GPU when usable, else a CPU subset (train/cli/demo.sh says which and why).
 demo:
-	@train/demo.sh
+	@train/cli/demo.sh
 
 # ---- fuzzing (fuzz/README.md) ----------------------------------------------------------------
 # One libFuzzer target per parser of outside input, built by clang with AddressSanitizer and
@@ -222,7 +223,7 @@ FUZZ_LIB_CPP  := $(addprefix data/,atomic_file.cpp image_list.cpp image_decode.c
                    ops_norm.cpp ops_pool.cpp) \
                  $(addprefix kernels/,cast.cpp gpu.cpp batchnorm.cpp conv2d.cpp elementwise.cpp \
                    linear.cpp pool.cpp xxhash64.cpp) \
-                 $(addprefix train/,checkpoint.cpp config.cpp)
+                 $(addprefix train/run/,checkpoint.cpp config.cpp)
 # The readers behind image_list.cpp: the labels of any list (list_rows), CSV lists (libcsv).
 FUZZ_LIB_CPP  += data/list_rows.cpp data/csv_list.cpp
 FUZZ_LIB      := $(FUZZ_BUILD)/libcutrain_fuzz.a

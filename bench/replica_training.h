@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "data/fashion_mnist.h"
-#include "train/dataset.h"
-#include "train/trainer.h"
+#include "train/engine/trainer.h"
+#include "train/run/dataset.h"
 
 namespace cutrain {
 

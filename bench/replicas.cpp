@@ -1,7 +1,7 @@
 // bench_replicas: data-parallel replicas on CPU threads (--devices cpu,...).
 //
 // Prints, in one run:
-//   1. the ring all-reduce (train/ring.h) of R = 2 and 4 replicas at the default model's
+//   1. the ring all-reduce (train/replicas/ring.h) of R = 2 and 4 replicas at the default model's
 //      gradient size and at 64 MB: time, algorithm bandwidth (bytes / time) and bus bandwidth
 //      (algorithm bandwidth x 2(R-1)/R: the bytes each replica actually copies per second), and
 //      the ratio of the bus bandwidth to a plain memcpy's measured here (target >= 0.8);
@@ -12,7 +12,7 @@
 //
 //   bin/bench_replicas [--steps 6] [--batch 64] [--reps 5]
 //
-// What these numbers predict for GPUs: see train/README.md ("Replicas"). On a CPU the
+// What these numbers predict for GPUs: see train/replicas/README.md ("Replicas"). On a CPU the
 // replicas share the cores and the memory bus, so adding replicas adds no compute.
 #include <CLI/CLI.hpp>
 
@@ -28,9 +28,9 @@
 #include "kernels/check.h"
 #include "kernels/rng.h"
 #include "nn/model.h"
-#include "train/dataset.h"
-#include "train/ring.h"
-#include "train/trainer.h"
+#include "train/engine/trainer.h"
+#include "train/replicas/ring.h"
+#include "train/run/dataset.h"
 
 #include "bench/replica_training.h"
 

@@ -2,8 +2,8 @@
 // without a GPU). Prints, in one run:
 //
 //   1. the peer-access matrix and the copy bandwidth of every pair of the listed devices
-//      (what a run prints at start), then the CUDA ring all-reduce (train/device_ring.h) for
-//      R = the listed replicas, at the default model's gradient size and at 64 MB, fp32: its
+//      (what a run prints at start), then the CUDA ring all-reduce (train/replicas/device_ring.h)
+//      for R = the listed replicas, at the default model's gradient size and at 64 MB, fp32: its
 //      time, its bus bandwidth (bytes x 2(R-1)/R / time: what each replica actually copies per
 //      second) and the ratio to the slowest ring link's measured copy bandwidth (target >= 0.8).
 //      Validates before timing: every replica's result equals the CPU Ring's bit for bit.
@@ -41,10 +41,10 @@
 #include "kernels/gpu.h"
 #include "kernels/rng.h"
 #include "nn/model.h"
-#include "train/device_ring.h"
-#include "train/peer_access.h"
-#include "train/ring.h"
-#include "train/trainer.h"
+#include "train/engine/trainer.h"
+#include "train/replicas/device_ring.h"
+#include "train/replicas/peer_access.h"
+#include "train/replicas/ring.h"
 
 #include "bench/replica_training.h"
 
@@ -221,7 +221,7 @@ void bench_training(const std::vector<int>& devices, int batch, int steps) {
         "kernels interleave on one GPU, not how a link overlaps backward. It predicts\n"
         "correctness and per-step overheads, not the speed-up of a multi-GPU host: for that,\n"
         "list distinct GPUs (--devices 0,1,2,3); part 1's bus bandwidth over real links and\n"
-        "train/REPLICAS.md's model of the step estimate it.\n",
+        "train/replicas/REPLICAS.md's model of the step estimate it.\n",
         d4[0]);
   else if (distinct.size() < d4.size())
     std::printf("\nnote: at R = 4 some replicas shared a GPU (--devices %s): that row measures "

@@ -2,7 +2,7 @@
 """cutrain's training run, done in PyTorch: the reference cutrain is measured against.
 
 It takes cutrain's own resolved configuration (OUT/config.json of a `cutrain train` run) and
-its own model description (`cutrain describe --json`, train/describe.h), so it trains the
+its own model description (`cutrain describe --json`, train/cli/describe.h), so it trains the
 same model on the same data with the same recipe:
 
   model          built layer by layer from cutrain's description, checked layer by layer
@@ -24,7 +24,7 @@ Two ways to feed it:
   --mode resident    every image decoded once into a uint8 tensor on the device, crop/flip
                      on the device, the model under torch.compile: the strongest setting
 
-Metrics go to OUT/metrics.jsonl in cutrain's keys (data/metrics.h, train/reporter.h):
+Metrics go to OUT/metrics.jsonl in cutrain's keys (data/metrics.h, train/run/reporter.h):
 "step" records every log_every steps (loss, accuracy, lr, loss_scale, images_per_s,
 data_wait_pct, time), "eval" records after each epoch (top1, top5, loss, images, seconds,
 time), and a closing "summary" record (wall time, time to the target accuracy, what ran).

@@ -72,7 +72,7 @@ struct LoaderConfig {
 // One batch, valid from next() until release(). Its images are uncut (data/image.h): each
 // the crop window with its margin, side P = uncut_side(spec), and the window's place in it
 // (crops); the conversion into the model's input cuts the S x S windows out
-// (train/batch_input.h, kernels/input.h), on the device when the batch is there.
+// (train/engine/batch_input.h, kernels/input.h), on the device when the batch is there.
 struct Batch {
   int64_t seq = 0;                    // 0, 1, 2, ... since the loader started
   SamplerCursor where;                // its epoch and batch number

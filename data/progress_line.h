@@ -2,7 +2,7 @@
 // log), format_hms(), format_train_progress() (the training progress line, a pure function)
 // and TrainProgress (which decides when to print it).
 //
-// The progress line of long commands (train/progress.h) draws with StatusLine too: one way of
+// The progress line of long commands (train/cli/progress.h) draws with StatusLine too: one way of
 // printing progress in the whole program. Why in data/: see data/metrics.h.
 //
 // The training line, on a terminal redrawn about 10 times a second, in a log every N steps:

@@ -14,8 +14,8 @@
 #include "data/pack.h"
 #include "nn/model_spec.h"
 #include "tests/data/test_images.h"
-#include "train/checkpoint.h"
-#include "train/config.h"
+#include "train/run/checkpoint.h"
+#include "train/run/config.h"
 
 namespace cutrain_fuzz {
 

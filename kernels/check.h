@@ -7,7 +7,7 @@
 //  - USER_CHECK is for what the user can get wrong and fix: a flag, a file, the data, a full
 //    disk. It throws UserError, whose message is all the user needs: what is wrong, with which
 //    value or path, and what to do. No source location: it is not a bug in cutrain. The
-//    program prints it and exits 2 (train/main.cpp).
+//    program prints it and exits 2 (train/cli/main.cpp).
 //  - CHECK is for what a caller can get wrong (a bad shape, a label out of range): a broken
 //    invariant, a bug somewhere. It throws Error with file:line, so the program can report it
 //    (exit 1) and tests can assert it.

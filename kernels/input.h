@@ -1,5 +1,5 @@
 // defines: input_normalize_crop_cpu and input_normalize_gpu, the conversion train, eval and
-// predict run on every batch (through model_input, train/batch_input.h): the loader's uint8
+// predict run on every batch (through model_input, train/engine/batch_input.h): the loader's uint8
 // images to the network's normalised input, with each sample's crop window and horizontal
 // flip applied on the way; input_normalize_cpu, the same without crop or flip; InputCrop, one
 // sample's window; input_check_norm and input_check_crops, the argument checks.

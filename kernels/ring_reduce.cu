@@ -1,5 +1,5 @@
 // ring_reduce on the GPU (math in ring_reduce.h): the reduce step of the CUDA ring all-reduce
-// (train/device_ring.h). Must equal ring_reduce_cpu / ring_or_cpu bit for bit.
+// (train/replicas/device_ring.h). Must equal ring_reduce_cpu / ring_or_cpu bit for bit.
 //
 // launch: one thread per element, grid-stride loop, 256 threads a block, at most 4096 blocks
 // (grid_size). Scalar loads: a chunk starts at any element offset, so 16-byte vector accesses

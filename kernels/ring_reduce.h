@@ -1,5 +1,5 @@
-// defines: ring_reduce_cpu, the reduce step of the ring all-reduce (train/ring.h): one chunk of
-// a neighbour's gradients, just received, added into this replica's own chunk.
+// defines: ring_reduce_cpu, the reduce step of the ring all-reduce (train/replicas/ring.h): one
+// chunk of a neighbour's gradients, just received, added into this replica's own chunk.
 //
 // math, per element: dst[i] = T((A(dst[i]) + A(src[i])) * scale), A = acc_t<T> (fp32 for
 // fp16 and fp32, fp64 for fp64). scale is 1 for every step of the reduce-scatter but the last,
@@ -10,11 +10,11 @@
 // precision: fp16 chunks are added in fp32 and rounded back to fp16 once per ring step, so a
 // sum over R replicas is rounded R-1 times (each at most half an fp16 ulp).
 //
-// GPU twin: ring_reduce_gpu (ring_reduce.cu), queued by the CUDA ring (train/device_ring.h) on
-// a replica's comm stream after the copy of the neighbour's chunk into its receive buffer. It
-// gives the same bits as ring_reduce_cpu: the same two operations per element in the same
-// order, (dst + src) then * scale only when scale != 1, each rounded once (the _rn
-// intrinsics of kernels/hd.h, so nvcc cannot fuse them), scale rounded to A on the host as
+// GPU twin: ring_reduce_gpu (ring_reduce.cu), queued by the CUDA ring
+// (train/replicas/device_ring.h) on a replica's comm stream after the copy of the neighbour's chunk
+// into its receive buffer. It gives the same bits as ring_reduce_cpu: the same two operations per
+// element in the same order, (dst + src) then * scale only when scale != 1, each rounded once (the
+// _rn intrinsics of kernels/hd.h, so nvcc cannot fuse them), scale rounded to A on the host as
 // here, and fp16 rounded back with __float2half_rn (nearest even, as half_t(float)).
 //
 // ring_or_cpu / ring_or_gpu: dst[i] |= src[i] on int32: the overflow flags of the loss scaler

@@ -7,7 +7,7 @@
 // follows from it, must not cost a host round trip per step (a cudaStreamSynchronize would
 // drain the GPU's queue every step). So the decision is made by a kernel, the update kernels
 // read it (kernels/sgd.h, adamw.h: `skip`), and the host learns what happened later, from an
-// asynchronous copy of the state (train/trainer.cpp reads it every step, never waiting).
+// asynchronous copy of the state (train/engine/trainer.cpp reads it every step, never waiting).
 //
 // One GPU step, all queued on the compute stream (nn/device_step.h drives it):
 //   step_set_lr:  lr = the schedule's rate for this step (the one value the host sends)

@@ -53,7 +53,7 @@ class Tape {
   // Called during backward() as soon as a variable's gradient is complete: after the last
   // closure that has it as an input (given to wants()) has run. Unset (the default) costs
   // nothing. Data-parallel replicas set it to send each layer's gradients while backward
-  // goes on through the layers before it (train/grad_buckets.h).
+  // goes on through the layers before it (train/replicas/grad_buckets.h).
   std::function<void(const Var&)> grad_ready;
 
   // Seeds d(loss) = seed (loss must have one element), runs every recorded closure in reverse,

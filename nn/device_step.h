@@ -48,7 +48,7 @@ class DeviceStep {
   void decide();                     // step_decide over the flags
   // The decision of the flags as they are now into *out (the device's memory; skip and
   // first_bad are what count), leaving the state alone: data-parallel replicas keep their own
-  // decision before their flags are OR-ed with the other replicas' (train/collective.h).
+  // decision before their flags are OR-ed with the other replicas' (train/replicas/collective.h).
   void decide_into(StepState* out);
   int32_t* flags() { return flags_; }  // all params() flags, contiguous
   void finish();                     // step_finish: the loss scaler's transition, the count

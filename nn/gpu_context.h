@@ -10,7 +10,7 @@
 // Tensors on cuda allocate from the current device's caching allocator on this stream and zero
 // themselves on it, so a thread's ops, allocations and frees are all ordered on one stream.
 // A context with a device (>= 0) also makes that device current for the scope: a replica on
-// GPU 1 (train/trainer.h) puts its tensors, kernels and events there.
+// GPU 1 (train/engine/trainer.h) puts its tensors, kernels and events there.
 #pragma once
 #include <optional>
 #include <type_traits>

@@ -19,7 +19,7 @@
 // With the defaults: start 2^16, x2 after 2000 consecutive clean steps, x0.5 on overflow,
 // within [1, 2^24]. dynamic = false keeps the scale fixed at init (1 for fp32 training): an
 // overflow still skips the step and counts towards the abort, and clean steps are not counted
-// (fp32 training stops at the first: train/trainer.cpp, loss_scaler_config).
+// (fp32 training stops at the first: train/engine/trainer.cpp, loss_scaler_config).
 // After max_consecutive_skips overflows in a row nothing is being learnt (the model has
 // diverged, or the data holds inf/NaN): loss_scaler_check throws, naming the step and the
 // scale.

@@ -46,7 +46,7 @@ struct ModelOptions {
   Device device = Device::cpu;
   // Shapes only: the layers, their output shapes and parameter counts (rows(), table()), but
   // no parameter memory. For memory plans made before a run allocates anything
-  // (train/memory_plan.h); such a model cannot run forward().
+  // (train/run/memory_plan.h); such a model cannot run forward().
   bool shapes_only = false;
 };
 

@@ -105,16 +105,18 @@ TEST_CASE("include direction: each rule broken is reported with file:line and th
                                "#include \"nn/tensor.h\"\n#include \"local.h\"\n")
                 .empty());
     REQUIRE(include_violations("data/loader.h", "#include \"kernels/gpu.h\"\n").empty());
-    REQUIRE(include_violations("train/step/engine.cpp",
+    // train/'s subfolders are train/: a file beside, or one in a sibling subfolder
+    REQUIRE(include_violations("train/engine/trainer.cpp",
                                "#include \"kernels/gpu.h\"\n#include \"nn/model.h\"\n"
-                               "#include \"data/loader.h\"\n#include \"train/config.h\"\n")
+                               "#include \"data/loader.h\"\n#include \"train/run/config.h\"\n"
+                               "#include \"lane.h\"\n#include \"../replicas/ring.h\"\n")
                 .empty());
     // not an include: a comment, a string; and folders without a rule
     REQUIRE(include_violations("nn/a.cpp",
                                "// #include \"train/x.h\"\nf(\"#include \\\"data/x.h\\\"\");\n")
                 .empty());
-    REQUIRE(include_violations("tests/x.cpp", "#include \"train/trainer.h\"\n").empty());
-    REQUIRE(include_violations("fuzz/x.cpp", "#include \"train/config.h\"\n").empty());
+    REQUIRE(include_violations("tests/x.cpp", "#include \"train/engine/trainer.h\"\n").empty());
+    REQUIRE(include_violations("fuzz/x.cpp", "#include \"train/run/config.h\"\n").empty());
   }
   SUBCASE("kernels/ includes only kernels/") {
     const auto v = include_violations("kernels/x.cu",
@@ -128,28 +130,31 @@ TEST_CASE("include direction: each rule broken is reported with file:line and th
   SUBCASE("nn/ includes nothing of data/ or train/") {
     const auto v = include_violations("nn/checkpoint.h",
                                       "#pragma once\n#include \"data/sampler.h\"\n"
-                                      "  #  include \"train/config.h\"  // why\n"
+                                      "  #  include \"train/run/config.h\"  // why\n"
                                       "#include \"../train/run.h\"\n");
     REQUIRE(v.size() == 3);
     REQUIRE(v[0] ==
             "nn/checkpoint.h:2: includes data/sampler.h: nn/ may include kernels/ and nn/ only");
-    REQUIRE(v[1].rfind("nn/checkpoint.h:3: includes train/config.h: ", 0) == 0);
+    REQUIRE(v[1].rfind("nn/checkpoint.h:3: includes train/run/config.h: ", 0) == 0);
     REQUIRE(v[2].rfind("nn/checkpoint.h:4: includes ../train/run.h: ", 0) == 0);
   }
   SUBCASE("data/ includes nothing of nn/ or train/, also from a subfolder") {
     const auto v = include_violations("data/sub/x.cpp",
                                       "#include \"nn/tensor.h\"\n"
                                       "#include \"data/x.h\"\n"
-                                      "#include \"train/config.h\"\n");
+                                      "#include \"train/run/config.h\"\n");
     REQUIRE(v.size() == 2);
     REQUIRE(v[0] ==
             "data/sub/x.cpp:1: includes nn/tensor.h: data/ may include kernels/ and data/ only");
-    REQUIRE(v[1].rfind("data/sub/x.cpp:3: includes train/config.h: ", 0) == 0);
+    REQUIRE(v[1].rfind("data/sub/x.cpp:3: includes train/run/config.h: ", 0) == 0);
   }
-  SUBCASE("train/ includes none of tests/, bench/, fuzz/") {
-    const auto v = include_violations("train/run.cpp", "#include \"tests/test_util.h\"\n");
-    REQUIRE(v == std::vector<std::string>{"train/run.cpp:1: includes tests/test_util.h: train/ may "
-                                          "include kernels/, nn/, data/ and train/ only"});
+  SUBCASE("train/ includes none of tests/, bench/, fuzz/, also from a subfolder") {
+    const auto v = include_violations("train/run/run.cpp", "#include \"tests/test_util.h\"\n"
+                                                           "#include \"../../bench/x.h\"\n");
+    REQUIRE(v.size() == 2);
+    REQUIRE(v[0] == "train/run/run.cpp:1: includes tests/test_util.h: train/ may include "
+                    "kernels/, nn/, data/ and train/ only");
+    REQUIRE(v[1].rfind("train/run/run.cpp:2: includes ../../bench/x.h: ", 0) == 0);
   }
 }
 
@@ -158,13 +163,15 @@ TEST_CASE("include direction: a tree with offending files fails, naming each of 
   cutrain_test::write_text(dir / "kernels/a.h", "#pragma once\n#include \"kernels/b.h\"\n");
   cutrain_test::write_text(dir / "nn/bad.h",
                            "#pragma once\n#include \"nn/a.h\"\n#include \"data/sampler.h\"\n");
-  cutrain_test::write_text(dir / "data/deep/bad.cu", "#include \"train/trainer.h\"\n");
-  cutrain_test::write_text(dir / "train/ok.cpp", "#include \"nn/a.h\"\n#include \"data/b.h\"\n");
+  cutrain_test::write_text(dir / "data/deep/bad.cu", "#include \"train/engine/trainer.h\"\n");
+  cutrain_test::write_text(dir / "train/engine/ok.cpp",
+                           "#include \"nn/a.h\"\n#include \"data/b.h\"\n#include \"../run/c.h\"\n");
   cutrain_test::write_text(dir / "nn/README.md", "#include \"train/x.h\"\n");  // not a source
   const TreeCheck check = check_tree(dir.path());
   REQUIRE(check.files == 4);
   REQUIRE(check.violations.size() == 2);
-  REQUIRE(check.violations[0].rfind("data/deep/bad.cu:1: includes train/trainer.h: ", 0) == 0);
+  REQUIRE(check.violations[0].rfind("data/deep/bad.cu:1: includes train/engine/trainer.h: ", 0) ==
+          0);
   REQUIRE(check.violations[1].rfind("nn/bad.h:3: includes data/sampler.h: ", 0) == 0);
 }
 

@@ -1,4 +1,4 @@
-"""The PyTorch twin of a cutrain model, built from `cutrain describe --json` (train/describe.h).
+"""The PyTorch twin of a cutrain model, built from `cutrain describe --json` (train/cli/describe.h).
 
 Every layer is made from the fields cutrain itself reports (kind, K, RxS, stride, pad, bias),
 and check_against() compares each layer's output shape and parameter count, and every

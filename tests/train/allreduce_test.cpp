@@ -1,5 +1,5 @@
-// The ring all-reduce alone (train/ring.h), on real threads: against a plain sum in double for
-// R = 1..5 and sizes not divisible by R (sizes below R included), the same bits on every
+// The ring all-reduce alone (train/replicas/ring.h), on real threads: against a plain sum in double
+// for R = 1..5 and sizes not divisible by R (sizes below R included), the same bits on every
 // replica and in every run, back-to-back collectives of different sizes, fp16, and abort.
 #include <atomic>
 #include <chrono>
@@ -9,7 +9,7 @@
 
 #include "kernels/ring_reduce.h"
 #include "tests/test_util.h"
-#include "train/ring.h"
+#include "train/replicas/ring.h"
 
 using namespace cutrain;
 using namespace cutrain_test;

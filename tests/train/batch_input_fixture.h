@@ -9,7 +9,7 @@
 
 #include "data/loader.h"
 #include "nn/gpu_context.h"
-#include "train/batch_input.h"
+#include "train/engine/batch_input.h"
 
 namespace cutrain_test {
 

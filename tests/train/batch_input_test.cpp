@@ -15,8 +15,8 @@
 #include "tests/test_util.h"
 #include "tests/train/batch_input_fixture.h"
 #include "tests/train/fashion_mnist_data.h"
-#include "train/batch_input.h"
-#include "train/dataset.h"
+#include "train/engine/batch_input.h"
+#include "train/run/dataset.h"
 
 using namespace cutrain;
 using namespace cutrain_test;

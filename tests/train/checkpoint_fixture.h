@@ -12,7 +12,7 @@
 
 #include "tests/data/temp_dir.h"
 #include "tests/test_util.h"
-#include "train/checkpoint.h"
+#include "train/run/checkpoint.h"
 
 namespace cutrain_test {
 

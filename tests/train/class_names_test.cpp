@@ -10,8 +10,8 @@
 #include "tests/test_util.h"
 #include "tests/train/cli_fixture.h"
 #include "tests/train/train_fixture.h"
-#include "train/dataset.h"
-#include "train/run.h"
+#include "train/run/dataset.h"
+#include "train/run/run.h"
 
 using namespace cutrain;
 using namespace cutrain_test;

@@ -1,4 +1,4 @@
-// The cutrain program's answers to a user's mistakes (train/cli.h): a message that says what
+// The cutrain program's answers to a user's mistakes (train/cli/cli.h): a message that says what
 // is wrong and what to do, no source location, exit status 2; an unknown option gets the
 // likely intended one; a bug (cutrain::Error) keeps its file:line and exits 1.
 #include <sys/resource.h>
@@ -12,8 +12,8 @@
 #include "tests/train/cli_fixture.h"
 #include "tests/train/fashion_mnist_data.h"
 #include "tests/train/train_fixture.h"
-#include "train/cli.h"
-#include "train/commands.h"
+#include "train/cli/cli.h"
+#include "train/cli/commands.h"
 
 using namespace cutrain;
 using namespace cutrain_test;

@@ -11,9 +11,9 @@
 #include "nn/model_spec.h"
 #include "tests/test_util.h"
 #include "tests/train/fashion_mnist_data.h"
-#include "train/config.h"
-#include "train/dataset.h"
-#include "train/device.h"
+#include "train/run/config.h"
+#include "train/run/dataset.h"
+#include "train/run/device.h"
 
 using namespace cutrain;
 using namespace cutrain_test;

@@ -1,10 +1,10 @@
-// `cutrain describe --json` (train/describe.h): what bench/torch_reference.py rebuilds a model
+// `cutrain describe --json` (train/cli/describe.h): what bench/torch_reference.py rebuilds a model
 // from. Every field it reads is checked here against the model itself.
 #include <nlohmann/json.hpp>
 
 #include "nn/model.h"
 #include "tests/test_util.h"
-#include "train/describe.h"
+#include "train/cli/describe.h"
 
 using namespace cutrain;
 using nlohmann::json;

@@ -1,18 +1,18 @@
-// DeviceRing (train/device_ring.h) on one GPU with R = 2, 3, 4 replicas (--devices 0,0,...):
-// every replica's all-reduced bucket equals the CPU Ring's (train/ring.h) on the same inputs
-// bit for bit, in f32 and f16, at sizes below, around and far above R; the replicas equal
-// each other; buckets queued back to back (one buffer twice) give the same bits as the CPU
-// doing the same sequence; the staged path through pinned host memory (forced) gives the same
-// bits; the overflow flags are OR-ed; and the peer matrix and bandwidths of one device.
+// DeviceRing (train/replicas/device_ring.h) on one GPU with R = 2, 3, 4 replicas (--devices
+// 0,0,...): every replica's all-reduced bucket equals the CPU Ring's (train/replicas/ring.h) on the
+// same inputs bit for bit, in f32 and f16, at sizes below, around and far above R; the replicas
+// equal each other; buckets queued back to back (one buffer twice) give the same bits as the CPU
+// doing the same sequence; the staged path through pinned host memory (forced) gives the same bits;
+// the overflow flags are OR-ed; and the peer matrix and bandwidths of one device.
 #include <thread>
 #include <vector>
 
 #include "kernels/gpu.h"
 #include "tests/kernels/gpu_compare.h"
 #include "tests/test_util.h"
-#include "train/device_ring.h"
-#include "train/peer_access.h"
-#include "train/ring.h"
+#include "train/replicas/device_ring.h"
+#include "train/replicas/peer_access.h"
+#include "train/replicas/ring.h"
 
 using namespace cutrain;
 using namespace cutrain_test;

@@ -1,5 +1,5 @@
 # A check of DeviceRing's event orderings without a GPU: `python3 tests/train/device_ring_sim.py`
-# (not part of `make test`). It queues exactly what DeviceRing::run queues (train/device_ring.cpp:
+# (not part of `make test`). It queues exactly what DeviceRing::run queues (train/replicas/device_ring.cpp:
 # entered, phases A/B/C per step, the final wait; same-device and staged links), two training
 # steps of two buckets with compute streams that overwrite the buffers after waiting, then runs
 # the streams in thousands of random interleavings (each stream in order, a wait captures the
@@ -7,7 +7,7 @@
 # expressions, so any race or wrong order shows as a result different from the CPU Ring's.
 # Dropping the final wait or the `taken` wait makes it fail; the all-gather's wait on the right
 # neighbour is implied by the chain of left waits (dropping it still passes). trial_trainer
-# replays what Trainer::launch_gpu queues for GPU replicas over three steps (buckets queued as
+# replays what Engine::launch queues for GPU replicas over three steps (buckets queued as
 # the last replica completes them, the overflow flags OR-ed by the same ring, the gradients
 # zeroed after the decision); dropping either of its compute-stream waits makes it fail.
 import random, sys
@@ -137,7 +137,7 @@ def trial(R, staged, seed):
                 assert got==want[r], (R,staged,seed,name,step,r,got,want[r])
 
 def trial_trainer(R, staged, seed):
-    # What Trainer::launch_gpu queues (train/trainer_gpu.cpp), three steps of it, in its host
+    # What Engine::launch queues (train/engine/engine.cpp), three steps of it, in its host
     # order: replica after replica, backward writes buckets A, B, C (recording bucket-ready
     # events); a bucket's all-reduce is queued when the last replica marks it; every compute
     # stream waits for the ring; the overflow checks write the flags and record `checked`; the

@@ -7,9 +7,9 @@
 
 #include "kernels/gpu.h"
 #include "tests/test_util.h"
-#include "train/device_ring.h"
-#include "train/peer_access.h"
-#include "train/ring.h"
+#include "train/replicas/device_ring.h"
+#include "train/replicas/peer_access.h"
+#include "train/replicas/ring.h"
 
 using namespace cutrain;
 

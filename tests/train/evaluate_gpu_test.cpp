@@ -10,8 +10,9 @@
 #include "tests/test_util.h"
 #include "tests/train/fashion_mnist_data.h"
 #include "tests/train/train_fixture.h"
-#include "train/dataset.h"
-#include "train/evaluate.h"
+#include "train/engine/batch_input.h"
+#include "train/run/dataset.h"
+#include "train/run/evaluate.h"
 
 using namespace cutrain;
 using namespace cutrain_test;

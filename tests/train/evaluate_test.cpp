@@ -7,9 +7,9 @@
 #include "nn/model.h"
 #include "tests/test_util.h"
 #include "tests/train/fashion_mnist_data.h"
-#include "train/batch_input.h"
-#include "train/dataset.h"
-#include "train/evaluate.h"
+#include "train/engine/batch_input.h"
+#include "train/run/dataset.h"
+#include "train/run/evaluate.h"
 
 using namespace cutrain;
 using namespace cutrain_test;

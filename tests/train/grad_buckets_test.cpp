@@ -1,4 +1,4 @@
-// GradBuckets (train/grad_buckets.h) and what it stands on: Tensor::flat_view, and
+// GradBuckets (train/replicas/grad_buckets.h) and what it stands on: Tensor::flat_view, and
 // Tape::grad_ready announcing each gradient as soon as the last closure adding to it has run.
 #include <cstdint>
 #include <cstring>
@@ -6,7 +6,7 @@
 #include "nn/model.h"
 #include "tests/test_util.h"
 #include "tests/train/train_fixture.h"
-#include "train/grad_buckets.h"
+#include "train/replicas/grad_buckets.h"
 
 using namespace cutrain;
 using namespace cutrain_test;

@@ -1,4 +1,4 @@
-// The memory plan (train/memory_plan.h): its numbers from the shapes, a run too big for the
+// The memory plan (train/run/memory_plan.h): its numbers from the shapes, a run too big for the
 // machine refused before it allocates (in the library and by the program), and the messages.
 #include "nn/model.h"
 #include "nn/model_spec.h"
@@ -6,8 +6,8 @@
 #include "tests/test_util.h"
 #include "tests/train/cli_fixture.h"
 #include "tests/train/train_fixture.h"
-#include "train/cli.h"
-#include "train/memory_plan.h"
+#include "train/cli/cli.h"
+#include "train/run/memory_plan.h"
 
 using namespace cutrain;
 using namespace cutrain_test;

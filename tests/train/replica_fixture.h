@@ -20,7 +20,7 @@
 
 #include "tests/test_util.h"
 #include "tests/train/train_fixture.h"
-#include "train/trainer.h"
+#include "train/engine/trainer.h"
 
 namespace cutrain_test {
 

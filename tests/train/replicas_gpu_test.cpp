@@ -16,7 +16,7 @@
 #include "nn/model_spec.h"
 #include "tests/test_util.h"
 #include "tests/train/replica_fixture.h"
-#include "train/trainer.h"
+#include "train/engine/trainer.h"
 
 using namespace cutrain;
 using namespace cutrain_test;

@@ -10,7 +10,7 @@
 #include "tests/data/trace_json.h"
 #include "tests/test_util.h"
 #include "tests/train/train_fixture.h"
-#include "train/trainer.h"
+#include "train/engine/trainer.h"
 
 using namespace cutrain;
 using namespace cutrain_test;

@@ -6,8 +6,8 @@
 #include "tests/data/temp_dir.h"
 #include "tests/test_util.h"
 #include "tests/train/train_fixture.h"
-#include "train/checkpoint.h"
-#include "train/run.h"
+#include "train/run/checkpoint.h"
+#include "train/run/run.h"
 
 using namespace cutrain;
 using namespace cutrain_test;

@@ -19,10 +19,10 @@
 #include "tests/test_util.h"
 #include "tests/train/cli_fixture.h"
 #include "tests/train/train_fixture.h"
-#include "train/checkpoint.h"
-#include "train/predict.h"
-#include "train/run.h"
-#include "train/trainer.h"
+#include "train/cli/predict.h"
+#include "train/engine/trainer.h"
+#include "train/run/checkpoint.h"
+#include "train/run/run.h"
 
 using namespace cutrain;
 using namespace cutrain_test;

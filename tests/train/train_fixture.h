@@ -7,11 +7,11 @@
 #include <string>
 
 #include "tests/test_util.h"
-#include "train/checkpoint.h"
+#include "train/run/checkpoint.h"
 
 #include "tests/train/fashion_mnist_data.h"
-#include "train/config.h"
-#include "train/dataset.h"
+#include "train/run/config.h"
+#include "train/run/dataset.h"
 
 namespace cutrain_test {
 

@@ -14,8 +14,8 @@
 #include "tests/kernels/gpu_compare.h"
 #include "tests/test_util.h"
 #include "tests/train/train_fixture.h"
-#include "train/checkpoint.h"
-#include "train/trainer.h"
+#include "train/engine/trainer.h"
+#include "train/run/checkpoint.h"
 
 using namespace cutrain;
 using namespace cutrain_test;

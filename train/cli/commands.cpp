@@ -1,0 +1,312 @@
+#include "train/cli/commands.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+
+#include "data/fingerprint.h"
+#include "data/text_width.h"
+#include "kernels/check.h"
+#include "train/cli/predict.h"
+#include "train/engine/trainer.h"
+#include "train/run/checkpoint.h"
+#include "train/run/dataset.h"
+#include "train/run/device.h"
+#include "train/run/run.h"
+
+namespace cutrain {
+
+namespace {
+const char* kCsvColumnsHelp =
+    "CSV lists: the path and label columns, by header name or 0-based index (default: the "
+    "columns named image, filename, file, path or image_path, and label, class, category or "
+    "target); given, every list file is read as CSV";
+}  // namespace
+
+CLI::Option* add_csv_columns_option(CLI::App* cmd, std::string& columns) {
+  return cmd->add_option("--csv-columns", columns, kCsvColumnsHelp)
+      ->check(CLI::Validator([](std::string& v) { return csv_columns_problem(v); }, "PATH,LABEL"));
+}
+
+// ---- train -------------------------------------------------------------------------------
+
+CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
+  TrainConfig& c = a.cfg;
+  auto* t = app.add_subcommand("train", "Train a model on a list, a folder of class folders or "
+                                        "a pack; checkpoints, metrics and config.json go to --out");
+  a.cmd = t;
+  t->option_defaults()->always_capture_default();
+  // data
+  t->add_option("--train", c.train, "Training data: an image list, a folder with a folder per "
+                                    "class, or an HDF5 pack (cutrain pack)")->group("Data");
+  t->add_option("--val", c.val, "Validation data (same kinds), evaluated after each epoch; "
+                                "class names in it are the training classes' names")
+      ->group("Data");
+  t->add_option("--val-split", c.val_split, "Hold out this fraction of --train as the "
+                                            "validation data instead (stratified by class, "
+                                            "fixed by --seed; 0: none)")->group("Data");
+  t->add_option("--csv-columns", c.csv_columns, kCsvColumnsHelp)->group("Data");
+  t->add_option("--size", c.size, "Images are SIZExSIZE (0: from the data)")->group("Data");
+  t->add_option("--channels", c.channels, "1 or 3 (0: from the data)")->group("Data");
+  t->add_option("--mean", c.mean, "Per-channel mean of pixel/255, e.g. 0.49,0.48,0.45 "
+                                  "(default: measured on the training images)")
+      ->delimiter(',')->group("Data");
+  t->add_option("--std", c.std, "Per-channel standard deviation of pixel/255 (default: measured)")
+      ->delimiter(',')->group("Data");
+  t->add_flag("--augment", c.augment, "Random crop and horizontal flip of training images")
+      ->group("Data");
+  t->add_option("--pad", c.pad, "Random crops may reach PAD pixels past the edges (zeros) "
+                                "(-1: SIZE/8 with --augment and no --resize)")->group("Data");
+  t->add_option("--resize", c.resize, "Shorter side before cropping (0: SIZE)")->group("Data");
+  t->add_option("--limit-train", c.limit_train, "Use only the first N training images (0: all)")
+      ->group("Data");
+  t->add_option("--limit-val", c.limit_val, "Use only the first N validation images (0: all)")
+      ->group("Data");
+  t->add_flag("--strict", c.strict, "Stop at the first bad image instead of skipping it")
+      ->group("Data");
+  // model and device
+  t->add_option("--model", c.model, "A built-in model (default, resnet) or a description file")
+      ->group("Model");
+  t->add_option("--device", c.device, "auto, cpu or cuda")->group("Model");
+  t->add_option("--devices", c.devices, "Data-parallel replicas, one per entry: cpu,cpu (CPU "
+                                        "threads) or GPU ordinals 0,1 (repeats allowed); the "
+                                        "batch is split evenly (default: one, on --device)")
+      ->group("Model");
+  t->add_option("--precision", c.precision, "auto (fp16 on cuda, fp32 on cpu), fp16 or fp32")
+      ->group("Model");
+  t->add_option("--conv", c.conv, "GPU conv2d kernels: tc (tensor cores, fp16; direct in "
+                                 "fp32), direct or cudnn. The CPU always runs its reference")
+      ->group("Model");
+  t->add_option("--linear", c.linear, "GPU linear kernels: tc, direct or cublas (as --conv)")
+      ->group("Model");
+  t->add_flag("--cuda-graph", c.cuda_graph,
+              "GPU, one replica: capture the step of a full batch as CUDA graphs and replay "
+              "them each step (fewer launch gaps; the same results bit for bit)")
+      ->group("Model");
+  // optimisation
+  t->add_option("--optimizer", c.optimizer, "sgd, nesterov or adamw")->group("Optimization");
+  t->add_option("--lr", c.lr, "Peak learning rate (0: 0.1 for sgd/nesterov, 0.001 for adamw)")
+      ->group("Optimization");
+  t->add_option("--momentum", c.momentum, "SGD momentum")->group("Optimization");
+  t->add_option("--wd", c.wd, "Weight decay (-1: 5e-4 for sgd/nesterov, 0.05 for adamw)")
+      ->group("Optimization");
+  t->add_option("--schedule", c.schedule, "cosine, linear, constant or onecycle")
+      ->group("Optimization");
+  t->add_option("--warmup", c.warmup, "Epochs of linear warm-up (-1: 1, or 0 for onecycle)")
+      ->group("Optimization");
+  t->add_option("--epochs", c.epochs, "Epochs to train")->group("Optimization");
+  t->add_option("--batch", c.batch, "Images per optimizer step")->group("Optimization");
+  t->add_option("--accum", c.accum, "Compute each step as this many micro-batches "
+                                    "(gradient accumulation; divides --batch)")
+      ->group("Optimization");
+  t->add_option("--max-skips", c.max_skips,
+                "fp16: stop the run, naming the step, after this many steps in a row were "
+                "skipped for inf/NaN gradients (fp32 has no loss scale to lower: it stops at "
+                "the first)")
+      ->group("Optimization");
+  t->add_option("--label-smoothing", c.label_smoothing, "Label smoothing of the loss")
+      ->group("Optimization");
+  t->add_option("--balance", c.balance,
+                "Imbalanced classes: none; sampler (each epoch draws as many samples of every "
+                "class, repeating small classes, subsampling large ones); or loss (each "
+                "sample's loss weighted by N / (classes x its class's count))")
+      ->group("Optimization");
+  t->add_option("--seed", c.seed, "Seed of the weights, the batch order and the augmentation")
+      ->group("Optimization");
+  // the run
+  t->add_option("--threads", c.threads, "Decode threads (0: hardware threads - 1)")->group("Run");
+  t->add_option("--out", c.out, "Folder for checkpoints, metrics and config.json")->group("Run");
+  t->add_option("--keep", c.keep, "Checkpoints kept besides the best")->group("Run");
+  t->add_option("--resume", c.resume, "Continue the run in this folder from its newest "
+                                      "checkpoint, exactly")->group("Run");
+  t->add_flag("--allow-data-change", a.allow_data_change,
+              "With --resume, when the training data changed since the checkpoint: go on from "
+              "the next epoch in a fresh order over the new data (otherwise refused)")
+      ->group("Run");
+  t->add_option("--metrics", c.metrics, "Metrics as JSON lines (default: OUT/metrics.jsonl)")
+      ->group("Run");
+  t->add_option("--trace", c.trace, "Write a Chrome/Perfetto trace of the run to this file "
+                                    "(ui.perfetto.dev)")->group("Run");
+  t->add_option("--log-every", c.log_every, "Steps between progress lines in a log")
+      ->group("Run");
+  t->add_option("--checkpoint-every", c.checkpoint_every,
+                "Steps between extra checkpoints (0: after each epoch only)")->group("Run");
+  t->add_option("--check-replicas", c.check_replicas,
+                "Debug: every N steps, check that all replicas hold the same weights bit for "
+                "bit, and stop at the first difference (0: never)")->group("Run");
+  return t;
+}
+
+int cmd_train(const TrainArgs& a) {
+  std::vector<std::string> given;  // for --resume: which options the command line set
+  for (const CLI::Option* o : a.cmd->get_options())
+    if (o->count() > 0 && !o->get_lnames().empty() && o->get_name() != "--allow-data-change")
+      given.push_back(option_key(o->get_name()));
+  USER_CHECK(!a.allow_data_change || !a.cfg.resume.empty(),
+             "--allow-data-change goes with --resume: a new run has no earlier data");
+  const RunSummary s = run_training(a.cfg, given, stdout, a.allow_data_change);
+  return s.exit_code;
+}
+
+// ---- eval and predict --------------------------------------------------------------------
+
+namespace {
+
+struct Loaded {
+  std::string path;
+  Checkpoint ckpt;
+  TrainConfig cfg;
+  std::unique_ptr<Model> model;
+};
+
+Loaded load_for_inference(const std::string& checkpoint, const std::string& device,
+                          const std::string& precision) {
+  Loaded l;
+  l.path = resolve_checkpoint_arg(checkpoint);
+  l.ckpt = read_checkpoint(l.path);
+  l.cfg = config_from_json_text(l.ckpt.config_json, l.path);
+  const RunDevice d = choose_device(device, precision);
+  if (!d.notice.empty()) std::fprintf(stderr, "%s\n", d.notice.c_str());
+  l.model = load_model(l.ckpt, l.cfg, d.dtype, d.device);
+  std::printf("%s: step %lld, epoch %lld, %s, %dx%dx%d, %d classes; %s\n", l.path.c_str(),
+              (long long)l.ckpt.step, (long long)l.ckpt.epoch, l.cfg.model.c_str(), l.cfg.size,
+              l.cfg.size, l.cfg.channels, l.cfg.classes, d.describe().c_str());
+  return l;
+}
+
+// The lists of eval and predict: class names are the checkpoint's classes.
+ListOptions checkpoint_lists(const Loaded& l, const std::string& csv_columns) {
+  ListOptions o = run_list_options(l.cfg);
+  o.csv_columns = csv_columns;
+  o.classes_source = "the checkpoint's classes";
+  return o;
+}
+
+EvalOptions eval_options(const TrainConfig& cfg, int batch, int threads, bool strict) {
+  EvalOptions o;
+  o.batch = batch;
+  o.threads = threads;
+  o.strict = strict;
+  o.norm = Normalization{cfg.mean, cfg.std};
+  return o;
+}
+
+}  // namespace
+
+CLI::App* add_eval_command(CLI::App& app, EvalArgs& a) {
+  auto* e = app.add_subcommand("eval", "Evaluate a checkpoint: loss, top-1 and top-5 accuracy, "
+                                       "per-class accuracy");
+  e->option_defaults()->always_capture_default();
+  e->add_option("--checkpoint", a.checkpoint, "A checkpoint file, or a run folder (its best.h5, "
+                                              "else its newest checkpoint)")->required();
+  e->add_option("--data", a.data, "An image list, a CSV list, a folder of class folders or a pack "
+                                  "(default: the run's validation data: its --val, or the part "
+                                  "of --train that --val-split held out)");
+  add_csv_columns_option(e, a.csv_columns);
+  e->add_option("--limit", a.limit, "Only the first N images (0: all)")
+      ->check(CLI::NonNegativeNumber);
+  e->add_option("--batch", a.batch, "Images per batch")->check(CLI::Range(1, kMaxBatch));
+  e->add_option("--threads", a.threads, "Decode threads (0: hardware threads - 1)")
+      ->check(CLI::Range(0, kMaxThreads));
+  e->add_option("--device", a.device, "auto, cpu or cuda");
+  e->add_option("--precision", a.precision, "auto, fp16 or fp32");
+  e->add_flag("--strict", a.strict, "Stop at the first bad image instead of skipping it");
+  return e;
+}
+
+int cmd_eval(const EvalArgs& a) {
+  Loaded l = load_for_inference(a.checkpoint, a.device, a.precision);
+  std::shared_ptr<const SampleSource> data;
+  std::string name = a.data;
+  if (!a.data.empty()) {
+    data = open_source_for_model(a.data, eval_image_spec(l.cfg), a.limit, l.cfg.class_names,
+                                 l.path, checkpoint_lists(l, a.csv_columns));
+  } else {
+    USER_CHECK(has_validation(l.cfg), l.path << ": its run had no validation data (neither "
+                                             << "--val nor --val-split): give --data");
+    if (l.cfg.val_split > 0 && !l.ckpt.data_fingerprint.empty()) {
+      // The held-out part is recomputed from --train: only the same data give the same split.
+      const DataFingerprint was = DataFingerprint::from_json(l.ckpt.data_fingerprint, l.path);
+      const DataFingerprint now = fingerprint_of(*open_train_source(l.cfg, eval_image_spec(l.cfg)));
+      USER_CHECK(was == now, l.cfg.train << " changed since " << l.path << " was written ("
+                                         << data_difference(was, now) << "), so the part "
+                                         << "--val-split held out is not the same: give --data");
+    }
+    data = open_val_source(l.cfg, eval_image_spec(l.cfg));
+    if (a.limit > 0 && a.limit < data->size()) {
+      std::vector<int64_t> first(static_cast<size_t>(a.limit));
+      for (int64_t i = 0; i < a.limit; i++) first[size_t(i)] = i;
+      data = subset_source(data, std::move(first));
+    }
+    name = validation_name(l.cfg);
+  }
+  std::printf("eval: %s (%lld images)\n", name.c_str(), (long long)data->size());
+  std::fflush(stdout);
+  const EvalResult r = evaluate(*l.model, data, eval_options(l.cfg, a.batch, a.threads, a.strict));
+  std::printf("%s\n%s", eval_summary(r).c_str(), per_class_report(r, l.cfg.class_names).c_str());
+  return 0;
+}
+
+CLI::App* add_predict_command(CLI::App& app, PredictArgs& a) {
+  auto* p = app.add_subcommand("predict", "The most likely classes of images, with names and "
+                                          "probabilities");
+  p->option_defaults()->always_capture_default();
+  p->add_option("--checkpoint", a.checkpoint, "A checkpoint file, or a run folder (its best.h5, "
+                                              "else its newest checkpoint)")->required();
+  p->add_option("images", a.images, "Image files");
+  p->add_option("--list", a.list, "An image list or a folder of class folders, instead of files "
+                                  "(the listed labels are shown beside the predictions)");
+  add_csv_columns_option(p, a.csv_columns);
+  p->add_option("--top", a.top, "How many classes to show per image")
+      ->check(CLI::Range(1, 1000));
+  p->add_option("--batch", a.batch, "Images per batch")->check(CLI::Range(1, kMaxBatch));
+  p->add_option("--threads", a.threads, "Decode threads (0: hardware threads - 1)")
+      ->check(CLI::Range(0, kMaxThreads));
+  p->add_option("--device", a.device, "auto, cpu or cuda");
+  p->add_option("--precision", a.precision, "auto, fp16 or fp32");
+  return p;
+}
+
+int cmd_predict(const PredictArgs& a) {
+  USER_CHECK(a.images.empty() != a.list.empty(), "predict: give image files or --list, not "
+                                                << (a.images.empty() ? "neither" : "both"));
+  Loaded l = load_for_inference(a.checkpoint, a.device, a.precision);
+  ImageList list;
+  const bool labelled = !a.list.empty();
+  if (labelled) {
+    list = read_images(a.list, checkpoint_lists(l, a.csv_columns));
+    // The list's labels in the model's classes: by name when both name them.
+    const std::vector<int32_t> map = class_mapping(list.class_names, l.cfg.class_names, a.list, l.path);
+    for (Sample& s : list.samples) {
+      if (!map.empty()) s.label = map[size_t(s.label)];
+      USER_CHECK(s.label < int32_t(l.cfg.class_names.size()),
+                 a.list << ": label " << s.label << " of " << s.path << " is not a class of "
+                        << l.path << " (" << l.cfg.class_names.size() << " classes)");
+    }
+  } else {
+    for (const std::string& path : a.images) list.samples.push_back(Sample{path, 0});
+    list.source = "the command line";
+  }
+  const auto data = std::make_shared<ListSource>(list, eval_image_spec(l.cfg));
+  const std::vector<Prediction> preds =
+      predict(*l.model, data, eval_options(l.cfg, a.batch, a.threads, false), a.top);
+  auto name = [&](int k) {
+    return size_t(k) < l.cfg.class_names.size() ? l.cfg.class_names[size_t(k)] : std::to_string(k);
+  };
+  const size_t width = column_width(l.cfg.class_names, 20);  // terminal columns, not bytes
+  for (const Prediction& p : preds) {
+    const Sample& s = list.samples[size_t(p.index)];
+    std::printf("%s", s.path.c_str());
+    if (labelled)
+      std::printf("  [label %s%s]", name(s.label).c_str(), p.classes[0] == s.label ? "" : ", wrong");
+    std::printf("\n");
+    for (size_t i = 0; i < p.classes.size(); i++)
+      std::printf("  %zu. %s %6.2f%%\n", i + 1, fit_to_width(name(p.classes[i]), width).c_str(),
+                  100 * p.probs[i]);
+  }
+  const size_t bad = list.samples.size() - preds.size();
+  if (bad) std::printf("%zu image%s could not be read (see above)\n", bad, bad == 1 ? "" : "s");
+  return bad ? 2 : 0;
+}
+
+}  // namespace cutrain

@@ -1,0 +1,55 @@
+// defines: the train, eval and predict subcommands of the cutrain program: their options
+// (CLI11) and what each runs. main.cpp adds them and dispatches.
+//
+//   cutrain train --train LIST|FOLDER|PACK.h5 [--val ...] [options]      train/run/run.h
+//   cutrain eval --checkpoint FILE|DIR --data LIST|FOLDER|PACK.h5          loss, top-1/5, per class
+//   cutrain predict --checkpoint FILE|DIR (IMAGE... | --list LIST) [--top K]
+//
+// eval and predict read class names in their lists as the run's classes (the checkpoint's),
+// by name (train/run/dataset.h, run_list_options).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "train/run/config.h"
+
+namespace CLI {
+class App;
+class Option;
+}
+
+namespace cutrain {
+
+// --csv-columns PATH,LABEL, checked as it is parsed, for a command that reads lists (check-data,
+// pack, eval, predict; train checks its own in validate_config).
+CLI::Option* add_csv_columns_option(CLI::App* cmd, std::string& columns);
+
+struct TrainArgs {
+  TrainConfig cfg;
+  bool allow_data_change = false;  // run_training's (train/run/run.h)
+  CLI::App* cmd = nullptr;
+};
+CLI::App* add_train_command(CLI::App& app, TrainArgs& a);
+int cmd_train(const TrainArgs& a);
+
+struct EvalArgs {
+  std::string checkpoint, data, csv_columns;
+  std::string device = "auto", precision = "auto";
+  int batch = 256, threads = 0;
+  int64_t limit = 0;
+  bool strict = false;
+};
+CLI::App* add_eval_command(CLI::App& app, EvalArgs& a);
+int cmd_eval(const EvalArgs& a);
+
+struct PredictArgs {
+  std::string checkpoint, list, csv_columns;
+  std::vector<std::string> images;
+  std::string device = "auto", precision = "auto";
+  int top = 5, batch = 256, threads = 0;
+};
+CLI::App* add_predict_command(CLI::App& app, PredictArgs& a);
+int cmd_predict(const PredictArgs& a);
+
+}  // namespace cutrain

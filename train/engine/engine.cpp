@@ -1,0 +1,430 @@
+// Engine: the training step on every device and any number of replicas (train/engine/engine.h).
+// Checkpoints' tensors are in engine_state.cpp, the replicas as a group in
+// engine_replicas.cpp, --cuda-graph in engine_graph.cpp.
+#include "train/engine/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/check.h"
+#include "train/engine/engine_graph.h"
+
+namespace cutrain {
+
+// Buckets smaller than this take the next layer in too (train/replicas/grad_buckets.h). A collective
+// costs a few thread hand-offs (tens of microseconds on a CPU, ~10 us of launches and events
+// on a GPU), so a bucket should carry at least a few hundred KiB for the copies to dominate.
+constexpr size_t kBucketMinBytes = size_t(256) << 10;
+
+LossScalerConfig loss_scaler_config(DType dtype, int max_skips) {
+  LossScalerConfig c;  // 2^16, x2 after 2000 clean steps, x0.5 on overflow, [1, 2^24]
+  c.max_consecutive_skips = max_skips;
+  if (dtype != DType::f16) {
+    c.dynamic = false;  // fp32 gradients do not underflow: no scaling
+    c.init = 1;
+    // ... and an inf/NaN gradient is no scale too large, so no later step can do better:
+    // the run stops at the first (--max-skips is fp16's).
+    c.max_consecutive_skips = 1;
+  }
+  return c;
+}
+
+Engine::Engine(const TrainConfig& cfg, const RunDevice& device, const ClassBalance& balance)
+    : cfg_(cfg), device_(device) {
+  const int R = replica_count(cfg_);
+  // Each replica's lane: on a GPU its compute stream and device (the model, the optimizer
+  // state, the buckets and every kernel of the replica go there).
+  std::vector<int> devices;
+  if (device_.device == Device::cuda) {
+    devices = gpu_ordinals(cfg_.devices);
+    if (devices.empty()) devices.assign(size_t(R), device_.gpu);
+    for (int d : devices)
+      USER_CHECK(d < gpu_count(), (cfg_.devices.empty() ? "--device cuda" : "--devices " + cfg_.devices)
+                                 << ": GPU " << d << " does not exist (" << gpu_count()
+                                 << " usable)");
+  }
+  scaler_config_ = loss_scaler_config(device_.dtype, cfg_.max_skips);
+  validate_loss_scaler_config(scaler_config_);
+
+  ModelOptions mo;
+  mo.H = mo.W = cfg_.size;
+  mo.C = cfg_.channels;
+  mo.classes = cfg_.classes;
+  mo.dtype = device_.dtype;
+  mo.seed = cfg_.seed;
+  mo.device = device_.device;
+  const ModelSpec spec = parse_model_spec(cfg_.model_text, cfg_.model);
+  // Every replica builds the same model from the same seed: identical bits, no broadcast.
+  for (int r = 0; r < R; r++) {
+    auto rep = std::make_unique<Replica>();
+    rep->rank = r;
+    rep->lane = std::make_unique<Lane>(device_.device, devices.empty() ? -1 : devices[size_t(r)],
+                                       parse_conv_impl(cfg_.conv), parse_linear_impl(cfg_.linear));
+    const GpuContextScope on(rep->lane->context());
+    rep->model = build_model(spec, mo);
+    rep->optimizer = make_optimizer(cfg_.optimizer, rep->model->parameters(), cfg_.lr,
+                                    cfg_.momentum, cfg_.wd);
+    rep->lane->make_step(scaler_config_, int(rep->model->parameters().size()));
+    rep->norm = InputNorm(Normalization{cfg_.mean, cfg_.std}, device_.device);
+    if (!balance.weights.empty())  // --balance loss: on the replica's device, once
+      rep->class_weight = Tensor::from_doubles(balance.weights, {cfg_.classes},
+                                               acc_dtype(device_.dtype))
+                              .to(device_.device);
+    if (R > 1)
+      rep->grads = std::make_unique<GradBuckets>(rep->model->parameters(), kBucketMinBytes);
+    replicas_.push_back(std::move(rep));
+  }
+  if (R > 1) {
+    if (device_.device == Device::cuda) {
+      std::vector<cudaStream_t> streams;
+      for (auto& rep : replicas_) streams.push_back(rep->lane->stream());
+      collective_ = make_gpu_ring(devices, streams);
+    } else {
+      collective_ = make_cpu_ring(R);
+    }
+    marked_.assign(replicas_[0]->grads->size(), 0);
+  }
+  if (cfg_.cuda_graph && device_.device == Device::cuda && R == 1)
+    graphs_ = std::make_unique<Graphs>();
+}
+
+Engine::~Engine() {
+  // The graphs first (their private pools back to the allocator), then the collective (its
+  // comm streams read the gradient buffers), then each replica's lane waits for its queue
+  // before the loaders and tensors go away.
+  graphs_.reset();
+  try {
+    for (auto& rep : replicas_) rep->lane->synchronize();
+    collective_.reset();
+  } catch (...) {  // never throw from here (an earlier CUDA error may be unwinding the stack)
+  }
+}
+
+void Engine::launch(const StepResult& host) {
+  CHECK(!broken_, "Trainer: an earlier step failed partway (a replica, or a GPU step), so "
+                  "the model's state is unknown; restart from the last checkpoint");
+  CHECK(launched_.size() < size_t(kSlots), "Engine::launch: " << launched_.size()
+                                               << " steps in flight: collect first");
+  const GpuContextScope on = on_device();
+  bn_averaged_ = false;  // the step moves every replica's statistics its own way
+  try {
+    launch_step(host);
+  } catch (...) {  // gradients half accumulated, a batch not released: no way back
+    broken_ = true;
+    throw;
+  }
+}
+
+void Engine::launch_step(const StepResult& host) {
+  StepResult r = host;
+  TraceSpan span(tracer, "step", "train");
+  const int R = replicas();
+  slot_ = int(r.step % kSlots);
+
+  // 1. Every replica's shard of the batch (on a GPU the compute stream waits for its copy).
+  next_shards(r);
+  const int images = r.images;
+
+  // 2. Forward and backward, replica after replica; the loss and the top-1 count add up in
+  // each replica's record. With replicas, each bucket is averaged once every replica's
+  // backward has completed it (bucket_ready), and then every replica waits for the
+  // collective.
+  if (R > 1) {
+    std::fill(marked_.begin(), marked_.end(), 0);
+    reduced_ = 0;
+  }
+  std::vector<StepRecord*> recs;
+  for (auto& rep : replicas_) {
+    Lane& lane = *rep->lane;
+    const GpuContextScope on(lane.context());
+    if (tracer && lane.where() == Device::cuda && !lane.timeline) {
+      std::string row = "compute stream (";
+      if (R > 1) row += "replica " + std::to_string(rep->rank) + ", ";
+      row += "cuda:" + std::to_string(lane.device()) + ")";
+      lane.timeline = std::make_unique<GpuTimeline>(tracer, row, lane.stream());
+    }
+    r.graph = graph_ready(*rep, images, r.step);  // --cuda-graph
+    if (lane.timeline)
+      lane.timeline->begin(r.graph ? "forward + backward (CUDA graph)" : "forward + backward",
+                           {"step", r.step});
+    if (r.graph) {
+      recs.push_back(replay_forward_backward(*rep));
+    } else {
+      StepRecord* rec = lane.record(slot_);
+      lane.clear(rec);
+      forward_backward(*rep, images, rec);
+      recs.push_back(rec);
+      if (graphs_ && images == cfg_.batch) graphs_->eager_full++;
+    }
+  }
+  if (R > 1) {
+    CHECK(reduced_ == marked_.size(), "step " << r.step << ": " << reduced_ << " of "
+                                              << marked_.size()
+                                              << " buckets were averaged: a bug in cutrain");
+    TraceSpan s(tracer, "all-reduce wait", "train");
+    for (auto& rep : replicas_) {
+      Lane& lane = *rep->lane;
+      const GpuContextScope on(lane.context());
+      lane.mark(Lane::backward_done, slot_);
+      if (lane.timeline) lane.timeline->begin("all-reduce wait", {"step", r.step});
+      collective_->wait(rep->rank);
+      lane.mark(Lane::reduced, slot_);
+    }
+  }
+  if (after_backward) after_backward();
+
+  // 3-4. The step's learning rate into every replica's step state: the one value the host
+  // sends, outside any graph. Then check, decide, update, move the scale, the state into the
+  // record, the gradients zeroed (with --cuda-graph, one graph launch).
+  const bool stepped = images > 0;
+  {
+    TraceSpan s(tracer, "optimizer", "train");
+    for (auto& rep : replicas_) {
+      const GpuContextScope on(rep->lane->context());
+      if (rep->lane->timeline) rep->lane->timeline->begin("optimizer", {"step", r.step});
+      if (stepped) rep->lane->step().set_lr(r.lr);
+    }
+    if (r.graph)
+      graphs_->update->launch(replicas_[0]->lane->stream());
+    else
+      update(stepped, recs);
+  }
+
+  // The records on their way to the host; 5. the loader's slots refilled once each lane is
+  // past what reads them.
+  for (size_t i = 0; i < replicas_.size(); i++) {
+    Replica& rep = *replicas_[i];
+    Lane& lane = *rep.lane;
+    const GpuContextScope on(lane.context());
+    StepRecord* rec = lane.record(slot_);
+    if (recs[i] != rec) lane.copy(rec, recs[i], sizeof(StepRecord));  // the graphs' own
+    if (lane.timeline) lane.timeline->end();
+    lane.publish(slot_);
+    rep.loader->release(rep.batch, lane.stream());
+  }
+  launched_.push_back(Launched{r, slot_, stepped});
+}
+
+void Engine::next_shards(StepResult& r) {
+  const auto wait_start = std::chrono::steady_clock::now();
+  r.images = 0;
+  for (auto& rep : replicas_) {
+    const GpuContextScope on(rep->lane->context());  // a GPU's compute stream waits for the copy
+    rep->batch = rep->loader->next(rep->lane->stream());
+    r.images += rep->batch.n;
+    if (on_shard) on_shard(rep->rank, rep->batch);
+  }
+  r.data_wait_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
+  r.batch = replicas_[0]->batch.where;
+}
+
+// The one conversion of train, eval and predict (train/engine/batch_input.h): the crop, flip and
+// normalisation of the uncut images the loader delivered (on a GPU, copied there), in one kernel.
+std::pair<Tensor, Tensor> Engine::micro_batch(const Replica& rep, int begin, int n) const {
+  ModelInput in = model_input(rep.batch, begin, n, rep.norm, device_.dtype, device_.device);
+  return {std::move(in.x), std::move(in.labels)};
+}
+
+void Engine::forward_backward(Replica& rep, int images, StepRecord* rec) {
+  const int R = replicas();
+  const Batch& batch = rep.batch;
+  if (rep.grads) rep.grads->arm();
+  rep.any_ready = false;
+  const int micro = cfg_.batch / R / cfg_.accum;
+  for (int begin = 0; begin < batch.n; begin += micro) {
+    const int n = std::min(micro, batch.n - begin);
+    // This micro-batch's share of the global batch's mean loss, times R: the all-reduce
+    // averages over the R replicas (sum, then 1/R). With R = 1: n / batch.n.
+    const double share = double(n) * R / double(images);
+    Tape tape;
+    // Only the last micro-batch completes the gradients: only its backward marks buckets.
+    if (rep.grads && begin + micro >= batch.n)
+      tape.grad_ready = [this, &rep](const Var& v) {
+        if (const int k = rep.grads->ready(v); k >= 0) bucket_ready(rep, k);
+      };
+    VarPtr x;
+    Tensor labels;
+    {
+      TraceSpan s(tracer, "input", "train");
+      auto [images_t, labels_t] = micro_batch(rep, begin, n);
+      x = make_var(images_t);  // (n,S,S,C)
+      labels = labels_t;       // (n)
+    }
+    VarPtr logits, loss;
+    {
+      TraceSpan s(tracer, "forward", "train");
+      logits = rep.model->forward(tape, x, true);                               // (n,classes)
+      // (1) fp32; with --balance loss each row weighted by its class (train/run/balance.h)
+      loss = softmax_cross_entropy(tape, logits, labels, cfg_.label_smoothing, rep.class_weight);
+    }
+    {
+      TraceSpan s(tracer, "backward", "train");
+      // The seed is the device's loss scale x share: no host round trip on a GPU.
+      tape.backward(loss, rep.lane->step().seed(share, loss->value.dtype()));
+    }
+    rep.lane->add_metrics(rec, loss->value, double(n) / double(images), logits->value, labels);
+  }
+  if (rep.grads)
+    for (int k : rep.grads->finish()) bucket_ready(rep, k);  // buckets backward never reached
+}
+
+void Engine::bucket_ready(Replica& rep, int k) {
+  if (!rep.any_ready) {  // its first this step: where the replica's communication could start
+    rep.lane->mark(Lane::first_ready, slot_);
+    rep.any_ready = true;
+  }
+  collective_->mark(rep.rank, k);
+  marked_[size_t(k)]++;
+  // Buckets are averaged in order (the same collectives in the same order on every replica):
+  // every complete bucket from the first not yet averaged.
+  const int R = replicas();
+  while (reduced_ < marked_.size() && marked_[reduced_] == R) {
+    const size_t b = reduced_++;
+    std::vector<void*> data;
+    for (auto& r : replicas_) data.push_back((*r->grads)[b].data);
+    const GradBucket& bucket = (*rep.grads)[b];
+    collective_->all_reduce(int(b), data, bucket.numel, bucket.dtype);
+  }
+}
+
+void Engine::update(bool stepped, const std::vector<StepRecord*>& recs) {
+  const int R = replicas();
+  if (stepped) {
+    // Every replica checks its own gradients; with replicas, keeps that decision in its
+    // record (to name the replica at fault) and marks its flags final.
+    for (auto& rep : replicas_) {
+      const GpuContextScope on(rep->lane->context());
+      DeviceStep& ds = rep->lane->step();
+      ds.begin();
+      rep->optimizer->check(ds);
+      if (R > 1) {
+        ds.decide_into(&recs[size_t(rep->rank)]->own);
+        collective_->mark(rep->rank, flags_tag());
+      }
+    }
+    if (R > 1) {  // flag i on every replica = flag i on any: every replica decides alike
+      std::vector<int32_t*> flags;
+      for (auto& rep : replicas_) flags.push_back(rep->lane->step().flags());
+      collective_->any(flags_tag(), flags, int64_t(model().parameters().size()));
+    }
+    for (auto& rep : replicas_) {
+      const GpuContextScope on(rep->lane->context());
+      DeviceStep& ds = rep->lane->step();
+      if (R > 1) collective_->wait(rep->rank);
+      ds.decide();
+      rep->optimizer->apply(ds);
+      ds.finish();
+    }
+  }
+  // The state after the step into the record; the gradients zeroed for the next step.
+  for (auto& rep : replicas_) {
+    const GpuContextScope on(rep->lane->context());
+    rep->lane->copy(&recs[size_t(rep->rank)]->state, rep->lane->step().state(), sizeof(StepState));
+    if (rep->grads)
+      rep->grads->zero();  // one memset per flat buffer
+    else
+      rep->optimizer->zero_grad();
+  }
+}
+
+void Engine::collect(size_t wait_for, std::deque<StepResult>& done) {
+  for (size_t taken = 0; !launched_.empty(); taken++) {
+    const Launched l = launched_.front();
+    bool arrived = true;
+    for (auto& rep : replicas_) arrived = arrived && rep->lane->arrived(l.slot);
+    if (taken >= wait_for && !arrived) break;
+    launched_.pop_front();
+    try {
+      done.push_back(result_of(l));
+    } catch (...) {
+      broken_ = true;  // the loss scaler gave up: the run stops here
+      throw;
+    }
+  }
+  if (collective_) collective_->collect_trace(wait_for == SIZE_MAX);
+  for (auto& rep : replicas_) {
+    GpuTimeline* t = rep->lane->timeline.get();
+    if (!t) continue;
+    if (wait_for == SIZE_MAX)
+      t->flush();  // everything queued has run: the row is complete
+    else
+      t->collect();
+  }
+}
+
+StepResult Engine::result_of(const Launched& l) {
+  const int R = replicas();
+  StepResult r = l.result;
+  std::vector<const StepRecord*> recs;
+  for (auto& rep : replicas_) recs.push_back(&rep->lane->host(l.slot));
+  for (int i = 0; i < R; i++) {  // rank order: the same sums every run
+    r.loss += recs[size_t(i)]->loss;
+    r.correct += recs[size_t(i)]->correct;
+  }
+  if (R > 1)  // means over the replicas
+    for (auto& rep : replicas_) {
+      const Lane& lane = *rep->lane;
+      r.comm_s += lane.seconds(Lane::first_ready, Lane::reduced, l.slot) / R;
+      r.comm_exposed_s += lane.seconds(Lane::backward_done, Lane::reduced, l.slot) / R;
+    }
+  const StepState& state = recs[0]->state;
+  r.scale_after = state.scaler.scale;
+  if (!l.stepped) {  // no images: nothing was decided, the scale stays
+    r.loss_scale = state.scaler.scale;
+    return r;
+  }
+  // Every replica took the same decision from the same flags and the same state.
+  for (int i = 1; i < R; i++) {
+    const StepState& o = recs[size_t(i)]->state;
+    CHECK(o.skip == state.skip && o.first_bad == state.first_bad &&
+              o.steps_taken == state.steps_taken && o.scaler.scale == state.scaler.scale &&
+              o.scaler.clean_steps == state.scaler.clean_steps,
+          "step " << r.step << ": replica " << i << "'s step state (skip " << o.skip
+                  << ", scale " << o.scaler.scale << ") differs from replica 0's (skip "
+                  << state.skip << ", scale " << state.scaler.scale << "): a bug in cutrain");
+  }
+  r.loss_scale = state.scale_used;
+  r.taken = state.skip == 0;
+  if (!r.taken) {
+    // The first parameter at fault; with replicas, the replica too when it alone overflowed.
+    auto name = [&](int bad) {
+      return bad >= 0 ? optimizer().parameter_name(size_t(bad))
+                      : std::string("(unknown parameter)");
+    };
+    if (R == 1) {
+      r.overflow = name(state.first_bad);
+    } else {
+      std::vector<char> overflowed(size_t(R), 0);
+      for (int i = 0; i < R; i++) overflowed[size_t(i)] = recs[size_t(i)]->own.skip != 0;
+      r.overflow = overflow_name(overflowed, [&](int i) {
+        return name(recs[size_t(i)]->own.first_bad);
+      });
+      if (r.overflow.empty()) r.overflow = name(state.first_bad);  // not reached: the OR
+    }
+  }
+  try {
+    // Too many overflows in a row (fp32: the first) stop the run, naming the step.
+    loss_scaler_check(scaler_config_, state.scaler, r.step, r.overflow);
+  } catch (const UserError& e) {
+    // Weights that are themselves inf/NaN (finite gradients times a huge rate made them so)
+    // are the cause to name; replica 0's stand for all, which hold the same bits.
+    const GpuContextScope on = on_device();
+    for (const VarPtr& p : model().parameters())
+      if (first_nonfinite(p->value) >= 0)
+        throw UserError(std::string(e.what()) + ". The weights of " + p->name +
+                        " are themselves inf/NaN: an update before step " +
+                        std::to_string(r.step) + " made them so");
+    throw;
+  }
+  return r;
+}
+
+StepState Engine::step_state(int r) const {
+  const GpuContextScope on = on_replica(r);
+  return replicas_.at(size_t(r))->lane->step().read();
+}
+
+}  // namespace cutrain

@@ -1,0 +1,195 @@
+// defines: Engine, the training step on R replicas (R >= 1) on any device: their models,
+// optimizers, lanes and gradient buckets, the collective between them, and the step protocol
+// that drives them; StepResult, what one step did.
+//
+// The Engine does a step (train/replicas/README.md, "One step's journey"): the shards from the
+// replicas' loaders (which the Trainer makes), forward and backward, the collective, the
+// optimizer step, the records, and later their results. The same code for
+// every device: what differs is behind Lane (train/engine/lane.h) and Collective
+// (train/replicas/collective.h). It knows nothing of data sets, epochs, schedules or checkpoints' files
+// (train/engine/trainer.h has those).
+//
+//   Engine e(cfg, device, balance);
+//   ... the Trainer makes each e.replica(r).loader ...
+//   e.launch(r);                 // queue step r.step (CPU: do it)
+//   e.collect(0, done);          // the steps whose records have arrived
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/sampler.h"
+#include "data/trace.h"
+#include "nn/loss_scaler.h"
+#include "train/run/balance.h"
+#include "train/run/checkpoint.h"
+#include "train/replicas/collective.h"
+#include "train/run/config.h"
+#include "train/run/device.h"
+#include "train/engine/lane.h"
+#include "train/replicas/replica.h"
+
+namespace cutrain {
+
+struct StepResult {
+  int64_t step = 0;           // this step's number (0-based): the schedule's clock
+  SamplerCursor batch;        // the batch it trained on
+  int images = 0;             // in the batch (bad files removed)
+  double loss = 0;            // the batch's mean loss (with label smoothing and --balance
+                              //   loss's class weights: as optimised)
+  int64_t correct = 0;        // top-1 correct in the batch
+  double lr = 0;              // the learning rate it used
+  double loss_scale = 1;      // the loss scale its backward used
+  double scale_after = 1;     // the loss scale after it (what the next step uses)
+  bool taken = true;          // false: an inf/NaN gradient, the step was skipped
+  std::string overflow;       // then: the first parameter whose gradient overflowed (with
+                              // replicas, see overflow_name in train/replicas/replica.h)
+  double data_wait_s = 0;     // waiting for the loader's next batch
+  // Replicas (R > 1), means over the replicas:
+  double comm_s = 0;          // all-reduce time of the step's buckets (on GPUs: from the first
+                              // bucket ready to the last bucket reduced, idle gaps included)
+  double comm_exposed_s = 0;  // the part of it backward did not hide (compute waited for it;
+                              // with replicas sharing a GPU, also for the others' backward)
+  bool graph = false;         // forward and backward replayed from the CUDA graph (--cuda-graph)
+};
+
+class Engine {
+ public:
+  // Builds the replicas (one per --devices entry, or one): each a lane on its device, the model
+  // from cfg.seed (identical on every replica), its optimizer and step state, with R > 1 its
+  // gradient buckets; and the collective. cfg must be resolved.
+  Engine(const TrainConfig& cfg, const RunDevice& device, const ClassBalance& balance);
+  ~Engine();  // waits for what was queued
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Steps 1-5 of step r.step at r.lr, queued: every replica's shard from its loader
+  // (replica(i).loader, made by the Trainer), forward, backward, the buckets' all-reduce,
+  // after_backward, the optimizer step, the records on their way, every batch released to its
+  // loader. Blocks only for the loaders. At most kSlots steps may be in flight: collect first.
+  void launch(const StepResult& r);
+  // The launched steps whose records have arrived, appended to `done` in step order, after
+  // waiting for the oldest `wait_for` of them (SIZE_MAX: all). Throws when the loss scaler
+  // gives up (too many overflows in a row), naming the step; the engine is broken then.
+  void collect(size_t wait_for, std::deque<StepResult>& done);
+  size_t in_flight() const { return launched_.size(); }
+  // A step failed partway (an exception in launch, or the loss scaler gave up): the state is
+  // unknown, and launch refuses.
+  bool broken() const { return broken_; }
+
+  int replicas() const { return int(replicas_.size()); }
+  Replica& replica(int r) { return *replicas_.at(size_t(r)); }
+  const Replica& replica(int r) const { return *replicas_.at(size_t(r)); }
+  Model& model(int r = 0) { return *replica(r).model; }
+  Optimizer& optimizer(int r = 0) { return *replica(r).optimizer; }
+  // Replica r's GpuContext for a scope: its compute stream and device, so that tensor copies
+  // and kernels are ordered after the steps queued for it. On the CPU: the kernel choices.
+  GpuContextScope on_replica(int r) const {
+    return GpuContextScope(replica(r).lane->context());
+  }
+  // Replica r's step state after every launched step (on a GPU it waits for them).
+  StepState step_state(int r = 0) const;
+  const LossScalerConfig& scaler_config() const { return scaler_config_; }
+
+  // Checkpoints (engine_state.cpp). Into c: replica 0's tensors (all replicas hold the same),
+  // cloned after the launched steps, and, pending (Checkpoint::pending), the loss scaler's
+  // state and the step count after them; BatchNorm statistics averaged first.
+  void snapshot(Checkpoint& c);
+  // c's tensors into every replica (every one must be there with the right shape and dtype,
+  // and nothing else), the loss scaler's state and the step count into every step state.
+  void restore(const Checkpoint& c);
+
+  // Replicas as a group (engine_replicas.cpp). One line: the replicas, the shards and the
+  // buckets ("" with one replica).
+  std::string description() const;
+  // Averages the BatchNorm running statistics over the replicas (once between two steps);
+  // on GPUs queued: no wait.
+  void average_batchnorm();
+  // GPU replicas: the peer-access matrix with measured bandwidths; "" otherwise.
+  std::string peer_report() const;
+  // "" when all replicas' weights and optimizer state are equal bit for bit, else the first
+  // difference (--check-replicas).
+  std::string replicas_difference() const;
+
+  Tracer* tracer = nullptr;                          // the step's spans; null: none
+  std::function<void()> after_backward;              // tests: between backward and the update
+  std::function<void(int replica, const Batch&)> on_shard;  // tests: each shard as it arrives
+  std::function<void(const std::string&)> notice;    // one-line messages (--cuda-graph)
+
+  static constexpr int kSlots = Lane::kSlots;
+
+ private:
+  struct Graphs;  // --cuda-graph's graphs and buffers (train/engine/engine_graph.h)
+  struct Launched {
+    StepResult result;     // the host part; the rest comes from the records
+    int slot = 0;
+    bool stepped = false;  // the optimizer ran (false for a batch whose files were all bad)
+  };
+
+  GpuContextScope on_device() const { return on_replica(0); }
+  void launch_step(const StepResult& r);
+  // Step 1 on every replica: its shard of the next global batch from its loader (on a GPU, on
+  // the device, its compute stream waiting for the copy), in rank order; into r the images,
+  // the batch's place and the time waited for the loader.
+  void next_shards(StepResult& r);
+  // StepResult of a launched step from its lanes' records; throws when the loss scaler gives
+  // up (naming weights that are themselves inf/NaN when they are the cause).
+  StepResult result_of(const Launched& l);
+  // The model's input and labels for images [begin, begin + n) of a replica's batch, in the
+  // model's dtype, on the model's device.
+  std::pair<Tensor, Tensor> micro_batch(const Replica& rep, int begin, int n) const;
+  // Step 2 on one replica: forward and backward over its shard in micro-batches, the loss and
+  // top-1 count into `rec`; with replicas, each bucket marked as backward completes it.
+  // `images`: the global batch's.
+  void forward_backward(Replica& rep, int images, StepRecord* rec);
+  // Replicas: rep's backward has completed bucket k. Marks it; once every replica has,
+  // averages it (and the buckets after it that are complete too).
+  void bucket_ready(Replica& rep, int k);
+  // The Collective's tags besides the buckets (0 .. buckets - 1): the overflow flags, and the
+  // BatchNorm statistics.
+  int flags_tag() const { return int(marked_.size()); }
+  int stats_tag() const { return int(marked_.size()) + 1; }
+  // Steps 3-4 on every replica: the checks, with replicas the OR of the overflow flags, the
+  // decision, the update, the scale's change (none of it when stepped = false: a batch whose
+  // files were all bad); then the state into each replica's record `recs[r]` and the
+  // gradients zeroed. Queues only: a CUDA graph can capture it (--cuda-graph, one replica).
+  void update(bool stepped, const std::vector<StepRecord*>& recs);
+  // --cuda-graph (engine_graph.cpp): can this step come from the graphs? Captures them at the
+  // first full batch after the warm-up; false on the CPU, before, for a short batch, and when
+  // CUDA refused the capture (said once through `notice`).
+  bool graph_ready(Replica& rep, int images, int64_t step);
+  // Step 2 from its graph: the batch into the graph's input buffers, the replay; the record
+  // the graphs write.
+  StepRecord* replay_forward_backward(Replica& rep);
+
+  TrainConfig cfg_;                            // batch, accum, size, label smoothing, ...
+  RunDevice device_;
+  LossScalerConfig scaler_config_;
+  std::vector<std::unique_ptr<Replica>> replicas_;
+  std::unique_ptr<Collective> collective_;     // R > 1
+  std::unique_ptr<Graphs> graphs_;             // --cuda-graph on a GPU
+  bool broken_ = false;
+  bool bn_averaged_ = false;                   // no step since average_batchnorm()
+  std::vector<int> marked_;                    // R > 1, this step: per bucket, replicas marked
+  size_t reduced_ = 0;                         // buckets averaged this step (a prefix)
+  int slot_ = 0;                               // the record slot of the step being queued
+  std::deque<Launched> launched_;              // queued, records not yet read, in step order
+};
+
+// The scaler of a run: dynamic from 2^16 for fp16, the run stopping after max_skips skipped
+// steps in a row (--max-skips); fixed at 1 for fp32, the run stopping at the first inf/NaN
+// gradient (there is no scale to lower, so no later step can do better).
+LossScalerConfig loss_scaler_config(DType dtype, int max_skips);
+
+// A model as a checkpoint saved it, for evaluation and prediction: built from the checkpoint's
+// configuration in `dtype`, weights and BatchNorm statistics loaded. For a dtype other than
+// the training one, the fp32 master weights are used when the checkpoint has them, else the
+// weights are converted. The model lives on `device`.
+std::unique_ptr<Model> load_model(const Checkpoint& c, const TrainConfig& cfg, DType dtype,
+                                  Device device = Device::cpu);
+
+}  // namespace cutrain

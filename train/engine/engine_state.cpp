@@ -1,0 +1,170 @@
+// Engine: a run's tensors and step state into a checkpoint and back (train/engine/engine.h). What a
+// checkpoint holds:
+//
+// Tensors (names as the model and the optimizer give them):
+//   "<param>"                  every parameter: the working weights, in the training dtype
+//   "<param>.master", ...      the optimizer's state_tensors(): fp32 masters (fp16 training),
+//                              "<param>.momentum" (SGD), "<param>.adam_m", "<param>.adam_v"
+//   "<bn>.running_mean", "<bn>.running_var"   BatchNorm statistics (fp32)
+// Scalars: "loss_scale", "scaler_clean_steps", "scaler_consecutive_skips",
+//   "scaler_skipped_total", "optimizer_steps_taken", plus what the caller adds (best_top1, the
+//   epoch's validation metrics).
+// Metadata (the Trainer's, train/engine/trainer_state.cpp): step (steps attempted: the schedule's
+// clock), epoch (epochs completed), cursor (the next batch), seed, and the resolved
+// configuration as JSON.
+#include <cstring>
+#include <memory>
+#include <set>
+
+#include "kernels/check.h"
+#include "train/engine/engine.h"
+
+namespace cutrain {
+
+namespace {
+
+// Copies `from` into `to` bit for bit (to may be on a GPU); both must have the same shape and
+// dtype.
+void copy_into(Tensor& to, const Tensor& from, const std::string& name) {
+  CHECK(from.shape() == to.shape() && from.dtype() == to.dtype(),
+        "checkpoint tensor '" << name << "' is " << from.str() << ", but this run has "
+                              << to.str() << ": the checkpoint is of another model or precision");
+  to.copy_from(from);
+}
+
+// Every tensor of a run's state, by name, pointing at the live tensors.
+std::vector<std::pair<std::string, Tensor*>> state_tensors(Model& model, Optimizer& opt) {
+  std::vector<std::pair<std::string, Tensor*>> all;
+  for (const VarPtr& p : model.parameters()) all.emplace_back(p->name, &p->value);
+  for (auto& t : opt.state_tensors()) all.push_back(t);
+  for (auto& [name, bn] : model.batchnorm_states()) {
+    all.emplace_back(name + ".running_mean", &bn->running_mean);
+    all.emplace_back(name + ".running_var", &bn->running_var);
+  }
+  return all;
+}
+
+// The scalars a resume needs: the loss scaler's state and the optimizer's step count.
+void put_scaler_state(Checkpoint& c, const LossScalerState& s, int64_t steps_taken) {
+  c.scalars["loss_scale"] = s.scale;
+  c.scalars["scaler_clean_steps"] = s.clean_steps;
+  c.scalars["scaler_consecutive_skips"] = s.consecutive_skips;
+  c.scalars["scaler_skipped_total"] = double(s.skipped_total);
+  c.scalars["optimizer_steps_taken"] = double(steps_taken);
+}
+
+double scalar(const Checkpoint& c, const char* name) {
+  auto it = c.scalars.find(name);
+  USER_CHECK(it != c.scalars.end(), "the checkpoint has no scalar '" << name << "'");
+  return it->second;
+}
+
+}  // namespace
+
+void Engine::snapshot(Checkpoint& c) {
+  CHECK(!broken_, "snapshot: an earlier step failed partway, so the state is unknown");
+  average_batchnorm();  // replica 0 then holds what every replica would evaluate
+  const GpuContextScope on = on_device();  // a GPU's clones come after the queued steps
+  // Copies the caller may keep while training goes on (the HDF5 write and the fsync happen on
+  // the writer's thread). On a GPU, clones on the device: queued, no wait.
+  for (auto& [name, t] : state_tensors(model(), optimizer()))
+    c.tensors.emplace_back(name, t->clone());
+  // The loss scaler and the step count after the last launched step: the step state's, copied
+  // beside the clones (on a GPU queued after the steps; the host has not seen them yet).
+  static_assert(sizeof(StepState) % sizeof(int32_t) == 0, "StepState copied as int32s");
+  const int words = int(sizeof(StepState) / sizeof(int32_t));
+  Lane& lane = *replicas_[0]->lane;
+  Tensor state = Tensor::empty({words}, DType::i32, lane.where());
+  lane.copy(state.raw(), lane.step().state(), sizeof(StepState));
+  std::shared_ptr<Event> cloned;
+  if (lane.where() == Device::cuda) {
+    cloned = std::make_shared<Event>();
+    cloned->record(lane.stream());
+  }
+  const int device = lane.device();
+  const int max_skips = scaler_config_.max_consecutive_skips;
+  c.pending = [cloned, state, device, max_skips](Checkpoint& ck) {
+    if (cloned) {
+      // Replica 0's device, and left so: no context is made on a GPU the run does not use by
+      // switching back (the writer's thread has no other; the trainer's has this one already).
+      // The copies on the legacy stream, after the event: not on whatever stream the caller's
+      // context names.
+      set_device(device);
+      const GpuContextScope legacy{GpuContext{}};
+      cloned->synchronize();  // the clones and the state are complete
+      for (auto& named : ck.tensors) named.second = named.second.to(Device::cpu);
+    }
+    StepState s;
+    std::memcpy(&s, state.to(Device::cpu).raw(), sizeof s);
+    // The results of these steps may not have been read yet: if they end the run (too many
+    // overflows in a row), this checkpoint must not be written (it would resume past the
+    // stop). Their longest run of skips counts, not the last: a clean step after the limit
+    // was reached resets the counter, but the run still stops at the limit.
+    USER_CHECK(s.peak_skips < max_skips,
+          "the checkpoint of step " << ck.step << " is not written: " << s.peak_skips
+                                    << " steps in a row overflowed before it, and the run "
+                                    << "stops at " << max_skips);
+    put_scaler_state(ck, s.scaler, s.steps_taken);
+  };
+}
+
+void Engine::restore(const Checkpoint& c) {
+  CHECK(launched_.empty(), "restore: " << launched_.size() << " launched steps are pending");
+  CHECK(!c.pending, "restore: the checkpoint is still pending (on its way from a GPU): "
+                    "complete() it first");
+  std::set<std::string> expected;
+  for (auto& rep : replicas_) {  // every replica: they start the next step equal
+    const GpuContextScope on(rep->lane->context());  // a GPU replica's copies: on its stream
+    for (auto& [name, t] : state_tensors(*rep->model, *rep->optimizer)) {
+      expected.insert(name);
+      copy_into(*t, c.tensor(name), name);
+    }
+  }
+  for (const auto& [name, t] : c.tensors)
+    USER_CHECK(expected.count(name), "the checkpoint has a tensor '" << name
+                                                                << "' that this model does not");
+  LossScalerState saved;
+  saved.scale = scalar(c, "loss_scale");
+  saved.clean_steps = int32_t(scalar(c, "scaler_clean_steps"));
+  saved.consecutive_skips = int32_t(scalar(c, "scaler_consecutive_skips"));
+  saved.skipped_total = int64_t(scalar(c, "scaler_skipped_total"));
+  // Checked, and made this run's (a fixed scale drops old skips: nn/loss_scaler.h).
+  const LossScalerState s = loss_scaler_restored(scaler_config_, saved);
+  const auto steps_taken = int64_t(scalar(c, "optimizer_steps_taken"));
+  for (auto& rep : replicas_) {
+    const GpuContextScope on(rep->lane->context());
+    rep->lane->step().reset(s, steps_taken);
+  }
+  bn_averaged_ = true;  // every replica holds the checkpoint's statistics
+}
+
+std::unique_ptr<Model> load_model(const Checkpoint& c, const TrainConfig& cfg, DType dtype,
+                                  Device device) {
+  ModelOptions mo;
+  mo.H = mo.W = cfg.size;
+  mo.C = cfg.channels;
+  mo.classes = cfg.classes;
+  mo.dtype = dtype;
+  mo.seed = cfg.seed;
+  mo.device = device;
+  auto model = build_model(parse_model_spec(cfg.model_text, cfg.model), mo);
+  for (const VarPtr& p : model->parameters()) {
+    const Tensor& saved = c.tensor(p->name);
+    const std::string master = p->name + ".master";
+    bool has_master = false;
+    for (const auto& t : c.tensors) has_master = has_master || t.first == master;
+    if (saved.dtype() == p->value.dtype())
+      copy_into(p->value, saved, p->name);
+    else if (has_master && c.tensor(master).dtype() == p->value.dtype())
+      copy_into(p->value, c.tensor(master), master);
+    else
+      copy_into(p->value, saved.to(p->value.dtype()), p->name);
+  }
+  for (auto& [name, bn] : model->batchnorm_states()) {
+    copy_into(bn->running_mean, c.tensor(name + ".running_mean"), name + ".running_mean");
+    copy_into(bn->running_var, c.tensor(name + ".running_var"), name + ".running_var");
+  }
+  return model;
+}
+
+}  // namespace cutrain

@@ -1,0 +1,150 @@
+// Trainer: a run's data, loaders, schedule and position around its Engine (train/engine/engine.h,
+// the step itself). Checkpoints' metadata are in trainer_state.cpp.
+#include "train/engine/trainer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+
+#include "kernels/check.h"
+#include "train/run/dataset.h"
+
+namespace cutrain {
+
+Trainer::Trainer(const TrainConfig& cfg, const RunDevice& device) : cfg_(cfg), device_(device) {
+  validate_config(cfg_);
+  CHECK(cfg_.size > 0 && cfg_.classes > 0 && !cfg_.mean.empty() && !cfg_.model_text.empty() &&
+            cfg_.warmup >= 0 && cfg_.pad >= 0,
+        "Trainer: the configuration is not resolved (call resolve_config first)");
+  // Before anything big is allocated: a run that cannot fit is refused now, with the options
+  // to lower, not ended by bad_alloc or the OOM killer later.
+  memory_ = check_run_memory(cfg_, device_);
+  norm_ = Normalization{cfg_.mean, cfg_.std};  // evaluation's
+  train_ = open_train_source(cfg_, train_image_spec(cfg_));
+  val_ = open_val_source(cfg_, eval_image_spec(cfg_));  // null without validation data
+  USER_CHECK(train_->size() >= cfg_.batch,
+        "--batch " << cfg_.batch << " is larger than the " << train_->size()
+                   << " training images: an epoch would have no full batch");
+  steps_per_epoch_ = train_->size() / cfg_.batch;  // the last partial batch is dropped
+  fingerprint_ = fingerprint_of(*train_);
+  fingerprint_json_ = fingerprint_.to_json();  // once: each checkpoint keeps it
+  balance_ = class_balance(cfg_.balance, *train_, cfg_.classes);  // --balance (train/run/balance.h)
+  engine_ = std::make_unique<Engine>(cfg_, device_, balance_);
+  engine_->after_backward = [this] {
+    if (after_backward) after_backward(*this);
+  };
+  engine_->on_shard = [this](int r, const Batch& b) {
+    if (on_shard) on_shard(r, b);
+  };
+  engine_->notice = [this](const std::string& line) {
+    if (notice) notice(line);
+  };
+
+  schedule_.kind = cfg_.schedule;
+  schedule_.base_lr = cfg_.lr;
+  schedule_.total_steps = total_steps();
+  schedule_.warmup_steps =
+      std::min(total_steps() - 1, int64_t(std::llround(cfg_.warmup * double(steps_per_epoch_))));
+  schedule_.final_fraction = 0;
+  validate_schedule(schedule_);
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::start_loaders() {
+  const int R = replicas();
+  // The decode threads are shared out among the replicas' loaders; R = 1 keeps --threads.
+  int threads = cfg_.threads;
+  if (R > 1) {
+    const int all = threads > 0 ? threads : std::max(1, int(std::thread::hardware_concurrency()) - 1);
+    threads = std::max(1, all / R);
+  }
+  for (int r = 0; r < R; r++) {
+    Replica* rep = &engine_->replica(r);
+    const GpuContextScope on(rep->lane->context());  // a GPU loader's stream and memory
+    SamplerConfig sc;
+    sc.num_samples = train_->size();
+    sc.batch_size = cfg_.batch;
+    sc.seed = cfg_.seed;
+    sc.shuffle = true;
+    sc.last_batch = LastBatch::drop;
+    sc.replicas = R;
+    sc.rank = rep->rank;
+    if (cfg_.balance == "sampler") sc.labels = balance_.labels;  // class-balanced epochs
+    LoaderConfig lc;
+    lc.threads = threads;
+    lc.strict = cfg_.strict;
+    lc.tracer = tracer;
+    if (R > 1) lc.label = "replica " + std::to_string(rep->rank);  // its own trace rows
+    if (rep->lane->where() == Device::cuda) lc.gpu = rep->lane->device();
+    if (!cfg_.out.empty())
+      lc.bad_files_path = cfg_.out + (R > 1 ? "/bad_files.replica" + std::to_string(rep->rank) +
+                                                  ".txt"
+                                            : "/bad_files.txt");
+    rep->loader = std::make_unique<Loader>(train_, sc, lc, cursor_);
+  }
+}
+
+LoaderStats Trainer::loader_stats() const {
+  const Loader* l = engine_->replica(0).loader.get();
+  return l ? l->stats() : LoaderStats{};
+}
+
+void Trainer::launch() {
+  CHECK(!engine_->broken(), "Trainer: an earlier step failed partway (a replica, or a GPU "
+                            "step), so the model's state is unknown; restart from the last "
+                            "checkpoint");
+  const GpuContextScope on = engine_->on_replica(0);
+  if (!engine_->replica(0).loader) start_loaders();
+  engine_->tracer = tracer;
+  // At most kSlots steps in flight: the new step's record slot is the oldest one's.
+  if (engine_->in_flight() >= size_t(kSlots)) engine_->collect(1, done_);
+  StepResult r;  // the host part of the result: the rest comes with the step's records
+  r.step = step_;
+  r.lr = lr_at(schedule_, step_);
+  engine_->launch(r);
+  step_++;
+  cursor_ = engine_->replica(0).loader->cursor();
+  if (replicas() > 1 && cfg_.check_replicas > 0 && step_ % cfg_.check_replicas == 0) {
+    const std::string diff = engine_->replicas_difference();  // waits: a debug option
+    CHECK(diff.empty(), "--check-replicas: after step " << step_ - 1 << ", " << diff
+                                                        << ": the replicas have drifted apart");
+  }
+}
+
+std::vector<StepResult> Trainer::results(bool wait) {
+  {
+    const GpuContextScope on = engine_->on_replica(0);
+    engine_->collect(wait ? SIZE_MAX : 0, done_);
+  }
+  std::vector<StepResult> out(done_.begin(), done_.end());
+  done_.clear();
+  return out;
+}
+
+size_t Trainer::pending() const { return done_.size() + engine_->in_flight(); }
+
+StepResult Trainer::step() {
+  CHECK(pending() == 0, "Trainer::step: " << pending() << " launched steps are pending; "
+                                          "collect them with results() first");
+  launch();
+  std::vector<StepResult> r = results(true);
+  CHECK(r.size() == 1, "Trainer::step: " << r.size() << " results for one step");
+  return r[0];
+}
+
+EvalResult Trainer::evaluate() {
+  USER_CHECK(val_, "evaluate: no validation data (--val)");
+  TraceSpan span(tracer, "evaluate", "train");
+  EvalOptions opt;
+  opt.batch = std::max(cfg_.batch, 256);
+  opt.threads = cfg_.threads;
+  opt.strict = cfg_.strict;
+  opt.norm = norm_;
+  opt.tracer = tracer;
+  engine_->average_batchnorm();  // every replica evaluates the same model
+  const GpuContextScope on = engine_->on_replica(0);  // on a GPU: after the steps, in order
+  return cutrain::evaluate(engine_->model(), val_, opt);
+}
+
+}  // namespace cutrain

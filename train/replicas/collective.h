@@ -1,0 +1,65 @@
+// defines: Collective, what data-parallel replicas do together (average gradient buckets and
+// BatchNorm statistics, OR their overflow flags), and its implementations: the CPU ring
+// (make_cpu_ring: train/replicas/ring.h's ring, a thread per replica) and the GPU ring (make_gpu_ring:
+// train/replicas/device_ring.h, peer copies and a reduce kernel on a comm stream per replica). The
+// trainer picks one at start and never asks which it has; MPI and NCCL ones plug in the same
+// way ([distributed]).
+//
+// One host thread drives every local replica, replica after replica (train/engine/trainer.cpp): it
+// marks the point in each replica's queue where a buffer is complete, then asks for the
+// collective over it, then makes each replica's queue wait for the result:
+//
+//   for r: ... backward queues the last gradient of bucket k; mark(r, k)
+//   all_reduce(k, {bucket k of each replica}, n, dtype)   // once every replica has marked k
+//   for r: wait(r)                                        // before the optimizer reads them
+//
+// The CPU's queues are complete when they are queued, so mark and wait do nothing and the
+// collective runs at once; a GPU's comm streams wait for the marks (events) and the compute
+// streams for the comm streams, and the host never waits. Both rings add the same chunks in
+// the same order: the same bits (train/replicas/ring.h).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/trace.h"
+#include "kernels/gpu.h"
+#include "nn/tensor.h"
+
+namespace cutrain {
+
+class Collective {
+ public:
+  virtual ~Collective() = default;
+  virtual int size() const = 0;  // replicas
+  // Rank r's work queued so far completes what `tag` names (a bucket k = 0, 1, ...; the
+  // flags; the statistics): the collective over `tag` starts after it. Call with rank r's
+  // device current.
+  virtual void mark(int rank, int tag) = 0;
+  // Every rank's buffer data[r] of n elements (f32, f16 or f64, on its device) becomes the
+  // average over the ranks, after every rank's mark `tag`.
+  virtual void all_reduce(int tag, const std::vector<void*>& data, int64_t n, DType dtype) = 0;
+  // Every rank's n int32 flags become the OR of all ranks' (nonzero where any is), after every
+  // rank's mark `tag`.
+  virtual void any(int tag, const std::vector<int32_t*>& flags, int64_t n) = 0;
+  // Rank r's queue waits for the collectives queued so far (no host block on a GPU).
+  virtual void wait(int rank) = 0;
+  // One line: "3 replicas on the CPU ring" / the GPU ring's links.
+  virtual std::string describe() const = 0;
+  // With --trace: rows for the communication (GPU comm streams); collect_trace(false) now and
+  // then, collect_trace(true) when everything queued has run.
+  virtual void trace(Tracer* tracer) { (void)tracer; }
+  virtual void collect_trace(bool wait) { (void)wait; }
+};
+
+// R replicas on the CPU: each collective runs at once, the ring's R ranks on R threads.
+std::unique_ptr<Collective> make_cpu_ring(int replicas);
+// GPU replicas: rank r on devices[r], its compute stream streams[r].
+class DeviceRing;
+std::unique_ptr<Collective> make_gpu_ring(const std::vector<int>& devices,
+                                          const std::vector<cudaStream_t>& streams);
+// The GPU ring underneath (peer report, tests); null for any other collective.
+DeviceRing* device_ring(Collective& c);
+
+}  // namespace cutrain

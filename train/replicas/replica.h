@@ -1,0 +1,99 @@
+// defines: Replica (one data-parallel copy of a run: its model, optimizer, lane, loader shard and
+// gradient buckets), ReplicaThreads (one thread per replica: how the CPU ring's ranks run),
+// overflow_name and replica_difference (the --check-replicas test).
+//
+// A step of R replicas (Trainer::launch, train/engine/trainer.cpp), one host thread queuing replica
+// after replica:
+//
+//   replica r:   forward ... backward: layer L, L-1, ..., 1 ──────► wait ─► check ─► (OR) ─► decide, update
+//                                          │ bucket k complete on every replica  ▲
+//   collective:                            └► average bucket k ... ──────────────┘
+//
+// Each replica trains on its own shard of the global batch (data/sampler.h: contiguous,
+// disjoint, in rank order), seeds backward with its share of the global mean loss, and marks
+// each bucket when backward has completed it (Tape::grad_ready); once every replica has marked
+// bucket k, the Collective (train/replicas/collective.h) averages it. On the CPU that happens at
+// once (the CPU ring's ranks on ReplicaThreads); on GPUs it is queued on comm streams that wait for
+// the marks (events), so it overlaps the layers before.
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "data/loader.h"
+#include "nn/gpu_context.h"
+#include "nn/model.h"
+#include "nn/optim.h"
+#include "train/engine/batch_input.h"
+#include "train/engine/lane.h"
+#include "train/replicas/grad_buckets.h"
+#include "train/replicas/ring.h"
+
+namespace cutrain {
+
+struct Replica {
+  int rank = 0;
+  std::unique_ptr<Lane> lane;          // where its work runs: the CPU, or its GPU's streams
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<Loader> loader;
+  std::unique_ptr<GradBuckets> grads;  // R > 1 only: R = 1 keeps the gradients as they are
+  Tensor class_weight;                 // --balance loss: (classes) in the loss's dtype on its
+                                       //   device, made once (a CUDA graph keeps its address);
+                                       //   undefined otherwise
+  InputNorm norm;                      // mean and std where the input kernel reads them
+  Batch batch;                         // this step's shard, from next() to release()
+  bool any_ready = false;              // this step: a bucket was marked (Lane::first_ready)
+};
+
+// One thread per replica: run(f) calls f(r) for every replica r at once (r = 0 on the
+// calling thread) and returns when all have; the first exception is rethrown, after on_error
+// was called with its message (it aborts the ring, so the other replicas stop waiting).
+class ReplicaThreads {
+ public:
+  ReplicaThreads(int replicas, std::function<void(const std::string&)> on_error);
+  ~ReplicaThreads();
+  ReplicaThreads(const ReplicaThreads&) = delete;
+  ReplicaThreads& operator=(const ReplicaThreads&) = delete;
+
+  void run(const std::function<void(int)>& f);
+  int size() const { return R_; }
+
+ private:
+  void main(int r);
+  void stop();  // and join the threads
+  void call(int r);
+
+  const int R_;
+  std::function<void(const std::string&)> on_error_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  const std::function<void(int)>* job_ = nullptr;
+  int64_t generation_ = 0;
+  int running_ = 0;
+  bool stop_ = false;
+  std::exception_ptr error_;
+  std::vector<std::thread> threads_;
+};
+
+// What a step skipped by R > 1 replicas names: the first replica whose own (averaged)
+// gradients overflowed and its first parameter at fault, "replica 1: conv2.w"; only the
+// parameter when every replica's did. An inf or NaN in one replica's backward is averaged into
+// every replica's gradients, so then all overflow and the source is not known; a replica
+// named alone had it after the all-reduce (e.g. injected by a test). overflowed[r]: replica
+// r's check failed; param(r): its first parameter at fault.
+std::string overflow_name(const std::vector<char>& overflowed,
+                          const std::function<std::string(int)>& param);
+
+// "" when every replica's weights and optimizer state equal replica 0's bit for bit; else which
+// replica and tensor differ first, with the xxh64 of both. GPU replicas' tensors are copied to
+// the host (after the work queued for them): a debugging aid, not for every step.
+std::string replica_difference(const std::vector<Replica*>& replicas);
+
+}  // namespace cutrain

@@ -1,0 +1,115 @@
+#include "train/run/reporter.h"
+
+#include <nlohmann/json.hpp>
+
+namespace cutrain {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+std::string metrics_file(const TrainConfig& c) {
+  return c.metrics.empty() ? c.out + "/metrics.jsonl" : c.metrics;
+}
+}  // namespace
+
+StepMetrics RunReporter::Window::take(int64_t step, int epoch, double lr, double scale,
+                                      int64_t images_total, double wait_total) {
+  const RateMeter::Rates rates = meter.update(step, images_total, wait_total);
+  StepMetrics m;
+  m.step = step;
+  m.epoch = epoch;
+  m.loss = images ? loss / double(images) : 0;
+  m.accuracy = images ? correct / double(images) : 0;
+  m.lr = lr;
+  m.loss_scale = scale;
+  m.images_per_s = rates.images_per_s;
+  m.data_wait_pct = rates.data_wait_pct;
+  m.time_s = rates.elapsed_s;
+  eta_s = rates.eta_s;
+  loss = correct = 0;
+  images = steps = 0;
+  return m;
+}
+
+RunReporter::RunReporter(const TrainConfig& cfg, int64_t first_step, int64_t total_steps,
+                         FILE* out)
+    : cfg_(cfg), out_(out), total_steps_(total_steps), metrics_(metrics_file(cfg)),
+      progress_(cfg.epochs, total_steps, cfg.log_every), line_(first_step, total_steps),
+      record_(first_step, total_steps), last_line_(Clock::now()), epoch_start_(Clock::now()), start_(Clock::now()) {}
+
+void RunReporter::step(const StepResult& r, int64_t steps_done, double loss_scale) {
+  images_total_ += r.images;
+  wait_total_ += r.data_wait_s;
+  for (Window* w : {&line_, &record_}) {
+    w->loss += r.loss * r.images;
+    w->correct += double(r.correct);
+    w->images += r.images;
+    w->steps++;
+  }
+  epoch_loss_ += r.loss * r.images;
+  epoch_correct_ += double(r.correct);
+  epoch_images_ += r.images;
+  const int epoch = int(r.batch.epoch) + 1;
+  if (!r.taken) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "cutrain: step %lld skipped: inf/NaN gradient, first in %s; "
+                  "loss scale %g -> %g", (long long)r.step, r.overflow.c_str(), r.loss_scale,
+                  loss_scale);
+    note(buf);
+    metrics_.write("skip", {{"step", r.step}, {"parameter", r.overflow},
+                            {"loss_scale", loss_scale}});
+  }
+  const bool last = steps_done == total_steps_;
+  const bool due = steps_done % cfg_.log_every == 0 || last;
+  // The line: on a terminal about 10 times a second, in a log with the records.
+  const auto now = Clock::now();
+  if (progress_.tty() ? (now - last_line_ >= progress_.redraw || last) : due) {
+    last_line_ = now;
+    const StepMetrics m = line_.take(steps_done, epoch, r.lr, loss_scale, images_total_, wait_total_);
+    progress_.update(m, line_.eta_s, now);
+  }
+  if (due) metrics_.write(record_.take(steps_done, epoch, r.lr, loss_scale, images_total_,
+                                       wait_total_));
+}
+
+void RunReporter::epoch(int epoch, int epochs, int64_t step, const EvalResult* e,
+                        const std::vector<std::string>& class_names) {
+  progress_.end_line();
+  const double seconds = std::chrono::duration<double>(Clock::now() - epoch_start_).count();
+  std::fprintf(out_, "epoch %d/%d  train loss %.4f  acc %.2f%%", epoch, epochs,
+               epoch_images_ ? epoch_loss_ / double(epoch_images_) : 0,
+               epoch_images_ ? 100 * epoch_correct_ / double(epoch_images_) : 0);
+  if (e) {
+    std::fprintf(out_, "  |  val loss %.4f  top-1 %.2f%%  top-5 %.2f%%", e->loss,
+                 100 * e->top1_accuracy(), 100 * e->top5_accuracy());
+    nlohmann::json per_class = nlohmann::json::array();
+    for (size_t k = 0; k < e->class_images.size(); k++)
+      per_class.push_back({{"class", k < class_names.size() ? class_names[k] : std::to_string(k)},
+                           {"images", e->class_images[k]},
+                           {"top1", e->class_images[k] ? double(e->class_top1[k]) /
+                                                             double(e->class_images[k])
+                                                       : 0.0}});
+    metrics_.write("eval", {{"epoch", epoch}, {"step", step}, {"loss", e->loss},
+                            {"top1", e->top1_accuracy()}, {"top5", e->top5_accuracy()},
+                            {"images", e->images}, {"seconds", e->seconds},
+                            {"time", std::chrono::duration<double>(Clock::now() - start_).count()},
+                            {"per_class", per_class}});
+  }
+  std::fprintf(out_, "  |  %.1f s\n", seconds);
+  std::fflush(out_);
+  epoch_loss_ = epoch_correct_ = 0;
+  epoch_images_ = 0;
+  epoch_start_ = Clock::now();
+}
+
+void RunReporter::checkpoint(int64_t step, const std::string& path, bool best) {
+  metrics_.write("checkpoint", {{"step", step}, {"path", path}, {"best", best}});
+}
+
+void RunReporter::note(const std::string& line) {
+  progress_.end_line();
+  std::fprintf(stderr, "%s\n", line.c_str());
+  std::fflush(stderr);
+}
+
+}  // namespace cutrain
