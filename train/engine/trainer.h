@@ -156,6 +156,9 @@ class Trainer {
   int replicas() const { return engine_->replicas(); }
   // One line: the replicas, the shards and the gradient buckets ("" with one replica).
   std::string replicas_description() const { return engine_->description(); }
+  // Averages the BatchNorm running statistics over the replicas (evaluate and snapshot do;
+  // once between two steps). On GPUs the collective does it, queued: no wait.
+  void average_batchnorm() { engine_->average_batchnorm(); }
   // Replica r's GPU context for a scope: its compute stream and its device, so that tensor
   // copies and kernels are ordered after the steps queued for it (tests reading or writing a
   // replica's gradients in after_backward). On the CPU it changes nothing.
