@@ -19,11 +19,12 @@ namespace cutrain {
 
 namespace {
 
-// The first `limit` samples of another source: --limit-train / --limit-val.
-class FirstN : public SampleSource {
+// Another source seen through a wrapper: every sample as it is, unless a subclass overrides
+// (FirstN the size, Relabeled the labels).
+class Wrapped : public SampleSource {
  public:
-  FirstN(std::shared_ptr<const SampleSource> all, int64_t n) : all_(std::move(all)), n_(n) {}
-  int64_t size() const override { return n_; }
+  explicit Wrapped(std::shared_ptr<const SampleSource> all) : all_(std::move(all)) {}
+  int64_t size() const override { return all_->size(); }
   int32_t label(int64_t i) const override { return all_->label(i); }
   std::string name(int64_t i) const override { return all_->name(i); }
   const ImageSpec& spec() const override { return all_->spec(); }
@@ -32,8 +33,17 @@ class FirstN : public SampleSource {
     return all_->load(i, key, out, window, t);
   }
 
- private:
+ protected:
   std::shared_ptr<const SampleSource> all_;
+};
+
+// The first `limit` samples of another source: --limit-train / --limit-val.
+class FirstN : public Wrapped {
+ public:
+  FirstN(std::shared_ptr<const SampleSource> all, int64_t n) : Wrapped(std::move(all)), n_(n) {}
+  int64_t size() const override { return n_; }
+
+ private:
   int64_t n_;
 };
 
@@ -182,24 +192,16 @@ std::shared_ptr<const SampleSource> open_val_source(const TrainConfig& c, const 
 namespace {
 
 // Relabelled: --val, eval and predict data whose classes are named in another order.
-class Relabeled : public SampleSource {
+class Relabeled : public Wrapped {
  public:
   Relabeled(std::shared_ptr<const SampleSource> all, std::vector<int32_t> map)
-      : all_(std::move(all)), map_(std::move(map)) {}
-  int64_t size() const override { return all_->size(); }
+      : Wrapped(std::move(all)), map_(std::move(map)) {}
   int32_t label(int64_t i) const override {
     const int32_t k = all_->label(i);
     return k >= 0 && size_t(k) < map_.size() ? map_[size_t(k)] : k;
   }
-  std::string name(int64_t i) const override { return all_->name(i); }
-  const ImageSpec& spec() const override { return all_->spec(); }
-  DecodeResult load(int64_t i, uint64_t key, uint8_t* out, InputCrop& window,
-                    StageTimes& t) const override {
-    return all_->load(i, key, out, window, t);
-  }
 
  private:
-  std::shared_ptr<const SampleSource> all_;
   std::vector<int32_t> map_;
 };
 
