@@ -17,7 +17,7 @@ namespace {
 template <typename T> constexpr bool is_half = std::is_same<T, half_t>::value;
 
 // Tensor cores take fp16: an f32 call asking for tc is a configuration error, not something to
-// paper over (nn/gpu_context.h maps tc to direct for f32 tensors before calling here).
+// paper over (nn/context.h maps tc to direct for f32 tensors before calling here).
 template <typename T> void require_half(const char* op) {
   CHECK(is_half<T>, op << ": the tc implementation takes fp16 tensors; use direct or the "
                           "vendor library for fp32");

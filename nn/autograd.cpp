@@ -7,7 +7,7 @@
 namespace cutrain {
 
 Tensor& Var::grad_buffer() {
-  if (!grad.defined()) grad = Tensor::zeros(value.shape(), value.dtype(), value.device());
+  if (!grad.defined()) grad = Tensor::zeros(value.shape(), value.dtype(), value.home());
   return grad;
 }
 
@@ -49,7 +49,7 @@ void Tape::backward(const VarPtr& out, const Tensor& dout) {
   CHECK(out->requires_grad, "backward: the output does not depend on anything that needs a gradient");
   CHECK(dout.shape() == out->value.shape() && dout.dtype() == out->value.dtype(),
         "backward: seed " << dout.str() << " does not match output " << out->value.str());
-  out->grad = dout.to(out->value.device()).clone();
+  out->grad = dout.to(context_).clone();
   if (!grad_ready) {
     for (size_t i = nodes_.size(); i-- > 0;) nodes_[i].backward();
     nodes_.clear();

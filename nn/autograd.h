@@ -9,7 +9,7 @@
 // to the output's gradient. Adding instead of assigning is what makes a tensor used twice
 // (a residual connection) and gradient accumulation over micro-batches come out right.
 //
-//   Tape tape;
+//   Tape tape;                                       // on the CPU; Tape tape(gpu) on a GPU
 //   VarPtr y = relu(tape, conv2d(tape, x, w, b, p));
 //   VarPtr loss = softmax_cross_entropy(tape, y, labels, 0.1);
 //   tape.backward(loss, 65536.0);   // seed = the loss scale; w->grad now holds dloss/dw * seed
@@ -29,7 +29,8 @@ struct Var {
   bool requires_grad = false;
   std::string name;           // parameters are named ("conv1.w") for tables and messages
 
-  // The gradient buffer, created as zeros the first time something accumulates into it.
+  // The gradient buffer, created as zeros the first time something accumulates into it, where
+  // the value was made (Tensor::home).
   Tensor& grad_buffer();
   void zero_grad();           // zeroes the buffer if it exists
 };
@@ -39,9 +40,13 @@ VarPtr make_var(Tensor value, bool requires_grad = false, std::string name = "")
 
 class Tape {
  public:
-  // With enabled = false (evaluation) nothing is recorded and no intermediate is kept alive.
-  explicit Tape(bool enabled = true) : enabled_(enabled) {}
+  // The ops recorded on this tape run in `context` (nn/context.h): their tensors must be on its
+  // device; on a GPU, forward and backward are queued on its stream. With enabled = false
+  // (evaluation) nothing is recorded and no intermediate is kept alive.
+  explicit Tape(const Context& context = Context::cpu(), bool enabled = true)
+      : context_(context), enabled_(enabled) {}
 
+  const Context& context() const { return context_; }
   bool enabled() const { return enabled_; }
   // Does an op with these inputs need to record a backward closure? When it does, the
   // inputs are remembered for the record() that follows (every op calls wants() and then,
@@ -71,6 +76,7 @@ class Tape {
     std::function<void()> backward;
     std::vector<const Var*> inputs;  // those needing a gradient (the closure keeps them alive)
   };
+  Context context_;
   bool enabled_;
   std::vector<Node> nodes_;
   std::vector<const Var*> wanted_;  // the inputs of the last wants() that returned true

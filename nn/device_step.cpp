@@ -6,7 +6,6 @@
 #include <cstring>
 
 #include "kernels/check.h"
-#include "nn/gpu_context.h"
 #include "nn/loss_scaler.h"
 
 namespace cutrain {
@@ -19,15 +18,16 @@ constexpr size_t kFlagsOffset = (sizeof(StepState) + 15) / 16 * 16;
 #endif
 }  // namespace
 
-DeviceStep::DeviceStep(const LossScalerConfig& config, int params, Device device)
-    : config_(config), params_(params), device_(device) {
+DeviceStep::DeviceStep(const LossScalerConfig& config, int params, const Context& context)
+    : config_(config), params_(params), context_(context) {
   CHECK(params >= 1, "DeviceStep: " << params << " parameters");
   validate_loss_scaler_config(config_);
   const size_t bytes = kFlagsOffset + size_t(params) * sizeof(int32_t);
   char* base = nullptr;
-  if (device == Device::cuda) {
+  if (context_.device == Device::cuda) {
     CHECK(gpu_usable(), "DeviceStep: " << gpu_unavailable_reason());
-    mem_ = DeviceBuffer(bytes, current_device(), gpu_context().stream);
+    mem_ = DeviceBuffer(bytes, context_.gpu >= 0 ? context_.gpu : current_device(),
+                        context_.stream);
     base = static_cast<char*>(mem_.data());
   } else {
     host_.assign((bytes + sizeof(int64_t) - 1) / sizeof(int64_t), 0);
@@ -45,7 +45,7 @@ void DeviceStep::reset(const LossScalerState& scaler, int64_t steps_taken) {
             steps_taken >= 0,
         "DeviceStep: the counters must be >= 0");
   const StepState s = step_state_make(scaler, steps_taken);
-  if (device_ == Device::cpu) {
+  if (context_.device == Device::cpu) {
     *state_ = s;
     std::memset(flags_, 0, size_t(params_) * sizeof(int32_t));
     return;
@@ -54,7 +54,7 @@ void DeviceStep::reset(const LossScalerState& scaler, int64_t steps_taken) {
   // cudaMemcpyAsync only "might be synchronous" (the CUDA docs' API synchronization behavior),
   // nothing promises the bytes were read when it returns. A reset is rare (the start, a
   // restore), so the wait costs nothing that matters.
-  const cudaStream_t stream = gpu_context().stream;
+  const cudaStream_t stream = context_.stream;
   copy_async(state_, &s, sizeof s, stream);
   memset_async(flags_, 0, size_t(params_) * sizeof(int32_t), stream);
   Event done;
@@ -63,10 +63,10 @@ void DeviceStep::reset(const LossScalerState& scaler, int64_t steps_taken) {
 }
 
 void DeviceStep::begin() {
-  if (device_ == Device::cpu)
+  if (context_.device == Device::cpu)
     std::memset(flags_, 0, size_t(params_) * sizeof(int32_t));
   else
-    memset_async(flags_, 0, size_t(params_) * sizeof(int32_t), gpu_context().stream);
+    memset_async(flags_, 0, size_t(params_) * sizeof(int32_t), context_.stream);
 }
 
 int32_t* DeviceStep::flag(int i) {
@@ -76,9 +76,9 @@ int32_t* DeviceStep::flag(int i) {
 
 void DeviceStep::set_lr(double lr) {
   CHECK(std::isfinite(lr) && lr >= 0, "the learning rate must be >= 0, got " << lr);
-  if (device_ == Device::cpu) return step_set_lr_cpu(state_, lr);
+  if (context_.device == Device::cpu) return step_set_lr_cpu(state_, lr);
 #if defined(CUTRAIN_CUDA)
-  step_set_lr_gpu(state_, lr, gpu_context().stream);
+  step_set_lr_gpu(state_, lr, context_.stream);
 #else
   no_gpu();
 #endif
@@ -87,26 +87,26 @@ void DeviceStep::set_lr(double lr) {
 void DeviceStep::decide() { decide_into(state_); }
 
 void DeviceStep::decide_into(StepState* out) {
-  if (device_ == Device::cpu) return step_decide_cpu(params_, flags_, out);
+  if (context_.device == Device::cpu) return step_decide_cpu(params_, flags_, out);
 #if defined(CUTRAIN_CUDA)
-  step_decide_gpu(params_, flags_, out, gpu_context().stream);
+  step_decide_gpu(params_, flags_, out, context_.stream);
 #else
   no_gpu();
 #endif
 }
 
 void DeviceStep::finish() {
-  if (device_ == Device::cpu) return step_finish_cpu(config_, state_);
+  if (context_.device == Device::cpu) return step_finish_cpu(config_, state_);
 #if defined(CUTRAIN_CUDA)
-  step_finish_gpu(config_, state_, gpu_context().stream);
+  step_finish_gpu(config_, state_, context_.stream);
 #else
   no_gpu();
 #endif
 }
 
 Tensor DeviceStep::seed(double share, DType dtype) {
-  Tensor seed = Tensor::empty({1}, dtype, device_);
-  if (device_ == Device::cpu) {
+  Tensor seed = Tensor::empty({1}, dtype, context_);
+  if (context_.device == Device::cpu) {
     CHECK(dtype == DType::f32 || dtype == DType::f64,
           "DeviceStep::seed: the loss is f32 or f64, got " << dtype_name(dtype));
     if (dtype == DType::f64)
@@ -117,7 +117,7 @@ Tensor DeviceStep::seed(double share, DType dtype) {
   }
   CHECK(dtype == DType::f32, "DeviceStep::seed: a GPU loss is f32, got " << dtype_name(dtype));
 #if defined(CUTRAIN_CUDA)
-  loss_seed_gpu(state_, share, seed.data<float>(), gpu_context().stream);
+  loss_seed_gpu(state_, share, seed.data<float>(), context_.stream);
 #else
   no_gpu();
 #endif
@@ -125,9 +125,9 @@ Tensor DeviceStep::seed(double share, DType dtype) {
 }
 
 StepState DeviceStep::read() const {
-  if (device_ == Device::cpu) return *state_;
+  if (context_.device == Device::cpu) return *state_;
   StepState s;
-  const cudaStream_t stream = gpu_context().stream;
+  const cudaStream_t stream = context_.stream;
   copy_async(&s, state_, sizeof s, stream);
   Event done;
   done.record(stream);

@@ -5,7 +5,7 @@
 // change. This is the one optimizer protocol and the one loss scaler of cutrain, on both
 // devices: the CPU runs every call at once, a GPU queues it, and the host never waits for it.
 //
-//   DeviceStep ds(scaler_config, opt.params().size(), Device::cuda);   // on this thread's stream
+//   DeviceStep ds(scaler_config, opt.params().size(), gpu);   // in the model's Context
 //   ds.reset(LossScalerState{...}, steps_taken);               // start, or after a restore
 //   per micro-batch: tape.backward(loss, ds.seed(share, loss->value.dtype()));
 //   ds.set_lr(lr);  ds.begin();  opt.check(ds);  ds.decide();  opt.apply(ds);  ds.finish();
@@ -14,9 +14,9 @@
 // take_step (nn/optim.h) runs that sequence and reads the decision: tests and tools. The trainer
 // queues the parts itself, because replicas OR their flags between check and decide.
 //
-// On a GPU everything is queued on the calling thread's GpuContext stream (nn/gpu_context.h)
-// at the time of each call, the memory on the current device; in a CPU-only build constructing
-// one for cuda throws (there is no device).
+// On a GPU everything, the optimizer's kernels included, is queued on the context's stream
+// (nn/context.h), the memory on its device; in a CPU-only build constructing one for cuda
+// throws (there is no device).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -30,7 +30,7 @@ namespace cutrain {
 class DeviceStep {
  public:
   // Starts at loss_scaler_start(config) and step 0 (the config is validated).
-  DeviceStep(const LossScalerConfig& config, int params, Device device);
+  DeviceStep(const LossScalerConfig& config, int params, const Context& context);
   DeviceStep(const DeviceStep&) = delete;
   DeviceStep& operator=(const DeviceStep&) = delete;
 
@@ -70,12 +70,13 @@ class DeviceStep {
 
   const LossScalerConfig& config() const { return config_; }
   int params() const { return params_; }
-  Device device() const { return device_; }
+  Device device() const { return context_.device; }
+  const Context& context() const { return context_; }  // where the step and the update run
 
  private:
   LossScalerConfig config_;
   int params_;
-  Device device_;
+  Context context_;
   DeviceBuffer mem_;                 // cuda: the StepState, then params_ int32 flags
   std::vector<int64_t> host_;        // cpu: the same layout (int64_t: aligned for StepState)
   StepState* state_ = nullptr;

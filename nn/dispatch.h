@@ -6,8 +6,8 @@
 //     relu_forward_cpu<T>(n, x.data<T>(), y.data<T>());
 //   });
 //
-// and op_device() / ON_GPU(): the same template calls the op's GPU launcher when its tensors
-// are on cuda (queued on this thread's GpuContext stream, nn/gpu_context.h).
+// and op_on_gpu() / ON_GPU(): the same template calls the op's GPU launcher when it runs in a
+// GPU context (queued on the context's stream, nn/context.h).
 #pragma once
 #include <cstdlib>
 #include <initializer_list>
@@ -29,17 +29,16 @@ void dispatch_float(DType t, F&& f) {
   }
 }
 
-// The device an op runs on: that of its tensors, which must all be on one device (undefined
-// tensors, such as a missing bias, are ignored).
-inline Device op_device(const char* op, std::initializer_list<const Tensor*> ts) {
-  const Tensor* first = nullptr;
+// Does an op in context c run on the GPU? Its tensors must all be on c's device (undefined
+// tensors, such as a missing bias, are ignored): the context of its tape (nn/autograd.h).
+inline bool op_on_gpu(const Context& c, const char* op, std::initializer_list<const Tensor*> ts) {
   for (const Tensor* t : ts) {
     if (!t || !t->defined()) continue;
-    if (!first) first = t;
-    CHECK(t->device() == first->device(),
-          op << ": tensors on different devices: " << first->str() << " and " << t->str());
+    CHECK(t->device() == c.device, op << ": " << t->str() << " is not on the device the op runs on ("
+                                      << device_name(c.device)
+                                      << "): make the Tape in the tensors' Context (nn/context.h)");
   }
-  return first ? first->device() : Device::cpu;
+  return c.device == Device::cuda;
 }
 
 // The GPU kernels exist for f32 and f16; f64 tensors live on the CPU only (tensor.h), so an
@@ -54,7 +53,7 @@ constexpr bool gpu_dtype = std::is_same<T, float>::value || std::is_same<T, half
 
 // ON_GPU(op, T, call...): an op's GPU branch, written inside dispatch_float beside the CPU call:
 //
-//   if (on_gpu) ON_GPU("relu", T, relu_forward_gpu<T>(n, x, y, gpu_context().stream));
+//   if (on_gpu) ON_GPU("relu", T, relu_forward_gpu<T>(n, x, y, ctx.stream));
 //   else relu_forward_cpu<T>(n, x, y);
 //
 // A CPU-only build has no GPU kernels to call and no cuda tensors (Tensor::empty refuses

@@ -42,11 +42,11 @@ std::unique_ptr<Model> build_model(const ModelSpec& spec, const ModelOptions& op
     throw UserError(spec.where(spec.layers.back()) + ": the model ends with " + shape.str() +
                 ", but it must end with one score per class, (" +
                 std::to_string(options.classes) + "): end it with 'linear classes'");
-  if (options.device != Device::cpu && !options.shapes_only) {  // the layers hold the VarPtrs: swap what they point to
-    for (VarPtr& p : m->params_) p->value = p->value.to(options.device);
+  if (options.context.device != Device::cpu && !options.shapes_only) {  // the layers hold the VarPtrs: swap what they point to
+    for (VarPtr& p : m->params_) p->value = p->value.to(options.context);
     for (auto& [name, bn] : m->bn_states_) {
-      bn->running_mean = bn->running_mean.to(options.device);
-      bn->running_var = bn->running_var.to(options.device);
+      bn->running_mean = bn->running_mean.to(options.context);
+      bn->running_var = bn->running_var.to(options.context);
     }
   }
   return m;

@@ -41,9 +41,10 @@ struct ModelOptions {
   int classes = 10;           // what 'linear classes' means; the model must end with (classes)
   DType dtype = DType::f32;   // activations and conv/linear parameters
   uint64_t seed = 1;          // weight initialisation
-  // Where the parameters and BatchNorm statistics live. The model is always initialised on
-  // the CPU (the same bits whatever the device) and then copied there.
-  Device device = Device::cpu;
+  // Where the parameters and BatchNorm statistics live (on a GPU: made on the context's
+  // stream, where the model's training runs). The model is always initialised on the CPU (the
+  // same bits whatever the device) and then copied there.
+  Context context;
   // Shapes only: the layers, their output shapes and parameter counts (rows(), table()), but
   // no parameter memory. For memory plans made before a run allocates anything
   // (train/run/memory_plan.h); such a model cannot run forward().

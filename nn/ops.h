@@ -1,6 +1,8 @@
 // defines: the differentiable ops. Each one checks its arguments (a clear cutrain::Error
 // naming the op and the shapes), computes its output with the kernels of kernels/, and
 // records on the tape a closure that adds its gradient contributions to its inputs' grads.
+// Each runs in its tape's Context (nn/context.h): its tensors are on the context's device, and
+// on a GPU its kernels, forward and backward, are queued on the context's stream.
 //
 // Shapes (activations NHWC; letters as in kernels/):
 //   conv2d      x (N,H,W,C), w (K,R,S,C), b (K) or null        -> (N,P,Q,K)
@@ -55,7 +57,8 @@ VarPtr softmax_cross_entropy(Tape& tape, const VarPtr& logits, const Tensor& lab
                              double smoothing = 0.0, const Tensor& class_weight = Tensor());
 
 // Number of rows whose largest logit is at the label (ties: the first largest). Not
-// differentiable: nothing is recorded.
+// differentiable: nothing is recorded. On a GPU the count is read back to the host after the
+// work queued on the logits' stream (Tensor::home).
 int64_t top1_correct(const Tensor& logits, const Tensor& labels);
 
 }  // namespace cutrain

@@ -4,19 +4,18 @@
 #include "kernels/elementwise.h"
 #include "kernels/linear.h"
 #include "nn/dispatch.h"
-#include "nn/gpu_context.h"
 #include "nn/ops.h"
 
 namespace cutrain {
 
 namespace {
-// dx += dy, on the device the tensors live on: the backward of add and flatten.
-void accumulate_into(int64_t n, Tensor& dy, Tensor& dx) {
-  const bool gpu = op_device("accumulate", {&dy, &dx}) == Device::cuda;
+// dx += dy in context ctx: the backward of add and flatten.
+void accumulate_into(const Context& ctx, int64_t n, Tensor& dy, Tensor& dx) {
+  const bool gpu = op_on_gpu(ctx, "accumulate", {&dy, &dx});
   dispatch_float(dx.dtype(), [&](auto tag) {
     using T = decltype(tag);
     if (gpu)
-      ON_GPU("accumulate", T, accumulate_gpu<T>(n, dy.data<T>(), dx.data<T>(), gpu_context().stream));
+      ON_GPU("accumulate", T, accumulate_gpu<T>(n, dy.data<T>(), dx.data<T>(), ctx.stream));
     else
       accumulate_cpu<T>(n, dy.data<T>(), dx.data<T>());
   });
@@ -24,19 +23,20 @@ void accumulate_into(int64_t n, Tensor& dy, Tensor& dx) {
 }  // namespace
 
 VarPtr relu(Tape& tape, const VarPtr& x) {
+  const Context ctx = tape.context();
   const Tensor& X = x->value;
-  const bool gpu = op_device("relu", {&X}) == Device::cuda;
-  VarPtr y = make_var(Tensor::empty(X.shape(), X.dtype(), X.device()), x->requires_grad);
+  const bool gpu = op_on_gpu(ctx, "relu", {&X});
+  VarPtr y = make_var(Tensor::empty(X.shape(), X.dtype(), ctx), x->requires_grad);
   dispatch_float(X.dtype(), [&](auto tag) {
     using T = decltype(tag);
     if (gpu)
       ON_GPU("relu", T, relu_forward_gpu<T>(X.numel(), X.data<T>(), y->value.data<T>(),
-                                            gpu_context().stream));
+                                            ctx.stream));
     else
       relu_forward_cpu<T>(X.numel(), X.data<T>(), y->value.data<T>());
   });
   if (tape.wants({x.get()}))
-    tape.record("relu", [x, y, gpu] {
+    tape.record("relu", [x, y, gpu, ctx] {
       dispatch_float(y->value.dtype(), [&](auto tag) {
         using T = decltype(tag);
         const int64_t n = y->value.numel();
@@ -44,7 +44,7 @@ VarPtr relu(Tape& tape, const VarPtr& x) {
         const T* dy = y->grad_buffer().data<T>();
         T* dx = x->grad_buffer().data<T>();
         if (gpu)
-          ON_GPU("relu", T, relu_backward_gpu<T>(n, yv, dy, dx, gpu_context().stream));
+          ON_GPU("relu", T, relu_backward_gpu<T>(n, yv, dy, dx, ctx.stream));
         else
           relu_backward_cpu<T>(n, yv, dy, dx);
       });
@@ -53,31 +53,33 @@ VarPtr relu(Tape& tape, const VarPtr& x) {
 }
 
 VarPtr add(Tape& tape, const VarPtr& a, const VarPtr& b) {
-  const bool gpu = op_device("add", {&a->value, &b->value}) == Device::cuda;
+  const Context ctx = tape.context();
+  const bool gpu = op_on_gpu(ctx, "add", {&a->value, &b->value});
   check_same_dtype("add", a->value, b->value);
   CHECK(a->value.shape() == b->value.shape(), "add: shapes differ: "
                                                   << shape_str(a->value.shape()) << " and "
                                                   << shape_str(b->value.shape()));
   const Tensor &A = a->value, &B = b->value;
-  VarPtr y = make_var(Tensor::empty(A.shape(), A.dtype(), A.device()),
+  VarPtr y = make_var(Tensor::empty(A.shape(), A.dtype(), ctx),
                       a->requires_grad || b->requires_grad);
   dispatch_float(A.dtype(), [&](auto tag) {
     using T = decltype(tag);
     if (gpu)
       ON_GPU("add", T, add_forward_gpu<T>(A.numel(), A.data<T>(), B.data<T>(),
-                                          y->value.data<T>(), gpu_context().stream));
+                                          y->value.data<T>(), ctx.stream));
     else
       add_forward_cpu<T>(A.numel(), A.data<T>(), B.data<T>(), y->value.data<T>());
   });
   if (tape.wants({a.get(), b.get()}))
-    tape.record("add", [a, b, y] {
+    tape.record("add", [a, b, y, ctx] {
       for (const VarPtr& in : {a, b})
-        if (in->requires_grad) accumulate_into(y->value.numel(), y->grad_buffer(), in->grad_buffer());
+        if (in->requires_grad) accumulate_into(ctx, y->value.numel(), y->grad_buffer(), in->grad_buffer());
     });
   return y;
 }
 
 VarPtr flatten(Tape& tape, const VarPtr& x) {
+  const Context ctx = tape.context();
   const Tensor& X = x->value;
   CHECK(X.rank() >= 1, "flatten: needs a batch dimension, got " << X.str());
   const int N = X.dim(0);
@@ -85,15 +87,16 @@ VarPtr flatten(Tape& tape, const VarPtr& x) {
   // The output shares x's storage (a view); its gradient is a separate buffer.
   VarPtr y = make_var(X.reshape({N, rest}), x->requires_grad);
   if (tape.wants({x.get()}))
-    tape.record("flatten", [x, y] {
-      accumulate_into(y->value.numel(), y->grad_buffer(), x->grad_buffer());
+    tape.record("flatten", [x, y, ctx] {
+      accumulate_into(ctx, y->value.numel(), y->grad_buffer(), x->grad_buffer());
     });
   return y;
 }
 
 VarPtr linear(Tape& tape, const VarPtr& x, const VarPtr& w, const VarPtr& b) {
+  const Context ctx = tape.context();
   const Tensor &X = x->value, &Wt = w->value;
-  const bool gpu = op_device("linear", {&X, &Wt, b ? &b->value : nullptr}) == Device::cuda;
+  const bool gpu = op_on_gpu(ctx, "linear", {&X, &Wt, b ? &b->value : nullptr});
   CHECK(X.rank() == 2, "linear: x must be (N,C), got " << X.str());
   CHECK(Wt.rank() == 2, "linear: w must be (K,C), got " << Wt.str());
   CHECK(Wt.dim(1) == X.dim(1), "linear: x " << shape_str(X.shape()) << " has C = " << X.dim(1)
@@ -107,19 +110,19 @@ VarPtr linear(Tape& tape, const VarPtr& x, const VarPtr& w, const VarPtr& b) {
           "linear: bias must be (" << K << "), got " << shape_str(b->value.shape()));
   }
   const bool rg = x->requires_grad || w->requires_grad || (b && b->requires_grad);
-  VarPtr y = make_var(Tensor::empty({N, K}, X.dtype(), X.device()), rg);  // (N,K)
+  VarPtr y = make_var(Tensor::empty({N, K}, X.dtype(), ctx), rg);  // (N,K)
   dispatch_float(X.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* bv = b ? b->value.data<T>() : nullptr;
     if (gpu)
-      ON_GPU("linear", T, linear_forward_gpu<T>(linear_impl<T>(), N, C, K, X.data<T>(),
+      ON_GPU("linear", T, linear_forward_gpu<T>(linear_impl<T>(ctx), N, C, K, X.data<T>(),
                                                 Wt.data<T>(), bv, y->value.data<T>(),
-                                                gpu_context().stream));
+                                                ctx.stream));
     else
       linear_forward_cpu<T>(N, C, K, X.data<T>(), Wt.data<T>(), bv, y->value.data<T>());
   });
   if (tape.wants({x.get(), w.get(), b.get()}))
-    tape.record("linear", [x, w, b, y, N, C, K, gpu] {
+    tape.record("linear", [x, w, b, y, N, C, K, gpu, ctx] {
       dispatch_float(y->value.dtype(), [&](auto tag) {
         using T = decltype(tag);
         const T* xv = x->value.data<T>();
@@ -129,8 +132,8 @@ VarPtr linear(Tape& tape, const VarPtr& x, const VarPtr& w, const VarPtr& b) {
         T* dw = w->requires_grad ? w->grad_buffer().data<T>() : nullptr;
         T* db = b && b->requires_grad ? b->grad_buffer().data<T>() : nullptr;
         if (gpu)
-          ON_GPU("linear", T, linear_backward_gpu<T>(linear_impl<T>(), N, C, K, xv, wv, dy, dx,
-                                                     dw, db, gpu_context().stream));
+          ON_GPU("linear", T, linear_backward_gpu<T>(linear_impl<T>(ctx), N, C, K, xv, wv, dy, dx,
+                                                     dw, db, ctx.stream));
         else
           linear_backward_cpu<T>(N, C, K, xv, wv, dy, dx, dw, db);
       });

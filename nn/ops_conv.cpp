@@ -3,15 +3,15 @@
 //   4. if any input needs a gradient, record a closure that accumulates into the inputs' grads.
 #include "kernels/conv2d.h"
 #include "nn/dispatch.h"
-#include "nn/gpu_context.h"
 #include "nn/ops.h"
 
 namespace cutrain {
 
 VarPtr conv2d(Tape& tape, const VarPtr& x, const VarPtr& w, const VarPtr& b,
               int stride_h, int stride_w, int pad_h, int pad_w) {
+  const Context ctx = tape.context();
   const Tensor &X = x->value, &Wt = w->value;  // (N,H,W,C), (K,R,S,C)
-  const bool gpu = op_device("conv2d", {&X, &Wt, b ? &b->value : nullptr}) == Device::cuda;
+  const bool gpu = op_on_gpu(ctx, "conv2d", {&X, &Wt, b ? &b->value : nullptr});
   CHECK(X.rank() == 4, "conv2d: x must be (N,H,W,C), got " << X.str());
   CHECK(Wt.rank() == 4, "conv2d: w must be (K,R,S,C), got " << Wt.str());
   CHECK(Wt.dim(3) == X.dim(3), "conv2d: x " << shape_str(X.shape()) << " has C = " << X.dim(3)
@@ -30,19 +30,19 @@ VarPtr conv2d(Tape& tape, const VarPtr& x, const VarPtr& w, const VarPtr& b,
   conv2d_check_shape(s);  // sizes, stride, padding, filter fits the padded input
 
   const bool rg = x->requires_grad || w->requires_grad || (b && b->requires_grad);
-  VarPtr y = make_var(Tensor::empty({s.N, s.P(), s.Q(), s.K}, X.dtype(), X.device()),
+  VarPtr y = make_var(Tensor::empty({s.N, s.P(), s.Q(), s.K}, X.dtype(), ctx),
                       rg);  // (N,P,Q,K)
   dispatch_float(X.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* bv = b ? b->value.data<T>() : nullptr;
     if (gpu)
-      ON_GPU("conv2d", T, conv2d_forward_gpu<T>(conv_impl<T>(), s, X.data<T>(), Wt.data<T>(), bv,
-                                                y->value.data<T>(), gpu_context().stream));
+      ON_GPU("conv2d", T, conv2d_forward_gpu<T>(conv_impl<T>(ctx), s, X.data<T>(), Wt.data<T>(), bv,
+                                                y->value.data<T>(), ctx.stream));
     else
       conv2d_forward_cpu<T>(s, X.data<T>(), Wt.data<T>(), bv, y->value.data<T>());
   });
   if (tape.wants({x.get(), w.get(), b.get()}))
-    tape.record("conv2d", [x, w, b, y, s, gpu] {
+    tape.record("conv2d", [x, w, b, y, s, gpu, ctx] {
       dispatch_float(y->value.dtype(), [&](auto tag) {
         using T = decltype(tag);
         const T* dy = y->grad_buffer().data<T>();
@@ -52,10 +52,10 @@ VarPtr conv2d(Tape& tape, const VarPtr& x, const VarPtr& w, const VarPtr& b,
         T* dw = w->requires_grad ? w->grad_buffer().data<T>() : nullptr;
         T* db = b && b->requires_grad ? b->grad_buffer().data<T>() : nullptr;
         if (gpu) {
-          if (dx) ON_GPU("conv2d", T, conv2d_backward_data_gpu<T>(conv_impl<T>(), s, dy, wv, dx, gpu_context().stream));
+          if (dx) ON_GPU("conv2d", T, conv2d_backward_data_gpu<T>(conv_impl<T>(ctx), s, dy, wv, dx, ctx.stream));
           if (dw || db)
             ON_GPU("conv2d", T,
-                   conv2d_backward_filter_gpu<T>(conv_impl<T>(), s, xv, dy, dw, db, gpu_context().stream));
+                   conv2d_backward_filter_gpu<T>(conv_impl<T>(ctx), s, xv, dy, dw, db, ctx.stream));
         } else {
           if (dx) conv2d_backward_data_cpu<T>(s, dy, wv, dx);
           if (dw || db) conv2d_backward_filter_cpu<T>(s, xv, dy, dw, db);

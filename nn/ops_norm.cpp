@@ -5,7 +5,6 @@
 //    for the backward in tensors that the closure owns.
 #include "kernels/batchnorm.h"
 #include "nn/dispatch.h"
-#include "nn/gpu_context.h"
 #include "nn/ops.h"
 
 namespace cutrain {
@@ -15,12 +14,13 @@ const char* const kOp = "batchnorm2d";
 
 // gamma, beta and the running statistics: defined, on x's device, (C), in x's accumulation
 // dtype.
-void check_per_channel(const Tensor& t, const char* name, const Tensor& x, int C) {
+void check_per_channel(const Context& ctx, const Tensor& t, const char* name, const Tensor& x,
+                       int C) {
   const DType acc = acc_dtype(x.dtype());
   CHECK(t.defined(), kOp << ": " << name << " is undefined; it must be a (" << C << ") "
                          << dtype_name(acc) << " tensor (running_mean starts as zeros, "
                          << "running_var as ones)");
-  op_device(kOp, {&x, &t});
+  op_on_gpu(ctx, kOp, {&t});
   CHECK(t.shape() == Shape{C}, kOp << ": " << name << " must be (" << C << ") to match x "
                                    << x.str() << ", got " << shape_str(t.shape()));
   CHECK(t.dtype() == acc, kOp << ": " << name << " must be " << dtype_name(acc)
@@ -31,6 +31,7 @@ void check_per_channel(const Tensor& t, const char* name, const Tensor& x, int C
 
 VarPtr batchnorm2d(Tape& tape, const VarPtr& x, const VarPtr& gamma, const VarPtr& beta,
                    BatchNormState& state, bool training) {
+  const Context ctx = tape.context();
   CHECK(x && gamma && beta, kOp << ": x, gamma and beta must all be given (got a null Var)");
   const Tensor& X = x->value;
   CHECK(X.dtype() == DType::f32 || X.dtype() == DType::f16 || X.dtype() == DType::f64,
@@ -40,10 +41,10 @@ VarPtr batchnorm2d(Tape& tape, const VarPtr& x, const VarPtr& gamma, const VarPt
   CHECK(X.numel() > 0, kOp << ": x is empty: " << X.str());
   const int C = X.dim(-1);
   const int64_t M = X.numel() / C;  // N*H*W values per channel
-  check_per_channel(gamma->value, "gamma", X, C);
-  check_per_channel(beta->value, "beta", X, C);
-  check_per_channel(state.running_mean, "running_mean", X, C);
-  check_per_channel(state.running_var, "running_var", X, C);
+  check_per_channel(ctx, gamma->value, "gamma", X, C);
+  check_per_channel(ctx, beta->value, "beta", X, C);
+  check_per_channel(ctx, state.running_mean, "running_mean", X, C);
+  check_per_channel(ctx, state.running_var, "running_var", X, C);
   CHECK(state.eps > 0, kOp << ": eps must be > 0, got " << state.eps);
   CHECK(state.momentum >= 0 && state.momentum <= 1,
         kOp << ": momentum must lie in [0, 1], got " << state.momentum);
@@ -55,16 +56,16 @@ VarPtr batchnorm2d(Tape& tape, const VarPtr& x, const VarPtr& gamma, const VarPt
   const double eps = state.eps;
   const bool rg = x->requires_grad || gamma->requires_grad || beta->requires_grad;
   const bool record = tape.wants({x.get(), gamma.get(), beta.get()});
-  const bool gpu = X.device() == Device::cuda;
-  VarPtr y = make_var(Tensor::empty(X.shape(), X.dtype(), X.device()), rg);
+  const bool gpu = op_on_gpu(ctx, kOp, {&X});
+  VarPtr y = make_var(Tensor::empty(X.shape(), X.dtype(), ctx), rg);
   // What the backward needs besides x and gamma: in training the batch mean and invstd
   // (C) acc; in eval a copy of the running statistics as this forward saw them, so a later
   // training step that moves them cannot change this op's gradient.
   Tensor saved_mean, saved_invstd;  // training
   Tensor seen_mean, seen_var;        // eval
   if (training) {
-    saved_mean = Tensor::empty({C}, acc, X.device());
-    saved_invstd = Tensor::empty({C}, acc, X.device());
+    saved_mean = Tensor::empty({C}, acc, ctx);
+    saved_invstd = Tensor::empty({C}, acc, ctx);
   } else if (record) {
     seen_mean = state.running_mean.clone();
     seen_var = state.running_var.clone();
@@ -80,12 +81,12 @@ VarPtr batchnorm2d(Tape& tape, const VarPtr& x, const VarPtr& gamma, const VarPt
                          M, C, X.data<T>(), g, b, eps, state.momentum, /*relu=*/false,
                          y->value.data<T>(), saved_mean.data<A>(), saved_invstd.data<A>(),
                          state.running_mean.data<A>(), state.running_var.data<A>(),
-                         gpu_context().stream));
+                         ctx.stream));
     else if (gpu)
       ON_GPU(kOp, T, batchnorm_forward_eval_gpu<T>(
                          M, C, X.data<T>(), g, b, state.running_mean.data<A>(),
                          state.running_var.data<A>(), eps, /*relu=*/false, y->value.data<T>(),
-                         gpu_context().stream));
+                         ctx.stream));
     else if (training)
       batchnorm_forward_train_cpu<T>(M, C, X.data<T>(), g, b, eps, state.momentum,
                                      y->value.data<T>(), saved_mean.data<A>(),
@@ -98,7 +99,7 @@ VarPtr batchnorm2d(Tape& tape, const VarPtr& x, const VarPtr& gamma, const VarPt
 
   if (record)
     tape.record(kOp, [x, gamma, beta, y, M, C, training, eps, saved_mean,
-                     saved_invstd, seen_mean, seen_var, gpu] {
+                     saved_invstd, seen_mean, seen_var, gpu, ctx] {
       dispatch_float(y->value.dtype(), [&](auto tag) {
         using T = decltype(tag);
         using A = acc_t<T>;
@@ -111,11 +112,11 @@ VarPtr batchnorm2d(Tape& tape, const VarPtr& x, const VarPtr& gamma, const VarPt
         if (gpu && training)
           ON_GPU(kOp, T, batchnorm_backward_train_gpu<T>(
                              M, C, xv, /*y=*/nullptr, dy, g, saved_mean.data<A>(),
-                             saved_invstd.data<A>(), /*relu=*/false, dx, dg, db, gpu_context().stream));
+                             saved_invstd.data<A>(), /*relu=*/false, dx, dg, db, ctx.stream));
         else if (gpu)
           ON_GPU(kOp, T, batchnorm_backward_eval_gpu<T>(
                              M, C, xv, /*y=*/nullptr, dy, g, seen_mean.data<A>(),
-                             seen_var.data<A>(), eps, /*relu=*/false, dx, dg, db, gpu_context().stream));
+                             seen_var.data<A>(), eps, /*relu=*/false, dx, dg, db, ctx.stream));
         else if (training)
           batchnorm_backward_train_cpu<T>(M, C, xv, dy, g, saved_mean.data<A>(),
                                           saved_invstd.data<A>(), dx, dg, db);

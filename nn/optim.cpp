@@ -3,7 +3,6 @@
 #include <cmath>
 
 #include "nn/dispatch.h"
-#include "nn/gpu_context.h"
 
 namespace cutrain {
 
@@ -46,7 +45,7 @@ void Optimizer::check(DeviceStep& ds) {
       }
 #if defined(CUTRAIN_CUDA)
       ON_GPU(who_, T, grads_nonfinite_gpu<T>(g.numel(), g.template data<T>(), ds.inv_scale(),
-                                             ds.flag(int(i)), gpu_context().stream));
+                                             ds.flag(int(i)), ds.context().stream));
 #else
       no_gpu_kernel(who_);  // not reached: a CPU-only build has no cuda tensors
 #endif
@@ -85,7 +84,7 @@ void Optimizer::add_masters(std::vector<std::pair<std::string, Tensor*>>& out, s
 std::vector<Tensor> Optimizer::acc_zeros() const {
   std::vector<Tensor> out;
   for (const Tensor& m : masters_)
-    out.push_back(Tensor::zeros(m.shape(), m.dtype(), m.device()));
+    out.push_back(Tensor::zeros(m.shape(), m.dtype(), m.home()));
   return out;
 }
 
@@ -129,7 +128,7 @@ void SGD::update_gpu(DeviceStep& ds) {
       ON_GPU(who_, T, sgd_step_gpu<T>(g.numel(), g.template data<T>(), ds.inv_scale(), ds.skip(),
                                       ds.lr(), masters_[i].template data<float>(),
                                       velocity_[i].template data<float>(), working<T>(i), p,
-                                      gpu_context().stream));
+                                      ds.context().stream));
     });
   }
 #else
@@ -185,7 +184,7 @@ void AdamW::update_gpu(DeviceStep& ds) {
       ON_GPU(who_, T, adamw_step_gpu<T>(g.numel(), g.template data<T>(), ds.inv_scale(),
                                         ds.skip(), ds.lr(), masters_[i].template data<float>(),
                                         m_[i].template data<float>(), v_[i].template data<float>(),
-                                        working<T>(i), p, ds.t(), gpu_context().stream));
+                                        working<T>(i), p, ds.t(), ds.context().stream));
     });
   }
 #else

@@ -11,7 +11,7 @@
 // on a GPU it is queued and the host never waits.
 //
 //   auto opt = make_optimizer("adamw", model->parameters(), 1e-3, 0.9, 0.05);
-//   DeviceStep ds(scaler_config, int(opt->params().size()), Device::cpu);
+//   DeviceStep ds(scaler_config, int(opt->params().size()), Context::cpu());
 //   const bool taken = take_step(*opt, ds, lr_at(schedule, step));   // = the sequence below
 //   if (!taken) report(opt->parameter_name(size_t(ds.read().first_bad)));
 //   opt->zero_grad();

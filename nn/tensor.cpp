@@ -9,7 +9,6 @@
 #include "kernels/check.h"
 #include "kernels/gpu.h"
 #include "nn/dispatch.h"
-#include "nn/gpu_context.h"
 
 namespace cutrain {
 
@@ -33,8 +32,6 @@ const char* dtype_name(DType t) {
   return "?";
 }
 
-const char* device_name(Device d) { return d == Device::cpu ? "cpu" : "cuda"; }
-
 DType acc_dtype(DType t) { return t == DType::f64 ? DType::f64 : DType::f32; }
 
 int64_t shape_numel(const Shape& s) {
@@ -51,29 +48,33 @@ std::string shape_str(const Shape& s) {
   return os.str();
 }
 
-// The bytes behind a tensor: 64-byte aligned host memory, or a block of the current device's
-// caching allocator (returned to the pool, not to cudaFree, when the last tensor lets go), or a
-// part of another Storage (flat_view), which it keeps alive and does not free.
+// The bytes behind a tensor: 64-byte aligned host memory, or a block of a device's caching
+// allocator (returned to the pool, not to cudaFree, when the last tensor lets go) ordered on the
+// stream it was made for, or a part of another Storage (flat_view), which it keeps alive and
+// does not free.
 struct Storage {
   void* ptr = nullptr;
   size_t bytes = 0;
   Device device = Device::cpu;
+  int gpu = -1;                    // on cuda: the device's ordinal
+  cudaStream_t stream = nullptr;   // on cuda: the stream it was made on (Tensor::home)
   DeviceBuffer dev;
   std::shared_ptr<Storage> parent;  // set for a view: the owner of ptr
 
-  Storage(size_t n, Device d) : bytes(n), device(d) {
-    if (d == Device::cpu) {
+  Storage(size_t n, const Context& in) : bytes(n), device(in.device), stream(in.stream) {
+    if (device == Device::cpu) {
       ptr = std::aligned_alloc(64, (n + 63) / 64 * 64 + 64);
       CHECK(ptr, "out of host memory allocating " << n << " bytes");
     } else {
       CHECK(gpu_usable(), "cannot place a tensor on cuda: " << gpu_unavailable_reason());
-      dev = DeviceBuffer(n > 0 ? n : 1, current_device(), gpu_context().stream);
+      gpu = in.gpu >= 0 ? in.gpu : current_device();
+      dev = DeviceBuffer(n > 0 ? n : 1, gpu, stream);
       ptr = dev.data();
     }
   }
   Storage(std::shared_ptr<Storage> owner, size_t offset_bytes, size_t n)
       : ptr(static_cast<char*>(owner->ptr) + offset_bytes), bytes(n), device(owner->device),
-        parent(std::move(owner)) {}
+        gpu(owner->gpu), stream(owner->stream), parent(std::move(owner)) {}
   ~Storage() {
     if (device == Device::cpu && !parent) std::free(ptr);
   }
@@ -81,29 +82,28 @@ struct Storage {
   Storage& operator=(const Storage&) = delete;
 };
 
-// A copy to or from a device, queued on this thread's stream (nn/gpu_context.h) and waited
-// for: so it comes after the kernels that thread queued there. (A plain cudaMemcpy runs on the
-// legacy default stream, which does not wait for the non-blocking streams cutrain uses.)
-static void copy_ordered(void* dst, const void* src, size_t bytes) {
-  const cudaStream_t stream = gpu_context().stream;
+// A copy to or from a device, queued on `stream` and waited for: so it comes after the kernels
+// queued there before. (A plain cudaMemcpy runs on the legacy default stream, which does not
+// wait for the non-blocking streams cutrain uses.)
+static void copy_ordered(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
   copy_async(dst, src, bytes, stream);
   Event done;
   done.record(stream);
   done.synchronize();
 }
 
-Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+Tensor Tensor::empty(const Shape& shape, DType dtype, const Context& in) {
   for (int d : shape) CHECK(d >= 0, "negative dimension in shape " << shape_str(shape));
   Tensor t;
   t.shape_ = shape;
   t.dtype_ = dtype;
-  t.device_ = device;
-  t.storage_ = std::make_shared<Storage>(t.bytes(), device);
+  t.device_ = in.device;
+  t.storage_ = std::make_shared<Storage>(t.bytes(), in);
   return t;
 }
 
-Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
-  Tensor t = empty(shape, dtype, device);
+Tensor Tensor::zeros(const Shape& shape, DType dtype, const Context& in) {
+  Tensor t = empty(shape, dtype, in);
   t.zero_();
   return t;
 }
@@ -180,22 +180,29 @@ Tensor Tensor::flat_view(int64_t offset, const Shape& shape) const {
   return t;
 }
 
-Tensor Tensor::to(Device device) const {
-  if (device == device_) return *this;
-  Tensor t = empty(shape_, dtype_, device);
-  copy_ordered(t.raw(), raw(), bytes());
+Context Tensor::home() const {
+  CHECK(defined(), "home() of an undefined tensor");
+  if (device_ == Device::cpu) return Context::cpu();
+  return Context::cuda(storage_->stream, ConvImpl::tc, LinearImpl::tc, storage_->gpu);
+}
+
+Tensor Tensor::to(const Context& in) const {
+  if (in.device == device_) return *this;
+  Tensor t = empty(shape_, dtype_, in);
+  // To a GPU: on the new tensor's stream; to the CPU: on this tensor's.
+  copy_ordered(t.raw(), raw(), bytes(), in.device == Device::cuda ? in.stream : storage_->stream);
   return t;
 }
 
 Tensor Tensor::to(DType dtype) const {
   if (dtype == dtype_) return *this;
-  Tensor t = empty(shape_, dtype, device_);
+  Tensor t = empty(shape_, dtype, home());
   const int64_t n = numel();
   if (device_ == Device::cuda) {
     if (dtype_ == DType::f32 && dtype == DType::f16)
-      cast_f32_to_f16_gpu(n, data<float>(), t.data<half_t>(), gpu_context().stream);
+      cast_f32_to_f16_gpu(n, data<float>(), t.data<half_t>(), storage_->stream);
     else if (dtype_ == DType::f16 && dtype == DType::f32)
-      cast_f16_to_f32_gpu(n, data<half_t>(), t.data<float>(), gpu_context().stream);
+      cast_f16_to_f32_gpu(n, data<half_t>(), t.data<float>(), storage_->stream);
     else
       CHECK(false, "no GPU cast from " << dtype_name(dtype_) << " to " << dtype_name(dtype));
     return t;
@@ -214,11 +221,11 @@ Tensor Tensor::to(DType dtype) const {
 }
 
 Tensor Tensor::clone() const {
-  Tensor t = empty(shape_, dtype_, device_);
+  Tensor t = empty(shape_, dtype_, home());
   if (device_ == Device::cpu)
     std::memcpy(t.raw(), raw(), bytes());
   else
-    copy_async(t.raw(), raw(), bytes(), gpu_context().stream);  // device to device: no wait
+    copy_async(t.raw(), raw(), bytes(), storage_->stream);  // device to device: no wait
   return t;
 }
 
@@ -228,14 +235,15 @@ void Tensor::copy_from(const Tensor& src) {
   if (device_ == Device::cpu && src.device_ == Device::cpu)
     std::memcpy(raw(), src.raw(), bytes());
   else
-    copy_ordered(raw(), src.raw(), bytes());
+    copy_ordered(raw(), src.raw(), bytes(),
+                 device_ == Device::cuda ? storage_->stream : src.storage_->stream);
 }
 
 void Tensor::zero_() {
   if (device_ == Device::cpu)
     std::memset(raw(), 0, bytes());  // all-zero bits are +0 in every dtype
   else
-    memset_async(raw(), 0, bytes(), gpu_context().stream);
+    memset_async(raw(), 0, bytes(), storage_->stream);
 }
 
 void Tensor::fill_(double value) {
@@ -254,7 +262,7 @@ void Tensor::fill_(double value) {
 }
 
 std::vector<double> Tensor::to_doubles() const {
-  const Tensor h = to(Device::cpu);
+  const Tensor h = to(Context::cpu());
   std::vector<double> out(static_cast<size_t>(numel()));
   if (dtype_ == DType::i32) {
     for (size_t i = 0; i < out.size(); i++) out[i] = h.data<int32_t>()[i];
@@ -279,7 +287,7 @@ double Tensor::item() const {
 
 int64_t first_nonfinite(const Tensor& t) {
   if (!t.defined() || t.dtype() == DType::i32) return -1;
-  const Tensor h = t.to(Device::cpu);
+  const Tensor h = t.to(Context::cpu());
   int64_t bad = -1;
   dispatch_float(h.dtype(), [&](auto tag) {
     using T = decltype(tag);

@@ -6,6 +6,11 @@
 //
 // dtypes: f32 and f16 are the training types; f64 exists on the CPU only, so gradient checks
 // can run the very same ops in double; i32 holds labels.
+//
+// A tensor is made in a Context (nn/context.h): on the CPU, or on a GPU's stream. A GPU tensor
+// remembers that stream: its own work (clone, cast, zero_, copies) is queued there, and reading
+// it on the host waits for what that stream has queued before. Work on another stream orders
+// itself with events (train/replicas/device_ring.h).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -14,15 +19,14 @@
 #include <vector>
 
 #include "kernels/half.h"
+#include "nn/context.h"
 
 namespace cutrain {
 
 enum class DType : uint8_t { f32, f16, f64, i32 };
-enum class Device : uint8_t { cpu, cuda };
 
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);
-const char* device_name(Device d);
 
 template <typename T> constexpr DType dtype_of();
 template <> constexpr DType dtype_of<float>() { return DType::f32; }
@@ -44,8 +48,8 @@ class Tensor {
  public:
   Tensor() = default;  // undefined: defined() is false
 
-  static Tensor empty(const Shape& shape, DType dtype, Device device = Device::cpu);
-  static Tensor zeros(const Shape& shape, DType dtype, Device device = Device::cpu);
+  static Tensor empty(const Shape& shape, DType dtype, const Context& in = Context::cpu());
+  static Tensor zeros(const Shape& shape, DType dtype, const Context& in = Context::cpu());
   // A CPU tensor holding `values` converted to `dtype` (f16 rounds to nearest even).
   static Tensor from_floats(const std::vector<float>& values, const Shape& shape,
                             DType dtype = DType::f32);
@@ -61,6 +65,9 @@ class Tensor {
   size_t bytes() const { return size_t(numel()) * dtype_size(dtype_); }
   DType dtype() const { return dtype_; }
   Device device() const { return device_; }
+  // Where the tensor was made: its device, and on a GPU its ordinal and stream (with the
+  // default kernel choices: a tensor does not run ops).
+  Context home() const;
   std::string str() const;  // "f16 cuda (256,28,28,32)"
 
   // Typed pointer to the first element; throws if T does not match dtype().
@@ -72,19 +79,23 @@ class Tensor {
   // (counted flat), sharing its storage: writing either writes both, and the view keeps the
   // storage alive. How the gradients of data-parallel replicas live in one flat buffer.
   Tensor flat_view(int64_t offset, const Shape& shape) const;
-  Tensor to(Device device) const;            // a copy on `device` (same object if already there)
+  // A copy in context `in` (the same object if already on its device). To a GPU: queued on
+  // in's stream and waited for. To the CPU: after the work queued on this tensor's stream.
+  Tensor to(const Context& in) const;
   Tensor to(DType dtype) const;              // a converted copy (same object if already that)
-  // A copy on the same device. On cuda it is queued on this thread's stream (nn/gpu_context.h)
-  // and not waited for: later work on that stream sees it.
+  // A copy on the same device. On cuda it is queued on this tensor's stream and not waited
+  // for: later work on that stream sees it.
   Tensor clone() const;
   // Copies src's elements into this tensor's own storage (same shape and dtype, any two
-  // devices), ordered on this thread's stream and waited for. Tensors sharing the storage see
-  // the new values (an fp32 parameter and its optimizer master are one storage).
+  // devices), ordered on the GPU tensor's stream (this one's, if both are) and waited for.
+  // Tensors sharing the storage see the new values (an fp32 parameter and its optimizer
+  // master are one storage).
   void copy_from(const Tensor& src);
-  void zero_();
+  void zero_();                              // on cuda: queued on this tensor's stream
   void fill_(double value);                  // CPU only
 
   // All elements as double / float on the host (copied back from a device if needed).
+  // On a GPU: after the work queued on this tensor's stream.
   std::vector<double> to_doubles() const;
   std::vector<float> to_floats() const;
   double item() const;  // the single element of a one-element tensor

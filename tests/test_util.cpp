@@ -58,7 +58,7 @@ GradCheckStats gradcheck(const std::function<VarPtr(Tape&, const std::vector<Var
   tape.backward(out, R);
 
   auto L = [&] {
-    Tape off(false);
+    Tape off(Context::cpu(), false);
     return weighted_sum(f(off, leaves)->value, r);
   };
   for (size_t li = 0; li < leaves.size(); li++) {

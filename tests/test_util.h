@@ -30,6 +30,10 @@ void skip_gpu();
 std::filesystem::path bin_dir();
 std::filesystem::path repo_root();
 
+// The context GPU tests run in unless they make a stream of their own (nn/context.h): the
+// legacy default stream, the default kernels (tc), the current device.
+inline cutrain::Context test_gpu() { return cutrain::Context::cuda(nullptr); }
+
 // A tensor of `shape` with values uniform in [lo, hi), a pure function of seed.
 cutrain::Tensor uniform(const cutrain::Shape& shape, cutrain::DType dtype, uint64_t seed,
                         double lo = -1, double hi = 1);

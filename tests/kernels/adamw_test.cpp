@@ -85,7 +85,7 @@ TEST_CASE("adamw: fp16 parameters keep fp32 master weights and moments") {
   REQUIRE(state[2].second->dtype() == DType::f32);
   LossScalerConfig fixed;  // the loss scale fixed at 1: only the update is under test
   fixed.dynamic = false, fixed.init = 1;
-  DeviceStep ds(fixed, 1, Device::cpu);
+  DeviceStep ds(fixed, 1, Context::cpu());
   ds.reset(loss_scaler_start(fixed), 0);
   for (int i = 0; i < 10; i++) {
     w->grad = Tensor::from_floats({0.5f}, {1}, DType::f16);

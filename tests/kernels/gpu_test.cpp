@@ -8,6 +8,7 @@
 #include "tests/test_util.h"
 
 using namespace cutrain;
+using cutrain_test::test_gpu;
 using cutrain_test::require_close;
 
 TEST_CASE("gpu: without a usable device every entry point says why") {
@@ -16,7 +17,7 @@ TEST_CASE("gpu: without a usable device every entry point says why") {
   REQUIRE(gpu_count() == 0);
   REQUIRE_ERROR(Stream(), "cannot create a CUDA stream");
   REQUIRE_ERROR(PinnedBuffer(16), "cannot allocate pinned memory");
-  REQUIRE_ERROR(Tensor::zeros({4}, DType::f32, Device::cuda), "cannot place a tensor on cuda");
+  REQUIRE_ERROR(Tensor::zeros({4}, DType::f32, test_gpu()), "cannot place a tensor on cuda");
   CudaGraph g;
   REQUIRE_ERROR(g.capture(nullptr, [] {}), "cannot capture a CUDA graph");
   if (!cuda_compiled()) REQUIRE(gpu_unavailable_reason().find("without CUDA") != std::string::npos);
@@ -56,10 +57,10 @@ TEST_CASE("gpu [gpu]: pinned -> device -> pinned on a stream, ordered by an even
 TEST_CASE("gpu [gpu]: tensors round-trip through the device, f32 -> f16 on the device") {
   REQUIRE_GPU();
   Tensor t = Tensor::from_floats({1.0f, -2.5f, 65504.0f, 70000.0f, 1e-8f}, {5});
-  Tensor d = t.to(Device::cuda);
+  Tensor d = t.to(test_gpu());
   REQUIRE(d.device() == Device::cuda);
-  require_close(d.to(Device::cpu), {1.0, -2.5, 65504.0, 70000.0, double(1e-8f)}, 0);
-  Tensor h = d.to(DType::f16).to(Device::cpu);
+  require_close(d.to(Context::cpu()), {1.0, -2.5, 65504.0, 70000.0, double(1e-8f)}, 0);
+  Tensor h = d.to(DType::f16).to(Context::cpu());
   Tensor want = t.to(DType::f16);
   for (int i = 0; i < 5; i++) REQUIRE(h.data<half_t>()[i].bits == want.data<half_t>()[i].bits);
 }
@@ -80,8 +81,8 @@ TEST_CASE("gpu [gpu]: a steady-state step makes no cudaMalloc") {
   CachingAllocator& pool = device_allocator(0);
   auto step = [] {
     std::vector<Tensor> acts;
-    for (int i = 0; i < 6; i++) acts.push_back(Tensor::empty({64, 28, 28, 32}, DType::f16, Device::cuda));
-    acts.push_back(Tensor::empty({64, 10}, DType::f32, Device::cuda));
+    for (int i = 0; i < 6; i++) acts.push_back(Tensor::empty({64, 28, 28, 32}, DType::f16, test_gpu()));
+    acts.push_back(Tensor::empty({64, 10}, DType::f32, test_gpu()));
   };
   step();  // the first step fills the pool
   const size_t before = pool.stats().backend_allocs;

@@ -50,7 +50,7 @@ TEST_CASE("sgd: an inf or NaN gradient skips the whole step, changing nothing") 
   VarPtr a = make_var(Tensor::from_floats({1, 2, 3}, {3}), true, "a");
   VarPtr b = make_var(Tensor::from_floats({4, 5}, {2}), true, "b");
   SGD opt({a, b}, SgdParams{0.1, 0.9, 0.01, false});
-  DeviceStep ds(fp32_scaler(), 2, Device::cpu);
+  DeviceStep ds(fp32_scaler(), 2, Context::cpu());
   ds.reset(loss_scaler_start(ds.config()), 0);
   a->grad_buffer() = Tensor::from_floats({1, 1, 1}, {3});
   b->grad_buffer() = Tensor::from_floats({1, 1}, {2});
@@ -79,7 +79,7 @@ TEST_CASE("sgd: fp16 parameters keep fp32 master weights, so small updates are n
   // working copy follows as soon as the change is representable.
   VarPtr w = make_var(Tensor::from_floats({1}, {1}, DType::f16), true, "w");
   SGD opt({w}, SgdParams{1e-4, 0.0, 0.0, false});
-  DeviceStep ds(fp32_scaler(), 1, Device::cpu);
+  DeviceStep ds(fp32_scaler(), 1, Context::cpu());
   ds.reset(loss_scaler_start(ds.config()), 0);
   for (int i = 0; i < 10; i++) {
     w->grad = Tensor::from_floats({1}, {1}, DType::f16);
@@ -101,7 +101,7 @@ TEST_CASE("sgd: bad hyper-parameters are rejected") {
   REQUIRE_ERROR(SGD({c}, SgdParams{}), "'frozen' does not require a gradient");
   // the step's rate comes from the step state, refused there
   SGD ok({w}, SgdParams{});
-  DeviceStep ds(fp32_scaler(), 1, Device::cpu);
+  DeviceStep ds(fp32_scaler(), 1, Context::cpu());
   ds.reset(loss_scaler_start(ds.config()), 0);
   w->grad = Tensor::from_floats({1}, {1});
   REQUIRE_ERROR(take_step(ok, ds, -0.1), "the learning rate must be >= 0");

@@ -15,6 +15,7 @@
 #include "tests/test_util.h"
 
 using namespace cutrain;
+using cutrain_test::test_gpu;
 
 namespace {
 // init 8, x2 after 3 clean steps, x0.5 on overflow, within [1, 32] (as loss_scaler_test).
@@ -139,7 +140,7 @@ TEST_CASE("step state: step_finish and a CPU DeviceStep walk the loss scaler's s
   const char* script = "CCCCCCCCCOCCOOOOOCCC";
   LossScalerState ref = loss_scaler_start(c);
   StepState s = step_state_make(ref, 0);
-  DeviceStep ds(c, 3, Device::cpu);
+  DeviceStep ds(c, 3, Context::cpu());
   ds.reset(ref, 0);
   int64_t taken = 0;
   std::vector<int32_t> flags(3, 0);
@@ -173,7 +174,7 @@ TEST_CASE("step state: step_finish and a CPU DeviceStep equal the loss scaler ov
   for (const LossScalerConfig& c : {small_config(), odd}) {
     LossScalerState ref = loss_scaler_start(c);
     StepState s = step_state_make(ref, 0);
-    DeviceStep ds(c, 5, Device::cpu);
+    DeviceStep ds(c, 5, Context::cpu());
     ds.reset(ref, 0);
     int64_t taken = 0;
     std::vector<int32_t> flags(5, 0);
@@ -305,9 +306,9 @@ TEST_CASE("step state: loss_seed rounds once, from double; scalar_accumulate sum
 }
 
 TEST_CASE("step state: a CPU DeviceStep runs these functions on its state, at once") {
-  REQUIRE_ERROR(DeviceStep(LossScalerConfig{}, 0, Device::cpu), "DeviceStep: 0 parameters");
+  REQUIRE_ERROR(DeviceStep(LossScalerConfig{}, 0, Context::cpu()), "DeviceStep: 0 parameters");
   const LossScalerConfig c = small_config();
-  DeviceStep ds(c, 3, Device::cpu);
+  DeviceStep ds(c, 3, Context::cpu());
   REQUIRE(ds.params() == 3);
   REQUIRE(ds.device() == Device::cpu);
   REQUIRE(ds.config().growth_interval == 3);
@@ -382,12 +383,12 @@ TEST_CASE("step state: a CPU DeviceStep runs these functions on its state, at on
 }
 
 TEST_CASE("step state: a cuda DeviceStep refuses bad sizes, and needs a GPU") {
-  REQUIRE_ERROR(DeviceStep(LossScalerConfig{}, 0, Device::cuda), "DeviceStep: 0 parameters");
+  REQUIRE_ERROR(DeviceStep(LossScalerConfig{}, 0, test_gpu()), "DeviceStep: 0 parameters");
   if (!gpu_usable()) {
-    REQUIRE_ERROR(DeviceStep(LossScalerConfig{}, 3, Device::cuda),
+    REQUIRE_ERROR(DeviceStep(LossScalerConfig{}, 3, test_gpu()),
                   "DeviceStep: " + gpu_unavailable_reason());
   } else {
-    DeviceStep ds(LossScalerConfig{}, 3, Device::cuda);
+    DeviceStep ds(LossScalerConfig{}, 3, test_gpu());
     REQUIRE(ds.params() == 3);
     REQUIRE(ds.device() == Device::cuda);
     REQUIRE_ERROR(ds.flag(3), "DeviceStep: flag 3 of 3");

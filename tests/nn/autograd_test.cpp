@@ -47,7 +47,7 @@ TEST_CASE("autograd: nothing is recorded for constants or with a disabled tape")
   REQUIRE_FALSE(y->requires_grad);
   REQUIRE_ERROR(tape.backward(y, Tensor::from_floats({1, 1}, {2})), "does not depend on anything");
   VarPtr p = make_var(Tensor::from_floats({1, -1}, {2}), true);
-  Tape off(false);
+  Tape off(Context::cpu(), false);
   relu(off, p);
   REQUIRE(off.size() == 0);
   REQUIRE_ERROR(off.backward(p, Tensor::from_floats({1, 1}, {2})), "records nothing");
@@ -72,4 +72,29 @@ TEST_CASE("gradcheck: steps around a kink and counts it") {
       [](Tape& t, const std::vector<VarPtr>& in) { return relu(t, in[0]); }, {x});
   REQUIRE(stats.kinks == 1);
   REQUIRE(stats.checked == 19);
+}
+
+TEST_CASE("autograd: ops run in their tape's context, and refuse a tensor on another device") {
+  // The CPU is the default context; the gradients are made where the values were.
+  VarPtr x = make_var(Tensor::from_floats({1, -1}, {1, 2}), true);
+  VarPtr w = make_var(Tensor::from_floats({3, 4, 5, 6}, {2, 2}), true);
+  Tape tape;
+  REQUIRE(tape.context().device == Device::cpu);
+  tape.backward(linear(tape, x, w, nullptr), Tensor::from_floats({1, 1}, {1, 2}));
+  REQUIRE(w->grad.device() == Device::cpu);
+  // A tape whose context is a GPU refuses CPU tensors before it allocates or launches
+  // anything (so this runs without a GPU), naming the op, the tensor and the device.
+  Tape on_gpu(Context::cuda(nullptr));
+  REQUIRE(on_gpu.context().device == Device::cuda);
+  REQUIRE_ERROR(linear(on_gpu, x, w, nullptr),
+                "linear: f32 cpu (1,2) is not on the device the op runs on (cuda)");
+  REQUIRE_ERROR(relu(on_gpu, x), "relu: f32 cpu (1,2) is not on the device the op runs on");
+  BatchNormState bn;
+  bn.running_mean = Tensor::zeros({2}, DType::f32);
+  bn.running_var = Tensor::from_floats({1, 1}, {2});
+  VarPtr g = make_var(Tensor::from_floats({1, 1}, {2}), true);
+  VarPtr b = make_var(Tensor::zeros({2}, DType::f32), true);
+  REQUIRE_ERROR(batchnorm2d(on_gpu, x, g, b, bn, false),
+                "batchnorm2d: f32 cpu (2) is not on the device the op runs on (cuda)");
+  REQUIRE(on_gpu.size() == 0);
 }

@@ -107,7 +107,7 @@ TEST_CASE("batchnorm2d: the eval backward uses the statistics its forward saw") 
   BatchNormState st = fresh_state(2, DType::f64);
   Tape tape;
   VarPtr y = batchnorm2d(tape, x, gamma, beta, st, false);
-  Tape off(false);
+  Tape off(Context::cpu(), false);
   batchnorm2d(off, x, gamma, beta, st, true);
   REQUIRE(st.running_var.to_doubles()[0] != 1.0);
   Tensor ones = Tensor::zeros({4, 2}, DType::f64);
@@ -121,7 +121,7 @@ TEST_CASE("batchnorm2d: the eval backward uses the statistics its forward saw") 
 }
 
 TEST_CASE("batchnorm2d: bad arguments are refused with a message naming the problem") {
-  Tape tape(false);
+  Tape tape(Context::cpu(), false);
   const int C = 4;
   VarPtr x = make_var(uniform({2, 3, 3, C}, DType::f32, 9));
   VarPtr gamma = param({1, 1, 1, 1}, DType::f32), beta = param({0, 0, 0, 0}, DType::f32);

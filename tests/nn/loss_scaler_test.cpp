@@ -53,7 +53,7 @@ TEST_CASE("loss scaler: the exact (scale, clean counter) sequence, hitting both 
       {'O', 1, 0, 5},                                     // held at the min
       {'C', 1, 1, 0},  {'C', 1, 2, 0},  {'C', 2, 0, 0},   // and back up
   };
-  DeviceStep ds(small_config(), 1, Device::cpu);
+  DeviceStep ds(small_config(), 1, Context::cpu());
   start(ds);
   REQUIRE(ds.read().scaler.scale == 8);
   REQUIRE(ds.read().scaler.clean_steps == 0);
@@ -76,7 +76,7 @@ TEST_CASE("loss scaler: the exact (scale, clean counter) sequence, hitting both 
 }
 
 TEST_CASE("loss scaler: with the defaults the scale doubles at the 2000th clean step, not before") {
-  DeviceStep ds(LossScalerConfig{}, 1, Device::cpu);
+  DeviceStep ds(LossScalerConfig{}, 1, Context::cpu());
   start(ds);
   REQUIRE(ds.read().scaler.scale == 65536);
   for (int i = 1; i <= 1999; i++) attempt(ds, false, i);
@@ -95,7 +95,7 @@ TEST_CASE("loss scaler: N consecutive overflows abort, naming the step and the s
   LossScalerConfig c;
   c.init = 4;
   c.max_consecutive_skips = 3;
-  DeviceStep ds(c, 1, Device::cpu);
+  DeviceStep ds(c, 1, Context::cpu());
   start(ds);
   // a clean step in between resets the run of skips
   attempt(ds, true, 100);
@@ -110,7 +110,7 @@ TEST_CASE("loss scaler: N consecutive overflows abort, naming the step and the s
   REQUIRE(ds.read().scaler.consecutive_skips == 3);
   REQUIRE(ds.read().scaler.skipped_total == 5);
   REQUIRE(ds.read().peak_skips == 3);
-  DeviceStep t(c, 1, Device::cpu);
+  DeviceStep t(c, 1, Context::cpu());
   start(t);
   attempt(t, true, 7);
   attempt(t, true, 8);
@@ -129,7 +129,7 @@ TEST_CASE("loss scaler: a fixed scale never moves, but overflows still skip and 
   c.dynamic = false;
   c.init = 1;  // fp32 training
   c.max_consecutive_skips = 2;
-  DeviceStep ds(c, 1, Device::cpu);
+  DeviceStep ds(c, 1, Context::cpu());
   start(ds);
   for (int i = 0; i < 5000; i++) attempt(ds, false, i);
   REQUIRE(ds.read().scaler.scale == 1);
@@ -146,12 +146,12 @@ TEST_CASE("loss scaler: a restored state continues exactly as the original") {
   const LossScalerConfig c = small_config();
   const std::vector<bool> overflow = {false, false, true, false, false, false, false, true,
                                       false, false, false, false, false, false, false};
-  DeviceStep a(c, 1, Device::cpu);
+  DeviceStep a(c, 1, Context::cpu());
   start(a);
   for (size_t i = 0; i < 6; i++) attempt(a, overflow[i], int64_t(i));
   // a checkpoint keeps the scaler's state and the step count
   const LossScalerState saved = a.read().scaler;
-  DeviceStep b(c, 1, Device::cpu);
+  DeviceStep b(c, 1, Context::cpu());
   b.reset(loss_scaler_restored(c, saved), a.read().steps_taken);
   REQUIRE(b.read().scaler.scale == a.read().scaler.scale);
   REQUIRE(b.read().scaler.clean_steps == a.read().scaler.clean_steps);

@@ -262,7 +262,7 @@ TEST_CASE("model: forward gives (N, classes) for both built-ins at 28x28x1 and 3
     const auto m = build(c.name, c.H, c.W, c.C, c.classes);
     const VarPtr x = make_var(uniform({2, c.H, c.W, c.C}, DType::f32, 1));
     for (bool training : {true, false}) {
-      Tape tape(false);
+      Tape tape(Context::cpu(), false);
       const VarPtr y = m->forward(tape, x, training);
       REQUIRE(y->value.shape() == Shape{2, c.classes});
       REQUIRE(y->value.dtype() == DType::f32);
@@ -274,7 +274,7 @@ TEST_CASE("model: forward gives (N, classes) for both built-ins at 28x28x1 and 3
 TEST_CASE("model: forward in f16 gives finite f16 logits") {
   const auto m = build("default", 28, 28, 1, 10, DType::f16);
   const VarPtr x = make_var(uniform({2, 28, 28, 1}, DType::f16, 2));
-  Tape tape(false);
+  Tape tape(Context::cpu(), false);
   const VarPtr y = m->forward(tape, x, true);
   REQUIRE(y->value.shape() == Shape{2, 10});
   REQUIRE(y->value.dtype() == DType::f16);
@@ -283,7 +283,7 @@ TEST_CASE("model: forward in f16 gives finite f16 logits") {
 
 TEST_CASE("model: forward checks its input") {
   const auto m = build("default", 28, 28, 1);
-  Tape tape(false);
+  Tape tape(Context::cpu(), false);
   REQUIRE_ERROR(m->forward(tape, make_var(uniform({2, 28, 28, 3}, DType::f32, 1)), true),
                 "input must be (N,28,28,1), got f32 cpu (2,28,28,3)");
   REQUIRE_ERROR(m->forward(tape, make_var(uniform({2, 28, 28, 1}, DType::f16, 1)), true),
@@ -295,12 +295,12 @@ TEST_CASE("model: evaluation leaves the BatchNorm running statistics alone, trai
   const VarPtr x = make_var(uniform({2, 28, 28, 1}, DType::f32, 3));
   const auto before = running_stats(*m);
   {
-    Tape tape(false);
+    Tape tape(Context::cpu(), false);
     m->forward(tape, x, false);
   }
   REQUIRE(running_stats(*m) == before);
   {
-    Tape tape(false);
+    Tape tape(Context::cpu(), false);
     m->forward(tape, x, true);
   }
   const auto after = running_stats(*m);

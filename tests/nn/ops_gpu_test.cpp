@@ -9,11 +9,12 @@
 #include <vector>
 
 #include "kernels/vendor.h"
-#include "nn/gpu_context.h"
+#include "nn/context.h"
 #include "nn/ops.h"
 #include "tests/test_util.h"
 
 using namespace cutrain;
+using cutrain_test::test_gpu;
 
 namespace {
 
@@ -35,27 +36,28 @@ Net make_net(int N) {
   return n;
 }
 
-// The same network with its leaves copied to `device` and the activations (and conv/linear
+// The same network with its leaves copied into context `in` and the activations (and conv/linear
 // parameters) converted to `dtype`; BN parameters stay f32 (the mixed-precision rule).
-Net place(const Net& cpu, Device device, DType dtype) {
+Net place(const Net& cpu, const Context& in, DType dtype) {
   Net n;
   for (size_t i = 0; i < cpu.leaves.size(); i++) {
     const bool bn_param = i == 3 || i == 4;
-    Tensor t = cpu.leaves[i]->value.to(bn_param ? DType::f32 : dtype).to(device);
+    Tensor t = cpu.leaves[i]->value.to(bn_param ? DType::f32 : dtype).to(in);
     n.leaves.push_back(make_var(t, true));
   }
   // clone(): to() onto the tensor's own device may share its storage, and the forward updates
   // the running statistics in place (the CPU reference would move cpu's, which every later
   // case starts from)
-  n.bn.running_mean = cpu.bn.running_mean.to(device).clone();
-  n.bn.running_var = cpu.bn.running_var.to(device).clone();
+  n.bn.running_mean = cpu.bn.running_mean.to(in).clone();
+  n.bn.running_var = cpu.bn.running_var.to(in).clone();
   return n;
 }
 
 // x -> conv(3x3, pad 1) -> bn -> relu -> maxpool(2, stride 2) -> conv(3x3, pad 1) -> add
-// (a residual onto the pooled input) -> relu -> global avgpool -> flatten -> linear -> loss.
-double run(Net& n, const Tensor& labels) {
-  Tape tape;
+// (a residual onto the pooled input) -> relu -> global avgpool -> flatten -> linear -> loss,
+// every op in context ctx (its stream and its conv/linear implementations).
+double run(Net& n, const Tensor& labels, const Context& ctx) {
+  Tape tape(ctx);
   const auto& L = n.leaves;
   VarPtr h = conv2d(tape, L[0], L[1], L[2], 1, 1, 1, 1);
   h = relu(tape, batchnorm2d(tape, h, L[3], L[4], n.bn, true));
@@ -78,8 +80,8 @@ TEST_CASE("nn ops [gpu]: a network of every op on cuda matches the CPU, for ever
   for (int i = 0; i < N; i++) lab.push_back(i * 3 % 5);
   const Tensor labels = Tensor::from_ints(lab, {N});
 
-  Net ref = place(cpu0, Device::cpu, DType::f32);
-  const double want_loss = run(ref, labels);
+  Net ref = place(cpu0, Context::cpu(), DType::f32);
+  const double want_loss = run(ref, labels, Context::cpu());
 
   struct Case {
     DType dtype;
@@ -102,9 +104,9 @@ TEST_CASE("nn ops [gpu]: a network of every op on cuda matches the CPU, for ever
     INFO(std::string(dtype_name(c.dtype)) << " conv " << std::string(impl_name(c.conv))
                                           << " linear " << std::string(impl_name(c.linear)));
     Stream stream;
-    GpuContextScope scope(GpuContext{stream.get(), c.conv, c.linear});
-    Net gpu = place(cpu0, Device::cuda, c.dtype);
-    const double got_loss = run(gpu, labels.to(Device::cuda));
+    const Context ctx = Context::cuda(stream.get(), c.conv, c.linear);
+    Net gpu = place(cpu0, ctx, c.dtype);
+    const double got_loss = run(gpu, labels.to(ctx), ctx);
     REQUIRE(std::fabs(got_loss - want_loss) <= c.tol * 10 * std::fabs(want_loss));
     for (size_t i = 0; i < ref.leaves.size(); i++) {
       INFO("leaf " << i);
@@ -126,10 +128,14 @@ TEST_CASE("nn ops [gpu]: a network of every op on cuda matches the CPU, for ever
   }
 }
 
-TEST_CASE("nn ops [gpu]: tensors on different devices are refused, naming both") {
+TEST_CASE("nn ops [gpu]: a tensor not on the tape's device is refused, naming it") {
   REQUIRE_GPU();
-  VarPtr x = make_var(Tensor::zeros({2, 4}, DType::f32, Device::cuda));
+  VarPtr x = make_var(Tensor::zeros({2, 4}, DType::f32, test_gpu()));
   VarPtr w = make_var(Tensor::zeros({3, 4}, DType::f32), true);
-  Tape tape;
-  REQUIRE_ERROR(linear(tape, x, w, nullptr), "different devices");
+  Tape on_cpu;
+  REQUIRE_ERROR(linear(on_cpu, x, w, nullptr),
+                "linear: f32 cuda (2,4) is not on the device the op runs on (cpu)");
+  Tape on_gpu(test_gpu());
+  REQUIRE_ERROR(linear(on_gpu, x, w, nullptr),
+                "linear: f32 cpu (3,4) is not on the device the op runs on (cuda)");
 }

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "nn/device_step.h"
-#include "nn/gpu_context.h"
+#include "nn/context.h"
 #include "nn/loss_scaler.h"
 #include "nn/optim.h"
 #include "tests/test_util.h"
@@ -36,15 +36,15 @@ std::vector<VarPtr> make_params(DType dtype) {
 }
 
 // Copies of the parameters on cuda, same names.
-std::vector<VarPtr> to_cuda(const std::vector<VarPtr>& ps) {
+std::vector<VarPtr> to_cuda(const std::vector<VarPtr>& ps, const Context& ctx) {
   std::vector<VarPtr> out;
-  for (const VarPtr& p : ps) out.push_back(make_var(p->value.to(Device::cuda), true, p->name));
+  for (const VarPtr& p : ps) out.push_back(make_var(p->value.to(ctx), true, p->name));
   return out;
 }
 
-// The CPU bytes of a tensor (from the device if need be: through this thread's stream).
+// The CPU bytes of a tensor (from the device if need be: after its stream's work).
 std::vector<unsigned char> bytes_of(const Tensor& t) {
-  const Tensor h = t.to(Device::cpu);
+  const Tensor h = t.to(Context::cpu());
   const auto* b = static_cast<const unsigned char*>(h.raw());
   return std::vector<unsigned char>(b, b + h.bytes());
 }
@@ -135,9 +135,9 @@ TEST_CASE("optim [gpu]: the step on a cuda DeviceStep equals the CPU DeviceStep'
     for (const char* kind : {"sgd", "nesterov", "adamw"}) {
       INFO(kind << ", " << dtype_name(dtype));
       Stream stream;
-      GpuContextScope on(GpuContext{stream.get()});
+      const Context ctx = Context::cuda(stream.get());  // every GPU tensor and kernel here
       const std::vector<VarPtr> cpu_ps = make_params(dtype);
-      const std::vector<VarPtr> gpu_ps = to_cuda(cpu_ps);
+      const std::vector<VarPtr> gpu_ps = to_cuda(cpu_ps, ctx);
       const double wd = std::string(kind) == "adamw" ? 0.05 : 5e-4;
       auto cpu = make_optimizer(kind, cpu_ps, 0.01, 0.9, wd);
       auto gpu = make_optimizer(kind, gpu_ps, 0.01, 0.9, wd);
@@ -145,8 +145,8 @@ TEST_CASE("optim [gpu]: the step on a cuda DeviceStep equals the CPU DeviceStep'
       for (auto& [name, t] : gpu->state_tensors()) REQUIRE(t->device() == Device::cuda);
       require_same(snapshot(*gpu), snapshot(*cpu), "at the start");
 
-      DeviceStep cds(cfg, int(cpu_ps.size()), Device::cpu);
-      DeviceStep gds(cfg, int(gpu_ps.size()), Device::cuda);
+      DeviceStep cds(cfg, int(cpu_ps.size()), Context::cpu());
+      DeviceStep gds(cfg, int(gpu_ps.size()), ctx);
       cds.reset(loss_scaler_start(cfg), 0);
       gds.reset(loss_scaler_start(cfg), 0);
       require_same_state(gds.read(), cds.read());
@@ -159,7 +159,7 @@ TEST_CASE("optim [gpu]: the step on a cuda DeviceStep equals the CPU DeviceStep'
         const std::vector<Tensor> g = gradients(cpu_ps, step, scale);
         for (size_t i = 0; i < g.size(); i++) {
           cpu_ps[i]->grad = g[i].defined() ? g[i].clone() : Tensor();
-          gpu_ps[i]->grad = g[i].defined() ? g[i].to(Device::cuda) : Tensor();
+          gpu_ps[i]->grad = g[i].defined() ? g[i].to(ctx) : Tensor();
         }
         const auto gpu_before = snapshot(*gpu);
 
@@ -220,10 +220,10 @@ TEST_CASE("optim [gpu]: the step on a cuda DeviceStep equals the CPU DeviceStep'
 TEST_CASE("optim [gpu]: the cuda step state's reset, seed and decide_into give the CPU's bits") {
   REQUIRE_GPU();
   Stream stream;
-  GpuContextScope on(GpuContext{stream.get()});
+  const Context ctx = Context::cuda(stream.get());  // every GPU tensor and kernel here
   LossScalerState sc;
   sc.scale = 2048;
-  DeviceStep gds(LossScalerConfig{}, 3, Device::cuda), cds(LossScalerConfig{}, 3, Device::cpu);
+  DeviceStep gds(LossScalerConfig{}, 3, ctx), cds(LossScalerConfig{}, 3, Context::cpu());
   gds.reset(sc, 7);
   cds.reset(sc, 7);
   const StepState st = gds.read();
@@ -237,7 +237,7 @@ TEST_CASE("optim [gpu]: the cuda step state's reset, seed and decide_into give t
     INFO("share " << share);
     const Tensor seed = gds.seed(share, DType::f32);
     REQUIRE(seed.device() == Device::cuda);
-    const float got = seed.to(Device::cpu).data<float>()[0];
+    const float got = seed.to(Context::cpu()).data<float>()[0];
     const float want = cds.seed(share, DType::f32).data<float>()[0];
     REQUIRE(std::memcmp(&got, &want, sizeof got) == 0);
     REQUIRE(got == float(2048 * share));
@@ -267,19 +267,19 @@ TEST_CASE("optim [gpu]: an optimizer refuses a step state on the other device, o
           "size") {
   REQUIRE_GPU();
   Stream stream;
-  GpuContextScope on(GpuContext{stream.get()});
+  const Context ctx = Context::cuda(stream.get());  // every GPU tensor and kernel here
   const std::vector<VarPtr> cpu_ps = make_params(DType::f16);
-  const std::vector<VarPtr> gpu_ps = to_cuda(cpu_ps);
+  const std::vector<VarPtr> gpu_ps = to_cuda(cpu_ps, ctx);
   auto cpu = make_optimizer("adamw", cpu_ps, 1e-3, 0.9, 0.05);
   auto gpu = make_optimizer("sgd", gpu_ps, 0.1, 0.9, 0);
   const std::vector<Tensor> g = gradients(cpu_ps, 1, 1024);
   for (size_t i = 0; i < g.size(); i++) {
     cpu_ps[i]->grad = g[i].defined() ? g[i].clone() : Tensor();
-    gpu_ps[i]->grad = g[i].defined() ? g[i].to(Device::cuda) : Tensor();
+    gpu_ps[i]->grad = g[i].defined() ? g[i].to(ctx) : Tensor();
   }
   const auto cpu_before = snapshot(*cpu), gpu_before = snapshot(*gpu);
-  DeviceStep cds(LossScalerConfig{}, int(cpu_ps.size()), Device::cpu);
-  DeviceStep gds(LossScalerConfig{}, int(gpu_ps.size()), Device::cuda);
+  DeviceStep cds(LossScalerConfig{}, int(cpu_ps.size()), Context::cpu());
+  DeviceStep gds(LossScalerConfig{}, int(gpu_ps.size()), ctx);
   cds.reset(LossScalerState{}, 0);
   gds.reset(LossScalerState{}, 0);
   REQUIRE_ERROR(gpu->check(cds), "SGD: the step state is on cpu, the parameters on cuda");
@@ -287,7 +287,7 @@ TEST_CASE("optim [gpu]: an optimizer refuses a step state on the other device, o
   REQUIRE_ERROR(take_step(*gpu, cds, 0.1), "SGD: the step state is on cpu, the parameters on cuda");
   REQUIRE_ERROR(cpu->check(gds), "AdamW: the step state is on cuda, the parameters on cpu");
   REQUIRE_ERROR(cpu->apply(gds), "AdamW: the step state is on cuda, the parameters on cpu");
-  DeviceStep wrong(LossScalerConfig{}, int(gpu_ps.size()) + 1, Device::cuda);
+  DeviceStep wrong(LossScalerConfig{}, int(gpu_ps.size()) + 1, ctx);
   wrong.reset(LossScalerState{}, 0);
   REQUIRE_ERROR(gpu->check(wrong), "SGD: the DeviceStep has 5 flags for 4 parameters");
   REQUIRE_ERROR(gpu->apply(wrong), "SGD: the DeviceStep has 5 flags for 4 parameters");

@@ -74,7 +74,7 @@ TEST_CASE("optim: an inf or NaN in one gradient skips the whole step for SGD and
     INFO("optimizer " << kind);
     const std::vector<VarPtr> ps = make_params();
     auto opt = make_optimizer(kind, ps, 0.01, 0.9, 0.01);
-    DeviceStep ds(LossScalerConfig{}, int(ps.size()), Device::cpu);
+    DeviceStep ds(LossScalerConfig{}, int(ps.size()), Context::cpu());
     ds.reset(loss_scaler_start(ds.config()), 0);
     for (int t = 0; t < 2; t++) {  // two clean steps: the state is no longer zero
       set_grads(ps, ds.read().scaler.scale, t);
@@ -127,7 +127,7 @@ TEST_CASE("optim: an inf or NaN in one gradient skips the whole step for SGD and
 TEST_CASE("optim: check only raises flags; a flag raised elsewhere (a replica's) skips the step") {
   const std::vector<VarPtr> ps = make_params();
   auto opt = make_optimizer("adamw", ps, 0.01, 0.9, 0.01);
-  DeviceStep ds(fixed_scale(1), int(ps.size()), Device::cpu);
+  DeviceStep ds(fixed_scale(1), int(ps.size()), Context::cpu());
   ds.reset(loss_scaler_start(ds.config()), 0);
   set_grads(ps, 1, 0);
   const std::vector<Tensor> before = snapshot(*opt);
@@ -150,7 +150,7 @@ TEST_CASE("optim: check only raises flags; a flag raised elsewhere (a replica's)
 TEST_CASE("optim: a gradient that overflows only when unscaled by a scale below 1 is caught") {
   VarPtr w = make_var(Tensor::from_floats({1, 2}, {2}), true, "");
   auto opt = make_optimizer("adamw", {w}, 1e-3, 0.9, 0.0);
-  DeviceStep ds(fixed_scale(1e-10), 1, Device::cpu);
+  DeviceStep ds(fixed_scale(1e-10), 1, Context::cpu());
   ds.reset(loss_scaler_start(ds.config()), 0);
   w->grad = Tensor::from_floats({1e30f, 1}, {2});
   REQUIRE_FALSE(take_step(*opt, ds, 1e-3));
@@ -188,7 +188,7 @@ TEST_CASE("optim: restoring state_tensors and the step state continues bit for b
     INFO("optimizer " << kind);
     const std::vector<VarPtr> pa = make_params();
     auto a = make_optimizer(kind, pa, 0.01, 0.9, 0.01);
-    DeviceStep da(c, int(pa.size()), Device::cpu);
+    DeviceStep da(c, int(pa.size()), Context::cpu());
     da.reset(loss_scaler_start(c), 0);
     for (int t = 0; t < 3; t++) {
       set_grads(pa, da.read().scaler.scale, t);
@@ -206,7 +206,7 @@ TEST_CASE("optim: restoring state_tensors and the step state continues bit for b
       std::memcpy(sb[i].second->raw(), sa[i].second->raw(), sa[i].second->bytes());
     }
     const StepState saved = da.read();
-    DeviceStep db(c, int(pb.size()), Device::cpu);
+    DeviceStep db(c, int(pb.size()), Context::cpu());
     db.reset(loss_scaler_restored(c, saved.scaler), saved.steps_taken);
     for (int t = 3; t < 6; t++) {
       REQUIRE(db.read().scaler.scale == da.read().scaler.scale);
@@ -228,8 +228,8 @@ TEST_CASE("optim: AdamW needs the step count restored: its bias correction depen
   const std::vector<VarPtr> pa = make_params(), pb = make_params();
   auto a = make_optimizer("adamw", pa, 0.01, 0.9, 0.0);
   auto b = make_optimizer("adamw", pb, 0.01, 0.9, 0.0);
-  DeviceStep da(fixed_scale(1), int(pa.size()), Device::cpu);
-  DeviceStep db(fixed_scale(1), int(pb.size()), Device::cpu);
+  DeviceStep da(fixed_scale(1), int(pa.size()), Context::cpu());
+  DeviceStep db(fixed_scale(1), int(pb.size()), Context::cpu());
   da.reset(loss_scaler_start(da.config()), 0);
   db.reset(loss_scaler_start(db.config()), 100);  // same state otherwise: only t differs
   set_grads(pa, 1, 0);
@@ -244,7 +244,7 @@ TEST_CASE("optim: AdamW needs the step count restored: its bias correction depen
 TEST_CASE("optim: lr may change between steps, as a schedule does") {
   VarPtr w = make_var(Tensor::from_doubles({1}, {1}), true, "w");
   auto opt = make_optimizer("sgd", {w}, 0.1, 0.0, 0.0);  // w -= lr * g
-  DeviceStep ds(fixed_scale(1), 1, Device::cpu);
+  DeviceStep ds(fixed_scale(1), 1, Context::cpu());
   ds.reset(loss_scaler_start(ds.config()), 0);
   w->grad = Tensor::from_doubles({1}, {1});
   REQUIRE(take_step(*opt, ds, 0.1));
@@ -265,7 +265,7 @@ TEST_CASE("optim: lr may change between steps, as a schedule does") {
 TEST_CASE("optim: the step state must be the optimizer's: one flag per parameter") {
   const std::vector<VarPtr> ps = make_params();
   auto opt = make_optimizer("sgd", ps, 0.1, 0.9, 0);
-  DeviceStep wrong(LossScalerConfig{}, int(ps.size()) + 1, Device::cpu);
+  DeviceStep wrong(LossScalerConfig{}, int(ps.size()) + 1, Context::cpu());
   wrong.reset(loss_scaler_start(wrong.config()), 0);
   set_grads(ps, 1, 0);
   const std::vector<Tensor> before = snapshot(*opt);

@@ -48,7 +48,7 @@ OverfitResult overfit(DType dtype, double loss_scale, double target) {
   SGD opt(model->parameters(), SgdParams{0.05, 0.9, 0.0, false});
   LossScalerConfig scaler;
   scaler.dynamic = false, scaler.init = loss_scale;
-  DeviceStep ds(scaler, int(opt.params().size()), Device::cpu);
+  DeviceStep ds(scaler, int(opt.params().size()), Context::cpu());
   ds.reset(loss_scaler_start(scaler), 0);
   OverfitResult r;
   for (r.steps = 0; r.steps < 300; r.steps++) {

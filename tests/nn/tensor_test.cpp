@@ -5,6 +5,7 @@
 #include "tests/test_util.h"
 
 using namespace cutrain;
+using cutrain_test::test_gpu;
 
 TEST_CASE("tensor: shape, numel, bytes and description") {
   Tensor t = Tensor::zeros({2, 28, 28, 3}, DType::f16);
@@ -50,5 +51,5 @@ TEST_CASE("tensor: bad arguments name the problem") {
   REQUIRE_ERROR(Tensor().raw(), "undefined tensor");
   Tensor labels = Tensor::from_ints({1, 2}, {2});
   REQUIRE_ERROR(labels.to(DType::f32), "labels (i32) are not converted");
-  if (!gpu_usable()) REQUIRE_ERROR(t.to(Device::cuda), "cannot place a tensor on cuda");
+  if (!gpu_usable()) REQUIRE_ERROR(t.to(test_gpu()), "cannot place a tensor on cuda");
 }

@@ -176,7 +176,7 @@ TEST_CASE("balance loss: weights 160 / (10 n_k) in the loss; resume is exact") {
     for (int begin = 0; begin < b.n; begin += 16) {
       const int n = std::min(16, b.n - begin);
       Tape tape;
-      const Tensor x = model_input(b, begin, n, norm, DType::f32, Device::cpu).x;
+      const Tensor x = model_input(b, begin, n, norm, DType::f32, Context::cpu()).x;
       const std::vector<double> z =
           twin.model().forward(tape, make_var(x), true)->value.to_doubles();  // (n,10)
       for (int i = 0; i < n; i++) {

@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "data/loader.h"
-#include "nn/gpu_context.h"
+#include "nn/context.h"
 #include "train/engine/batch_input.h"
 
 namespace cutrain_test {
@@ -30,18 +30,20 @@ inline cutrain::ImageSpec input_spec(int size, int channels, int resize, bool au
 
 constexpr uint64_t kBatchSeed = 29;  // for_each_batch's: augment_key(kBatchSeed, epoch, i)
 
-// Two epochs of `src` in batches of 16 (a short last one), seed kBatchSeed, 2 threads; with
-// `gpu`, copied to the current device and waited for on this thread's GpuContext stream.
-// Each batch goes to `check`, then back to the loader. Returns the images seen.
-inline int64_t for_each_batch(const std::shared_ptr<const cutrain::SampleSource>& src, bool gpu,
+// Two epochs of `src` in batches of 16 (a short last one), seed kBatchSeed, 2 threads; in a
+// GPU context `in`, copied to the current device and waited for on in's stream. Each batch goes
+// to `check`, then back to the loader. Returns the images seen.
+inline int64_t for_each_batch(const std::shared_ptr<const cutrain::SampleSource>& src,
+                              const cutrain::Context& in,
                               const std::function<void(const cutrain::Batch&)>& check) {
+  const bool gpu = in.device == cutrain::Device::cuda;
   cutrain::SamplerConfig sc;
   sc.num_samples = src->size(), sc.batch_size = 16, sc.seed = kBatchSeed;
   sc.last_batch = cutrain::LastBatch::partial;
   cutrain::LoaderConfig lc;
   lc.threads = 2, lc.print_bad = 0;
   if (gpu) lc.gpu = cutrain::current_device();
-  const cudaStream_t stream = gpu ? cutrain::gpu_context().stream : nullptr;
+  const cudaStream_t stream = in.stream;
   cutrain::Loader loader(src, sc, lc);
   int64_t images = 0;
   for (int64_t b = 0; b < 2 * loader.sampler().batches_per_epoch(); b++) {

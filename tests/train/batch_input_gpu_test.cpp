@@ -10,7 +10,7 @@
 
 #include "data/loader.h"
 #include "kernels/rng.h"
-#include "nn/gpu_context.h"
+#include "nn/context.h"
 #include "tests/data/pack_fixture.h"
 #include "tests/kernels/gpu_compare.h"
 #include "tests/test_util.h"
@@ -26,7 +26,7 @@ namespace {
 
 // A tensor's elements as T on the host (copied back from the device if needed).
 template <typename T> std::vector<T> host_values(const Tensor& t) {
-  const Tensor h = t.to(Device::cpu);
+  const Tensor h = t.to(Context::cpu());
   const T* p = h.data<T>();
   return std::vector<T>(p, p + h.numel());
 }
@@ -34,22 +34,22 @@ template <typename T> std::vector<T> host_values(const Tensor& t) {
 // Poisons the block the next cuda tensor like `like` will most likely get: the caching
 // allocator hands a freed block of the same size back to the next request on the same stream.
 // So an element model_input failed to write reads 0xff bytes (NaN in f32 and f16).
-void poison_next_block(const Shape& shape, DType dtype) {
-  const Tensor t = Tensor::empty(shape, dtype, Device::cuda);
-  memset_async(t.raw(), 0xff, t.bytes(), gpu_context().stream);
+void poison_next_block(const Shape& shape, DType dtype, const Context& ctx) {
+  const Tensor t = Tensor::empty(shape, dtype, ctx);
+  memset_async(t.raw(), 0xff, t.bytes(), ctx.stream);
 }
 
 // The GPU's input for images [begin, begin + n) of `batch` against the CPU's from the same
 // batch's host bytes: the same bits, the same labels.
 template <typename T>
 void require_gpu_equals_cpu(const Batch& batch, int begin, int n, const InputNorm& on_gpu,
-                            const InputNorm& on_cpu) {
+                            const InputNorm& on_cpu, const Context& ctx) {
   const DType dtype = dtype_of<T>();
   INFO("images [" << begin << ", " << begin + n << ") of " << batch.n << ", uncut "
                   << batch.side << ", window " << batch.size << ", " << dtype_name(dtype));
-  const ModelInput want = model_input(batch, begin, n, on_cpu, dtype, Device::cpu);
-  poison_next_block(want.x.shape(), dtype);
-  const ModelInput got = model_input(batch, begin, n, on_gpu, dtype, Device::cuda);
+  const ModelInput want = model_input(batch, begin, n, on_cpu, dtype, Context::cpu());
+  poison_next_block(want.x.shape(), dtype, ctx);
+  const ModelInput got = model_input(batch, begin, n, on_gpu, dtype, ctx);
   REQUIRE(got.x.device() == Device::cuda);
   REQUIRE(got.x.dtype() == dtype);
   REQUIRE(got.x.shape() == want.x.shape());
@@ -62,14 +62,15 @@ void require_gpu_equals_cpu(const Batch& batch, int begin, int n, const InputNor
 // ranges (a short one first: the offsets into the device buffers). Returns the images.
 template <typename T>
 int64_t require_loader_batches(const std::shared_ptr<const SampleSource>& src,
-                               const Normalization& n) {
-  const InputNorm on_gpu(n, Device::cuda), on_cpu(n);
-  return for_each_batch(src, true, [&](const Batch& batch) {
+                               const Normalization& n, const Context& ctx) {
+  const InputNorm on_gpu(n, ctx), on_cpu(n);
+  return for_each_batch(src, ctx, [&](const Batch& batch) {
     REQUIRE(batch.d_images != nullptr);
     REQUIRE(batch.d_crops != nullptr);
     const int split = std::min(batch.n, 5);
-    require_gpu_equals_cpu<T>(batch, 0, split, on_gpu, on_cpu);
-    if (batch.n > split) require_gpu_equals_cpu<T>(batch, split, batch.n - split, on_gpu, on_cpu);
+    require_gpu_equals_cpu<T>(batch, 0, split, on_gpu, on_cpu, ctx);
+    if (batch.n > split)
+      require_gpu_equals_cpu<T>(batch, split, batch.n - split, on_gpu, on_cpu, ctx);
   });
 }
 
@@ -79,7 +80,7 @@ TEST_CASE_TEMPLATE("model_input [gpu]: loader batches on the device give the CPU
                    float, half_t) {
   REQUIRE_GPU();
   Stream stream;
-  GpuContextScope on(GpuContext{stream.get(), ConvImpl::tc, LinearImpl::tc});
+  const Context ctx = Context::cuda(stream.get());  // the tensors and kernels here
   TempDir dir;
   const ImageList list = read_image_list(write_jpeg_set(dir, 24, 3));  // 12..51, not square
   for (const ImageSpec& spec : {input_spec(12, 3, 16, true, 2), input_spec(12, 1, 0, true, 0),
@@ -87,19 +88,20 @@ TEST_CASE_TEMPLATE("model_input [gpu]: loader batches on the device give the CPU
     INFO("size " << spec.size << ", resize " << spec.resize << ", augment " << spec.random_crop
                  << ", pad " << spec.pad);
     const auto src = std::make_shared<ListSource>(list, spec);
-    REQUIRE(require_loader_batches<T>(src, spec.channels == 3 ? kRgbNorm : kGrayNorm) == 48);
+    const Normalization& norm = spec.channels == 3 ? kRgbNorm : kGrayNorm;
+    REQUIRE(require_loader_batches<T>(src, norm, ctx) == 48);
   }
   // The trainer's --augment on Fashion-MNIST: 34x34 uncut images, 28x28 windows.
   const FashionMnistFiles& fm = fashion_mnist_jpegs();
   const auto train = open_source(fm.train, input_spec(28, 1, 0, true, 3), 100);
-  REQUIRE(require_loader_batches<T>(train, kFashionNorm) == 200);
+  REQUIRE(require_loader_batches<T>(train, kFashionNorm, ctx) == 200);
 }
 
 TEST_CASE_TEMPLATE("model_input [gpu]: hand-made batches of odd sizes, random windows", T, float,
                    half_t) {
   REQUIRE_GPU();
   Stream stream;
-  GpuContextScope on(GpuContext{stream.get(), ConvImpl::tc, LinearImpl::tc});
+  const Context ctx = Context::cuda(stream.get());  // the tensors and kernels here
   struct Case {
     int n, P, S, C;
     Normalization norm;
@@ -130,21 +132,21 @@ TEST_CASE_TEMPLATE("model_input [gpu]: hand-made batches of odd sizes, random wi
     b.d_images = d_px.data();
     b.d_crops = static_cast<const InputCrop*>(d_crops.data());
     b.d_labels = static_cast<const int32_t*>(d_labels.data());
-    const InputNorm on_gpu(c.norm, Device::cuda), on_cpu(c.norm);
+    const InputNorm on_gpu(c.norm, ctx), on_cpu(c.norm);
     REQUIRE(on_gpu.channels() == c.C);
-    require_gpu_equals_cpu<T>(b, 0, c.n, on_gpu, on_cpu);
-    if (c.n > 2) require_gpu_equals_cpu<T>(b, 1, c.n - 2, on_gpu, on_cpu);
+    require_gpu_equals_cpu<T>(b, 0, c.n, on_gpu, on_cpu, ctx);
+    if (c.n > 2) require_gpu_equals_cpu<T>(b, 1, c.n - 2, on_gpu, on_cpu, ctx);
     // No windows: every one at (0, 0), unflipped, on both sides alike.
     Batch plain = b;
     plain.crops = nullptr, plain.d_crops = nullptr;
-    require_gpu_equals_cpu<T>(plain, 0, c.n, on_gpu, on_cpu);
+    require_gpu_equals_cpu<T>(plain, 0, c.n, on_gpu, on_cpu, ctx);
   }
 }
 
 TEST_CASE("model_input [gpu]: the labels are a copy that outlives the loader's slot; errors") {
   REQUIRE_GPU();
   Stream stream;
-  GpuContextScope on(GpuContext{stream.get(), ConvImpl::tc, LinearImpl::tc});
+  const Context ctx = Context::cuda(stream.get());  // the tensors and kernels here
   std::vector<int32_t> y(301);
   for (size_t i = 0; i < y.size(); i++) y[i] = int32_t(rng_u64(9, i) % 1000);
   std::vector<uint8_t> px(y.size() * 4 * 4, 9);  // (301,4,4,1), windows 3x3
@@ -156,32 +158,32 @@ TEST_CASE("model_input [gpu]: the labels are a copy that outlives the loader's s
   b.d_images = d_px.data();
   b.d_crops = static_cast<const InputCrop*>(d_crops.data());
   b.d_labels = static_cast<const int32_t*>(d_y.data());
-  const InputNorm norm(Normalization{{0.5}, {0.5}}, Device::cuda);
-  const ModelInput in = model_input(b, 0, b.n, norm, DType::f32, Device::cuda);
+  const InputNorm norm(Normalization{{0.5}, {0.5}}, ctx);
+  const ModelInput in = model_input(b, 0, b.n, norm, DType::f32, ctx);
   // The loader refills its slot once the stream has passed the copy: the tensor must not care.
   memset_async(d_y.data(), 0xff, d_y.bytes(), stream.get());
   REQUIRE(in.labels.dtype() == DType::i32);
   REQUIRE(in.labels.shape() == Shape{301});
   REQUIRE(host_values<int32_t>(in.labels) == y);
-  const ModelInput none = model_input(b, 301, 0, norm, DType::f16, Device::cuda);
+  const ModelInput none = model_input(b, 301, 0, norm, DType::f16, ctx);
   REQUIRE(none.x.numel() == 0);
   REQUIRE(none.labels.numel() == 0);
 
   REQUIRE_ERROR(model_input(b, 0, 1, InputNorm(Normalization{{0.5}, {0.5}}), DType::f32,
-                            Device::cuda),
+                            ctx),
                 "the normalisation was made for the CPU");
-  REQUIRE_ERROR(model_input(b, 0, 1, norm, DType::f64, Device::cuda),
+  REQUIRE_ERROR(model_input(b, 0, 1, norm, DType::f64, ctx),
                 "must be f32 or f16 on a GPU");
-  const InputNorm rgb(Normalization{{0.5, 0.5, 0.5}, {0.5, 0.5, 0.5}}, Device::cuda);
-  REQUIRE_ERROR(model_input(b, 0, 1, rgb, DType::f32, Device::cuda), "1 channels but 3 means");
+  const InputNorm rgb(Normalization{{0.5, 0.5, 0.5}, {0.5, 0.5, 0.5}}, ctx);
+  REQUIRE_ERROR(model_input(b, 0, 1, rgb, DType::f32, ctx), "1 channels but 3 means");
   // A window outside its image is refused on the host, before the kernel could read it.
   crops[7] = InputCrop{2, 0, 0};
-  REQUIRE_ERROR(model_input(b, 0, 10, norm, DType::f32, Device::cuda),
+  REQUIRE_ERROR(model_input(b, 0, 10, norm, DType::f32, ctx),
                 "sample 7: the 3x3 window at (top 2, left 0) does not lie inside the 4x4 image");
   Batch one_sided = b;
   one_sided.d_crops = nullptr;
-  REQUIRE_ERROR(model_input(one_sided, 0, 1, norm, DType::f32, Device::cuda),
+  REQUIRE_ERROR(model_input(one_sided, 0, 1, norm, DType::f32, ctx),
                 "crop windows on only one of the host and the device");
-  REQUIRE_ERROR(InputNorm(Normalization{{0.5}, {0.0}}, Device::cuda),
+  REQUIRE_ERROR(InputNorm(Normalization{{0.5}, {0.0}}, ctx),
                 "must be a finite number > 0");
 }

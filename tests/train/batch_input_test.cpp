@@ -74,7 +74,7 @@ int64_t require_old_bits(const std::shared_ptr<const SampleSource>& src, const N
   const ImageSpec& spec = src->spec();
   const int S = spec.size, C = spec.channels;
   const InputNorm norm(n);
-  return for_each_batch(src, false, [&](const Batch& batch) {
+  return for_each_batch(src, Context::cpu(), [&](const Batch& batch) {
     REQUIRE(batch.side == uncut_side(spec));
     REQUIRE(batch.size == S);
     const int split = std::min(batch.n, 5);
@@ -84,7 +84,7 @@ int64_t require_old_bits(const std::shared_ptr<const SampleSource>& src, const N
       if (count == 0) continue;
       INFO("epoch " << batch.where.epoch << ", batch " << batch.where.batch << ", images ["
                     << begin << ", " << begin + count << ")");
-      const ModelInput got = model_input(batch, begin, count, norm, dtype_of<T>(), Device::cpu);
+      const ModelInput got = model_input(batch, begin, count, norm, dtype_of<T>(), Context::cpu());
       REQUIRE(got.x.shape() == Shape{count, S, S, C});
       REQUIRE(ints(got.labels) ==
               std::vector<int32_t>(batch.labels + begin, batch.labels + begin + count));
@@ -109,18 +109,18 @@ TEST_CASE("model_input: (pixel / 255 - mean) / std per channel, in f32 and f16")
   const std::vector<int32_t> y = {4, 7};
   const InputNorm norm(Normalization{{0.5, 0.2, 0.0}, {0.5, 0.4, 1.0}});
   const Batch b = batch_of(px, y, 1, 1, 3);
-  const ModelInput x = model_input(b, 0, 1, norm, DType::f32, Device::cpu);  // the first image
+  const ModelInput x = model_input(b, 0, 1, norm, DType::f32, Context::cpu());  // the first image
   REQUIRE(x.x.shape() == Shape{1, 1, 1, 3});
   require_near(x.x.to_doubles(), {-1.0, (1.0 - 0.2) / 0.4, 0.2}, 1e-6);
   REQUIRE(x.labels.dtype() == DType::i32);
   REQUIRE(ints(x.labels) == std::vector<int32_t>{4});
-  const ModelInput h = model_input(b, 0, 2, norm, DType::f16, Device::cpu);
+  const ModelInput h = model_input(b, 0, 2, norm, DType::f16, Context::cpu());
   REQUIRE(h.x.dtype() == DType::f16);
   require_near(h.x.to_doubles(), {-1.0, 2.0, 0.2, -0.2, 1.5, 1.0}, 2e-3);
-  const ModelInput second = model_input(b, 1, 1, norm, DType::f64, Device::cpu);
+  const ModelInput second = model_input(b, 1, 1, norm, DType::f64, Context::cpu());
   require_near(second.x.to_doubles(), {-0.2, 1.5, 1.0}, 1e-6);  // mean, std rounded to f32
   REQUIRE(ints(second.labels) == std::vector<int32_t>{7});
-  const ModelInput none = model_input(b, 2, 0, norm, DType::f32, Device::cpu);
+  const ModelInput none = model_input(b, 2, 0, norm, DType::f32, Context::cpu());
   REQUIRE(none.x.shape() == Shape{0, 1, 1, 3});
   REQUIRE(none.labels.numel() == 0);
 }
@@ -133,7 +133,7 @@ TEST_CASE("model_input: each image's window cut out of its uncut image, mirrored
   const std::vector<InputCrop> crops = {{1, 0, 1}, {0, 1, 0}};
   const InputNorm norm(Normalization{{0.0}, {1.0}});  // x / 255
   const ModelInput x = model_input(batch_of(px, y, 3, 2, 1, &crops), 0, 2, norm, DType::f64,
-                                   Device::cpu);
+                                   Context::cpu());
   REQUIRE(x.x.shape() == Shape{2, 2, 2, 1});
   // image 0, rows 1-2, columns 0-1 mirrored: (4 3), (7 6); image 1, rows 0-1, columns 1-2
   std::vector<double> want;
@@ -148,13 +148,13 @@ TEST_CASE("model_input: a range outside the batch, a window outside its image an
   const std::vector<InputCrop> off = {{0, 0, 0}, {2, 0, 0}};  // 2 + 2 > 3
   const InputNorm gray(Normalization{{0.5}, {0.5}});
   const Batch b = batch_of(px, y, 3, 2, 1, &off);
-  REQUIRE_ERROR(model_input(b, 1, 2, gray, DType::f32, Device::cpu),
+  REQUIRE_ERROR(model_input(b, 1, 2, gray, DType::f32, Context::cpu()),
                 "images [1, 3) of a batch of 2");
-  REQUIRE_ERROR(model_input(b, 0, 2, gray, DType::f32, Device::cpu),
+  REQUIRE_ERROR(model_input(b, 0, 2, gray, DType::f32, Context::cpu()),
                 "sample 1: the 2x2 window at (top 2, left 0) does not lie inside the 3x3 image");
-  model_input(b, 0, 1, gray, DType::f32, Device::cpu);  // the first alone is fine
+  model_input(b, 0, 1, gray, DType::f32, Context::cpu());  // the first alone is fine
   const InputNorm rgb(Normalization{{0.5, 0.5, 0.5}, {0.5, 0.5, 0.5}});
-  REQUIRE_ERROR(model_input(b, 0, 1, rgb, DType::f32, Device::cpu), "1 channels but 3 means");
+  REQUIRE_ERROR(model_input(b, 0, 1, rgb, DType::f32, Context::cpu()), "1 channels but 3 means");
   REQUIRE_ERROR(InputNorm(Normalization{{0.5}, {0.0}}), "must be a finite number > 0");
   REQUIRE_ERROR(InputNorm(Normalization{{}, {}}), "no channels");
 }
@@ -203,13 +203,13 @@ TEST_CASE("model_input: without a usable GPU the GPU path refuses, saying why") 
     return;
   }
   const Normalization norm{{0.5}, {0.5}};
-  REQUIRE_ERROR(InputNorm(norm, Device::cuda), "InputNorm: no GPU to prepare the batch on");
-  if (!cuda_compiled()) REQUIRE_ERROR(InputNorm(norm, Device::cuda), "built without CUDA");
+  REQUIRE_ERROR(InputNorm(norm, test_gpu()), "InputNorm: no GPU to prepare the batch on");
+  if (!cuda_compiled()) REQUIRE_ERROR(InputNorm(norm, test_gpu()), "built without CUDA");
   // A batch on the device (as a loader with LoaderConfig::gpu hands it out) for cuda.
   std::vector<uint8_t> px(4);
   const std::vector<int32_t> y = {0};
   Batch b = batch_of(px, y, 2, 2, 1);
   b.d_images = px.data();  // never read: the refusal comes first
-  REQUIRE_ERROR(model_input(b, 0, 1, InputNorm(norm), DType::f32, Device::cuda),
+  REQUIRE_ERROR(model_input(b, 0, 1, InputNorm(norm), DType::f32, test_gpu()),
                 "model_input: no GPU to prepare the batch on");
 }

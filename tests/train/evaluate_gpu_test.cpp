@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "nn/gpu_context.h"
+#include "nn/context.h"
 #include "nn/model.h"
 #include "tests/test_util.h"
 #include "tests/train/fashion_mnist_data.h"
@@ -42,17 +42,15 @@ TEST_CASE_TEMPLATE("evaluate [gpu]: a model on cuda gives the CPU's metrics", T,
   auto cpu_model = build_model(spec, mo);
   const EvalResult want = evaluate(*cpu_model, data, opt);
 
-  mo.device = Device::cuda;
-  auto gpu_model = build_model(spec, mo);
-  // Twice: on the default context (the legacy default stream: evaluate makes a stream of its
-  // own) and on a stream of the caller's with the direct kernels.
+  // Twice: made in the default context (the legacy default stream: evaluate makes a stream of
+  // its own) and on a stream of the caller's with the direct kernels (evaluation runs where the
+  // model was made).
   for (int pass = 0; pass < 2; pass++) {
     INFO(dtype_name(dtype) << (pass == 0 ? ", default context" : ", own stream, direct"));
     Stream stream;
-    const GpuContext context = pass == 0 ? gpu_context()
-                                         : GpuContext{stream.get(), ConvImpl::direct,
-                                                      LinearImpl::direct};
-    GpuContextScope on(context);
+    mo.context = pass == 0 ? test_gpu()
+                           : Context::cuda(stream.get(), ConvImpl::direct, LinearImpl::direct);
+    auto gpu_model = build_model(spec, mo);
     const EvalResult got = evaluate(*gpu_model, data, opt);
 
     REQUIRE(got.images == 301);
@@ -82,7 +80,7 @@ TEST_CASE("evaluate [gpu]: the batch size does not change the metrics (one short
   EvalOptions opt;
   opt.batch = 100, opt.threads = 2, opt.norm = {{0.286}, {0.353}};
   ModelOptions mo;  // f32: the default context runs the direct kernels
-  mo.seed = 11, mo.device = Device::cuda;
+  mo.seed = 11, mo.context = test_gpu();
   auto model = build_model(parse_model_spec(kTinyModel, "tiny"), mo);
   const EvalResult one = evaluate(*model, data, opt);  // one short batch
   opt.batch = 5;

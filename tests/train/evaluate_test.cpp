@@ -55,7 +55,7 @@ TEST_CASE("evaluate: batches of 7 (a short last one) give the metrics of one for
   Tensor x = Tensor::empty({61, 28, 28, 1}, DType::f32);
   input_normalize_cpu<float>(61, 28, 1, px.data(), {float(opt.norm.mean[0])},
                              {float(opt.norm.std[0])}, x.data<float>());
-  Tape tape(false);
+  Tape tape(Context::cpu(), false);
   VarPtr logits = model->forward(tape, make_var(x), false);
   const Tensor labels = Tensor::from_ints(y, {61});
   const double loss = softmax_cross_entropy(tape, logits, labels, 0.0)->value.item();
@@ -114,7 +114,7 @@ TEST_CASE("evaluate: without a usable GPU a model on cuda cannot be built, sayin
   }
   // A model on cuda cannot even be built, so evaluate() never gets that far.
   ModelOptions mo;
-  mo.device = Device::cuda;
+  mo.context = test_gpu();
   REQUIRE_ERROR(build_model(parse_model_spec("flatten\nlinear classes\n", "linear"), mo),
                 "cuda");
 }

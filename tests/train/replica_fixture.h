@@ -5,9 +5,10 @@
 // any device), and set_gradient(),
 // which writes one element of a replica's gradient (to inject an inf).
 //
-// Replica r's tensors are read and written under Trainer::on_replica(r): on a GPU its compute
-// stream and device, so a copy to the host comes after the work queued for that replica (on
-// the CPU the scope changes nothing). Call these from after_backward or between steps.
+// Replica r's tensors were made on its compute stream, so a copy to the host comes after the
+// work queued for that replica; they are read and written under Trainer::on_replica(r), which
+// makes its GPU the current device (on the CPU it changes nothing). Call these from
+// after_backward or between steps.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -194,7 +195,7 @@ inline void set_gradient(cutrain::Trainer& t, int r, const std::string& param, i
     Tensor& g = p->grad_buffer();
     REQUIRE(i < g.numel());
     const bool host = g.device() == Device::cpu;
-    Tensor h = host ? g : g.to(Device::cpu);  // on the CPU: g itself
+    Tensor h = host ? g : g.to(Context::cpu());  // on the CPU: g itself
     if (h.dtype() == DType::f16)
       h.data<half_t>()[i] = half_t(value);
     else

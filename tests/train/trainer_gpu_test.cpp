@@ -116,9 +116,9 @@ TEST_CASE("trainer [gpu]: a checkpoint taken with steps in flight holds the stat
     Trainer a(cfg, on(Device::cuda, DType::f16)), b(cfg, on(Device::cuda, DType::f16));
     for (int s = 0; s < k; s++) a.launch();
     {  // replica 0's stream held up 300 ms behind the steps: a snapshot that waited would too
-      const GpuContextScope on = a.on_replica(0);
+      const auto on = a.on_replica(0);
       static const int ms = 300;
-      sleep_on(gpu_context().stream, ms);
+      sleep_on(a.engine().replica(0).lane->stream(), ms);
     }
     const auto t0 = std::chrono::steady_clock::now();
     Checkpoint c = a.snapshot_async({{"best_top1", 0.25}});
@@ -165,7 +165,7 @@ TEST_CASE("trainer [gpu]: an inf in one gradient skips the step on the device") 
       if (p->name == "conv2.w") {
         const half_t inf(std::numeric_limits<float>::infinity());
         Tensor& g = p->grad_buffer();  // on the device: write one element through a copy
-        Tensor h = g.to(Device::cpu);
+        Tensor h = g.to(Context::cpu());
         h.data<half_t>()[5] = inf;
         g.copy_from(h);
       }
@@ -199,7 +199,7 @@ TEST_CASE("trainer [gpu]: a checkpoint taken after the steps that end the run is
   REQUIRE(t.step().taken);
   t.after_backward = [](Trainer& tr) {
     Tensor& g = tr.model().parameters().back()->grad_buffer();
-    Tensor h = g.to(Device::cpu);
+    Tensor h = g.to(Context::cpu());
     h.data<half_t>()[0] = half_t(std::nanf(""));
     g.copy_from(h);
   };
@@ -221,7 +221,7 @@ TEST_CASE("trainer [gpu]: fp32 stops at the first inf/NaN gradient, as on the CP
     for (const VarPtr& p : tr.model().parameters())
       if (p->name == "conv2.w") {
         Tensor& g = p->grad_buffer();  // on the device: write one element through a copy
-        Tensor h = g.to(Device::cpu);
+        Tensor h = g.to(Context::cpu());
         h.data<float>()[3] = std::nanf("");
         g.copy_from(h);
       }
@@ -319,7 +319,7 @@ TEST_CASE("trainer [gpu]: --cuda-graph: an inf skips the replayed step, and a re
     for (const VarPtr& p : tr.model().parameters())
       if (p->name == "conv1.w") {
         Tensor& g = p->grad_buffer();
-        Tensor h = g.to(Device::cpu);
+        Tensor h = g.to(Context::cpu());
         h.data<half_t>()[0] = half_t(std::numeric_limits<float>::infinity());
         g.copy_from(h);
       }

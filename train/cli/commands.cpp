@@ -167,7 +167,12 @@ Loaded load_for_inference(const std::string& checkpoint, const std::string& devi
   l.cfg = config_from_json_text(l.ckpt.config_json, l.path);
   const RunDevice d = choose_device(device, precision);
   if (!d.notice.empty()) std::fprintf(stderr, "%s\n", d.notice.c_str());
-  l.model = load_model(l.ckpt, l.cfg, d.dtype, d.device);
+  // On a GPU the model is made on the legacy default stream, with the default kernels (tc);
+  // evaluate() runs on a stream of its own after it, predict() there.
+  const Context in = d.device == Device::cuda
+                         ? Context::cuda(nullptr, ConvImpl::tc, LinearImpl::tc, d.gpu)
+                         : Context::cpu();
+  l.model = load_model(l.ckpt, l.cfg, d.dtype, in);
   std::printf("%s: step %lld, epoch %lld, %s, %dx%dx%d, %d classes; %s\n", l.path.c_str(),
               (long long)l.ckpt.step, (long long)l.ckpt.epoch, l.cfg.model.c_str(), l.cfg.size,
               l.cfg.size, l.cfg.channels, l.cfg.classes, d.describe().c_str());

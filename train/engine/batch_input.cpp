@@ -4,7 +4,7 @@
 #include "kernels/gpu.h"
 #include "kernels/input.h"
 #include "nn/dispatch.h"
-#include "nn/gpu_context.h"
+#include "nn/context.h"
 
 namespace cutrain {
 
@@ -13,22 +13,22 @@ namespace {
 // caller's words rather than deep inside a tensor allocation.
 void require_gpu(const char* what) {
   CHECK(gpu_usable(), what << ": no GPU to prepare the batch on (" << gpu_unavailable_reason()
-                           << "); on the CPU make it for Device::cpu");
+                           << "); on the CPU make it in Context::cpu()");
 }
 }  // namespace
 
-InputNorm::InputNorm(const Normalization& norm, Device device)
+InputNorm::InputNorm(const Normalization& norm, const Context& in)
     : values_(norm),
       mean_(norm.mean.begin(), norm.mean.end()),
       std_(norm.std.begin(), norm.std.end()) {
   const int C = int(mean_.size());
   CHECK(C >= 1, "InputNorm: no channels (the mean is empty)");
   input_check_norm(C, mean_, std_);  // here, on the host: a kernel cannot report a zero std
-  if (device != Device::cuda) return;
+  if (in.device != Device::cuda) return;
   require_gpu("InputNorm");
-  const cudaStream_t stream = gpu_context().stream;
-  d_mean_ = Tensor::empty({C}, DType::f32, Device::cuda);  // (C) f32
-  d_std_ = Tensor::empty({C}, DType::f32, Device::cuda);   // (C) f32
+  const cudaStream_t stream = in.stream;
+  d_mean_ = Tensor::empty({C}, DType::f32, in);  // (C) f32
+  d_std_ = Tensor::empty({C}, DType::f32, in);   // (C) f32
   // From members, but wait for the copies anyway (as DeviceStep::reset does: for a pageable
   // source the CUDA docs promise little, and this object may be moved). Once per trainer
   // lane or evaluation.
@@ -40,7 +40,7 @@ InputNorm::InputNorm(const Normalization& norm, Device device)
 }
 
 ModelInput model_input(const Batch& batch, int begin, int n, const InputNorm& norm, DType dtype,
-                       Device device) {
+                       const Context& at) {
   const int P = batch.side, S = batch.size, C = batch.channels;
   CHECK(begin >= 0 && n >= 0 && int64_t(begin) + n <= batch.n,
         "model_input: images [" << begin << ", " << int64_t(begin) + n << ") of a batch of "
@@ -50,20 +50,20 @@ ModelInput model_input(const Batch& batch, int begin, int n, const InputNorm& no
   const size_t offset = size_t(begin) * size_t(P) * size_t(P) * size_t(C);  // first image's
   const InputCrop* crops = batch.crops ? batch.crops + begin : nullptr;  // (n) or none
   ModelInput in;
-  if (device == Device::cuda && batch.d_images) {
+  if (at.device == Device::cuda && batch.d_images) {
     require_gpu("model_input");
     CHECK(norm.on_gpu(), "model_input: the normalisation was made for the CPU, the batch is on "
-                         "the GPU (make the InputNorm for Device::cuda)");
+                         "the GPU (make the InputNorm in the GPU's Context)");
     CHECK(dtype == DType::f32 || dtype == DType::f16,
           "model_input: the input must be f32 or f16 on a GPU, got " << dtype_name(dtype));
-    in.x = Tensor::empty({n, S, S, C}, dtype, Device::cuda);  // (n,S,S,C)
-    in.labels = Tensor::empty({n}, DType::i32, Device::cuda);  // (n) i32
+    in.x = Tensor::empty({n, S, S, C}, dtype, at);  // (n,S,S,C)
+    in.labels = Tensor::empty({n}, DType::i32, at);  // (n) i32
     if (n == 0) return in;
     CHECK(!batch.crops == !batch.d_crops,
           "model_input: the batch has crop windows on only one of the host and the device");
     // The windows on the host, before the kernel reads its copy of them: it cannot check.
     input_check_crops(n, P, P, S, crops);
-    const cudaStream_t stream = gpu_context().stream;
+    const cudaStream_t stream = at.stream;
     const uint8_t* d_images = static_cast<const uint8_t*>(batch.d_images) + offset;
     const InputCrop* d_crops = batch.d_crops ? batch.d_crops + begin : nullptr;
 #if defined(CUTRAIN_CUDA)
@@ -90,9 +90,9 @@ ModelInput model_input(const Batch& batch, int begin, int n, const InputNorm& no
       input_normalize_crop_cpu<T>(n, P, P, C, S, batch.images + offset, crops, norm.mean(),
                                   norm.stddev(), in.x.data<T>());
     });
-  if (device == Device::cuda) {  // a host batch for a model on a GPU: a synchronous copy
-    in.x = in.x.to(Device::cuda);
-    in.labels = in.labels.to(Device::cuda);
+  if (at.device == Device::cuda) {  // a host batch for a model on a GPU: a synchronous copy
+    in.x = in.x.to(at);
+    in.labels = in.labels.to(at);
   }
   return in;
 }

@@ -22,13 +22,12 @@ struct Normalization {
 };
 
 // The normalisation as the input kernels read it: mean and std as f32 on the host, checked
-// (input_check_norm: C finite values, every std > 0), and, made for cuda, their copies on the
-// current device: uploaded once, on this thread's GpuContext stream, waited for (throws
-// without a GPU).
+// (input_check_norm: C finite values, every std > 0), and, made in a GPU context, their copies
+// on its device: uploaded once, on its stream, waited for (throws without a GPU).
 class InputNorm {
  public:
   InputNorm() = default;
-  explicit InputNorm(const Normalization& norm, Device device = Device::cpu);
+  explicit InputNorm(const Normalization& norm, const Context& in = Context::cpu());
 
   int channels() const { return int(mean_.size()); }
   const Normalization& values() const { return values_; }
@@ -46,22 +45,22 @@ class InputNorm {
 
 // The model's input and labels for images [begin, begin + n) of a batch.
 struct ModelInput {
-  Tensor x;       // (n,S,S,C) in the model's dtype, on `device`
-  Tensor labels;  // (n) i32, on `device`: a copy (the loader may refill its slot afterwards)
+  Tensor x;       // (n,S,S,C) in the model's dtype, made in context `in`
+  Tensor labels;  // (n) i32, made in `in`: a copy (the loader may refill its slot afterwards)
 };
 
 // The one conversion. Where it computes follows where the batch is:
-//  - on the GPU when device is cuda and the loader copied the batch there (Batch::d_images):
-//    input_normalize_gpu on this thread's GpuContext stream, which next() made wait for the
+//  - on the GPU when `in` is a GPU context and the loader copied the batch there
+//    (Batch::d_images): input_normalize_gpu on in's stream, which next() made wait for the
 //    copy; nothing waits. The crop windows are checked on the host first (input_check_crops
 //    on Batch::crops, the table the device holds a copy of). norm must be made for cuda.
 //    dtype f32 or f16.
 //  - else on the CPU (input_normalize_crop_cpu; dtype f32, f16 or f64), then, for a model on
-//    cuda, copied there (predict: a batch the loader kept on the host).
+//    a GPU, copied there (predict: a batch the loader kept on the host).
 // Batch::crops (and d_crops) may be null: every window at (0, 0), unflipped (P = S). n = 0
 // gives empty tensors. Throws (CHECK) for a range outside the batch, a window outside its
 // image or channels that do not match the normalisation's.
 ModelInput model_input(const Batch& batch, int begin, int n, const InputNorm& norm, DType dtype,
-                       Device device);
+                       const Context& in);
 
 }  // namespace cutrain

@@ -54,7 +54,6 @@ Engine::Engine(const TrainConfig& cfg, const RunDevice& device, const ClassBalan
   mo.classes = cfg_.classes;
   mo.dtype = device_.dtype;
   mo.seed = cfg_.seed;
-  mo.device = device_.device;
   const ModelSpec spec = parse_model_spec(cfg_.model_text, cfg_.model);
   // Every replica builds the same model from the same seed: identical bits, no broadcast.
   for (int r = 0; r < R; r++) {
@@ -62,16 +61,18 @@ Engine::Engine(const TrainConfig& cfg, const RunDevice& device, const ClassBalan
     rep->rank = r;
     rep->lane = std::make_unique<Lane>(device_.device, devices.empty() ? -1 : devices[size_t(r)],
                                        parse_conv_impl(cfg_.conv), parse_linear_impl(cfg_.linear));
-    const GpuContextScope on(rep->lane->context());
+    const Context& ctx = rep->lane->context();
+    const OnDevice on(ctx);
+    mo.context = ctx;  // the model's tensors on the replica's device and stream
     rep->model = build_model(spec, mo);
     rep->optimizer = make_optimizer(cfg_.optimizer, rep->model->parameters(), cfg_.lr,
                                     cfg_.momentum, cfg_.wd);
     rep->lane->make_step(scaler_config_, int(rep->model->parameters().size()));
-    rep->norm = InputNorm(Normalization{cfg_.mean, cfg_.std}, device_.device);
+    rep->norm = InputNorm(Normalization{cfg_.mean, cfg_.std}, ctx);
     if (!balance.weights.empty())  // --balance loss: on the replica's device, once
       rep->class_weight = Tensor::from_doubles(balance.weights, {cfg_.classes},
                                                acc_dtype(device_.dtype))
-                              .to(device_.device);
+                              .to(ctx);
     if (R > 1)
       rep->grads = std::make_unique<GradBuckets>(rep->model->parameters(), kBucketMinBytes);
     replicas_.push_back(std::move(rep));
@@ -107,7 +108,7 @@ void Engine::launch(const StepResult& host) {
                   "the model's state is unknown; restart from the last checkpoint");
   CHECK(launched_.size() < size_t(kSlots), "Engine::launch: " << launched_.size()
                                                << " steps in flight: collect first");
-  const GpuContextScope on = on_device();
+  const OnDevice on = on_device();
   bn_averaged_ = false;  // the step moves every replica's statistics its own way
   try {
     launch_step(host);
@@ -138,7 +139,7 @@ void Engine::launch_step(const StepResult& host) {
   std::vector<StepRecord*> recs;
   for (auto& rep : replicas_) {
     Lane& lane = *rep->lane;
-    const GpuContextScope on(lane.context());
+    const OnDevice on(lane.context());
     if (tracer && lane.where() == Device::cuda && !lane.timeline) {
       std::string row = "compute stream (";
       if (R > 1) row += "replica " + std::to_string(rep->rank) + ", ";
@@ -166,7 +167,7 @@ void Engine::launch_step(const StepResult& host) {
     TraceSpan s(tracer, "all-reduce wait", "train");
     for (auto& rep : replicas_) {
       Lane& lane = *rep->lane;
-      const GpuContextScope on(lane.context());
+      const OnDevice on(lane.context());
       lane.mark(Lane::backward_done, slot_);
       if (lane.timeline) lane.timeline->begin("all-reduce wait", {"step", r.step});
       collective_->wait(rep->rank);
@@ -182,7 +183,7 @@ void Engine::launch_step(const StepResult& host) {
   {
     TraceSpan s(tracer, "optimizer", "train");
     for (auto& rep : replicas_) {
-      const GpuContextScope on(rep->lane->context());
+      const OnDevice on(rep->lane->context());
       if (rep->lane->timeline) rep->lane->timeline->begin("optimizer", {"step", r.step});
       if (stepped) rep->lane->step().set_lr(r.lr);
     }
@@ -197,7 +198,7 @@ void Engine::launch_step(const StepResult& host) {
   for (size_t i = 0; i < replicas_.size(); i++) {
     Replica& rep = *replicas_[i];
     Lane& lane = *rep.lane;
-    const GpuContextScope on(lane.context());
+    const OnDevice on(lane.context());
     StepRecord* rec = lane.record(slot_);
     if (recs[i] != rec) lane.copy(rec, recs[i], sizeof(StepRecord));  // the graphs' own
     if (lane.timeline) lane.timeline->end();
@@ -211,7 +212,7 @@ void Engine::next_shards(StepResult& r) {
   const auto wait_start = std::chrono::steady_clock::now();
   r.images = 0;
   for (auto& rep : replicas_) {
-    const GpuContextScope on(rep->lane->context());  // a GPU's compute stream waits for the copy
+    const OnDevice on(rep->lane->context());  // a GPU's compute stream waits for the copy
     rep->batch = rep->loader->next(rep->lane->stream());
     r.images += rep->batch.n;
     if (on_shard) on_shard(rep->rank, rep->batch);
@@ -224,7 +225,7 @@ void Engine::next_shards(StepResult& r) {
 // The one conversion of train, eval and predict (train/engine/batch_input.h): the crop, flip and
 // normalisation of the uncut images the loader delivered (on a GPU, copied there), in one kernel.
 std::pair<Tensor, Tensor> Engine::micro_batch(const Replica& rep, int begin, int n) const {
-  ModelInput in = model_input(rep.batch, begin, n, rep.norm, device_.dtype, device_.device);
+  ModelInput in = model_input(rep.batch, begin, n, rep.norm, device_.dtype, rep.lane->context());
   return {std::move(in.x), std::move(in.labels)};
 }
 
@@ -239,7 +240,7 @@ void Engine::forward_backward(Replica& rep, int images, StepRecord* rec) {
     // This micro-batch's share of the global batch's mean loss, times R: the all-reduce
     // averages over the R replicas (sum, then 1/R). With R = 1: n / batch.n.
     const double share = double(n) * R / double(images);
-    Tape tape;
+    Tape tape(rep.lane->context());  // forward and backward in the replica's context
     // Only the last micro-batch completes the gradients: only its backward marks buckets.
     if (rep.grads && begin + micro >= batch.n)
       tape.grad_ready = [this, &rep](const Var& v) {
@@ -296,7 +297,7 @@ void Engine::update(bool stepped, const std::vector<StepRecord*>& recs) {
     // Every replica checks its own gradients; with replicas, keeps that decision in its
     // record (to name the replica at fault) and marks its flags final.
     for (auto& rep : replicas_) {
-      const GpuContextScope on(rep->lane->context());
+      const OnDevice on(rep->lane->context());
       DeviceStep& ds = rep->lane->step();
       ds.begin();
       rep->optimizer->check(ds);
@@ -311,7 +312,7 @@ void Engine::update(bool stepped, const std::vector<StepRecord*>& recs) {
       collective_->any(flags_tag(), flags, int64_t(model().parameters().size()));
     }
     for (auto& rep : replicas_) {
-      const GpuContextScope on(rep->lane->context());
+      const OnDevice on(rep->lane->context());
       DeviceStep& ds = rep->lane->step();
       if (R > 1) collective_->wait(rep->rank);
       ds.decide();
@@ -321,7 +322,7 @@ void Engine::update(bool stepped, const std::vector<StepRecord*>& recs) {
   }
   // The state after the step into the record; the gradients zeroed for the next step.
   for (auto& rep : replicas_) {
-    const GpuContextScope on(rep->lane->context());
+    const OnDevice on(rep->lane->context());
     rep->lane->copy(&recs[size_t(rep->rank)]->state, rep->lane->step().state(), sizeof(StepState));
     if (rep->grads)
       rep->grads->zero();  // one memset per flat buffer
@@ -411,7 +412,7 @@ StepResult Engine::result_of(const Launched& l) {
   } catch (const UserError& e) {
     // Weights that are themselves inf/NaN (finite gradients times a huge rate made them so)
     // are the cause to name; replica 0's stand for all, which hold the same bits.
-    const GpuContextScope on = on_device();
+    const OnDevice on = on_device();
     for (const VarPtr& p : model().parameters())
       if (first_nonfinite(p->value) >= 0)
         throw UserError(std::string(e.what()) + ". The weights of " + p->name +
@@ -423,7 +424,7 @@ StepResult Engine::result_of(const Launched& l) {
 }
 
 StepState Engine::step_state(int r) const {
-  const GpuContextScope on = on_replica(r);
+  const OnDevice on = on_replica(r);
   return replicas_.at(size_t(r))->lane->step().read();
 }
 

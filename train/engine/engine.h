@@ -86,10 +86,11 @@ class Engine {
   const Replica& replica(int r) const { return *replicas_.at(size_t(r)); }
   Model& model(int r = 0) { return *replica(r).model; }
   Optimizer& optimizer(int r = 0) { return *replica(r).optimizer; }
-  // Replica r's GpuContext for a scope: its compute stream and device, so that tensor copies
-  // and kernels are ordered after the steps queued for it. On the CPU: the kernel choices.
-  GpuContextScope on_replica(int r) const {
-    return GpuContextScope(replica(r).lane->context());
+  // Replica r's GPU made the current device for a scope (nn/context.h: CUDA launches kernels
+  // on the current device). Nothing on the CPU or with one GPU. Its tensors' copies are
+  // ordered on its compute stream anyway (they were made there).
+  OnDevice on_replica(int r) const {
+    return OnDevice(replica(r).lane->context());
   }
   // Replica r's step state after every launched step (on a GPU it waits for them).
   StepState step_state(int r = 0) const;
@@ -130,7 +131,7 @@ class Engine {
     bool stepped = false;  // the optimizer ran (false for a batch whose files were all bad)
   };
 
-  GpuContextScope on_device() const { return on_replica(0); }
+  OnDevice on_device() const { return on_replica(0); }
   void launch_step(const StepResult& r);
   // Step 1 on every replica: its shard of the next global batch from its loader (on a GPU, on
   // the device, its compute stream waiting for the copy), in rank order; into r the images,
@@ -188,8 +189,8 @@ LossScalerConfig loss_scaler_config(DType dtype, int max_skips);
 // A model as a checkpoint saved it, for evaluation and prediction: built from the checkpoint's
 // configuration in `dtype`, weights and BatchNorm statistics loaded. For a dtype other than
 // the training one, the fp32 master weights are used when the checkpoint has them, else the
-// weights are converted. The model lives on `device`.
+// weights are converted. The model lives in context `in` (on a GPU: made on its stream).
 std::unique_ptr<Model> load_model(const Checkpoint& c, const TrainConfig& cfg, DType dtype,
-                                  Device device = Device::cpu);
+                                  const Context& in = Context::cpu());
 
 }  // namespace cutrain

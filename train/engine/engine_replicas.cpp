@@ -39,7 +39,7 @@ void Engine::average_batchnorm() {
   // After the steps queued so far; every replica's queue waits for it (a GPU's host does not).
   const int R = replicas();
   for (auto& rep : replicas_) {
-    const GpuContextScope on(rep->lane->context());
+    const OnDevice on(rep->lane->context());
     collective_->mark(rep->rank, stats_tag());
   }
   const size_t layers = model().batchnorm_states().size();
@@ -53,7 +53,7 @@ void Engine::average_batchnorm() {
       collective_->all_reduce(stats_tag(), data, t0.numel(), t0.dtype());
     }
   for (auto& rep : replicas_) {
-    const GpuContextScope on(rep->lane->context());
+    const OnDevice on(rep->lane->context());
     collective_->wait(rep->rank);
   }
 }

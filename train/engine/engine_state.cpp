@@ -64,9 +64,10 @@ double scalar(const Checkpoint& c, const char* name) {
 void Engine::snapshot(Checkpoint& c) {
   CHECK(!broken_, "snapshot: an earlier step failed partway, so the state is unknown");
   average_batchnorm();  // replica 0 then holds what every replica would evaluate
-  const GpuContextScope on = on_device();  // a GPU's clones come after the queued steps
+  const OnDevice on = on_device();
   // Copies the caller may keep while training goes on (the HDF5 write and the fsync happen on
-  // the writer's thread). On a GPU, clones on the device: queued, no wait.
+  // the writer's thread). On a GPU, clones on the device, on the stream the tensors were made
+  // on (the replica's compute stream), so after the queued steps: queued, no wait.
   for (auto& [name, t] : state_tensors(model(), optimizer()))
     c.tensors.emplace_back(name, t->clone());
   // The loss scaler and the step count after the last launched step: the step state's, copied
@@ -74,7 +75,7 @@ void Engine::snapshot(Checkpoint& c) {
   static_assert(sizeof(StepState) % sizeof(int32_t) == 0, "StepState copied as int32s");
   const int words = int(sizeof(StepState) / sizeof(int32_t));
   Lane& lane = *replicas_[0]->lane;
-  Tensor state = Tensor::empty({words}, DType::i32, lane.where());
+  Tensor state = Tensor::empty({words}, DType::i32, lane.context());
   lane.copy(state.raw(), lane.step().state(), sizeof(StepState));
   std::shared_ptr<Event> cloned;
   if (lane.where() == Device::cuda) {
@@ -87,15 +88,14 @@ void Engine::snapshot(Checkpoint& c) {
     if (cloned) {
       // Replica 0's device, and left so: no context is made on a GPU the run does not use by
       // switching back (the writer's thread has no other; the trainer's has this one already).
-      // The copies on the legacy stream, after the event: not on whatever stream the caller's
-      // context names.
       set_device(device);
-      const GpuContextScope legacy{GpuContext{}};
       cloned->synchronize();  // the clones and the state are complete
-      for (auto& named : ck.tensors) named.second = named.second.to(Device::cpu);
+      // Each copy to the host is ordered on the clone's stream, the compute stream: it also
+      // waits for the steps queued there since the snapshot. Only this writer's thread waits.
+      for (auto& named : ck.tensors) named.second = named.second.to(Context::cpu());
     }
     StepState s;
-    std::memcpy(&s, state.to(Device::cpu).raw(), sizeof s);
+    std::memcpy(&s, state.to(Context::cpu()).raw(), sizeof s);
     // The results of these steps may not have been read yet: if they end the run (too many
     // overflows in a row), this checkpoint must not be written (it would resume past the
     // stop). Their longest run of skips counts, not the last: a clean step after the limit
@@ -114,7 +114,7 @@ void Engine::restore(const Checkpoint& c) {
                     "complete() it first");
   std::set<std::string> expected;
   for (auto& rep : replicas_) {  // every replica: they start the next step equal
-    const GpuContextScope on(rep->lane->context());  // a GPU replica's copies: on its stream
+    const OnDevice on(rep->lane->context());  // copies onto a replica's tensors: on its stream
     for (auto& [name, t] : state_tensors(*rep->model, *rep->optimizer)) {
       expected.insert(name);
       copy_into(*t, c.tensor(name), name);
@@ -132,21 +132,21 @@ void Engine::restore(const Checkpoint& c) {
   const LossScalerState s = loss_scaler_restored(scaler_config_, saved);
   const auto steps_taken = int64_t(scalar(c, "optimizer_steps_taken"));
   for (auto& rep : replicas_) {
-    const GpuContextScope on(rep->lane->context());
+    const OnDevice on(rep->lane->context());
     rep->lane->step().reset(s, steps_taken);
   }
   bn_averaged_ = true;  // every replica holds the checkpoint's statistics
 }
 
 std::unique_ptr<Model> load_model(const Checkpoint& c, const TrainConfig& cfg, DType dtype,
-                                  Device device) {
+                                  const Context& in) {
   ModelOptions mo;
   mo.H = mo.W = cfg.size;
   mo.C = cfg.channels;
   mo.classes = cfg.classes;
   mo.dtype = dtype;
   mo.seed = cfg.seed;
-  mo.device = device;
+  mo.context = in;
   auto model = build_model(parse_model_spec(cfg.model_text, cfg.model), mo);
   for (const VarPtr& p : model->parameters()) {
     const Tensor& saved = c.tensor(p->name);

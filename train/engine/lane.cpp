@@ -33,7 +33,7 @@ struct Lane::Gpu {
   std::vector<Event> marks[kMarks];
 };
 
-Lane::Lane(Device where, int device, ConvImpl conv, LinearImpl linear) : where_(where) {
+Lane::Lane(Device where, int device, ConvImpl conv, LinearImpl linear) {
   context_.conv = conv;
   context_.linear = linear;
   if (where == Device::cpu) {
@@ -43,8 +43,9 @@ Lane::Lane(Device where, int device, ConvImpl conv, LinearImpl linear) : where_(
   }
   const DeviceGuard on(device);
   gpu_ = std::make_unique<Gpu>(device);
+  context_.device = Device::cuda;
   context_.stream = gpu_->compute.get();
-  context_.device = device;
+  context_.gpu = device;
 }
 
 Lane::~Lane() {
@@ -62,8 +63,8 @@ Lane::~Lane() {
 }
 
 void Lane::make_step(const LossScalerConfig& config, int params) {
-  const GpuContextScope on(context_);
-  step_ = std::make_unique<DeviceStep>(config, params, where_);
+  const OnDevice on(context_);
+  step_ = std::make_unique<DeviceStep>(config, params, context_);
 }
 
 StepRecord* Lane::record(int slot) {

@@ -25,7 +25,7 @@
 #include "kernels/step_state.h"
 #include "nn/autograd.h"
 #include "nn/device_step.h"
-#include "nn/gpu_context.h"
+#include "nn/context.h"
 
 namespace cutrain {
 
@@ -48,10 +48,11 @@ class Lane {
   Lane(const Lane&) = delete;
   Lane& operator=(const Lane&) = delete;
 
-  Device where() const { return where_; }
-  int device() const { return context_.device; }
-  // The context every op of this replica runs in: on a GPU its compute stream and device.
-  const GpuContext& context() const { return context_; }
+  Device where() const { return context_.device; }
+  int device() const { return context_.gpu; }
+  // The context every op of this replica runs in (nn/context.h): its device, on a GPU its
+  // compute stream and ordinal, and the conv/linear implementations.
+  const Context& context() const { return context_; }
   cudaStream_t stream() const { return context_.stream; }
 
   // The step state (the loss scale, the skip decision, the step count) on this lane's device.
@@ -85,8 +86,7 @@ class Lane {
 
  private:
   struct Gpu;  // streams, events, device and pinned memory (lane.cpp)
-  Device where_;
-  GpuContext context_;
+  Context context_;
   std::unique_ptr<Gpu> gpu_;
   std::unique_ptr<DeviceStep> step_;
   std::vector<StepRecord> host_records_;           // CPU: the records themselves

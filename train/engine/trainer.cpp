@@ -61,7 +61,7 @@ void Trainer::start_loaders() {
   }
   for (int r = 0; r < R; r++) {
     Replica* rep = &engine_->replica(r);
-    const GpuContextScope on(rep->lane->context());  // a GPU loader's stream and memory
+    const OnDevice on(rep->lane->context());  // a GPU loader's stream and memory
     SamplerConfig sc;
     sc.num_samples = train_->size();
     sc.batch_size = cfg_.batch;
@@ -94,7 +94,7 @@ void Trainer::launch() {
   CHECK(!engine_->broken(), "Trainer: an earlier step failed partway (a replica, or a GPU "
                             "step), so the model's state is unknown; restart from the last "
                             "checkpoint");
-  const GpuContextScope on = engine_->on_replica(0);
+  const OnDevice on = engine_->on_replica(0);
   if (!engine_->replica(0).loader) start_loaders();
   engine_->tracer = tracer;
   // At most kSlots steps in flight: the new step's record slot is the oldest one's.
@@ -114,7 +114,7 @@ void Trainer::launch() {
 
 std::vector<StepResult> Trainer::results(bool wait) {
   {
-    const GpuContextScope on = engine_->on_replica(0);
+    const OnDevice on = engine_->on_replica(0);
     engine_->collect(wait ? SIZE_MAX : 0, done_);
   }
   std::vector<StepResult> out(done_.begin(), done_.end());
@@ -143,7 +143,7 @@ EvalResult Trainer::evaluate() {
   opt.norm = norm_;
   opt.tracer = tracer;
   engine_->average_batchnorm();  // every replica evaluates the same model
-  const GpuContextScope on = engine_->on_replica(0);  // on a GPU: after the steps, in order
+  const OnDevice on = engine_->on_replica(0);  // on a GPU: after the steps, in order
   return cutrain::evaluate(engine_->model(), val_, opt);
 }
 

@@ -66,7 +66,7 @@
 #include "data/fingerprint.h"
 #include "data/loader.h"
 #include "data/trace.h"
-#include "nn/gpu_context.h"
+#include "nn/context.h"
 #include "nn/loss_scaler.h"
 #include "nn/model.h"
 #include "nn/optim.h"
@@ -162,7 +162,7 @@ class Trainer {
   // Replica r's GPU context for a scope: its compute stream and its device, so that tensor
   // copies and kernels are ordered after the steps queued for it (tests reading or writing a
   // replica's gradients in after_backward). On the CPU it changes nothing.
-  GpuContextScope on_replica(int r) const { return engine_->on_replica(r); }
+  OnDevice on_replica(int r) const { return engine_->on_replica(r); }
   // GPU replicas: the peer-access matrix of their devices with each pair's measured copy
   // bandwidth (train/replicas/peer_access.h; takes a fraction of a second). "" otherwise.
   std::string peer_report() const { return engine_->peer_report(); }

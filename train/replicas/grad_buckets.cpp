@@ -50,9 +50,9 @@ GradBuckets::GradBuckets(const std::vector<VarPtr>& params, size_t min_bytes) {
     sizes[b] += slot_elements(p->value);
     gradients_ += p->value.numel();
   }
-  // On a GPU: on the current device, zeroed on this thread's stream (nn/gpu_context.h).
+  // Where the parameters were made: on a GPU their device and stream (the replica's).
   for (size_t b = 0; b < dtypes.size(); b++)
-    flat_.push_back(Tensor::zeros({int(sizes[b])}, dtypes[b], device));
+    flat_.push_back(Tensor::zeros({int(sizes[b])}, dtypes[b], order[0]->value.home()));
 
   // Buckets: walk in backward order, each dtype's buffer on its own: a parameter joins the
   // open bucket of its dtype, which closes at a new layer once it holds min_bytes. Then the

@@ -38,9 +38,9 @@ struct GradBucket {
 
 class GradBuckets {
  public:
-  // params: the model's parameters, in model order, all on one device (a GPU's: make the
-  // replica's GpuContext current). Their gradients become views (any existing gradient is
-  // replaced by zeros).
+  // params: the model's parameters, in model order, all on one device. The flat buffers are
+  // made where the first was (Tensor::home: on a GPU its device and stream). Their gradients
+  // become views (any existing gradient is replaced by zeros).
   GradBuckets(const std::vector<VarPtr>& params, size_t min_bytes);
 
   size_t size() const { return buckets_.size(); }

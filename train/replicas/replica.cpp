@@ -101,11 +101,11 @@ void ReplicaThreads::run(const std::function<void(int)>& f) {
 
 namespace {
 // A replica's tensor on the host: itself on the CPU; from a GPU, a copy ordered after the work
-// queued for the replica (its context), waited for.
+// queued for the replica (on its compute stream, where its tensors were made), waited for.
 Tensor on_host(const Replica& rep, const Tensor& t) {
   if (t.device() == Device::cpu) return t;
-  const GpuContextScope on(rep.lane->context());
-  return t.to(Device::cpu);
+  const OnDevice on(rep.lane->context());
+  return t.to(Context::cpu());
 }
 }  // namespace
 

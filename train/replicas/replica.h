@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "data/loader.h"
-#include "nn/gpu_context.h"
+#include "nn/context.h"
 #include "nn/model.h"
 #include "nn/optim.h"
 #include "train/engine/batch_input.h"

@@ -9,7 +9,7 @@
 #include "data/text_width.h"
 #include "kernels/check.h"
 #include "kernels/gpu.h"
-#include "nn/gpu_context.h"
+#include "nn/context.h"
 
 namespace cutrain {
 
@@ -72,94 +72,93 @@ EvalResult EvalAccumulator::result() const {
 
 namespace {
 
-// The CPU path: each batch normalised, run and scored in turn.
-void evaluate_cpu(Model& model, Loader& loader, const EvalOptions& opt, EvalAccumulator& acc) {
-  const DType dtype = model.options().dtype;
-  const InputNorm norm(opt.norm);
-  for (int64_t b = 0; b < loader.sampler().batches_per_epoch(); b++) {
-    const Batch batch = loader.next();
-    if (batch.n > 0) {
-      Tape tape(false);  // inference: nothing recorded, nothing kept alive
-      const ModelInput in = model_input(batch, 0, batch.n, norm, dtype, Device::cpu);
-      VarPtr logits = model.forward(tape, make_var(in.x), false);
-      const double loss = softmax_cross_entropy(tape, logits, in.labels, 0.0)->value.item();
-      const std::vector<float> z = logits->value.to_floats();  // (n,K)
-      acc.add(z.data(), batch.labels, batch.n, loss);
-    }
-    loader.release(batch);
-  }
-}
-
-// One batch's results on their way back from the GPU. The copies into pinned memory are queued
-// behind the batch's forward and `ready` is recorded after them: the host reads the buffers
-// only once `ready` has passed.
+// One batch's results on their way back to the host. On a GPU the copies into pinned memory
+// are queued behind the batch's forward and `ready` is recorded after them: the host reads the
+// buffers only once `ready` has passed. On the CPU they are written at once.
 struct ResultSlot {
-  PinnedBuffer logits;          // (batch,K) f32
-  PinnedBuffer loss;            // (1) f32: the batch's mean cross-entropy
+  std::vector<float> logits;    // CPU: (n,K) f32
+  double loss = 0;              // CPU: the batch's mean cross-entropy
+  PinnedBuffer d_logits;        // GPU: copies of the (batch,K) f32 logits
+  PinnedBuffer d_loss;          // GPU: and of the (1) f32 loss
+  std::unique_ptr<Event> ready;
   std::vector<int32_t> labels;  // (n): a host copy, as the loader's slot goes back before
   int n = 0;                    // images in flight; 0: nothing to read
-  Event ready;
 
-  ResultSlot(int batch, int K)
-      : logits(size_t(batch) * size_t(K) * sizeof(float)), loss(sizeof(float)) {}
+  ResultSlot(const Context& ctx, int batch, int K) {
+    if (ctx.device != Device::cuda) return;
+    d_logits = PinnedBuffer(size_t(batch) * size_t(K) * sizeof(float));
+    d_loss = PinnedBuffer(sizeof(float));
+    ready = std::make_unique<Event>();
+  }
 };
 
 // Waits for a slot's results, if it holds any, adds them to the tally and frees the slot.
 void drain(ResultSlot& s, EvalAccumulator& acc) {
   if (s.n == 0) return;
-  s.ready.synchronize();
-  acc.add(static_cast<const float*>(s.logits.data()), s.labels.data(), s.n,
-          double(*static_cast<const float*>(s.loss.data())));
+  if (s.ready) {
+    s.ready->synchronize();
+    acc.add(static_cast<const float*>(s.d_logits.data()), s.labels.data(), s.n,
+            double(*static_cast<const float*>(s.d_loss.data())));
+  } else {
+    acc.add(s.logits.data(), s.labels.data(), s.n, s.loss);
+  }
   s.n = 0;
 }
 
-// Queues one batch on the GPU: normalise, forward, loss, and the copies of the logits (as f32)
-// and the loss into `out`. Nothing here waits for the device.
-void run_batch_gpu(Model& model, const Batch& batch, const InputNorm& norm, ResultSlot& out) {
-  const cudaStream_t stream = gpu_context().stream;
-  Tape tape(false);
+// One batch in context ctx: normalise, forward, loss, and the logits (as f32) and the loss
+// into `out`. On a GPU queued, nothing waits for the device.
+void run_batch(Model& model, const Context& ctx, const Batch& batch, const InputNorm& norm,
+               ResultSlot& out) {
+  Tape tape(ctx, /*enabled=*/false);  // inference: nothing recorded, nothing kept alive
   const ModelInput in = model_input(batch, 0, batch.n, norm, model.options().dtype,
-                                    Device::cuda);  // (n,S,S,C), (n) i32
+                                    ctx);  // (n,S,S,C), (n) i32
   VarPtr logits = model.forward(tape, make_var(in.x), false);
-  const Tensor loss = softmax_cross_entropy(tape, logits, in.labels, 0.0)->value;  // (1) f32
-  CHECK(loss.dtype() == DType::f32, "evaluate: the loss is " << loss.str() << ", expected f32");
-  const Tensor z = logits->value.to(DType::f32);  // (n,K) f32: a cast on the device for f16
-  copy_async(out.logits.data(), z.raw(), z.bytes(), stream);
-  copy_async(out.loss.data(), loss.raw(), loss.bytes(), stream);
-  out.ready.record(stream);
+  const Tensor loss = softmax_cross_entropy(tape, logits, in.labels, 0.0)->value;  // (1)
+  const Tensor z = logits->value.to(DType::f32);  // (n,K) f32: on a GPU a cast there for f16
+  if (out.ready) {
+    CHECK(loss.dtype() == DType::f32, "evaluate: the loss is " << loss.str() << ", expected f32");
+    copy_async(out.d_logits.data(), z.raw(), z.bytes(), ctx.stream);
+    copy_async(out.d_loss.data(), loss.raw(), loss.bytes(), ctx.stream);
+    out.ready->record(ctx.stream);
+  } else {
+    out.logits.assign(z.data<float>(), z.data<float>() + z.numel());
+    out.loss = loss.item();  // f32, or f64 for an f64 model
+  }
   out.labels.assign(batch.labels, batch.labels + batch.n);
   out.n = batch.n;
-  // in, logits, z and loss go back to the caching allocator here, while the GPU still
-  // uses them: their blocks belong to `stream`, so whatever reuses them is queued after.
+  // On a GPU, in, logits, z and loss go back to the caching allocator here, while the GPU
+  // still uses them: their blocks belong to the stream, so whatever reuses them is queued after.
 }
 
-// The GPU path, double-buffered: batch b's results come back into slot b % 2 while the host
-// tallies batch b-1's from the other slot, so the GPU always has a batch queued and the host
-// never waits for a batch it has only just queued.
-void evaluate_gpu(Model& model, Loader& loader, const EvalOptions& opt, EvalAccumulator& acc) {
-  const cudaStream_t stream = gpu_context().stream;
-  const InputNorm norm(opt.norm, Device::cuda);
+// The loop, the same on both devices, double-buffered: batch b's results come back into slot
+// b % 2 while the host tallies batch b-1's from the other slot, so a GPU always has a batch
+// queued and the host never waits for a batch it has only just queued. (On the CPU each batch
+// is complete when run_batch returns; the tally comes one batch later, in the same order.)
+void evaluate_in(Model& model, const Context& ctx, Loader& loader, const EvalOptions& opt,
+                 EvalAccumulator& acc) {
+  const InputNorm norm(opt.norm, ctx);
   const int K = model.options().classes;
-  ResultSlot slots[2] = {ResultSlot(opt.batch, K), ResultSlot(opt.batch, K)};
+  ResultSlot slots[2] = {ResultSlot(ctx, opt.batch, K), ResultSlot(ctx, opt.batch, K)};
   // Should a batch throw (drain checks the labels), the pinned slots must outlive the copies
   // queued into them: wait for the stream before they go (destroyed first, declared last).
   struct WaitAtExit {
-    cudaStream_t stream;
+    const Context& ctx;
     ~WaitAtExit() {
+      if (ctx.device != Device::cuda) return;
       try {
         Event done;
-        done.record(stream);
+        done.record(ctx.stream);
         done.synchronize();
       } catch (...) {  // a destructor: an error here is reported by the next call that checks
       }
     }
-  } wait_at_exit{stream};
+  } wait_at_exit{ctx};
   for (int64_t b = 0; b < loader.sampler().batches_per_epoch(); b++) {
-    const Batch batch = loader.next(stream);  // `stream` waits for the batch's copy
-    ResultSlot& mine = slots[b % 2];          // free: batch b-2 was drained last time round
-    if (batch.n > 0) run_batch_gpu(model, batch, norm, mine);
-    loader.release(batch, stream);            // refilled only after the work queued above
-    drain(slots[(b + 1) % 2], acc);           // batch b-1, while batch b runs
+    const Batch batch = loader.next(ctx.stream);  // a GPU stream waits for the batch's copy
+    ResultSlot& mine = slots[b % 2];              // free: batch b-2 was drained last time round
+    if (batch.n > 0) run_batch(model, ctx, batch, norm, mine);
+    loader.release(batch, ctx.stream);            // refilled only after the work queued above
+    drain(slots[(b + 1) % 2], acc);               // batch b-1, while batch b runs
   }
   drain(slots[0], acc);  // the last batch (the other slot is empty by now)
   drain(slots[1], acc);
@@ -185,31 +184,27 @@ EvalResult evaluate(Model& model, std::shared_ptr<const SampleSource> data,
   lc.print_bad = 3;
 
   EvalAccumulator acc(mo.classes);
-  int64_t bad_files = 0;
-  if (mo.device == Device::cuda) {
-    // The ops queue on the context's stream. On the legacy default stream (null), which
-    // synchronises implicitly with other work on the device, evaluation makes a non-blocking
-    // stream of its own, ordered after whatever was queued on the legacy one (the parameters'
-    // last writes, say), and keeps the context's conv and linear implementations.
-    GpuContext context = gpu_context();
-    std::unique_ptr<Stream> own;
-    if (!context.stream) {
-      own = std::make_unique<Stream>(current_device());
+  // Where the model was made (ModelOptions::context): its device, stream and kernels. On the
+  // legacy default stream (null), which synchronises implicitly with other work on the
+  // device, evaluation makes a non-blocking stream of its own, ordered after whatever was
+  // queued on the legacy one (the parameters' last writes, say).
+  Context ctx = mo.context;
+  std::unique_ptr<Stream> own;
+  if (ctx.device == Device::cuda) {
+    if (ctx.gpu < 0) ctx.gpu = current_device();
+    if (!ctx.stream) {
+      own = std::make_unique<Stream>(ctx.gpu);
       Event before;
       before.record(nullptr);
       before.wait(own->get());
-      context.stream = own->get();
+      ctx.stream = own->get();
     }
-    GpuContextScope on(context);
-    lc.gpu = current_device();
-    Loader loader(data, sc, lc);
-    evaluate_gpu(model, loader, opt, acc);
-    bad_files = loader.stats().bad_files;
-  } else {
-    Loader loader(data, sc, lc);
-    evaluate_cpu(model, loader, opt, acc);
-    bad_files = loader.stats().bad_files;
+    lc.gpu = ctx.gpu;
   }
+  const OnDevice on(ctx);
+  Loader loader(data, sc, lc);
+  evaluate_in(model, ctx, loader, opt, acc);
+  const int64_t bad_files = loader.stats().bad_files;
   EvalResult r = acc.result();
   r.bad_files = bad_files;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -60,10 +60,10 @@ class EvalAccumulator {
   double loss_sum_ = 0;  // the sum over images, not batches: a short last batch weighs less
 };
 
-// Every sample of `data` through the model, on the model's device (options().device).
-// data->spec() must match the model's input. On cuda, the work is queued on this thread's
-// GpuContext stream (nn/gpu_context.h), or on a stream of its own when that is the legacy
-// default stream, keeping the context's conv and linear implementations.
+// Every sample of `data` through the model, in the context it was made in
+// (options().context: its device, and on a GPU its stream and conv/linear implementations, or
+// a stream of evaluation's own when that is the legacy default stream). data->spec() must
+// match the model's input.
 EvalResult evaluate(Model& model, std::shared_ptr<const SampleSource> data,
                     const EvalOptions& opt);
 

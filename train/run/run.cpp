@@ -7,7 +7,7 @@
 #include "data/atomic_file.h"
 #include "kernels/check.h"
 #include "kernels/gpu.h"
-#include "nn/gpu_context.h"
+#include "nn/context.h"
 #include "train/run/checkpoint.h"
 #include "train/run/dataset.h"
 #include "data/trace.h"
@@ -74,9 +74,6 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
       resolve_config(cfg, [&](const TrainConfig& c) { check_run_memory(c, device); });
   if (cfg.cuda_graph && device.device == Device::cpu)
     std::fprintf(stderr, "cutrain: --cuda-graph has no effect on the CPU\n");
-  // The conv/linear implementation the ops of this thread use on a GPU (nn/gpu_context.h).
-  GpuContextScope gpu_kernels(
-      GpuContext{nullptr, parse_conv_impl(cfg.conv), parse_linear_impl(cfg.linear)});
   if (!resuming) {
     std::vector<std::string> skipped;
     const std::string existing = newest_checkpoint(cfg.out, &skipped);
