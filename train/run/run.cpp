@@ -3,11 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <map>
+#include <memory>
 
 #include "data/atomic_file.h"
 #include "kernels/check.h"
 #include "kernels/gpu.h"
-#include "nn/context.h"
 #include "train/run/checkpoint.h"
 #include "train/run/dataset.h"
 #include "data/trace.h"
@@ -27,6 +28,8 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+// ---- the configuration ---------------------------------------------------------------
+
 // The checkpoint --resume continues from, and the configuration of the resumed run.
 Checkpoint load_resume_point(TrainConfig& cfg, const std::vector<std::string>& given, FILE* out) {
   const std::string dir = cfg.resume;
@@ -43,19 +46,9 @@ Checkpoint load_resume_point(TrainConfig& cfg, const std::vector<std::string>& g
   return c;
 }
 
-}  // namespace
-
-RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, FILE* out,
-                        bool allow_data_change) {
-  const auto t_start = Clock::now();
-  RunSummary sum;
-
-  // ---- the configuration ---------------------------------------------------------------
-  Checkpoint resume_point;
-  const bool resuming = !cfg.resume.empty();
-  if (resuming) resume_point = load_resume_point(cfg, given, out);
-  validate_config(cfg);  // before the device is chosen from --device and --devices
-  // --devices cpu,... runs on the CPU, --devices 0,1,... on those GPUs; without it, --device.
+// Where the run computes: --devices cpu,... on the CPU, --devices 0,1,... on those GPUs (the
+// first made this thread's), without it --device; the reason for the choice on stderr.
+RunDevice choose_run_device(const TrainConfig& cfg) {
   const std::vector<std::string> replica_devices = parse_devices(cfg.devices);
   const std::string device_name =
       replica_devices.empty() ? cfg.device : replica_devices[0] == "cpu" ? "cpu" : "cuda";
@@ -69,11 +62,24 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
     set_device(gpus[0]);  // this thread's: no context is ever made on a GPU the run skips
   }
   if (!device.notice.empty()) std::fprintf(stderr, "%s\n", device.notice.c_str());
-  // A run that cannot fit in memory is refused as soon as its shapes are known.
+  return device;
+}
+
+// What is not given, worked out from the data (size, channels, classes, mean/std, ...); a run
+// that cannot fit in memory is refused as soon as its shapes are known. Returns the notes
+// that say what was worked out.
+std::vector<std::string> resolve_run_config(TrainConfig& cfg, const RunDevice& device) {
   const std::vector<std::string> notes =
       resolve_config(cfg, [&](const TrainConfig& c) { check_run_memory(c, device); });
   if (cfg.cuda_graph && device.device == Device::cpu)
     std::fprintf(stderr, "cutrain: --cuda-graph has no effect on the CPU\n");
+  return notes;
+}
+
+// The --out folder with the configuration in it (OUT/config.json), and the configuration
+// printed. A new run refuses a folder that holds an earlier run's checkpoints.
+void save_config(const TrainConfig& cfg, bool resuming, const RunDevice& device,
+                 const std::vector<std::string>& notes, FILE* out) {
   if (!resuming) {
     std::vector<std::string> skipped;
     const std::string existing = newest_checkpoint(cfg.out, &skipped);
@@ -89,17 +95,24 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
   std::fprintf(out, "cutrain train: %s, configuration (saved as %s/config.json):\n%s",
                device.describe().c_str(), cfg.out.c_str(), config_text.c_str());
   for (const std::string& n : notes) std::fprintf(out, "  %s\n", n.c_str());
-  sum.config = cfg;
+}
 
-  // ---- the trainer ---------------------------------------------------------------------
-  std::unique_ptr<Tracer> tracer;  // before the trainer: its loader's workers record into it
-  if (!cfg.trace.empty()) {
-    tracer = std::make_unique<Tracer>();
-    tracer->name_thread("main");
-  }
-  Trainer t(cfg, device);
-  t.tracer = tracer.get();
-  if (resuming && allow_data_change &&
+// ---- the trainer ---------------------------------------------------------------------
+
+// --trace: the trace the main thread, the loader's workers and the checkpoint writer record
+// into (null without it).
+std::unique_ptr<Tracer> start_trace(const TrainConfig& cfg) {
+  if (cfg.trace.empty()) return nullptr;
+  auto tracer = std::make_unique<Tracer>();
+  tracer->name_thread("main");
+  return tracer;
+}
+
+// --resume: the trainer at the checkpoint's step, exactly; with --allow-data-change and data
+// that changed, at the start of the epoch after it.
+void restore_trainer(Trainer& t, const Checkpoint& resume_point, const TrainConfig& cfg,
+                     bool allow_data_change, FILE* out) {
+  if (allow_data_change &&
       (resume_point.data_fingerprint.empty() || !t.data_change(resume_point).empty())) {
     const std::string note = t.restore_at_next_epoch(resume_point);
     std::fprintf(out, "%s\n", note.c_str());
@@ -112,12 +125,17 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
                    << t.steps_done() << ", below the checkpoint's " << resume_point.step
                    << ", whose files would then stay the newest in " << cfg.out
                    << ": continue into another folder with --out");
-  } else if (resuming) {
+  } else {
     t.restore(resume_point);  // exact; refused when the data changed
     if (allow_data_change)
       std::fprintf(out, "--allow-data-change: the training data are the checkpoint's: the run "
                         "goes on exactly\n");
   }
+}
+
+// What the run will do: the model's table, the replicas and their links, the data, --balance,
+// the validation data and the memory estimate.
+void print_plan(Trainer& t, const TrainConfig& cfg, FILE* out) {
   std::fputs(t.model().table().c_str(), out);
   if (t.replicas() > 1) std::fprintf(out, "replicas: %s\n", t.replicas_description().c_str());
   std::fputs(t.peer_report().c_str(), out);  // GPU replicas: who reaches whom, how fast
@@ -136,120 +154,205 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
     std::fprintf(out, ", %s on each GPU replica", bytes_str(MemoryPlan::total(mem.device)).c_str());
   std::fprintf(out, "\n");
   std::fflush(out);
+}
 
-  double best_top1 = -1;
-  if (resuming && resume_point.scalars.count("best_top1"))
-    best_top1 = resume_point.scalars.at("best_top1");
-  sum.first_step = t.steps_done();
+// ---- the loop ------------------------------------------------------------------------
 
-  RunReporter report(cfg, t.steps_done(), t.total_steps(), out);
-  CheckpointWriter writer(cfg.out, cfg.keep, tracer.get());  // its row in the trace
-  writer.on_written = [&](int64_t step, const std::string& path, bool is_best) {
+// The best validation top-1 of the run so far (-1: none): a resumed run's, from its checkpoint.
+double saved_best_top1(const Checkpoint& resume_point) {
+  const auto it = resume_point.scalars.find("best_top1");
+  return it == resume_point.scalars.end() ? -1 : it->second;
+}
+
+// The trainer's notes and the writer's finished checkpoints go to the reporter.
+void connect_reports(Trainer& t, CheckpointWriter& writer, RunReporter& report) {
+  writer.on_written = [&report](int64_t step, const std::string& path, bool is_best) {
     report.checkpoint(step, path, is_best);  // the metrics file takes lines from any thread
   };
-  t.notice = [&](const std::string& line) { report.note(line); };
-  auto save = [&](bool is_best, std::map<std::string, double> extra) {
-    extra["best_top1"] = best_top1;
-    double waited = 0;
-    {
-      TraceSpan span(tracer.get(), "checkpoint snapshot", "train");
-      // On a GPU: cloned on the device after the queued steps; the writer thread brings it over.
-      waited = writer.submit(t.snapshot_async(extra), t.steps_done(), is_best);
-    }
-    sum.last_checkpoint = checkpoint_path(cfg.out, t.steps_done());
-    if (waited > 1.0)
-      report.note("cutrain: waited " + std::to_string(waited) + " s for the checkpoint writer");
-  };
+  t.notice = [&report](const std::string& line) { report.note(line); };
+}
 
-  // ---- the loop ------------------------------------------------------------------------
-  // launch() queues a step (on the CPU: does it); results() hands out the steps whose loss is
-  // known, without waiting. Before an evaluation (its numbers go with the epoch's line), a stop
-  // on a signal and the end, results(true) waits for the steps in flight; a checkpoint alone
-  // does not wait (Trainer::snapshot_async).
-  StopSignals signals;
-  auto take = [&](bool wait) {
-    const auto t0 = Clock::now();
-    const std::vector<StepResult> rs = t.results(wait);
-    sum.train_seconds += seconds_since(t0);
-    for (const StepResult& r : rs) {
-      sum.losses.push_back(r.loss);
-      sum.graph_steps += r.graph;
-      report.step(r, r.step + 1, device.dtype == DType::f16 ? r.scale_after : 0.0);
-    }
-  };
+// What the loop and the final report share: the run's parts (run_training owns them) and
+// what the run has found so far.
+struct Run {
+  const TrainConfig& cfg;
+  const RunDevice& device;
+  Trainer& t;
+  RunReporter& report;
+  CheckpointWriter& writer;
+  Tracer* tracer;    // null without --trace
+  FILE* out;
+  RunSummary& sum;
+  double best_top1;  // the best validation top-1 so far (-1: none), kept in each checkpoint
+};
+
+// The steps whose results have arrived (wait: all those launched) into the summary and the
+// reports.
+void take_results(Run& run, bool wait) {
+  const auto t0 = Clock::now();
+  const std::vector<StepResult> rs = run.t.results(wait);
+  run.sum.train_seconds += seconds_since(t0);
+  for (const StepResult& r : rs) {
+    run.sum.losses.push_back(r.loss);
+    run.sum.graph_steps += r.graph;
+    run.report.step(r, r.step + 1, run.device.dtype == DType::f16 ? r.scale_after : 0.0);
+  }
+}
+
+// A checkpoint of the steps launched so far, handed to the writer's thread.
+void save_checkpoint(Run& run, bool is_best, std::map<std::string, double> extra) {
+  extra["best_top1"] = run.best_top1;
+  double waited = 0;
+  {
+    TraceSpan span(run.tracer, "checkpoint snapshot", "train");
+    // On a GPU: cloned on the device after the queued steps; the writer thread brings it over.
+    waited = run.writer.submit(run.t.snapshot_async(extra), run.t.steps_done(), is_best);
+  }
+  run.sum.last_checkpoint = checkpoint_path(run.cfg.out, run.t.steps_done());
+  if (waited > 1.0)
+    run.report.note("cutrain: waited " + std::to_string(waited) + " s for the checkpoint writer");
+}
+
+// The end of an epoch: evaluate on the validation data (if any), the epoch's line, a
+// checkpoint (best.h5 when its top-1 is the best so far).
+void end_epoch(Run& run) {
+  Trainer& t = run.t;
+  std::map<std::string, double> extra;
+  bool is_best = false;
+  if (t.has_validation()) {
+    run.sum.final_eval = t.evaluate();
+    const EvalResult& e = run.sum.final_eval;
+    extra = {{"val_loss", e.loss}, {"val_top1", e.top1_accuracy()},
+             {"val_top5", e.top5_accuracy()}};
+    is_best = e.top1_accuracy() > run.best_top1;
+    if (is_best) run.best_top1 = e.top1_accuracy();
+  }
+  run.report.epoch(t.epochs_done(), run.cfg.epochs, t.steps_done(),
+                   t.has_validation() ? &run.sum.final_eval : nullptr, run.cfg.class_names);
+  save_checkpoint(run, is_best, extra);
+}
+
+// The clean stop on SIGINT/SIGTERM: the checkpoint on disk, how to go on, exit 128 + signal.
+void stop_on_signal(Run& run, const StopSignals& signals, int signal) {
+  run.writer.wait();
+  run.report.end_line();
+  std::fprintf(run.out, "stopped by %s after step %lld; checkpoint %s\n"
+                        "continue with: cutrain train --resume %s\n",
+               signals.name(), (long long)run.t.steps_done(), run.sum.last_checkpoint.c_str(),
+               run.cfg.out.c_str());
+  run.sum.exit_code = 128 + signal;
+}
+
+// The steps until the last one or a signal, then nothing left in flight and every checkpoint
+// on disk. launch() queues a step (on the CPU: does it); results() hands out the steps whose
+// loss is known, without waiting. Before an evaluation (its numbers go with the epoch's line),
+// a stop on a signal and the end, results(true) waits for the steps in flight; a checkpoint
+// alone does not wait (Trainer::snapshot_async).
+void train_loop(Run& run, const StopSignals& signals) {
+  Trainer& t = run.t;
   while (t.steps_done() < t.total_steps()) {
     const auto t_step = Clock::now();
     t.launch();
-    sum.train_seconds += seconds_since(t_step);
+    run.sum.train_seconds += seconds_since(t_step);
     const bool epoch_end = t.steps_done() % t.steps_per_epoch() == 0;
     const int signal = signals.received();  // read once: a signal arriving later waits a step
     const bool save_now = epoch_end || signal != 0 ||
-                          (cfg.checkpoint_every > 0 && t.steps_done() % cfg.checkpoint_every == 0);
-    take(epoch_end || signal != 0);
+                          (run.cfg.checkpoint_every > 0 &&
+                           t.steps_done() % run.cfg.checkpoint_every == 0);
+    take_results(run, epoch_end || signal != 0);
 
-    if (epoch_end) {
-      std::map<std::string, double> extra;
-      bool is_best = false;
-      if (t.has_validation()) {
-        sum.final_eval = t.evaluate();
-        const EvalResult& e = sum.final_eval;
-        extra = {{"val_loss", e.loss}, {"val_top1", e.top1_accuracy()},
-                 {"val_top5", e.top5_accuracy()}};
-        is_best = e.top1_accuracy() > best_top1;
-        if (is_best) best_top1 = e.top1_accuracy();
-      }
-      report.epoch(t.epochs_done(), cfg.epochs, t.steps_done(),
-                   t.has_validation() ? &sum.final_eval : nullptr, cfg.class_names);
-      save(is_best, extra);
-    } else if (save_now) {
-      save(false, {});
-    }
+    if (epoch_end)
+      end_epoch(run);
+    else if (save_now)
+      save_checkpoint(run, false, {});
     if (signal != 0) {
-      writer.wait();
-      report.end_line();
-      std::fprintf(out, "stopped by %s after step %lld; checkpoint %s\n"
-                        "continue with: cutrain train --resume %s\n",
-                   signals.name(), (long long)t.steps_done(), sum.last_checkpoint.c_str(),
-                   cfg.out.c_str());
-      sum.exit_code = 128 + signal;
+      stop_on_signal(run, signals, signal);
       break;
     }
   }
-  take(true);  // nothing is left in flight (the loop ends on an epoch's end, or a signal)
-  writer.wait();
-  sum.steps = t.steps_done();
-  sum.seconds = seconds_since(t_start);
-  if (tracer) {
-    std::string why;
-    if (tracer->write(cfg.trace, &why))
-      std::fprintf(out, "trace: %s (open it in ui.perfetto.dev or chrome://tracing)\n",
-                   cfg.trace.c_str());
-    else
-      report.note("cutrain: could not write the trace: " + why);
-  }
-  if (sum.exit_code != 0) return sum;
+  take_results(run, true);  // nothing is left in flight (the loop ends on an epoch's end, or a signal)
+  run.writer.wait();
+}
 
-  // ---- the final report ----------------------------------------------------------------
+// ---- the end -------------------------------------------------------------------------
+
+// --trace: the trace file, or a note saying why it could not be written.
+void write_trace(Run& run) {
+  if (!run.tracer) return;
+  std::string why;
+  if (run.tracer->write(run.cfg.trace, &why))
+    std::fprintf(run.out, "trace: %s (open it in ui.perfetto.dev or chrome://tracing)\n",
+                 run.cfg.trace.c_str());
+  else
+    run.report.note("cutrain: could not write the trace: " + why);
+}
+
+// The final report of a finished run: the validation metrics with per-class accuracy, the
+// steps the CUDA graph ran, and the summary line (time, images/s, checkpoints, metrics).
+void final_report(Run& run) {
+  const TrainConfig& cfg = run.cfg;
+  Trainer& t = run.t;
+  RunSummary& sum = run.sum;
   if (sum.first_step == t.total_steps())
-    std::fprintf(out, "the run was already complete (%lld steps)\n", (long long)t.steps_done());
+    std::fprintf(run.out, "the run was already complete (%lld steps)\n", (long long)t.steps_done());
   if (t.has_validation()) {
     if (sum.final_eval.images == 0) sum.final_eval = t.evaluate();
-    std::fprintf(out, "final: %s\n%s", eval_summary(sum.final_eval).c_str(),
+    std::fprintf(run.out, "final: %s\n%s", eval_summary(sum.final_eval).c_str(),
                  per_class_report(sum.final_eval, cfg.class_names).c_str());
   }
-  if (cfg.cuda_graph && device.device == Device::cuda)
-    std::fprintf(out, "CUDA graph: %lld of %lld steps replayed from it\n",
+  if (cfg.cuda_graph && run.device.device == Device::cuda)
+    std::fprintf(run.out, "CUDA graph: %lld of %lld steps replayed from it\n",
                  (long long)sum.graph_steps, (long long)sum.losses.size());
   const std::string best = best_checkpoint_path(cfg.out);
-  std::fprintf(out, "trained %lld steps in %.1f s (%.0f images/s in the steps); checkpoints in "
-                    "%s%s; metrics: %s\n",
+  std::fprintf(run.out, "trained %lld steps in %.1f s (%.0f images/s in the steps); checkpoints in "
+                        "%s%s; metrics: %s\n",
                (long long)(t.steps_done() - sum.first_step), sum.seconds,
                sum.train_seconds > 0
                    ? double((t.steps_done() - sum.first_step) * cfg.batch) / sum.train_seconds
                    : 0.0,
                cfg.out.c_str(),
                std::filesystem::exists(best) ? (" (best: " + best + ")").c_str() : "",
-               report.metrics_path().c_str());
+               run.report.metrics_path().c_str());
+}
+
+}  // namespace
+
+RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, FILE* out,
+                        bool allow_data_change) {
+  const auto t_start = Clock::now();
+  RunSummary sum;
+
+  // The configuration: the checkpoint's on --resume, checked, completed from the data, saved.
+  Checkpoint resume_point;  // empty without --resume
+  const bool resuming = !cfg.resume.empty();
+  if (resuming) resume_point = load_resume_point(cfg, given, out);
+  validate_config(cfg);  // before the device is chosen from --device and --devices
+  const RunDevice device = choose_run_device(cfg);
+  const std::vector<std::string> notes = resolve_run_config(cfg, device);
+  save_config(cfg, resuming, device, notes, out);
+  sum.config = cfg;
+
+  // The trainer, at the checkpoint's step on --resume, and what it will do.
+  std::unique_ptr<Tracer> tracer = start_trace(cfg);  // first: the loader's workers record into it
+  Trainer t(cfg, device);
+  t.tracer = tracer.get();
+  if (resuming) restore_trainer(t, resume_point, cfg, allow_data_change, out);
+  print_plan(t, cfg, out);
+
+  // The loop: steps, an evaluation and a checkpoint each epoch, until the end or a signal.
+  sum.first_step = t.steps_done();
+  RunReporter report(cfg, t.steps_done(), t.total_steps(), out);
+  CheckpointWriter writer(cfg.out, cfg.keep, tracer.get());  // its row in the trace
+  connect_reports(t, writer, report);
+  StopSignals signals;  // SIGINT/SIGTERM, until the run returns
+  Run run{cfg, device, t, report, writer, tracer.get(), out, sum, saved_best_top1(resume_point)};
+  train_loop(run, signals);
+
+  // The end: the trace; the final report unless a signal stopped the run.
+  sum.steps = t.steps_done();
+  sum.seconds = seconds_since(t_start);
+  write_trace(run);
+  if (sum.exit_code == 0) final_report(run);
   return sum;
 }
 
