@@ -218,7 +218,7 @@ FUZZ_LIB_CPP  := $(addprefix data/,atomic_file.cpp image_list.cpp image_decode.c
                    image_decode_webp.cpp image_decode_pnm.cpp \
                    image_format.cpp image_transform.cpp image_encode.cpp hdf5_handle.cpp \
                    hdf5_io.cpp pack_read.cpp pack_write.cpp idx.cpp sampler.cpp trace.cpp) \
-                 $(addprefix nn/,tensor.cpp gpu_context.cpp \
+                 $(addprefix nn/,tensor.cpp context.cpp \
                    autograd.cpp layers.cpp model.cpp model_spec.cpp ops_basic.cpp ops_conv.cpp \
                    ops_norm.cpp ops_pool.cpp) \
                  $(addprefix kernels/,cast.cpp gpu.cpp batchnorm.cpp conv2d.cpp elementwise.cpp \
