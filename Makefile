@@ -41,17 +41,22 @@ endif
 PKGS     := hdf5 libturbojpeg stb zlib libwebp libexif
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lcsv -lunistring
+# OpenMPI's C API, for runs that mpirun starts (train/replicas/mpi.h; its C++ bindings are left
+# out). The program and the tests link it; the fuzz targets do not need it.
+MPI_CFLAGS := $(shell pkg-config --cflags ompi-c 2>/dev/null) -DOMPI_SKIP_MPICXX=1
+MPI_LIBS   := $(shell pkg-config --libs ompi-c 2>/dev/null)
 
 # -fopenmp: the CPU kernels split their outer loops over threads (conv2d, linear, batchnorm,
 # pooling; see kernels/README.md). Each thread owns whole outputs, so results are the same
 # bit for bit whatever the thread count; OMP_NUM_THREADS caps it.
-CXXFLAGS += -std=c++17 -O2 -g -Wall -Wextra -pthread -fopenmp -MMD -MP -I. $(PKG_CFLAGS)
+CXXFLAGS += -std=c++17 -O2 -g -Wall -Wextra -pthread -fopenmp -MMD -MP -I. $(PKG_CFLAGS) \
+            $(MPI_CFLAGS)
 # -ffp-contract=off: never fuse a*b + c into an fma (g++ does so by default in C++ on targets
 # that have one). The GPU kernels that must give the CPU reference's bits rely on it
 # (kernels/hd.h); on x86-64 without -march flags there is no fma to fuse into anyway.
 CXXFLAGS += -ffp-contract=off
 LDFLAGS  += -pthread -fopenmp
-LDLIBS   := $(PKG_LIBS)
+LDLIBS   := $(PKG_LIBS) $(MPI_LIBS)
 
 ifeq ($(USE_CUDA),1)
   MODE      := cuda
@@ -178,6 +183,7 @@ test: all
 DEBIAN_PACKAGES := libturbojpeg0-dev libstb-dev libhdf5-dev zlib1g-dev doctest-dev \
                    libcli11-dev nlohmann-json3-dev dataset-fashion-mnist pkg-config \
                    libwebp-dev libexif-dev libcsv-dev libunistring-dev \
+                   libopenmpi-dev openmpi-bin \
                    clang libclang-rt-dev
 # Installs only what is missing; apt-get update first, sudo when not root.
 deps:

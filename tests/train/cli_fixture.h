@@ -1,9 +1,12 @@
 // defines: cutrain_exe(), the cutrain program beside the test binary, and run_cutrain(), which
-// runs it as a real process and returns its exit status and everything it printed.
+// runs it as a real process and returns its exit status and everything it printed (through
+// run_process(), which runs any program).
 #pragma once
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+extern char** environ;
 
 #include <filesystem>
 #include <functional>
@@ -25,23 +28,26 @@ struct Ran {
   std::string output;  // stdout and stderr, interleaved as written
 };
 
-// Runs `cutrain args...` to its end, its output to `log` (a file). `in_child`, when given, runs
-// in the child between fork and exec: it may only make async-signal-safe calls (setrlimit).
-inline Ran run_cutrain(const std::vector<std::string>& args, const std::string& log,
-                       void (*in_child)() = nullptr) {
-  std::vector<std::string> all = {cutrain_exe()};
-  all.insert(all.end(), args.begin(), args.end());
+// Runs the program argv[0] (a path) to its end, its output to `log` (a file), with `env`
+// ("NAME=value") added to this process's environment. `in_child`, when given, runs in the
+// child between fork and exec: it may only make async-signal-safe calls (setrlimit).
+inline Ran run_process(std::vector<std::string> all, const std::string& log,
+                       std::vector<std::string> env = {}, void (*in_child)() = nullptr) {
   // Everything the child needs is made before fork(): between fork and exec a child of a
   // multithreaded process may not allocate.
   std::vector<char*> argv;
   for (std::string& a : all) argv.push_back(a.data());
   argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (char** e = environ; *e; e++) envp.push_back(*e);
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
   const pid_t pid = fork();
   if (pid == 0) {
     const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ::dup2(fd, 1), ::dup2(fd, 2);
     if (in_child) in_child();
-    ::execv(argv[0], argv.data());
+    ::execve(argv[0], argv.data(), envp.data());
     ::_exit(127);
   }
   Ran r;
@@ -50,6 +56,14 @@ inline Ran run_cutrain(const std::vector<std::string>& args, const std::string& 
     r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   r.output = read_text(log);
   return r;
+}
+
+// Runs `cutrain args...` to its end, its output to `log` (a file); in_child as run_process's.
+inline Ran run_cutrain(const std::vector<std::string>& args, const std::string& log,
+                       void (*in_child)() = nullptr) {
+  std::vector<std::string> all = {cutrain_exe()};
+  all.insert(all.end(), args.begin(), args.end());
+  return run_process(all, log, {}, in_child);
 }
 
 }  // namespace cutrain_test

@@ -144,7 +144,7 @@ int cmd_train(const TrainArgs& a) {
       given.push_back(option_key(o->get_name()));
   USER_CHECK(!a.allow_data_change || !a.cfg.resume.empty(),
              "--allow-data-change goes with --resume: a new run has no earlier data");
-  const RunSummary s = run_training(a.cfg, given, stdout, a.allow_data_change);
+  const RunSummary s = run_training(a.cfg, given, stdout, a.allow_data_change, a.mpi);
   return s.exit_code;
 }
 

@@ -25,9 +25,12 @@ namespace cutrain {
 // pack, eval, predict; train checks its own in validate_config).
 CLI::Option* add_csv_columns_option(CLI::App* cmd, std::string& columns);
 
+class Mpi;
+
 struct TrainArgs {
   TrainConfig cfg;
   bool allow_data_change = false;  // run_training's (train/run/run.h)
+  const Mpi* mpi = nullptr;        // started by mpirun: this process's place (train/replicas/mpi.h)
   CLI::App* cmd = nullptr;
 };
 CLI::App* add_train_command(CLI::App& app, TrainArgs& a);

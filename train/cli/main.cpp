@@ -1,7 +1,9 @@
 // cutrain: the command line. Each subcommand is a few lines that call into the library.
 #include <CLI/CLI.hpp>
 
+#include <csignal>
 #include <cstdio>
+#include <memory>
 #include <exception>
 #include <string>
 #include <thread>
@@ -18,6 +20,7 @@
 #include "train/cli/commands.h"
 #include "train/cli/describe.h"
 #include "train/cli/progress.h"
+#include "train/replicas/mpi.h"
 #include "train/replicas/peer_access.h"
 #include "train/run/config.h"
 #include "train/run/device.h"
@@ -168,6 +171,9 @@ static int cmd_check_data(const std::string& list_path, const ListOptions& lists
 }
 
 int main(int argc, char** argv) {
+  // Started by mpirun: MPI first (train/replicas/mpi.h); `cutrain train` is then one rank of
+  // the run. Alone, MPI is never touched.
+  const std::unique_ptr<Mpi> mpi = Mpi::start_if_launched(&argc, &argv);
   CLI::App app{"cutrain: a from-scratch C++/CUDA trainer for small image classifiers"};
   app.require_subcommand(1);
   auto* info = app.add_subcommand("info", "Show how this binary was built and the GPUs it sees");
@@ -224,6 +230,7 @@ int main(int argc, char** argv) {
   auto* pack = add_pack_command(app, pack_args);
 
   TrainArgs train_args;
+  train_args.mpi = mpi.get();
   auto* train = add_train_command(app, train_args);
   EvalArgs eval_args;
   auto* eval = add_eval_command(app, eval_args);
@@ -232,7 +239,7 @@ int main(int argc, char** argv) {
 
   const int parsed = parse_command_line(app, argc, argv);
   if (parsed >= 0) return parsed;
-  return run_reporting_errors([&] {
+  const int code = run_reporting_errors([&] {
     if (*info) return cmd_info();
     if (*describe) return cmd_describe(model, input, classes, describe_json);
     if (*import_fm) return cmd_import_fashion_mnist(import_from, import_out, import_opt);
@@ -243,4 +250,12 @@ int main(int argc, char** argv) {
     if (*predict) return cmd_predict(predict_args);
     return 0;
   });
+  // A rank that failed (its error printed above) stops every rank: the others would wait for
+  // it in their next collective. A clean stop on a signal is taken by every rank together.
+  if (mpi && mpi->size() > 1 && code != 0 && code != 128 + SIGINT && code != 128 + SIGTERM) {
+    std::fprintf(stderr, "cutrain: rank %d of %d failed (exit %d): stopping every rank\n",
+                 mpi->rank(), mpi->size(), code);
+    mpi->abort(code);
+  }
+  return code;
 }

@@ -10,6 +10,7 @@
 
 #include "kernels/check.h"
 #include "train/engine/engine_graph.h"
+#include "train/replicas/mpi.h"
 
 namespace cutrain {
 
@@ -33,7 +34,19 @@ LossScalerConfig loss_scaler_config(DType dtype, int max_skips) {
 
 Engine::Engine(const TrainConfig& cfg, const RunDevice& device, const ClassBalance& balance)
     : cfg_(cfg), device_(device) {
-  const int R = replica_count(cfg_);
+  const int R = replica_count(cfg_);  // in this process
+  // Under mpirun each process is one replica of size() (train/replicas/mpi.h), rank rank().
+  const Mpi* mpi = device_.mpi;
+  if (mpi) {
+    USER_CHECK(R == 1, "--devices " << cfg_.devices << " under mpirun: each process is one "
+                                    << "replica; launch more processes instead (mpirun -np N)");
+    USER_CHECK(device_.device == Device::cpu,
+               "mpirun with GPUs: not yet (each process is a CPU replica for now; NCCL between "
+               "GPUs is [distributed]'s next step): run with --device cpu, or one process with "
+               "--devices 0,1,...");
+  }
+  world_ = mpi ? mpi->size() : R;
+  const int first_rank = mpi ? mpi->rank() : 0;
   // Each replica's lane: on a GPU its compute stream and device (the model, the optimizer
   // state, the buckets and every kernel of the replica go there).
   std::vector<int> devices;
@@ -58,7 +71,7 @@ Engine::Engine(const TrainConfig& cfg, const RunDevice& device, const ClassBalan
   // Every replica builds the same model from the same seed: identical bits, no broadcast.
   for (int r = 0; r < R; r++) {
     auto rep = std::make_unique<Replica>();
-    rep->rank = r;
+    rep->rank = first_rank + r;
     rep->lane = std::make_unique<Lane>(device_.device, devices.empty() ? -1 : devices[size_t(r)],
                                        parse_conv_impl(cfg_.conv), parse_linear_impl(cfg_.linear));
     const Context& ctx = rep->lane->context();
@@ -73,12 +86,14 @@ Engine::Engine(const TrainConfig& cfg, const RunDevice& device, const ClassBalan
       rep->class_weight = Tensor::from_doubles(balance.weights, {cfg_.classes},
                                                acc_dtype(device_.dtype))
                               .to(ctx);
-    if (R > 1)
+    if (world_ > 1)
       rep->grads = std::make_unique<GradBuckets>(rep->model->parameters(), kBucketMinBytes);
     replicas_.push_back(std::move(rep));
   }
-  if (R > 1) {
-    if (device_.device == Device::cuda) {
+  if (world_ > 1) {
+    if (mpi) {
+      collective_ = make_mpi_ring(*mpi);
+    } else if (device_.device == Device::cuda) {
       std::vector<cudaStream_t> streams;
       for (auto& rep : replicas_) streams.push_back(rep->lane->stream());
       collective_ = make_gpu_ring(devices, streams);
@@ -87,7 +102,7 @@ Engine::Engine(const TrainConfig& cfg, const RunDevice& device, const ClassBalan
     }
     marked_.assign(replicas_[0]->grads->size(), 0);
   }
-  if (cfg_.cuda_graph && device_.device == Device::cuda && R == 1)
+  if (cfg_.cuda_graph && device_.device == Device::cuda && world_ == 1)
     graphs_ = std::make_unique<Graphs>();
 }
 
@@ -121,7 +136,7 @@ void Engine::launch(const StepResult& host) {
 void Engine::launch_step(const StepResult& host) {
   StepResult r = host;
   TraceSpan span(tracer, "step", "train");
-  const int R = replicas();
+  const int R = world_;  // replicas in all processes
   slot_ = int(r.step % kSlots);
 
   // 1. Every replica's shard of the batch (on a GPU the compute stream waits for its copy).
@@ -217,6 +232,8 @@ void Engine::next_shards(StepResult& r) {
     r.images += rep->batch.n;
     if (on_shard) on_shard(rep->rank, rep->batch);
   }
+  // Under mpirun the other processes' shards count too: the step's global batch.
+  if (device_.mpi) r.images = int(device_.mpi->sum(r.images));
   r.data_wait_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
   r.batch = replicas_[0]->batch.where;
@@ -230,7 +247,7 @@ std::pair<Tensor, Tensor> Engine::micro_batch(const Replica& rep, int begin, int
 }
 
 void Engine::forward_backward(Replica& rep, int images, StepRecord* rec) {
-  const int R = replicas();
+  const int R = world_;
   const Batch& batch = rep.batch;
   if (rep.grads) rep.grads->arm();
   rep.any_ready = false;
@@ -292,17 +309,18 @@ void Engine::bucket_ready(Replica& rep, int k) {
 }
 
 void Engine::update(bool stepped, const std::vector<StepRecord*>& recs) {
-  const int R = replicas();
+  const int R = world_;
   if (stepped) {
     // Every replica checks its own gradients; with replicas, keeps that decision in its
     // record (to name the replica at fault) and marks its flags final.
-    for (auto& rep : replicas_) {
+    for (size_t i = 0; i < replicas_.size(); i++) {
+      Replica* rep = replicas_[i].get();
       const OnDevice on(rep->lane->context());
       DeviceStep& ds = rep->lane->step();
       ds.begin();
       rep->optimizer->check(ds);
       if (R > 1) {
-        ds.decide_into(&recs[size_t(rep->rank)]->own);
+        ds.decide_into(&recs[i]->own);
         collective_->mark(rep->rank, flags_tag());
       }
     }
@@ -321,9 +339,10 @@ void Engine::update(bool stepped, const std::vector<StepRecord*>& recs) {
     }
   }
   // The state after the step into the record; the gradients zeroed for the next step.
-  for (auto& rep : replicas_) {
+  for (size_t i = 0; i < replicas_.size(); i++) {
+    Replica* rep = replicas_[i].get();
     const OnDevice on(rep->lane->context());
-    rep->lane->copy(&recs[size_t(rep->rank)]->state, rep->lane->step().state(), sizeof(StepState));
+    rep->lane->copy(&recs[i]->state, rep->lane->step().state(), sizeof(StepState));
     if (rep->grads)
       rep->grads->zero();  // one memset per flat buffer
     else
@@ -356,20 +375,43 @@ void Engine::collect(size_t wait_for, std::deque<StepResult>& done) {
   }
 }
 
+// One replica's part of a step's result: its record and its communication times.
+struct Engine::Shard {
+  StepRecord rec;
+  double comm_s = 0, comm_exposed_s = 0;
+};
+
 StepResult Engine::result_of(const Launched& l) {
-  const int R = replicas();
+  const int R = world_;
   StepResult r = l.result;
+  // Every replica's part, in rank order: this process's replicas, and under mpirun every
+  // process's (one replica each, gathered: every rank computes the same result).
+  std::vector<Shard> shards;
+  for (auto& rep : replicas_) {
+    Lane& lane = *rep->lane;
+    Shard s;
+    s.rec = lane.host(l.slot);
+    if (R > 1) {
+      s.comm_s = lane.seconds(Lane::first_ready, Lane::reduced, l.slot);
+      s.comm_exposed_s = lane.seconds(Lane::backward_done, Lane::reduced, l.slot);
+    }
+    shards.push_back(s);
+  }
+  if (device_.mpi) {
+    std::vector<Shard> all(static_cast<size_t>(R));
+    device_.mpi->all_gather(shards.data(), sizeof(Shard), all.data());
+    shards = all;
+  }
   std::vector<const StepRecord*> recs;
-  for (auto& rep : replicas_) recs.push_back(&rep->lane->host(l.slot));
+  for (const Shard& s : shards) recs.push_back(&s.rec);
   for (int i = 0; i < R; i++) {  // rank order: the same sums every run
     r.loss += recs[size_t(i)]->loss;
     r.correct += recs[size_t(i)]->correct;
   }
   if (R > 1)  // means over the replicas
-    for (auto& rep : replicas_) {
-      const Lane& lane = *rep->lane;
-      r.comm_s += lane.seconds(Lane::first_ready, Lane::reduced, l.slot) / R;
-      r.comm_exposed_s += lane.seconds(Lane::backward_done, Lane::reduced, l.slot) / R;
+    for (const Shard& s : shards) {
+      r.comm_s += s.comm_s / R;
+      r.comm_exposed_s += s.comm_exposed_s / R;
     }
   const StepState& state = recs[0]->state;
   r.scale_after = state.scaler.scale;

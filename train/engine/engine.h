@@ -81,7 +81,9 @@ class Engine {
   // unknown, and launch refuses.
   bool broken() const { return broken_; }
 
-  int replicas() const { return int(replicas_.size()); }
+  int replicas() const { return int(replicas_.size()); }  // in this process
+  // Replicas in all: this process's, or under mpirun one per process (RunDevice::mpi).
+  int world() const { return world_; }
   Replica& replica(int r) { return *replicas_.at(size_t(r)); }
   const Replica& replica(int r) const { return *replicas_.at(size_t(r)); }
   Model& model(int r = 0) { return *replica(r).model; }
@@ -125,6 +127,7 @@ class Engine {
 
  private:
   struct Graphs;  // --cuda-graph's graphs and buffers (train/engine/engine_graph.h)
+  struct Shard;   // one replica's part of a step's result (engine.cpp)
   struct Launched {
     StepResult result;     // the host part; the rest comes from the records
     int slot = 0;
@@ -169,6 +172,7 @@ class Engine {
 
   TrainConfig cfg_;                            // batch, accum, size, label smoothing, ...
   RunDevice device_;
+  int world_ = 1;                              // replicas in all processes
   LossScalerConfig scaler_config_;
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::unique_ptr<Collective> collective_;     // R > 1

@@ -7,18 +7,23 @@
 #include "train/replicas/peer_access.h"
 #include "train/replicas/replica.h"
 #include "train/engine/engine.h"
+#include "kernels/xxhash64.h"
 #include "train/replicas/device_ring.h"
+#include "train/replicas/mpi.h"
 
 namespace cutrain {
 
 std::string Engine::description() const {
-  const int R = replicas();
+  const int R = world_;
   if (R == 1) return "";
   std::ostringstream os;
-  os << R << " replicas (--devices " << cfg_.devices << "), " << cfg_.batch / R
-     << " images each of every batch of " << cfg_.batch << ", ring all-reduce of "
-     << replicas_[0]->grads->describe();
-  if (device_.device == Device::cuda) os << "; " << collective_->describe();
+  if (device_.mpi)
+    os << R << " replicas (mpirun: one per process)";
+  else
+    os << R << " replicas (--devices " << cfg_.devices << ")";
+  os << ", " << cfg_.batch / R << " images each of every batch of " << cfg_.batch
+     << ", ring all-reduce of " << replicas_[0]->grads->describe();
+  if (device_.device == Device::cuda || device_.mpi) os << "; " << collective_->describe();
   return os.str();
 }
 
@@ -34,10 +39,10 @@ std::string Engine::peer_report() const {
 void Engine::average_batchnorm() {
   // Once per state: evaluating and then saving the same step averages once (a second pass
   // could move a statistic by an ulp: the sum of R equal values times 1/R need not be exact).
-  if (replicas() == 1 || bn_averaged_) return;
+  if (world_ == 1 || bn_averaged_) return;
   bn_averaged_ = true;
   // After the steps queued so far; every replica's queue waits for it (a GPU's host does not).
-  const int R = replicas();
+  const int R = replicas();  // in this process: the collective reaches the others
   for (auto& rep : replicas_) {
     const OnDevice on(rep->lane->context());
     collective_->mark(rep->rank, stats_tag());
@@ -61,7 +66,30 @@ void Engine::average_batchnorm() {
 std::string Engine::replicas_difference() const {
   std::vector<Replica*> all;
   for (auto& rep : replicas_) all.push_back(rep.get());
-  return replica_difference(all);
+  if (!device_.mpi) return replica_difference(all);
+  // Under mpirun each process holds one replica: the xxh64 of each of its tensors, gathered,
+  // against rank 0's.
+  const Mpi& mpi = *device_.mpi;
+  std::vector<std::string> names;
+  std::vector<uint64_t> mine;
+  for (const auto& [name, t] : replica_tensors(*all[0])) {
+    const Tensor h = t->to(Context::cpu());
+    names.push_back(name);
+    mine.push_back(xxh64(h.raw(), h.bytes()));
+  }
+  std::vector<uint64_t> every(mine.size() * size_t(mpi.size()));
+  mpi.all_gather(mine.data(), mine.size() * sizeof(uint64_t), every.data());
+  for (int r = 1; r < mpi.size(); r++)
+    for (size_t i = 0; i < mine.size(); i++) {
+      const uint64_t ha = every[i], hb = every[size_t(r) * mine.size() + i];
+      if (ha == hb) continue;
+      char buf[64];
+      std::snprintf(buf, sizeof buf, " (xxh64 %016llx against %016llx)", (unsigned long long)hb,
+                    (unsigned long long)ha);
+      return "replica " + std::to_string(r) + " differs from replica 0 in '" + names[i] + "'" +
+             buf;
+    }
+  return "";
 }
 
 }  // namespace cutrain

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "kernels/check.h"
+#include "train/replicas/mpi.h"
 #include "train/run/dataset.h"
 
 namespace cutrain {
@@ -52,12 +53,15 @@ Trainer::Trainer(const TrainConfig& cfg, const RunDevice& device) : cfg_(cfg), d
 Trainer::~Trainer() = default;
 
 void Trainer::start_loaders() {
-  const int R = replicas();
-  // The decode threads are shared out among the replicas' loaders; R = 1 keeps --threads.
+  const int R = replicas();  // in this process
+  const int world = engine_->world();
+  // The decode threads are shared out among the loaders of this machine's replicas (those of
+  // this process, and under mpirun the processes beside it); one replica keeps --threads.
+  const int here = R * (device_.mpi ? device_.mpi->local_size() : 1);
   int threads = cfg_.threads;
-  if (R > 1) {
+  if (here > 1) {
     const int all = threads > 0 ? threads : std::max(1, int(std::thread::hardware_concurrency()) - 1);
-    threads = std::max(1, all / R);
+    threads = std::max(1, all / here);
   }
   for (int r = 0; r < R; r++) {
     Replica* rep = &engine_->replica(r);
@@ -68,17 +72,17 @@ void Trainer::start_loaders() {
     sc.seed = cfg_.seed;
     sc.shuffle = true;
     sc.last_batch = LastBatch::drop;
-    sc.replicas = R;
+    sc.replicas = world;  // rank r reads shard r of every batch
     sc.rank = rep->rank;
     if (cfg_.balance == "sampler") sc.labels = balance_.labels;  // class-balanced epochs
     LoaderConfig lc;
     lc.threads = threads;
     lc.strict = cfg_.strict;
     lc.tracer = tracer;
-    if (R > 1) lc.label = "replica " + std::to_string(rep->rank);  // its own trace rows
+    if (world > 1) lc.label = "replica " + std::to_string(rep->rank);  // its own trace rows
     if (rep->lane->where() == Device::cuda) lc.gpu = rep->lane->device();
     if (!cfg_.out.empty())
-      lc.bad_files_path = cfg_.out + (R > 1 ? "/bad_files.replica" + std::to_string(rep->rank) +
+      lc.bad_files_path = cfg_.out + (world > 1 ? "/bad_files.replica" + std::to_string(rep->rank) +
                                                   ".txt"
                                             : "/bad_files.txt");
     rep->loader = std::make_unique<Loader>(train_, sc, lc, cursor_);
@@ -105,7 +109,7 @@ void Trainer::launch() {
   engine_->launch(r);
   step_++;
   cursor_ = engine_->replica(0).loader->cursor();
-  if (replicas() > 1 && cfg_.check_replicas > 0 && step_ % cfg_.check_replicas == 0) {
+  if (engine_->world() > 1 && cfg_.check_replicas > 0 && step_ % cfg_.check_replicas == 0) {
     const std::string diff = engine_->replicas_difference();  // waits: a debug option
     CHECK(diff.empty(), "--check-replicas: after step " << step_ - 1 << ", " << diff
                                                         << ": the replicas have drifted apart");
@@ -143,6 +147,8 @@ EvalResult Trainer::evaluate() {
   opt.norm = norm_;
   opt.tracer = tracer;
   engine_->average_batchnorm();  // every replica evaluates the same model
+  // Under mpirun rank 0 evaluates for all: the others only took part in the average.
+  if (device_.mpi && !device_.mpi->root()) return EvalResult{};
   const OnDevice on = engine_->on_replica(0);  // on a GPU: after the steps, in order
   return cutrain::evaluate(engine_->model(), val_, opt);
 }

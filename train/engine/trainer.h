@@ -106,7 +106,9 @@ class Trainer {
   // step may be pending.
   StepResult step();
 
-  // The model on the validation data (cfg.val; an error when there is none).
+  // The model on the validation data (cfg.val; an error when there is none). Under mpirun
+  // every rank calls it (the BatchNorm average is a collective) and rank 0 alone evaluates:
+  // the others get an empty result.
   EvalResult evaluate();
   bool has_validation() const { return bool(val_); }
 
@@ -153,7 +155,8 @@ class Trainer {
   Engine& engine() { return *engine_; }
   Model& model(int replica = 0) { return engine_->model(replica); }
   Optimizer& optimizer(int replica = 0) { return engine_->optimizer(replica); }
-  int replicas() const { return engine_->replicas(); }
+  int replicas() const { return engine_->replicas(); }  // in this process
+  int world() const { return engine_->world(); }        // in all (under mpirun, processes)
   // One line: the replicas, the shards and the gradient buckets ("" with one replica).
   std::string replicas_description() const { return engine_->description(); }
   // Averages the BatchNorm running statistics over the replicas (evaluate and snapshot do;

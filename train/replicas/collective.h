@@ -2,8 +2,8 @@
 // BatchNorm statistics, OR their overflow flags), and its implementations: the CPU ring
 // (make_cpu_ring: train/replicas/ring.h's ring, a thread per replica) and the GPU ring (make_gpu_ring:
 // train/replicas/device_ring.h, peer copies and a reduce kernel on a comm stream per replica). The
-// trainer picks one at start and never asks which it has; MPI and NCCL ones plug in the same
-// way ([distributed]).
+// trainer picks one at start and never asks which it has. Between processes (mpirun): the MPI
+// ring (make_mpi_ring, one replica per process); NCCL will plug in the same way.
 //
 // One host thread drives every local replica, replica after replica (train/engine/trainer.cpp): it
 // marks the point in each replica's queue where a buffer is complete, then asks for the
@@ -59,6 +59,10 @@ std::unique_ptr<Collective> make_cpu_ring(int replicas);
 class DeviceRing;
 std::unique_ptr<Collective> make_gpu_ring(const std::vector<int>& devices,
                                           const std::vector<cudaStream_t>& streams);
+// One replica per process of a run mpirun started (train/replicas/mpi.h): the CPU ring's
+// schedule over MPI, the same bits as make_cpu_ring(mpi.size()).
+class Mpi;
+std::unique_ptr<Collective> make_mpi_ring(const Mpi& mpi);
 // The GPU ring underneath (peer report, tests); null for any other collective.
 DeviceRing* device_ring(Collective& c);
 

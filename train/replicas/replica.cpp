@@ -122,18 +122,19 @@ std::string overflow_name(const std::vector<char>& overflowed,
   return count < R ? "replica " + std::to_string(first) + ": " + param(first) : param(first);
 }
 
+std::vector<std::pair<std::string, const Tensor*>> replica_tensors(Replica& rep) {
+  std::vector<std::pair<std::string, const Tensor*>> all;
+  for (const VarPtr& p : rep.model->parameters()) all.emplace_back(p->name, &p->value);
+  for (auto& [name, t] : rep.optimizer->state_tensors()) all.emplace_back(name, t);
+  return all;
+}
+
 std::string replica_difference(const std::vector<Replica*>& replicas) {
-  auto tensors = [](Replica& rep) {
-    std::vector<std::pair<std::string, const Tensor*>> all;
-    for (const VarPtr& p : rep.model->parameters()) all.emplace_back(p->name, &p->value);
-    for (auto& [name, t] : rep.optimizer->state_tensors()) all.emplace_back(name, t);
-    return all;
-  };
-  const auto ref = tensors(*replicas[0]);
+  const auto ref = replica_tensors(*replicas[0]);
   std::vector<Tensor> ref_host;  // replica 0's, copied once
   for (const auto& named : ref) ref_host.push_back(on_host(*replicas[0], *named.second));
   for (size_t r = 1; r < replicas.size(); r++) {
-    const auto other = tensors(*replicas[r]);
+    const auto other = replica_tensors(*replicas[r]);
     for (size_t i = 0; i < ref.size(); i++) {
       const Tensor& a = ref_host[i];
       const Tensor b = on_host(*replicas[r], *other[i].second);

@@ -95,5 +95,7 @@ std::string overflow_name(const std::vector<char>& overflowed,
 // replica and tensor differ first, with the xxh64 of both. GPU replicas' tensors are copied to
 // the host (after the work queued for them): a debugging aid, not for every step.
 std::string replica_difference(const std::vector<Replica*>& replicas);
+// What replica_difference compares, by name: the weights, then the optimizer's state.
+std::vector<std::pair<std::string, const Tensor*>> replica_tensors(Replica& rep);
 
 }  // namespace cutrain

@@ -104,8 +104,8 @@ template <typename F> void Ring::receive(int rank, F&& consume) {
   in.cv.notify_all();
 }
 
-namespace {
-void reduce(DType dtype, int64_t n, unsigned char* dst, const unsigned char* src, double scale) {
+void ring_reduce(DType dtype, int64_t n, unsigned char* dst, const unsigned char* src,
+                 double scale) {
   switch (dtype) {
     case DType::f32:
       ring_reduce_cpu<float>(n, reinterpret_cast<float*>(dst),
@@ -122,7 +122,6 @@ void reduce(DType dtype, int64_t n, unsigned char* dst, const unsigned char* src
     case DType::i32: CHECK(false, "all_reduce: i32 buffers are not reduced");
   }
 }
-}  // namespace
 
 void Ring::all_reduce(int rank, void* data, int64_t n, DType dtype, bool average) {
   CHECK(rank >= 0 && rank < R_, "all_reduce: rank " << rank << " outside [0, " << R_ << ")");
@@ -145,7 +144,7 @@ void Ring::all_reduce(int rank, void* data, int64_t n, DType dtype, bool average
     const auto [rb, re] = ring_chunk(n, R, ring_recv_chunk(R, r, s));
     const double scale = (average && s == R - 2) ? 1.0 / R : 1.0;
     receive(r, [&](const unsigned char* staging) {
-      reduce(dtype, re - rb, buf + rb * es, staging, scale);
+      ring_reduce(dtype, re - rb, buf + rb * es, staging, scale);
     });
   }
   // all-gather: rank r now owns chunk (r + 1) mod R

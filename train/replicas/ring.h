@@ -60,6 +60,12 @@ std::pair<int64_t, int64_t> ring_chunk(int64_t n, int R, int c);
 int ring_send_chunk(int R, int r, int t);
 int ring_recv_chunk(int R, int r, int t);
 
+// One reduce step on the host: dst[i] = (dst[i] + src[i]) * scale for n elements of dtype (f32,
+// f16 or f64; kernels/ring_reduce.h's ring_reduce_cpu). The CPU ring and the MPI ring
+// (train/replicas/mpi.h) both add with it.
+void ring_reduce(DType dtype, int64_t n, unsigned char* dst, const unsigned char* src,
+                 double scale);
+
 class Ring {
  public:
   explicit Ring(int replicas);

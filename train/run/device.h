@@ -15,11 +15,16 @@
 
 namespace cutrain {
 
+class Mpi;
+
 struct RunDevice {
   Device device = Device::cpu;
   int gpu = 0;               // on cuda: the GPU of a run with one replica (--devices N)
   DType dtype = DType::f32;  // activations, gradients and working weights
   std::string notice;        // the one line to print when auto fell back to the CPU; else ""
+  // A run that mpirun started: this process's place among its processes (train/replicas/mpi.h),
+  // each one replica; null: one process.
+  const Mpi* mpi = nullptr;
   std::string describe() const;  // "cpu fp32", "cuda:0 (NVIDIA H100) fp16"
 };
 

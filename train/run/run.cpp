@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "data/atomic_file.h"
 #include "kernels/check.h"
@@ -15,6 +16,7 @@
 #include "train/run/device.h"
 #include "train/run/memory_plan.h"
 #include "train/run/reporter.h"
+#include "train/replicas/mpi.h"
 #include "train/run/signals.h"
 #include "train/engine/trainer.h"
 
@@ -47,8 +49,9 @@ Checkpoint load_resume_point(TrainConfig& cfg, const std::vector<std::string>& g
 }
 
 // Where the run computes: --devices cpu,... on the CPU, --devices 0,1,... on those GPUs (the
-// first made this thread's), without it --device; the reason for the choice on stderr.
-RunDevice choose_run_device(const TrainConfig& cfg) {
+// first made this thread's), without it --device; the reason for the choice on stderr. Under
+// mpirun, this process's place among the others.
+RunDevice choose_run_device(const TrainConfig& cfg, const Mpi* mpi) {
   const std::vector<std::string> replica_devices = parse_devices(cfg.devices);
   const std::string device_name =
       replica_devices.empty() ? cfg.device : replica_devices[0] == "cpu" ? "cpu" : "cuda";
@@ -61,7 +64,9 @@ RunDevice choose_run_device(const TrainConfig& cfg) {
     device.gpu = gpus[0];
     set_device(gpus[0]);  // this thread's: no context is ever made on a GPU the run skips
   }
-  if (!device.notice.empty()) std::fprintf(stderr, "%s\n", device.notice.c_str());
+  device.mpi = mpi;
+  if (!device.notice.empty() && (!mpi || mpi->root()))
+    std::fprintf(stderr, "%s\n", device.notice.c_str());
   return device;
 }
 
@@ -71,7 +76,7 @@ RunDevice choose_run_device(const TrainConfig& cfg) {
 std::vector<std::string> resolve_run_config(TrainConfig& cfg, const RunDevice& device) {
   const std::vector<std::string> notes =
       resolve_config(cfg, [&](const TrainConfig& c) { check_run_memory(c, device); });
-  if (cfg.cuda_graph && device.device == Device::cpu)
+  if (cfg.cuda_graph && device.device == Device::cpu && (!device.mpi || device.mpi->root()))
     std::fprintf(stderr, "cutrain: --cuda-graph has no effect on the CPU\n");
   return notes;
 }
@@ -137,7 +142,7 @@ void restore_trainer(Trainer& t, const Checkpoint& resume_point, const TrainConf
 // the validation data and the memory estimate.
 void print_plan(Trainer& t, const TrainConfig& cfg, FILE* out) {
   std::fputs(t.model().table().c_str(), out);
-  if (t.replicas() > 1) std::fprintf(out, "replicas: %s\n", t.replicas_description().c_str());
+  if (t.world() > 1) std::fprintf(out, "replicas: %s\n", t.replicas_description().c_str());
   std::fputs(t.peer_report().c_str(), out);  // GPU replicas: who reaches whom, how fast
   std::fprintf(out, "data: %lld training images (%lld steps of %d per epoch, %d epochs)%s\n",
                (long long)t.train_data().size(), (long long)t.steps_per_epoch(), cfg.batch,
@@ -178,8 +183,10 @@ struct Run {
   const TrainConfig& cfg;
   const RunDevice& device;
   Trainer& t;
-  RunReporter& report;
-  CheckpointWriter& writer;
+  // Under mpirun only rank 0 reports and writes checkpoints: null on the other ranks, which
+  // still take every step, every collective and every snapshot's BatchNorm average.
+  RunReporter* report;
+  CheckpointWriter* writer;
   Tracer* tracer;    // null without --trace
   FILE* out;
   RunSummary& sum;
@@ -195,7 +202,8 @@ void take_results(Run& run, bool wait) {
   for (const StepResult& r : rs) {
     run.sum.losses.push_back(r.loss);
     run.sum.graph_steps += r.graph;
-    run.report.step(r, r.step + 1, run.device.dtype == DType::f16 ? r.scale_after : 0.0);
+    if (run.report)
+      run.report->step(r, r.step + 1, run.device.dtype == DType::f16 ? r.scale_after : 0.0);
   }
 }
 
@@ -206,11 +214,20 @@ void save_checkpoint(Run& run, bool is_best, std::map<std::string, double> extra
   {
     TraceSpan span(run.tracer, "checkpoint snapshot", "train");
     // On a GPU: cloned on the device after the queued steps; the writer thread brings it over.
-    waited = run.writer.submit(run.t.snapshot_async(extra), run.t.steps_done(), is_best);
+    Checkpoint c = run.t.snapshot_async(extra);
+    if (run.device.mpi) {
+      // Rank 0 writes for all, after every rank's weights and optimizer state were found
+      // equal to its own (their hashes, gathered: a collective every rank takes part in).
+      const std::string diff = run.t.replicas_difference();
+      USER_CHECK(diff.empty(), "the checkpoint of step " << run.t.steps_done() << " is not "
+                                   << "written: " << diff << ": the processes have drifted apart");
+    }
+    if (!run.writer) return;  // another rank than 0: rank 0 writes (the replicas are equal)
+    waited = run.writer->submit(std::move(c), run.t.steps_done(), is_best);
   }
   run.sum.last_checkpoint = checkpoint_path(run.cfg.out, run.t.steps_done());
   if (waited > 1.0)
-    run.report.note("cutrain: waited " + std::to_string(waited) + " s for the checkpoint writer");
+    run.report->note("cutrain: waited " + std::to_string(waited) + " s for the checkpoint writer");
 }
 
 // The end of an epoch: evaluate on the validation data (if any), the epoch's line, a
@@ -227,20 +244,22 @@ void end_epoch(Run& run) {
     is_best = e.top1_accuracy() > run.best_top1;
     if (is_best) run.best_top1 = e.top1_accuracy();
   }
-  run.report.epoch(t.epochs_done(), run.cfg.epochs, t.steps_done(),
-                   t.has_validation() ? &run.sum.final_eval : nullptr, run.cfg.class_names);
+  if (run.report)
+    run.report->epoch(t.epochs_done(), run.cfg.epochs, t.steps_done(),
+                      t.has_validation() ? &run.sum.final_eval : nullptr, run.cfg.class_names);
   save_checkpoint(run, is_best, extra);
 }
 
 // The clean stop on SIGINT/SIGTERM: the checkpoint on disk, how to go on, exit 128 + signal.
 void stop_on_signal(Run& run, const StopSignals& signals, int signal) {
-  run.writer.wait();
-  run.report.end_line();
+  run.sum.exit_code = 128 + signal;
+  if (!run.writer) return;  // rank 0 says it
+  run.writer->wait();
+  run.report->end_line();
   std::fprintf(run.out, "stopped by %s after step %lld; checkpoint %s\n"
                         "continue with: cutrain train --resume %s\n",
                signals.name(), (long long)run.t.steps_done(), run.sum.last_checkpoint.c_str(),
                run.cfg.out.c_str());
-  run.sum.exit_code = 128 + signal;
 }
 
 // The steps until the last one or a signal, then nothing left in flight and every checkpoint
@@ -255,7 +274,11 @@ void train_loop(Run& run, const StopSignals& signals) {
     t.launch();
     run.sum.train_seconds += seconds_since(t_step);
     const bool epoch_end = t.steps_done() % t.steps_per_epoch() == 0;
-    const int signal = signals.received();  // read once: a signal arriving later waits a step
+    // Read once: a signal arriving later waits a step. Under mpirun every rank stops at the
+    // same step: the first that any rank saw a signal at (mpirun passes SIGINT and SIGTERM on
+    // to every rank, which may see it a step apart).
+    int signal = signals.received();
+    if (run.device.mpi) signal = int(run.device.mpi->max(signal));
     const bool save_now = epoch_end || signal != 0 ||
                           (run.cfg.checkpoint_every > 0 &&
                            t.steps_done() % run.cfg.checkpoint_every == 0);
@@ -271,20 +294,20 @@ void train_loop(Run& run, const StopSignals& signals) {
     }
   }
   take_results(run, true);  // nothing is left in flight (the loop ends on an epoch's end, or a signal)
-  run.writer.wait();
+  if (run.writer) run.writer->wait();
 }
 
 // ---- the end -------------------------------------------------------------------------
 
 // --trace: the trace file, or a note saying why it could not be written.
 void write_trace(Run& run) {
-  if (!run.tracer) return;
+  if (!run.tracer || !run.report) return;
   std::string why;
   if (run.tracer->write(run.cfg.trace, &why))
     std::fprintf(run.out, "trace: %s (open it in ui.perfetto.dev or chrome://tracing)\n",
                  run.cfg.trace.c_str());
   else
-    run.report.note("cutrain: could not write the trace: " + why);
+    run.report->note("cutrain: could not write the trace: " + why);
 }
 
 // The final report of a finished run: the validation metrics with per-class accuracy, the
@@ -312,28 +335,39 @@ void final_report(Run& run) {
                    : 0.0,
                cfg.out.c_str(),
                std::filesystem::exists(best) ? (" (best: " + best + ")").c_str() : "",
-               run.report.metrics_path().c_str());
+               run.report->metrics_path().c_str());
 }
 
 }  // namespace
 
 RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, FILE* out,
-                        bool allow_data_change) {
+                        bool allow_data_change, const Mpi* mpi) {
   const auto t_start = Clock::now();
   RunSummary sum;
+  // Under mpirun rank 0 prints, reports and writes for the run; the others print nothing (an
+  // error still reaches stderr).
+  const bool root = !mpi || mpi->root();
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> quiet(nullptr, &std::fclose);
+  if (!root) {
+    quiet.reset(std::fopen("/dev/null", "w"));
+    USER_CHECK(quiet, "cannot open /dev/null");
+    out = quiet.get();
+  }
 
   // The configuration: the checkpoint's on --resume, checked, completed from the data, saved.
   Checkpoint resume_point;  // empty without --resume
   const bool resuming = !cfg.resume.empty();
   if (resuming) resume_point = load_resume_point(cfg, given, out);
   validate_config(cfg);  // before the device is chosen from --device and --devices
-  const RunDevice device = choose_run_device(cfg);
+  const RunDevice device = choose_run_device(cfg, mpi);
   const std::vector<std::string> notes = resolve_run_config(cfg, device);
-  save_config(cfg, resuming, device, notes, out);
+  if (root) save_config(cfg, resuming, device, notes, out);
+  if (mpi) mpi->barrier();  // the --out folder is there (or rank 0 failed and stops them all)
   sum.config = cfg;
 
   // The trainer, at the checkpoint's step on --resume, and what it will do.
-  std::unique_ptr<Tracer> tracer = start_trace(cfg);  // first: the loader's workers record into it
+  std::unique_ptr<Tracer> tracer;  // first: the loader's workers record into it
+  if (root) tracer = start_trace(cfg);
   Trainer t(cfg, device);
   t.tracer = tracer.get();
   if (resuming) restore_trainer(t, resume_point, cfg, allow_data_change, out);
@@ -341,18 +375,23 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
 
   // The loop: steps, an evaluation and a checkpoint each epoch, until the end or a signal.
   sum.first_step = t.steps_done();
-  RunReporter report(cfg, t.steps_done(), t.total_steps(), out);
-  CheckpointWriter writer(cfg.out, cfg.keep, tracer.get());  // its row in the trace
-  connect_reports(t, writer, report);
+  std::optional<RunReporter> report;
+  std::optional<CheckpointWriter> writer;
+  if (root) {
+    report.emplace(cfg, t.steps_done(), t.total_steps(), out);
+    writer.emplace(cfg.out, cfg.keep, tracer.get());  // its row in the trace
+    connect_reports(t, *writer, *report);
+  }
   StopSignals signals;  // SIGINT/SIGTERM, until the run returns
-  Run run{cfg, device, t, report, writer, tracer.get(), out, sum, saved_best_top1(resume_point)};
+  Run run{cfg,   device, t,   report ? &*report : nullptr, writer ? &*writer : nullptr,
+          tracer.get(), out, sum, saved_best_top1(resume_point)};
   train_loop(run, signals);
 
   // The end: the trace; the final report unless a signal stopped the run.
   sum.steps = t.steps_done();
   sum.seconds = seconds_since(t_start);
   write_trace(run);
-  if (sum.exit_code == 0) final_report(run);
+  if (sum.exit_code == 0 && root) final_report(run);
   return sum;
 }
 

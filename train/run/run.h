@@ -22,6 +22,8 @@
 
 namespace cutrain {
 
+class Mpi;
+
 struct RunSummary {
   int exit_code = 0;            // 0 finished; 128 + signal when stopped by one
   int64_t first_step = 0;       // where this process started (> 0 after --resume)
@@ -42,7 +44,11 @@ struct RunSummary {
 // checkpoint's are taken, and the run goes on from the next epoch (Trainer::
 // restore_at_next_epoch) instead of being refused. It is not part of the configuration: the
 // next resume of the run checks its data again.
+// mpi: a run that mpirun started (train/replicas/mpi.h): every rank calls run_training, each
+// one replica; rank 0 alone prints, evaluates and writes the configuration, the metrics and
+// the checkpoints. Null: one process.
 RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given = {},
-                        FILE* out = stdout, bool allow_data_change = false);
+                        FILE* out = stdout, bool allow_data_change = false,
+                        const Mpi* mpi = nullptr);
 
 }  // namespace cutrain

@@ -1,0 +1,183 @@
+// mpirun: a run of N processes, one replica each (train/replicas/mpi.h), trains exactly as the
+// in-process replicas of --devices cpu,... with the same global batch: the same loss at every
+// step and the same checkpoint, bit for bit; rank 0 alone writes; a failure stops every rank.
+// Real processes: OpenMPI's mpirun (make deps installs it) starting bin/cutrain, as a user does.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "tests/test_util.h"
+#include "tests/train/cli_fixture.h"
+#include "tests/train/train_fixture.h"
+#include "train/run/checkpoint.h"
+
+using namespace cutrain;
+using namespace cutrain_test;
+
+namespace {
+
+// mpirun from PATH, or "" when it is not there.
+std::string mpirun_exe() {
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/bin:/bin";
+  for (size_t b = 0; b <= dirs.size();) {
+    size_t e = dirs.find(':', b);
+    if (e == std::string::npos) e = dirs.size();
+    const std::filesystem::path p = std::filesystem::path(dirs.substr(b, e - b)) / "mpirun";
+    if (::access(p.c_str(), X_OK) == 0) return p.string();
+    b = e + 1;
+  }
+  return "";
+}
+
+// `mpirun --oversubscribe -np N cutrain args...` (N processes on two cores: oversubscribed).
+// OpenMPI refuses to run as root unless told it may: CI runs as root.
+Ran run_mpirun(int np, const std::vector<std::string>& args, const std::string& log) {
+  std::vector<std::string> all = {mpirun_exe(), "--oversubscribe", "-np", std::to_string(np),
+                                  cutrain_exe()};
+  all.insert(all.end(), args.begin(), args.end());
+  return run_process(all, log,
+                     {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
+                      "OMPI_MCA_rmaps_base_oversubscribe=1"});
+}
+
+// Every "loss" of a metrics file's step records, as written (the shortest text that reads
+// back to the same double: equal text, equal bits).
+std::vector<std::string> step_losses(const std::string& metrics) {
+  std::vector<std::string> out;
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("\"kind\":\"step\"") == std::string::npos) continue;
+    const size_t b = line.find("\"loss\":") + 7;
+    out.push_back(line.substr(b, line.find(',', b) - b));
+  }
+  return out;
+}
+
+// True, after marking the test skipped, when mpirun is not there.
+bool no_mpirun() {
+  if (!mpirun_exe().empty()) return false;
+  skip("mpirun is not installed (make deps installs openmpi-bin)");
+  return true;
+}
+
+// kTinyModel's description in dir/tiny.txt: its path.
+std::string tiny_model(const TempDir& dir) {
+  const std::string path = dir / "tiny.txt";
+  std::ofstream(path) << kTinyModel;
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("mpirun: 2 and 3 processes train exactly as --devices cpu,cpu(,cpu): losses and "
+          "checkpoints bit for bit; rank 0 alone writes") {
+  if (no_mpirun()) return;
+  const FashionMnistFiles& fm = fashion_mnist_jpegs();
+  TempDir dir;
+  const std::string model = tiny_model(dir);
+  // 2 epochs of 4 steps of 48 (24 or 16 images a replica), AdamW, augmented, a validation
+  // set: every collective (the buckets, the flags, the BatchNorm statistics before each
+  // evaluation and checkpoint) and rank 0's evaluation and checkpoints.
+  const std::vector<std::string> common = {
+      "train", "--train", fm.train, "--limit-train", "200", "--val", fm.test, "--limit-val", "100",
+      "--model", model, "--batch", "48", "--epochs", "2", "--optimizer", "adamw",
+      "--lr", "0.003", "--augment", "--seed", "5", "--device", "cpu", "--threads", "1",
+      "--checkpoint-every", "3", "--keep", "10", "--log-every", "1"};
+  for (const int n : {2, 3}) {
+    INFO(n << " processes");
+    const std::string a = dir / ("mpi" + std::to_string(n));
+    const std::string b = dir / ("threads" + std::to_string(n));
+    std::vector<std::string> args = common;
+    args.insert(args.end(), {"--out", a});
+    const Ran ran = run_mpirun(n, args, (dir / "mpi.log"));
+    INFO(ran.output);
+    REQUIRE(ran.status == 0);
+    REQUIRE(ran.output.find(std::to_string(n) + " replicas (mpirun: one per process)") !=
+            std::string::npos);
+    // Rank 0 alone printed: one final line, one configuration.
+    REQUIRE(ran.output.find("trained 8 steps") == ran.output.rfind("trained 8 steps"));
+    REQUIRE(ran.output.find("configuration (saved as") ==
+            ran.output.rfind("configuration (saved as"));
+
+    std::string devices = "cpu";
+    for (int i = 1; i < n; i++) devices += ",cpu";
+    args = common;
+    args.insert(args.end(), {"--devices", devices, "--out", b});
+    const Ran local = run_cutrain(args, (dir / "local.log"));
+    INFO(local.output);
+    REQUIRE(local.status == 0);
+
+    const std::vector<std::string> la = step_losses(a + "/metrics.jsonl");
+    REQUIRE(la.size() == 8);  // one record a step: no rank but 0 wrote any
+    REQUIRE(la == step_losses(b + "/metrics.jsonl"));
+    for (const char* file : {"/step-00000003.h5", "/step-00000006.h5", "/step-00000008.h5"}) {
+      INFO(file);
+      require_same_state(read_checkpoint(a + file), read_checkpoint(b + file));
+    }
+    REQUIRE(std::filesystem::exists(a + "/best.h5"));
+    // The final evaluation, on rank 0: the model of the in-process run, so the same numbers.
+    auto final_line = [](const std::string& out) {
+      const size_t f = out.find("final: loss");
+      return f == std::string::npos ? std::string() : out.substr(f, out.find('(', f) - f);
+    };
+    REQUIRE(!final_line(ran.output).empty());
+    REQUIRE(final_line(ran.output) == final_line(local.output));
+  }
+}
+
+TEST_CASE("mpirun: a run of 2 processes resumes on 3 from the global data cursor, as the "
+          "in-process replicas do") {
+  if (no_mpirun()) return;
+  const FashionMnistFiles& fm = fashion_mnist_jpegs();
+  TempDir dir;
+  const std::string model = tiny_model(dir);
+  const std::vector<std::string> common = {
+      "train", "--train", fm.train, "--limit-train", "200", "--model", model, "--batch", "48",
+      "--seed", "9", "--device", "cpu", "--threads", "1", "--log-every", "1"};
+  const std::string a = dir / "mpi", b = dir / "threads";
+  // Epoch 1 on 2 replicas, then epoch 2 on 3: processes (a) and threads (b).
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = common;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
+  Ran r = run_mpirun(2, with({"--epochs", "1", "--out", a}), dir / "a1.log");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  r = run_mpirun(3, with({"--epochs", "2", "--resume", a}), dir / "a2.log");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  REQUIRE(r.output.find("resuming from") != std::string::npos);
+  r = run_cutrain(with({"--epochs", "1", "--devices", "cpu,cpu", "--out", b}), dir / "b1.log");
+  REQUIRE(r.status == 0);
+  r = run_cutrain(with({"--epochs", "2", "--devices", "cpu,cpu,cpu", "--resume", b}),
+                  dir / "b2.log");
+  REQUIRE(r.status == 0);
+  const std::vector<std::string> la = step_losses(a + "/metrics.jsonl");
+  REQUIRE(la.size() == 8);  // steps 1-4 on 2 ranks, 5-8 on 3: each step once
+  REQUIRE(la == step_losses(b + "/metrics.jsonl"));
+  require_same_state(read_checkpoint(a + "/step-00000008.h5"),
+                     read_checkpoint(b + "/step-00000008.h5"));
+}
+
+TEST_CASE("mpirun: a rank that cannot start stops every rank, with its reason") {
+  if (no_mpirun()) return;
+  TempDir dir;
+  // A missing list: every rank fails before any collective, each says why, and mpirun ends.
+  Ran r = run_mpirun(2, {"train", "--train", (dir / "missing.txt"), "--out",
+                         (dir / "run")},
+                     (dir / "a.log"));
+  REQUIRE(r.status != 0);
+  REQUIRE(r.output.find("missing.txt") != std::string::npos);
+  REQUIRE(r.output.find("stopping every rank") != std::string::npos);
+  // One replica per process: --devices with several entries is refused, naming what to do.
+  const FashionMnistFiles& fm = fashion_mnist_jpegs();
+  r = run_mpirun(2, {"train", "--train", fm.train, "--limit-train", "64", "--batch", "32",
+                     "--devices", "cpu,cpu", "--out", (dir / "run2")},
+                 (dir / "b.log"));
+  REQUIRE(r.status != 0);
+  REQUIRE(r.output.find("each process is one replica") != std::string::npos);
+}
