@@ -2,6 +2,11 @@
 // in-process replicas of --devices cpu,... with the same global batch: the same loss at every
 // step and the same checkpoint, bit for bit; rank 0 alone writes; a failure stops every rank.
 // Real processes: OpenMPI's mpirun (make deps installs it) starting bin/cutrain, as a user does.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -161,6 +166,120 @@ TEST_CASE("mpirun: a run of 2 processes resumes on 3 from the global data cursor
   REQUIRE(la == step_losses(b + "/metrics.jsonl"));
   require_same_state(read_checkpoint(a + "/step-00000008.h5"),
                      read_checkpoint(b + "/step-00000008.h5"));
+}
+
+namespace {
+
+// mpirun started with its output on a pipe, read line by line as the run goes.
+struct Launched {
+  pid_t pid = -1;
+  FILE* out = nullptr;  // the read end: mpirun's stdout and stderr
+  std::string seen;     // everything read so far
+
+  // Reads until a line contains `text` (true) or the output ends (false).
+  bool read_until(const std::string& text) {
+    char line[4096];
+    while (std::fgets(line, sizeof line, out)) {
+      seen += line;
+      if (std::string(line).find(text) != std::string::npos) return true;
+    }
+    return false;
+  }
+  // Reads to the end, then waits for mpirun: its exit status (128 + signal when killed).
+  int finish() {
+    read_until("\x01never printed\x01");
+    std::fclose(out);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+};
+
+Launched launch_mpirun(int np, const std::vector<std::string>& args) {
+  std::vector<std::string> all = {mpirun_exe(), "--oversubscribe", "-np", std::to_string(np),
+                                  cutrain_exe()};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<std::string> env = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"};
+  std::vector<char*> argv, envp;
+  for (std::string& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (char** e = environ; *e; e++) envp.push_back(*e);
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  Launched l;
+  l.pid = fork();
+  if (l.pid == 0) {
+    ::dup2(fds[1], 1), ::dup2(fds[1], 2);
+    ::close(fds[0]), ::close(fds[1]);
+    ::execve(argv[0], argv.data(), envp.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  l.out = ::fdopen(fds[0], "r");
+  return l;
+}
+
+// The process mpirun started as `rank` (its child whose environment says so), or -1.
+pid_t rank_pid(pid_t mpirun, int rank) {
+  const std::string want = "OMPI_COMM_WORLD_RANK=" + std::to_string(rank);
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(e.path() / "stat");
+    std::string pid, comm, state;
+    long ppid = 0;
+    if (!(stat >> pid >> comm >> state >> ppid) || ppid != mpirun) continue;
+    const std::string env = read_text((e.path() / "environ").string());
+    for (size_t b = 0; b < env.size();) {
+      const size_t end = env.find('\0', b);
+      if (env.compare(b, end - b, want) == 0) return pid_t(std::stol(name));
+      if (end == std::string::npos) break;
+      b = end + 1;
+    }
+  }
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("mpirun: a rank killed outright stops the run, naming the rank; the newest "
+          "checkpoint is intact and the run resumes") {
+  if (no_mpirun()) return;
+  const FashionMnistFiles& fm = fashion_mnist_jpegs();
+  TempDir dir;
+  const std::string out = dir / "run";
+  const std::vector<std::string> common = {
+      "train", "--train", fm.train, "--limit-train", "200", "--model", tiny_model(dir),
+      "--batch", "48", "--seed", "2", "--device", "cpu", "--threads", "1", "--log-every", "1",
+      "--checkpoint-every", "2", "--epochs", "12"};
+  std::vector<std::string> args = common;
+  args.insert(args.end(), {"--out", out});
+  Launched run = launch_mpirun(2, args);
+  // Step 11's line comes after step 10's checkpoint was handed to the writer, which waited
+  // for the writer to take step 8's, which it took after writing step 6's: a complete one.
+  REQUIRE(run.read_until("step 11/"));
+  const pid_t victim = rank_pid(run.pid, 1);
+  REQUIRE(victim > 0);
+  REQUIRE(::kill(victim, SIGKILL) == 0);
+  const int status = run.finish();  // mpirun stops rank 0 too: no hang
+  INFO(run.seen);
+  REQUIRE(status != 0);
+  REQUIRE(run.seen.find("rank 1") != std::string::npos);  // mpirun names the rank
+  const std::string newest = newest_checkpoint(out);
+  REQUIRE(!newest.empty());
+  const Checkpoint c = read_checkpoint(newest);  // complete and readable
+  REQUIRE(c.step >= 6);
+  // The run goes on from there to its end.
+  args = common;
+  args.insert(args.end(), {"--resume", out});
+  const Ran resumed = run_mpirun(2, args, dir / "resume.log");
+  INFO(resumed.output);
+  REQUIRE(resumed.status == 0);
+  REQUIRE(resumed.output.find("resuming from") != std::string::npos);
+  REQUIRE(resumed.output.find("trained " + std::to_string(48 - c.step) + " steps") !=
+          std::string::npos);
 }
 
 TEST_CASE("mpirun: a rank that cannot start stops every rank, with its reason") {
