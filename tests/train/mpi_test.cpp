@@ -6,13 +6,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "data/loader.h"
+#include "data/sampler.h"
 #include "tests/test_util.h"
 #include "tests/train/cli_fixture.h"
 #include "tests/train/train_fixture.h"
@@ -280,6 +284,77 @@ TEST_CASE("mpirun: a rank killed outright stops the run, naming the rank; the ne
   REQUIRE(resumed.output.find("resuming from") != std::string::npos);
   REQUIRE(resumed.output.find("trained " + std::to_string(48 - c.step) + " steps") !=
           std::string::npos);
+}
+
+TEST_CASE("mpirun: each rank reads only its shard: in an epoch every file is read by exactly one "
+          "rank, bad ones included") {
+  if (no_mpirun()) return;
+  const FashionMnistFiles& fm = fashion_mnist_jpegs();
+  TempDir dir;
+  // 90 real images and 6 files that are not images, 96 in all: two full batches of 48, so
+  // one epoch reads every line once (nothing is dropped).
+  std::ifstream train(fm.train);
+  std::string list;
+  std::vector<std::string> bad;
+  for (int i = 0; i < 96; i++) {
+    if (i % 16 == 7) {
+      bad.push_back(dir / ("bad" + std::to_string(i) + ".jpg"));
+      std::ofstream(bad.back()) << "not an image";
+      list += bad.back() + "\t3\n";
+      continue;
+    }
+    std::string line;
+    REQUIRE(std::getline(train, line));
+    list += fm.dir + "/" + line + "\n";
+  }
+  write_text(dir / "list.txt", list);
+  for (const int n : {2, 3}) {
+    INFO(n << " processes");
+    const std::string out = dir / ("run" + std::to_string(n));
+    const Ran r = run_mpirun(n,
+                             {"train", "--train", dir / "list.txt", "--model", tiny_model(dir),
+                              "--batch", "48", "--epochs", "1", "--seed", "1", "--device",
+                              "cpu", "--threads", "1", "--out", out},
+                             dir / "run.log");
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    // What each rank's sampler gives it (data/sampler.h, as the trainer configures it): in
+    // epoch 0 the ranks' shards are a partition of the 96 lines. Before the run ends its
+    // loader may also read ahead, up to a ring of batch slots (LoaderConfig::ring) past the
+    // last step, into the next epochs' shards.
+    const int64_t ahead = 1 + (LoaderConfig{}.ring + 1) / 2;  // epochs of 2 batches
+    std::vector<std::set<int64_t>> epoch0(static_cast<size_t>(n)), later(static_cast<size_t>(n));
+    for (int rank = 0; rank < n; rank++) {
+      SamplerConfig sc;
+      sc.num_samples = 96, sc.batch_size = 48, sc.seed = 1, sc.shuffle = true;
+      sc.last_batch = LastBatch::drop, sc.replicas = n, sc.rank = rank;
+      const Sampler sampler(sc);
+      REQUIRE(sampler.batches_per_epoch() == 2);
+      for (int64_t b = 0; b < 2; b++) {
+        for (int64_t i : sampler.batch(0, b)) epoch0[size_t(rank)].insert(i);
+        for (int64_t e = 1; e <= ahead; e++)
+          for (int64_t i : sampler.batch(e, b)) later[size_t(rank)].insert(i);
+      }
+    }
+    std::vector<int> owners(96, 0);
+    for (const auto& shard : epoch0)
+      for (int64_t i : shard) owners[size_t(i)]++;
+    REQUIRE(std::count(owners.begin(), owners.end(), 1) == 96);  // each line, one rank
+    // Each rank lists the bad files it read (bad_files.replicaR.txt): every bad file by the
+    // rank whose epoch-0 shard holds it, and none outside the rank's own shards (so no rank
+    // reads another's part).
+    for (size_t k = 0; k < bad.size(); k++) {
+      const int64_t line = int64_t(k) * 16 + 7;
+      for (int rank = 0; rank < n; rank++) {
+        INFO("bad file " << bad[k] << " (line " << line << "), rank " << rank);
+        const std::string listed =
+            read_text(out + "/bad_files.replica" + std::to_string(rank) + ".txt");
+        const bool read = listed.find(bad[k] + "\t") != std::string::npos;
+        if (epoch0[size_t(rank)].count(line)) REQUIRE(read);
+        if (read) REQUIRE((epoch0[size_t(rank)].count(line) || later[size_t(rank)].count(line)));
+      }
+    }
+  }
 }
 
 TEST_CASE("mpirun: a rank that cannot start stops every rank, with its reason") {
