@@ -30,17 +30,12 @@
 #include "train/replicas/collective.h"
 #include "train/replicas/mpi.h"
 
+#include "bench/host_timing.h"
+
 using namespace cutrain;
-using Clock = std::chrono::steady_clock;
-
-static double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-static double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using bench::Clock;
+using bench::median;
+using bench::since;
 
 // Rank r's buffer: a pure function of (r, i).
 static std::vector<float> values(int r, int64_t n) {

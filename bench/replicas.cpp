@@ -32,19 +32,13 @@
 #include "train/replicas/ring.h"
 #include "train/run/dataset.h"
 
+#include "bench/host_timing.h"
 #include "bench/replica_training.h"
 
 using namespace cutrain;
-using Clock = std::chrono::steady_clock;
-
-static double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-static double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using bench::Clock;
+using bench::median;
+using bench::since;
 
 // Seconds for one memcpy of `bytes` (median of reps, after a warm-up).
 static double memcpy_seconds(size_t bytes, int reps) {
