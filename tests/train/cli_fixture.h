@@ -28,11 +28,12 @@ struct Ran {
   std::string output;  // stdout and stderr, interleaved as written
 };
 
-// Runs the program argv[0] (a path) to its end, its output to `log` (a file), with `env`
-// ("NAME=value") added to this process's environment. `in_child`, when given, runs in the
-// child between fork and exec: it may only make async-signal-safe calls (setrlimit).
-inline Ran run_process(std::vector<std::string> all, const std::string& log,
-                       std::vector<std::string> env = {}, void (*in_child)() = nullptr) {
+// Starts the program argv[0] (a path) with its stdout and stderr on the file descriptor `out`
+// (which the child keeps and the caller still owns), with `env` ("NAME=value") added to this
+// process's environment; returns its pid. `in_child`, when given, runs in the child between
+// fork and exec: it may only make async-signal-safe calls (setrlimit).
+inline pid_t start_process(std::vector<std::string> all, int out,
+                           std::vector<std::string> env = {}, void (*in_child)() = nullptr) {
   // Everything the child needs is made before fork(): between fork and exec a child of a
   // multithreaded process may not allocate.
   std::vector<char*> argv;
@@ -44,16 +45,29 @@ inline Ran run_process(std::vector<std::string> all, const std::string& log,
   envp.push_back(nullptr);
   const pid_t pid = fork();
   if (pid == 0) {
-    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(fd, 1), ::dup2(fd, 2);
+    ::dup2(out, 1), ::dup2(out, 2);
     if (in_child) in_child();
     ::execve(argv[0], argv.data(), envp.data());
     ::_exit(127);
   }
-  Ran r;
+  return pid;
+}
+
+// Waits for a started process: its exit status, 128 + signal when a signal ended it.
+inline int wait_process(pid_t pid) {
   int status = 0;
-  if (pid > 0 && ::waitpid(pid, &status, 0) == pid)
-    r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (pid <= 0 || ::waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Runs the program argv[0] to its end, its output to `log` (a file); env and in_child as
+// start_process's.
+inline Ran run_process(std::vector<std::string> all, const std::string& log,
+                       std::vector<std::string> env = {}, void (*in_child)() = nullptr) {
+  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  Ran r;
+  r.status = wait_process(start_process(std::move(all), fd, std::move(env), in_child));
+  ::close(fd);
   r.output = read_text(log);
   return r;
 }

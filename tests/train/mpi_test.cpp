@@ -41,15 +41,20 @@ std::string mpirun_exe() {
   return "";
 }
 
-// `mpirun --oversubscribe -np N cutrain args...` (N processes on two cores: oversubscribed).
-// OpenMPI refuses to run as root unless told it may: CI runs as root.
-Ran run_mpirun(int np, const std::vector<std::string>& args, const std::string& log) {
+// `mpirun --oversubscribe -np N cutrain args...` (N processes on two cores: oversubscribed),
+// and the environment it needs: OpenMPI refuses to run as root unless told it may (CI runs as
+// root).
+std::vector<std::string> mpirun_argv(int np, const std::vector<std::string>& args) {
   std::vector<std::string> all = {mpirun_exe(), "--oversubscribe", "-np", std::to_string(np),
                                   cutrain_exe()};
   all.insert(all.end(), args.begin(), args.end());
-  return run_process(all, log,
-                     {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
-                      "OMPI_MCA_rmaps_base_oversubscribe=1"});
+  return all;
+}
+const std::vector<std::string> kMpirunEnv = {"OMPI_ALLOW_RUN_AS_ROOT=1",
+                                             "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"};
+
+Ran run_mpirun(int np, const std::vector<std::string>& args, const std::string& log) {
+  return run_process(mpirun_argv(np, args), log, kMpirunEnv);
 }
 
 // Every "loss" of a metrics file's step records, as written (the shortest text that reads
@@ -193,34 +198,16 @@ struct Launched {
   int finish() {
     read_until("\x01never printed\x01");
     std::fclose(out);
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return wait_process(pid);
   }
 };
 
 Launched launch_mpirun(int np, const std::vector<std::string>& args) {
-  std::vector<std::string> all = {mpirun_exe(), "--oversubscribe", "-np", std::to_string(np),
-                                  cutrain_exe()};
-  all.insert(all.end(), args.begin(), args.end());
-  std::vector<std::string> env = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"};
-  std::vector<char*> argv, envp;
-  for (std::string& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  for (char** e = environ; *e; e++) envp.push_back(*e);
-  for (std::string& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
   int fds[2];
   REQUIRE(::pipe(fds) == 0);
   Launched l;
-  l.pid = fork();
-  if (l.pid == 0) {
-    ::dup2(fds[1], 1), ::dup2(fds[1], 2);
-    ::close(fds[0]), ::close(fds[1]);
-    ::execve(argv[0], argv.data(), envp.data());
-    ::_exit(127);
-  }
-  ::close(fds[1]);
+  l.pid = start_process(mpirun_argv(np, args), fds[1], kMpirunEnv);
+  ::close(fds[1]);  // the child's copy is its output; EOF once mpirun and its ranks are gone
   l.out = ::fdopen(fds[0], "r");
   return l;
 }
