@@ -274,7 +274,7 @@ TEST_CASE("mpirun: a rank killed outright stops the run, naming the rank; the ne
 }
 
 TEST_CASE("mpirun: each rank reads only its shard: in an epoch every file is read by exactly one "
-          "rank, bad ones included") {
+          "rank, bad ones included; rank 0 names every rank's bad files; a trace per rank") {
   if (no_mpirun()) return;
   const FashionMnistFiles& fm = fashion_mnist_jpegs();
   TempDir dir;
@@ -301,10 +301,28 @@ TEST_CASE("mpirun: each rank reads only its shard: in an epoch every file is rea
     const Ran r = run_mpirun(n,
                              {"train", "--train", dir / "list.txt", "--model", tiny_model(dir),
                               "--batch", "48", "--epochs", "1", "--seed", "1", "--device",
-                              "cpu", "--threads", "1", "--out", out},
+                              "cpu", "--threads", "1", "--out", out, "--trace",
+                              out + "/trace.json"},
                              dir / "run.log");
     INFO(r.output);
     REQUIRE(r.status == 0);
+    // Rank 0's report names each bad file once, whichever rank read it (the others' loaders
+    // name none themselves), and counts them.
+    for (const std::string& b : bad) {
+      INFO(b);
+      const size_t at = r.output.find(b + ": not an image");
+      REQUIRE(at != std::string::npos);
+      REQUIRE(r.output.find(b + ": not an image", at + 1) == std::string::npos);
+    }
+    REQUIRE(r.output.find("found by rank 1: ") != std::string::npos);
+    REQUIRE(r.output.find("bad files: 6 skipped, listed in " + out + "/bad_files.replica<rank>.txt") !=
+          std::string::npos);
+    // --trace: one file per rank, named by rank, each with its rank's main thread.
+    for (int rank = 0; rank < n; rank++) {
+      const std::string trace = read_text(out + "/trace.rank" + std::to_string(rank) + ".json");
+      REQUIRE(trace.find("\"traceEvents\"") != std::string::npos);
+      REQUIRE(trace.find("rank " + std::to_string(rank) + " main") != std::string::npos);
+    }
     // What each rank's sampler gives it (data/sampler.h, as the trainer configures it): in
     // epoch 0 the ranks' shards are a partition of the 96 lines. Before the run ends its
     // loader may also read ahead, up to a ring of batch slots (LoaderConfig::ring) past the

@@ -78,6 +78,9 @@ void Trainer::start_loaders() {
     LoaderConfig lc;
     lc.threads = threads;
     lc.strict = cfg_.strict;
+    // Under mpirun rank 0 names the bad files of every rank, at each epoch's end (run.cpp):
+    // the other ranks' loaders only list theirs in their file.
+    if (device_.mpi && !device_.mpi->root()) lc.print_bad = 0;
     lc.tracer = tracer;
     if (world > 1) lc.label = "replica " + std::to_string(rep->rank);  // its own trace rows
     if (rep->lane->where() == Device::cuda) lc.gpu = rep->lane->device();
@@ -92,6 +95,16 @@ void Trainer::start_loaders() {
 LoaderStats Trainer::loader_stats() const {
   const Loader* l = engine_->replica(0).loader.get();
   return l ? l->stats() : LoaderStats{};
+}
+
+std::vector<std::pair<int, BadFile>> Trainer::bad_files() const {
+  std::vector<std::pair<int, BadFile>> out;
+  for (int r = 0; r < replicas(); r++) {
+    const Replica& rep = engine_->replica(r);
+    if (rep.loader)
+      for (BadFile& b : rep.loader->bad_files()) out.emplace_back(rep.rank, std::move(b));
+  }
+  return out;
 }
 
 void Trainer::launch() {

@@ -184,6 +184,9 @@ class Trainer {
   }
   const SampleSource* val_data() const { return val_.get(); }  // null: no validation data
   LoaderStats loader_stats() const;  // of replica 0's current loader (since it was made)
+  // The bad files this process's loaders have found so far (their workers read ahead: some
+  // may belong to later steps), each with the rank of the replica that read it.
+  std::vector<std::pair<int, BadFile>> bad_files() const;
 
   // Spans of the steps ("step", "input", "forward", "backward", "optimizer"), evaluations and
   // the loader's workers go here (data/trace.h); null: none. Set before the first step.

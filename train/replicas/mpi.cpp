@@ -53,6 +53,27 @@ void Mpi::all_gather(const void* mine, size_t bytes, void* all) const {
             "MPI_Allgather");
 }
 
+std::vector<std::string> Mpi::all_gather_text(const std::string& mine) const {
+  const int64_t n = int64_t(mine.size());
+  std::vector<int64_t> sizes(size_t(size_), 0);
+  all_gather(&n, sizeof n, sizes.data());
+  std::vector<int> counts, offsets;
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    offsets.push_back(int(total));
+    counts.push_back(int(s));
+    total += s;
+  }
+  CHECK(total <= INT_MAX, "Mpi::all_gather_text: " << total << " bytes in all");
+  std::string all(size_t(total), '\0');
+  mpi_check(MPI_Allgatherv(mine.data(), int(n), MPI_CHAR, all.data(), counts.data(),
+                           offsets.data(), MPI_CHAR, MPI_COMM_WORLD),
+            "MPI_Allgatherv");
+  std::vector<std::string> out;
+  for (int r = 0; r < size_; r++) out.push_back(all.substr(size_t(offsets[size_t(r)]), size_t(sizes[size_t(r)])));
+  return out;
+}
+
 int64_t Mpi::sum(int64_t v) const {
   int64_t out = 0;
   mpi_check(MPI_Allreduce(&v, &out, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace cutrain {
 
@@ -40,6 +41,8 @@ class Mpi {
   // Host collectives, blocking.
   // all = every rank's `bytes` bytes, in rank order (all holds size() * bytes).
   void all_gather(const void* mine, size_t bytes, void* all) const;
+  // Every rank's text, of any length, in rank order (the bad files each rank found).
+  std::vector<std::string> all_gather_text(const std::string& mine) const;
   int64_t sum(int64_t v) const;
   int64_t max(int64_t v) const;
   // Every rank's n int32 flags become their bitwise OR over the ranks.

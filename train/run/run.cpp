@@ -6,8 +6,11 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
+#include <sstream>
 
 #include "data/atomic_file.h"
+#include "data/loader.h"
 #include "kernels/check.h"
 #include "kernels/gpu.h"
 #include "train/run/checkpoint.h"
@@ -105,12 +108,20 @@ void save_config(const TrainConfig& cfg, bool resuming, const RunDevice& device,
 // ---- the trainer ---------------------------------------------------------------------
 
 // --trace: the trace the main thread, the loader's workers and the checkpoint writer record
-// into (null without it).
-std::unique_ptr<Tracer> start_trace(const TrainConfig& cfg) {
+// into (null without it). Under mpirun every rank records its own (trace_file).
+std::unique_ptr<Tracer> start_trace(const TrainConfig& cfg, const Mpi* mpi) {
   if (cfg.trace.empty()) return nullptr;
   auto tracer = std::make_unique<Tracer>();
-  tracer->name_thread("main");
+  tracer->name_thread(mpi ? "rank " + std::to_string(mpi->rank()) + " main" : "main");
   return tracer;
+}
+
+// The file --trace names, or under mpirun rank r's: trace.json -> trace.rank1.json.
+std::string trace_file(const std::string& trace, const Mpi* mpi) {
+  if (!mpi) return trace;
+  const std::filesystem::path p(trace);
+  const std::string rank = ".rank" + std::to_string(mpi->rank());
+  return (p.parent_path() / (p.stem().string() + rank + p.extension().string())).string();
 }
 
 // --resume: the trainer at the checkpoint's step, exactly; with --allow-data-change and data
@@ -191,7 +202,41 @@ struct Run {
   FILE* out;
   RunSummary& sum;
   double best_top1;  // the best validation top-1 so far (-1: none), kept in each checkpoint
+  std::set<std::string> bad_seen;  // the bad files found so far, by any rank
+  int bad_named = 0;               // of them, named by rank 0 for the other ranks
 };
+
+// The bad files found since the last call, by any rank, into the run's count; under mpirun
+// rank 0 names those the other ranks found (their loaders name none: run_training), as far as
+// a loader would (LoaderConfig::print_bad). Every rank calls it at the same points: an
+// epoch's end, the end.
+void gather_bad_files(Run& run) {
+  const Mpi* mpi = run.device.mpi;
+  std::string mine;  // "rank\tname\terror\tmessage\n" per file (names are paths: no tab, no newline)
+  for (const auto& [rank, b] : run.t.bad_files())
+    if (!run.bad_seen.count(b.name))
+      mine += std::to_string(rank) + '\t' + b.name + '\t' + image_error_name(b.kind) + '\t' +
+              b.message + '\n';
+  const std::vector<std::string> all = mpi ? mpi->all_gather_text(mine) : std::vector{mine};
+  const int limit = LoaderConfig{}.print_bad;
+  for (const std::string& text : all) {
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+      std::istringstream fields(line);
+      std::string rank, name, error, message;
+      std::getline(fields, rank, '\t'), std::getline(fields, name, '\t');
+      std::getline(fields, error, '\t'), std::getline(fields, message);
+      if (!run.bad_seen.insert(name).second || !mpi || rank == "0" || !run.report) continue;
+      if (run.bad_named++ < limit)
+        run.report->note("cutrain: skipping bad file (" + error + "), found by rank " + rank +
+                         ": " + name + ": " + message);
+      if (run.bad_named == limit)
+        run.report->note("cutrain: further bad files of other ranks are not named; all are "
+                         "listed in " + run.cfg.out + "/bad_files.replica<rank>.txt");
+    }
+  }
+  run.sum.bad_files = int64_t(run.bad_seen.size());
+}
 
 // The steps whose results have arrived (wait: all those launched) into the summary and the
 // reports.
@@ -234,6 +279,7 @@ void save_checkpoint(Run& run, bool is_best, std::map<std::string, double> extra
 // checkpoint (best.h5 when its top-1 is the best so far).
 void end_epoch(Run& run) {
   Trainer& t = run.t;
+  gather_bad_files(run);
   std::map<std::string, double> extra;
   bool is_best = false;
   if (t.has_validation()) {
@@ -294,20 +340,29 @@ void train_loop(Run& run, const StopSignals& signals) {
     }
   }
   take_results(run, true);  // nothing is left in flight (the loop ends on an epoch's end, or a signal)
+  gather_bad_files(run);
   if (run.writer) run.writer->wait();
 }
 
 // ---- the end -------------------------------------------------------------------------
 
-// --trace: the trace file, or a note saying why it could not be written.
+// --trace: the trace file, or a note saying why it could not be written. Under mpirun each
+// rank writes its own (trace_file); rank 0 says where.
 void write_trace(Run& run) {
-  if (!run.tracer || !run.report) return;
+  if (!run.tracer) return;
+  const Mpi* mpi = run.device.mpi;
+  const std::string path = trace_file(run.cfg.trace, mpi);
   std::string why;
-  if (run.tracer->write(run.cfg.trace, &why))
-    std::fprintf(run.out, "trace: %s (open it in ui.perfetto.dev or chrome://tracing)\n",
-                 run.cfg.trace.c_str());
-  else
-    run.report->note("cutrain: could not write the trace: " + why);
+  if (!run.tracer->write(path, &why)) {
+    const std::string line = "cutrain: could not write the trace " + path + ": " + why;
+    if (run.report)
+      run.report->note(line);
+    else
+      std::fprintf(stderr, "%s (rank %d)\n", line.c_str(), mpi ? mpi->rank() : 0);
+  } else if (run.report) {
+    std::fprintf(run.out, "trace: %s%s (open it in ui.perfetto.dev or chrome://tracing)\n",
+                 path.c_str(), mpi ? ", one file per rank" : "");
+  }
 }
 
 // The final report of a finished run: the validation metrics with per-class accuracy, the
@@ -326,6 +381,9 @@ void final_report(Run& run) {
   if (cfg.cuda_graph && run.device.device == Device::cuda)
     std::fprintf(run.out, "CUDA graph: %lld of %lld steps replayed from it\n",
                  (long long)sum.graph_steps, (long long)sum.losses.size());
+  if (sum.bad_files > 0)
+    std::fprintf(run.out, "bad files: %lld skipped, listed in %s/%s\n", (long long)sum.bad_files,
+                 cfg.out.c_str(), t.world() > 1 ? "bad_files.replica<rank>.txt" : "bad_files.txt");
   const std::string best = best_checkpoint_path(cfg.out);
   std::fprintf(run.out, "trained %lld steps in %.1f s (%.0f images/s in the steps); checkpoints in "
                         "%s%s; metrics: %s\n",
@@ -367,7 +425,7 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
 
   // The trainer, at the checkpoint's step on --resume, and what it will do.
   std::unique_ptr<Tracer> tracer;  // first: the loader's workers record into it
-  if (root) tracer = start_trace(cfg);
+  tracer = start_trace(cfg, mpi);
   Trainer t(cfg, device);
   t.tracer = tracer.get();
   if (resuming) restore_trainer(t, resume_point, cfg, allow_data_change, out);
@@ -384,7 +442,7 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
   }
   StopSignals signals;  // SIGINT/SIGTERM, until the run returns
   Run run{cfg,   device, t,   report ? &*report : nullptr, writer ? &*writer : nullptr,
-          tracer.get(), out, sum, saved_best_top1(resume_point)};
+          tracer.get(), out, sum, saved_best_top1(resume_point), {}, 0};
   train_loop(run, signals);
 
   // The end: the trace; the final report unless a signal stopped the run.

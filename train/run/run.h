@@ -34,6 +34,7 @@ struct RunSummary {
   std::string last_checkpoint;  // the newest checkpoint file written
   double train_seconds = 0;     // in training steps, this process
   double seconds = 0;           // the whole run, this process
+  int64_t bad_files = 0;        // distinct bad files skipped, found by any rank
   TrainConfig config;           // the resolved configuration
 };
 
