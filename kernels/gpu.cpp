@@ -67,6 +67,12 @@ std::string gpu_name(int device) {
   return prop.name;
 }
 
+std::string gpu_bus_id(int device) {
+  char id[32] = {};
+  CUDA_CHECK(cudaDeviceGetPCIBusId(id, int(sizeof id), device));
+  return id;
+}
+
 size_t gpu_memory_available(int device) {
   const DeviceGuard on(device);
   size_t free = 0, total = 0;
@@ -288,6 +294,7 @@ bool gpu_usable() { return false; }
 const std::string& gpu_unavailable_reason() { return kNoCuda; }
 int gpu_count() { return 0; }
 std::string gpu_name(int) { no_cuda("query a device"); }
+std::string gpu_bus_id(int) { no_cuda("query a device"); }
 size_t gpu_memory_available(int) { no_cuda("query a device"); }
 void set_device(int) { no_cuda("select a device"); }
 int current_device() { no_cuda("query the current device"); }

@@ -30,6 +30,8 @@ bool gpu_usable();                    // built with CUDA and at least one device
 const std::string& gpu_unavailable_reason();  // "" when usable; otherwise one line saying why
 int gpu_count();                      // 0 when not usable
 std::string gpu_name(int device);
+// Its PCI address ("0000:3B:00.0"): the same GPU seen by two processes has the same one.
+std::string gpu_bus_id(int device);
 // Free memory of `device` in bytes as the driver sees it (cudaMemGetInfo), plus what its
 // caching allocator holds unused (that memory is this process's to reuse).
 size_t gpu_memory_available(int device);

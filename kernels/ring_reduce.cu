@@ -42,6 +42,13 @@ __global__ void ring_reduce_kernel(int64_t n, S* dst, const S* src, A scale, boo
   }
 }
 
+// dst[i] = S(A(dst[i]) * scale) (ring_scale_cpu).
+template <typename S, typename A> __global__ void ring_scale_kernel(int64_t n, S* dst, A scale) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    dst[i] = narrow<S, A>(mul_rn(widen<S, A>(dst[i]), scale));
+}
+
 __global__ void ring_or_kernel(int64_t n, int32_t* dst, const int32_t* src) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
@@ -67,6 +74,18 @@ void ring_or_gpu(int64_t n, int32_t* dst, const int32_t* src, cudaStream_t strea
   LAUNCH_CHECK();
 }
 
+template <typename T> void ring_scale_gpu(int64_t n, T* dst, double scale, cudaStream_t stream) {
+  CHECK(n >= 0, "ring_scale_gpu of " << n << " elements");
+  if (n == 0) return;
+  using A = acc_t<T>;
+  ring_scale_kernel<storage_t<T>, A><<<grid_size(n, kReduceBlock), kReduceBlock, 0, stream>>>(
+      n, dev(dst), A(scale));
+  LAUNCH_CHECK();
+}
+
+template void ring_scale_gpu<float>(int64_t, float*, double, cudaStream_t);
+template void ring_scale_gpu<half_t>(int64_t, half_t*, double, cudaStream_t);
+template void ring_scale_gpu<double>(int64_t, double*, double, cudaStream_t);
 template void ring_reduce_gpu<float>(int64_t, float*, const float*, double, cudaStream_t);
 template void ring_reduce_gpu<half_t>(int64_t, half_t*, const half_t*, double, cudaStream_t);
 template void ring_reduce_gpu<double>(int64_t, double*, const double*, double, cudaStream_t);

@@ -17,6 +17,9 @@
 // _rn intrinsics of kernels/hd.h, so nvcc cannot fuse them), scale rounded to A on the host as
 // here, and fp16 rounded back with __float2half_rn (nearest even, as half_t(float)).
 //
+// ring_scale_cpu / ring_scale_gpu: dst[i] = T(A(dst[i]) * scale), the average's 1/R after a sum
+// that someone else did: NCCL's (train/replicas/mpi_gpu.h), which sums first as the rings do.
+//
 // ring_or_cpu / ring_or_gpu: dst[i] |= src[i] on int32: the overflow flags of the loss scaler
 // OR-ed across replicas by the same ring (an inf anywhere skips the step everywhere).
 #pragma once
@@ -29,6 +32,7 @@ namespace cutrain {
 
 template <typename T> void ring_reduce_cpu(int64_t n, T* dst, const T* src, double scale);
 void ring_or_cpu(int64_t n, int32_t* dst, const int32_t* src);
+template <typename T> void ring_scale_cpu(int64_t n, T* dst, double scale);
 
 // --- GPU (CUDA builds only; device pointers; queued on stream) ---
 // T = float, half_t or double. dst and src may be any element offset (no alignment needed:
@@ -36,5 +40,6 @@ void ring_or_cpu(int64_t n, int32_t* dst, const int32_t* src);
 template <typename T>
 void ring_reduce_gpu(int64_t n, T* dst, const T* src, double scale, cudaStream_t stream);
 void ring_or_gpu(int64_t n, int32_t* dst, const int32_t* src, cudaStream_t stream);
+template <typename T> void ring_scale_gpu(int64_t n, T* dst, double scale, cudaStream_t stream);
 
 }  // namespace cutrain

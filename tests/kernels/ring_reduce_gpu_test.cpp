@@ -91,3 +91,22 @@ TEST_CASE("ring_reduce [gpu]: ring_or ORs int32 flags; n = 0 queues nothing") {
   REQUIRE(want == std::vector<int32_t>{0, 1, 1, 1, 5, 0, 0});  // the last one outside n
   REQUIRE(download<int32_t>(da, a.size()) == want);
 }
+
+TEST_CASE_TEMPLATE("ring_reduce [gpu]: ring_scale, dst * scale after NCCL's sum, equals the CPU bit "
+                   "for bit", T, float, half_t, double) {
+  REQUIRE_GPU();
+  Stream s;
+  for (size_t n : kSizes)
+    for (double scale : {0.5, 1.0 / 3}) {
+      INFO("n " << n << " scale " << scale);
+      const std::vector<T> x = test_values<T>(n + 1, 3 + n);
+      DeviceBuffer d = upload(x);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      ring_scale_gpu<T>(int64_t(n), ptr<T>(d) + 1, scale, s.get());  // an odd offset
+      s.synchronize();
+      std::vector<T> want = x;
+      ring_scale_cpu<T>(int64_t(n), want.data() + 1, scale);
+      const std::vector<T> got = download<T>(d, n + 1);
+      REQUIRE(std::memcmp(got.data(), want.data(), got.size() * sizeof(T)) == 0);
+    }
+}

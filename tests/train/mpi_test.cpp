@@ -19,72 +19,14 @@
 #include "data/sampler.h"
 #include "tests/test_util.h"
 #include "tests/train/cli_fixture.h"
+#include "tests/train/mpi_fixture.h"
 #include "tests/train/train_fixture.h"
+#include "train/replicas/mpi_gpu.h"
 #include "train/run/checkpoint.h"
 
 using namespace cutrain;
 using namespace cutrain_test;
 
-namespace {
-
-// mpirun from PATH, or "" when it is not there.
-std::string mpirun_exe() {
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "/usr/bin:/bin";
-  for (size_t b = 0; b <= dirs.size();) {
-    size_t e = dirs.find(':', b);
-    if (e == std::string::npos) e = dirs.size();
-    const std::filesystem::path p = std::filesystem::path(dirs.substr(b, e - b)) / "mpirun";
-    if (::access(p.c_str(), X_OK) == 0) return p.string();
-    b = e + 1;
-  }
-  return "";
-}
-
-// `mpirun --oversubscribe -np N cutrain args...` (N processes on two cores: oversubscribed),
-// and the environment it needs: OpenMPI refuses to run as root unless told it may (CI runs as
-// root).
-std::vector<std::string> mpirun_argv(int np, const std::vector<std::string>& args) {
-  std::vector<std::string> all = {mpirun_exe(), "--oversubscribe", "-np", std::to_string(np),
-                                  cutrain_exe()};
-  all.insert(all.end(), args.begin(), args.end());
-  return all;
-}
-const std::vector<std::string> kMpirunEnv = {"OMPI_ALLOW_RUN_AS_ROOT=1",
-                                             "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"};
-
-Ran run_mpirun(int np, const std::vector<std::string>& args, const std::string& log) {
-  return run_process(mpirun_argv(np, args), log, kMpirunEnv);
-}
-
-// Every "loss" of a metrics file's step records, as written (the shortest text that reads
-// back to the same double: equal text, equal bits).
-std::vector<std::string> step_losses(const std::string& metrics) {
-  std::vector<std::string> out;
-  std::ifstream in(metrics);
-  for (std::string line; std::getline(in, line);) {
-    if (line.find("\"kind\":\"step\"") == std::string::npos) continue;
-    const size_t b = line.find("\"loss\":") + 7;
-    out.push_back(line.substr(b, line.find(',', b) - b));
-  }
-  return out;
-}
-
-// True, after marking the test skipped, when mpirun is not there.
-bool no_mpirun() {
-  if (!mpirun_exe().empty()) return false;
-  skip("mpirun is not installed (make deps installs openmpi-bin)");
-  return true;
-}
-
-// kTinyModel's description in dir/tiny.txt: its path.
-std::string tiny_model(const TempDir& dir) {
-  const std::string path = dir / "tiny.txt";
-  std::ofstream(path) << kTinyModel;
-  return path;
-}
-
-}  // namespace
 
 TEST_CASE("mpirun: 2 and 3 processes train exactly as --devices cpu,cpu(,cpu): losses and "
           "checkpoints bit for bit; rank 0 alone writes") {
@@ -379,4 +321,31 @@ TEST_CASE("mpirun: a rank that cannot start stops every rank, with its reason") 
                  (dir / "b.log"));
   REQUIRE(r.status != 0);
   REQUIRE(r.output.find("each process is one replica") != std::string::npos);
+}
+
+TEST_CASE("mpirun on GPUs: NCCL when every rank has a GPU of its own and NCCL loads, else the "
+          "host-staged MPI ring, saying why") {
+  // places: "machine/PCI bus id" of each rank's GPU (train/replicas/mpi_gpu.h).
+  const std::vector<std::string> two_gpus = {"node1/0000:3B:00.0", "node1/0000:5E:00.0"};
+  const std::vector<std::string> two_nodes = {"node1/0000:3B:00.0", "node2/0000:3B:00.0"};
+  const std::vector<std::string> shared = {"node1/0000:3B:00.0", "node1/0000:5E:00.0",
+                                           "node1/0000:3B:00.0"};
+  for (const auto& places : {two_gpus, two_nodes}) {
+    const GpuTransport t = choose_gpu_transport(places, "", nullptr);
+    REQUIRE(t.nccl);
+    REQUIRE(t.why.empty());
+    REQUIRE(choose_gpu_transport(places, "", "1").nccl);
+  }
+  // Two ranks on one GPU: NCCL refuses that; the MPI ring through the host does not.
+  GpuTransport t = choose_gpu_transport(shared, "", nullptr);
+  REQUIRE(!t.nccl);
+  REQUIRE(t.why == "ranks 0 and 2 share GPU node1/0000:3B:00.0, and NCCL needs a GPU per rank");
+  // No NCCL (the build, or the library on some rank): the reason is passed on.
+  t = choose_gpu_transport(two_gpus, "NCCL could not be loaded: libnccl.so.2: cannot open", nullptr);
+  REQUIRE(!t.nccl);
+  REQUIRE(t.why == "NCCL could not be loaded: libnccl.so.2: cannot open");
+  // CUTRAIN_NCCL=0 asks for the host-staged ring whatever else holds.
+  t = choose_gpu_transport(two_gpus, "", "0");
+  REQUIRE(!t.nccl);
+  REQUIRE(t.why == "CUTRAIN_NCCL=0");
 }

@@ -12,6 +12,7 @@
 #include "kernels/check.h"
 #include "train/engine/engine_graph.h"
 #include "train/replicas/mpi.h"
+#include "train/replicas/mpi_gpu.h"
 
 namespace cutrain {
 
@@ -36,16 +37,12 @@ LossScalerConfig loss_scaler_config(DType dtype, int max_skips) {
 Engine::Engine(const TrainConfig& cfg, const RunDevice& device, const ClassBalance& balance)
     : cfg_(cfg), device_(device) {
   const int R = replica_count(cfg_);  // in this process
-  // Under mpirun each process is one replica of size() (train/replicas/mpi.h), rank rank().
+  // Under mpirun each process is one replica of size() (train/replicas/mpi.h), rank rank(); on
+  // a GPU, that of its local rank (choose_run_device in train/run/run.cpp).
   const Mpi* mpi = device_.mpi;
-  if (mpi) {
+  if (mpi)
     USER_CHECK(R == 1, "--devices " << cfg_.devices << " under mpirun: each process is one "
                                     << "replica; launch more processes instead (mpirun -np N)");
-    USER_CHECK(device_.device == Device::cpu,
-               "mpirun with GPUs: not yet (each process is a CPU replica for now; NCCL between "
-               "GPUs is [distributed]'s next step): run with --device cpu, or one process with "
-               "--devices 0,1,...");
-  }
   world_ = mpi ? mpi->size() : R;
   const int first_rank = mpi ? mpi->rank() : 0;
   // Each replica's lane: on a GPU its compute stream and device (the model, the optimizer
@@ -92,7 +89,10 @@ Engine::Engine(const TrainConfig& cfg, const RunDevice& device, const ClassBalan
     replicas_.push_back(std::move(rep));
   }
   if (world_ > 1) {
-    if (mpi) {
+    if (mpi && device_.device == Device::cuda) {  // NCCL, or the host-staged MPI ring
+      const OnDevice on(replicas_[0]->lane->context());
+      collective_ = make_mpi_gpu_collective(*mpi, devices[0], replicas_[0]->lane->stream());
+    } else if (mpi) {
       collective_ = make_mpi_ring(*mpi);
     } else if (device_.device == Device::cuda) {
       std::vector<cudaStream_t> streams;

@@ -42,6 +42,7 @@ std::unique_ptr<Mpi> Mpi::start_if_launched(int* argc, char*** argv) {
   mpi_check(MPI_Comm_rank(MPI_COMM_WORLD, &m->rank_), "MPI_Comm_rank");
   mpi_check(MPI_Comm_size(MPI_COMM_WORLD, &m->size_), "MPI_Comm_size");
   m->local_size_ = std::max(1, env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1));
+  m->local_rank_ = std::max(0, env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0));
   return m;
 }
 
@@ -109,6 +110,18 @@ void Mpi::send_receive(const void* out, size_t out_bytes, int to, void* in, size
 }
 
 void Mpi::barrier() const { mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+
+void Mpi::broadcast(void* data, size_t bytes, int root) const {
+  CHECK(bytes <= size_t(INT_MAX), "Mpi::broadcast: " << bytes << " bytes");
+  mpi_check(MPI_Bcast(data, int(bytes), MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
+}
+
+std::string Mpi::host() const {
+  char name[MPI_MAX_PROCESSOR_NAME];
+  int len = 0;
+  mpi_check(MPI_Get_processor_name(name, &len), "MPI_Get_processor_name");
+  return std::string(name, size_t(len));
+}
 
 void Mpi::abort(int code) const {
   MPI_Abort(MPI_COMM_WORLD, code);

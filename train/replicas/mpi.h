@@ -37,6 +37,8 @@ class Mpi {
   // The processes of this run on this machine (OMPI_COMM_WORLD_LOCAL_SIZE; 1 if unset):
   // they share its cores.
   int local_size() const { return local_size_; }
+  // Its place among them (OMPI_COMM_WORLD_LOCAL_RANK; 0 if unset): a GPU rank's device.
+  int local_rank() const { return local_rank_; }
 
   // Host collectives, blocking.
   // all = every rank's `bytes` bytes, in rank order (all holds size() * bytes).
@@ -51,13 +53,17 @@ class Mpi {
   void send_receive(const void* out, size_t out_bytes, int to, void* in, size_t in_bytes,
                     int from) const;
   void barrier() const;
+  // root's `bytes` bytes at data, to every rank's data.
+  void broadcast(void* data, size_t bytes, int root) const;
+  // This machine's name (MPI_Get_processor_name): which ranks share a machine.
+  std::string host() const;
 
   // Stops every rank of the run (MPI_Abort) with `code`; after printing why.
   [[noreturn]] void abort(int code) const;
 
  private:
   Mpi() = default;
-  int rank_ = 0, size_ = 1, local_size_ = 1;
+  int rank_ = 0, size_ = 1, local_size_ = 1, local_rank_ = 0;
 };
 
 }  // namespace cutrain

@@ -53,7 +53,8 @@ Checkpoint load_resume_point(TrainConfig& cfg, const std::vector<std::string>& g
 
 // Where the run computes: --devices cpu,... on the CPU, --devices 0,1,... on those GPUs (the
 // first made this thread's), without it --device; the reason for the choice on stderr. Under
-// mpirun, this process's place among the others.
+// mpirun, this process's place among the others, and on GPUs without --devices the GPU of its
+// local rank (ranks beyond the GPUs share them, round robin).
 RunDevice choose_run_device(const TrainConfig& cfg, const Mpi* mpi) {
   const std::vector<std::string> replica_devices = parse_devices(cfg.devices);
   const std::string device_name =
@@ -63,10 +64,11 @@ RunDevice choose_run_device(const TrainConfig& cfg, const Mpi* mpi) {
   for (int g : gpus)
     USER_CHECK(g < gpu_count(), "--devices " << cfg.devices << ": GPU " << g << " does not exist ("
                                         << gpu_count() << " usable)");
-  if (!gpus.empty()) {
-    device.gpu = gpus[0];
-    set_device(gpus[0]);  // this thread's: no context is ever made on a GPU the run skips
-  }
+  const bool rank_gpu = gpus.empty() && mpi && device.device == Device::cuda;
+  if (!gpus.empty()) device.gpu = gpus[0];
+  if (rank_gpu) device.gpu = mpi->local_rank() % gpu_count();
+  // this thread's: no context is ever made on a GPU the run skips
+  if (!gpus.empty() || rank_gpu) set_device(device.gpu);
   device.mpi = mpi;
   if (!device.notice.empty() && (!mpi || mpi->root()))
     std::fprintf(stderr, "%s\n", device.notice.c_str());
