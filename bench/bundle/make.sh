@@ -8,6 +8,7 @@
 #     bin/               the binaries, debug info stripped (symbols and the device code's line
 #                        table stay, for compute-sanitizer's reports)
 #     lib/               the shared libraries they load, except those every such host has
+#     openmpi/           OpenMPI's Debian packages, unpacked: mpirun for the mpirun tests
 #   DEST/data/fashion-mnist/   the four IDX files the tests read (CUTRAIN_FASHION_MNIST_DIR);
 #                        already gzip-compressed, so they stay out of the payload
 #   DEST/run.sh          runs it all (bench/bundle/run.sh)
@@ -48,8 +49,29 @@ ldd "$stage"/bin/* | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u |
     if [[ $name =~ $skip ]]; then continue; fi
     cp -L "$path" "$stage/lib/$name"
   done
+# OpenMPI for the mpirun tests (tests/train/mpi_gpu_test.cpp): the GPU image has none. Debian's
+# packages, unpacked into openmpi/ (6 MB of packages); run.sh points OPAL_PREFIX there when the
+# host has no mpirun (OpenMPI is relocatable that way). Without Debian's archive the bundle
+# goes without, and those tests skip.
+mpi_debs="openmpi-bin openmpi-common libopenmpi3 libpmix2 libhwloc15 libevent-2.1-7
+          libevent-core-2.1-7 libevent-pthreads-2.1-7 libfabric1 libucx0 libpsm-infinipath1
+          libpsm2-2 libibverbs1 ibverbs-providers librdmacm1 libnl-3-200 libnl-route-3-200
+          libmunge2 libxnvctrl0"
+payload=(bin lib)
+mkdir "$stage/debs"
+# shellcheck disable=SC2086
+if (cd "$stage/debs" && apt-get download $mpi_debs >/dev/null 2>&1); then
+  for f in "$stage"/debs/*.deb; do dpkg -x "$f" "$stage/openmpi"; done
+  rm -rf "$stage/openmpi/usr/share/man" "$stage/openmpi/usr/share/doc" \
+         "$stage/openmpi/usr/lib/x86_64-linux-gnu/openmpi/include"
+  ln -s orterun "$stage/openmpi/usr/bin/mpirun"  # Debian names it through alternatives
+  payload+=(openmpi)
+else
+  echo "make.sh: could not download OpenMPI's packages (apt-get download): the bundle goes" \
+       "without mpirun, and its mpirun tests will skip" >&2
+fi
 # -3 on all cores: a few seconds more to unpack than -6, a minute less to pack on 2 cores
-tar -cf - -C "$stage" bin lib | xz -T0 -3 >"$dest/payload.tar.xz"
+tar -cf - -C "$stage" "${payload[@]}" | xz -T0 -3 >"$dest/payload.tar.xz"
 
 idx=${CUTRAIN_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz \
@@ -73,6 +95,7 @@ chmod +x "$dest/run.sh"
   echo "CUDA_ARCH: ${CUDA_ARCH:-(not given)}"
   echo "bin: $(cd "$stage/bin" && echo *)"
   echo "lib: $(cd "$stage/lib" && echo *)"
+  echo "openmpi: $(cd "$stage/debs" && echo *.deb)"
 } >"$dest/BUILD"
 
 size=$(du -sm "$dest" | cut -f1)

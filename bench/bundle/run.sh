@@ -119,6 +119,15 @@ for l in libcublas.so.13 libcublasLt.so.13 libcudnn.so.9; do
     found="$found- $l: NOT FOUND"$'\n'
   fi
 done
+# mpirun for the mpirun tests: the host's, else the bundle's OpenMPI, relocated (OPAL_PREFIX).
+mpirun_from="$(command -v mpirun || true)"
+if [ -z "$mpirun_from" ] && [ -d "$work/openmpi/usr/bin" ]; then
+  ompi=$work/openmpi/usr
+  export OPAL_PREFIX=$ompi PMIX_INSTALL_PREFIX=$ompi PATH="$ompi/bin:$PATH"
+  export PMIX_MCA_mca_base_component_path=$ompi/lib/x86_64-linux-gnu/pmix2/lib/pmix
+  lib_dirs="$lib_dirs:$ompi/lib/x86_64-linux-gnu:$ompi/lib/x86_64-linux-gnu/openmpi/lib"
+  mpirun_from="the bundle's OpenMPI ($ompi/bin/mpirun)"
+fi
 cr=(env "LD_LIBRARY_PATH=$lib_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
 [ -d "$here/data/fashion-mnist" ] && export CUTRAIN_FASHION_MNIST_DIR="$here/data/fashion-mnist"
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
@@ -145,6 +154,7 @@ gpu_name=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/d
   echo
   echo "GPU: ${gpu_reason:-$gpu_name}"
   echo "compute-sanitizer: ${sanitizer:-not found}"
+  echo "mpirun: ${mpirun_from:-not found (the mpirun tests skip)}"
   echo "libraries:"
   echo -n "$found"
   echo
