@@ -76,7 +76,7 @@ ifeq ($(USE_CUDA),1)
   # NCCL between the GPUs of mpirun's processes when its header is there (CUTRAIN_NCCL). It is
   # not linked: train/replicas/mpi_gpu.cpp loads libnccl.so.2 when a run needs it, so the
   # program also runs where NCCL is not installed (on the host-staged MPI ring).
-  ifneq ($(wildcard $(CUDA_INC)/nccl.h),)
+  ifneq ($(wildcard $(CUDA_INC)/nccl.h /usr/include/nccl.h),)
     CXXFLAGS  += -DCUTRAIN_NCCL=1
   endif
   # static cudart: the binaries need no libcudart at run time, only the driver

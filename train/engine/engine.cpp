@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <exception>
 
 #include "kernels/check.h"
 #include "train/engine/engine_graph.h"
@@ -113,6 +114,8 @@ Engine::~Engine() {
   // before the loaders and tensors go away.
   graphs_.reset();
   try {
+    // Unwinding a failure: collectives queued on other processes' behalf may never complete.
+    if (collective_ && std::uncaught_exceptions() > 0) collective_->abort();
     for (auto& rep : replicas_) rep->lane->synchronize();
     collective_.reset();
   } catch (...) {  // never throw from here (an earlier CUDA error may be unwinding the stack)

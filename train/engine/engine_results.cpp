@@ -1,6 +1,7 @@
 // Engine: the launched steps' results, read back from their lanes' records without waiting
 // (train/engine/engine.h, collect): every replica's part in rank order, under mpirun gathered
 // from every process, the skip decision checked alike everywhere, and the loss scaler's abort.
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/check.h"
@@ -10,11 +11,19 @@
 namespace cutrain {
 
 void Engine::collect(size_t wait_for, std::deque<StepResult>& done) {
-  for (size_t taken = 0; !launched_.empty(); taken++) {
-    const Launched l = launched_.front();
+  // How many to take: at least wait_for, and every step after those whose records have
+  // arrived. Under mpirun every rank takes the same number (the fewest any rank could): each
+  // result is gathered from all ranks (result_of), and a GPU's records arrive when they do.
+  size_t take = std::min(wait_for, launched_.size());
+  while (take < launched_.size()) {
     bool arrived = true;
-    for (auto& rep : replicas_) arrived = arrived && rep->lane->arrived(l.slot);
-    if (taken >= wait_for && !arrived) break;
+    for (auto& rep : replicas_) arrived = arrived && rep->lane->arrived(launched_[take].slot);
+    if (!arrived) break;
+    take++;
+  }
+  if (device_.mpi) take = size_t(-device_.mpi->max(-int64_t(take)));
+  for (size_t taken = 0; taken < take; taken++) {
+    const Launched l = launched_.front();
     launched_.pop_front();
     try {
       done.push_back(result_of(l));

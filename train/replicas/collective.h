@@ -51,6 +51,10 @@ class Collective {
   // then, collect_trace(true) when everything queued has run.
   virtual void trace(Tracer* tracer) { (void)tracer; }
   virtual void collect_trace(bool wait) { (void)wait; }
+  // This process failed partway (an exception is unwinding): give up what is queued, so that
+  // waiting for the streams cannot hang on ranks that will never join (NCCL). After it, no
+  // other call.
+  virtual void abort() {}
 };
 
 // R replicas on the CPU: each collective runs at once, the ring's R ranks on R threads.

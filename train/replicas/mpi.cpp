@@ -58,14 +58,14 @@ std::vector<std::string> Mpi::all_gather_text(const std::string& mine) const {
   const int64_t n = int64_t(mine.size());
   std::vector<int64_t> sizes(size_t(size_), 0);
   all_gather(&n, sizeof n, sizes.data());
-  std::vector<int> counts, offsets;
   int64_t total = 0;
-  for (int64_t s : sizes) {
-    offsets.push_back(int(total));
-    counts.push_back(int(s));
-    total += s;
-  }
+  for (int64_t s : sizes) total += s;
   CHECK(total <= INT_MAX, "Mpi::all_gather_text: " << total << " bytes in all");
+  std::vector<int> counts, offsets;
+  for (int64_t s = 0, r = 0; r < size_; s += sizes[size_t(r)], r++) {
+    offsets.push_back(int(s));
+    counts.push_back(int(sizes[size_t(r)]));
+  }
   std::string all(size_t(total), '\0');
   mpi_check(MPI_Allgatherv(mine.data(), int(n), MPI_CHAR, all.data(), counts.data(),
                            offsets.data(), MPI_CHAR, MPI_COMM_WORLD),

@@ -3,6 +3,7 @@
 #include "train/replicas/mpi_gpu.h"
 
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <type_traits>
 #include <vector>
@@ -22,9 +23,9 @@
 namespace cutrain {
 
 GpuTransport choose_gpu_transport(const std::vector<std::string>& places,
-                                  const std::string& nccl_missing, const char* nccl_env) {
+                                  const std::string& nccl_missing, bool nccl_off) {
   GpuTransport t;
-  if (nccl_env && std::string(nccl_env) == "0") {
+  if (nccl_off) {
     t.why = "CUTRAIN_NCCL=0";
     return t;
   }
@@ -105,6 +106,7 @@ struct NcclApi {
   decltype(&ncclCommInitRank) comm_init_rank = nullptr;
   decltype(&ncclAllReduce) all_reduce = nullptr;
   decltype(&ncclCommDestroy) comm_destroy = nullptr;
+  decltype(&ncclCommAbort) comm_abort = nullptr;
   decltype(&ncclGetErrorString) error_string = nullptr;
   decltype(&ncclGetVersion) get_version = nullptr;
 };
@@ -129,6 +131,7 @@ const NcclApi* nccl_api(std::string* why) {
     load(a.comm_init_rank, "ncclCommInitRank");
     load(a.all_reduce, "ncclAllReduce");
     load(a.comm_destroy, "ncclCommDestroy");
+    load(a.comm_abort, "ncclCommAbort");
     load(a.error_string, "ncclGetErrorString");
     load(a.get_version, "ncclGetVersion");
     return ok ? &a : nullptr;
@@ -158,17 +161,28 @@ class NcclRing : public Collective {
     if (mpi_.root()) check(api_.get_unique_id(&id), "ncclGetUniqueId");
     mpi_.broadcast(&id, sizeof id, 0);
     check(api_.comm_init_rank(&comm_, mpi_.size(), id, mpi_.rank()), "ncclCommInitRank");
+    // NCCL_VERSION_CODE: major*10000 + minor*100 + patch since 2.9, major*1000 + ... before.
     int v = 0;
-    api_.get_version(&v);
-    version_ = std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
-               std::to_string(v % 100);
+    if (api_.get_version(&v) == ncclSuccess)
+      version_ = v >= 10000 ? std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) +
+                                  "." + std::to_string(v % 100)
+                            : std::to_string(v / 1000) + "." + std::to_string(v / 100 % 10) +
+                                  "." + std::to_string(v % 100);
   }
   ~NcclRing() override {
+    if (!comm_) return;  // aborted
     try {
       comm_stream_->synchronize();
     } catch (...) {  // an earlier CUDA error: destroy the communicator all the same
     }
     api_.comm_destroy(comm_);
+  }
+  // A rank that fails: what is queued on the comm stream may wait for ranks that will never
+  // join. Abort it, so that the streams (and the engine's shutdown) can finish.
+  void abort() override {
+    if (!comm_) return;
+    api_.comm_abort(comm_);
+    comm_ = nullptr;
   }
   int size() const override { return mpi_.size(); }
   void mark(int, int tag) override {
@@ -231,12 +245,26 @@ class NcclRing : public Collective {
 
 }  // namespace
 
+namespace {
+// This machine, as every process on it sees it, containers included: the kernel's boot id
+// (else the host name).
+std::string machine_id(const Mpi& mpi) {
+  std::ifstream f("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  if (f && std::getline(f, id) && !id.empty()) return id;
+  return mpi.host();
+}
+}  // namespace
+
 std::unique_ptr<Collective> make_mpi_gpu_collective(const Mpi& mpi, int device,
                                                     cudaStream_t stream) {
-  // Every rank's GPU, and whether every rank can load NCCL: the same facts on every rank, so
-  // the same choice.
+  // Every rank's GPU, whether every rank can load NCCL and whether any rank was told not to
+  // use it (mpirun passes environment variables to other machines only when asked, -x): the
+  // same facts on every rank, so the same choice.
   const std::vector<std::string> places =
-      mpi.all_gather_text(mpi.host() + "/" + gpu_bus_id(device));
+      mpi.all_gather_text(machine_id(mpi) + "/" + gpu_bus_id(device));
+  const char* env = std::getenv("CUTRAIN_NCCL");
+  const bool off = mpi.sum(env && std::string(env) == "0" ? 1 : 0) > 0;
   std::string missing;
 #if defined(CUTRAIN_CUDA) && defined(CUTRAIN_NCCL)
   const NcclApi* api = nccl_api(&missing);
@@ -247,7 +275,7 @@ std::unique_ptr<Collective> make_mpi_gpu_collective(const Mpi& mpi, int device,
   if (missing.empty() && without > 0)
     missing = std::to_string(without) + " of " + std::to_string(mpi.size()) +
               " ranks could not load NCCL";
-  const GpuTransport t = choose_gpu_transport(places, missing, std::getenv("CUTRAIN_NCCL"));
+  const GpuTransport t = choose_gpu_transport(places, missing, off);
 #if defined(CUTRAIN_CUDA) && defined(CUTRAIN_NCCL)
   if (t.nccl) return std::make_unique<NcclRing>(mpi, *api, device, stream);
 #endif

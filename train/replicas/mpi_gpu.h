@@ -42,9 +42,9 @@ struct GpuTransport {
 };
 
 // places[r]: rank r's GPU as "machine/PCI bus id"; nccl_missing: "" when every rank loaded
-// NCCL, else why not (this build, the library); nccl_env: CUTRAIN_NCCL's value (null: unset).
+// NCCL, else why not (this build, the library); nccl_off: CUTRAIN_NCCL=0 on some rank.
 GpuTransport choose_gpu_transport(const std::vector<std::string>& places,
-                                  const std::string& nccl_missing, const char* nccl_env);
+                                  const std::string& nccl_missing, bool nccl_off);
 
 // The collective of this rank's replica on GPU `device`, its compute stream `stream`: every
 // rank calls it at the same point (it gathers the ranks' GPUs, and NCCL's set-up is collective).

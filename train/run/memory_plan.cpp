@@ -10,6 +10,7 @@
 #include "kernels/gpu.h"
 #include "nn/model.h"
 #include "nn/model_spec.h"
+#include "train/replicas/mpi.h"
 #include "train/run/dataset.h"
 
 namespace cutrain {
@@ -234,13 +235,24 @@ MemoryPlan check_run_memory(const TrainConfig& cfg, const RunDevice& device) {
   MemoryPlan plan = plan_memory(cfg, device.device, device.dtype);
   std::vector<int> gpus;
   std::vector<int64_t> free;
+  // Under mpirun the processes of this machine share its memory, and those on one GPU its
+  // memory: each must fit in its part.
+  const Mpi* mpi = device.mpi;
+  int64_t host = host_memory_available();
+  if (mpi && host > 0) host /= mpi->local_size();
   if (device.device == Device::cuda) {
     gpus = gpu_ordinals(cfg.devices);
+    if (mpi) {  // this rank's GPU, once for each local rank on it (run.cpp: choose_run_device)
+      int sharing = 0;
+      for (int r = 0; r < mpi->local_size(); r++)
+        sharing += !gpus.empty() || r % std::max(1, gpu_count()) == device.gpu;
+      gpus.assign(size_t(sharing), device.gpu);
+    }
     if (gpus.empty()) gpus.assign(size_t(replica_count(cfg)), device.gpu);
     for (int d : gpus)  // a GPU that does not exist is refused elsewhere, by name
       free.push_back(d < gpu_count() ? int64_t(gpu_memory_available(d)) : INT64_MAX);
   }
-  check_memory(plan, host_memory_available(), free, gpus);
+  check_memory(plan, host, free, gpus);
   return plan;
 }
 

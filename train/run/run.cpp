@@ -214,11 +214,17 @@ struct Run {
 // epoch's end, the end.
 void gather_bad_files(Run& run) {
   const Mpi* mpi = run.device.mpi;
-  std::string mine;  // "rank\tname\terror\tmessage\n" per file (names are paths: no tab, no newline)
+  // "rank\tname\terror\tmessage\n" per file; a tab or a line break in a name or a message
+  // becomes a space (here only: the loader's list keeps the name as it is).
+  auto field = [](std::string t) {
+    std::replace_if(t.begin(), t.end(), [](char c) { return c == '\t' || c == '\n'; }, ' ');
+    return t;
+  };
+  std::string mine;
   for (const auto& [rank, b] : run.t.bad_files())
-    if (!run.bad_seen.count(b.name))
-      mine += std::to_string(rank) + '\t' + b.name + '\t' + image_error_name(b.kind) + '\t' +
-              b.message + '\n';
+    if (!run.bad_seen.count(field(b.name)))
+      mine += std::to_string(rank) + '\t' + field(b.name) + '\t' + image_error_name(b.kind) +
+              '\t' + field(b.message) + '\n';
   const std::vector<std::string> all = mpi ? mpi->all_gather_text(mine) : std::vector{mine};
   const int limit = LoaderConfig{}.print_bad;
   for (const std::string& text : all) {
