@@ -198,4 +198,19 @@ CUTRAIN_INSTANTIATE(double)
 CUTRAIN_INSTANTIATE(half_t)
 #undef CUTRAIN_INSTANTIATE
 
+template <typename A>
+void batchnorm_running_update_cpu(int C, const A* sums, double scale, double momentum,
+                                  A* running_mean, A* running_var) {
+  const A mom = A(momentum), s = A(scale);
+  for (int c = 0; c < C; c++) {
+    const A mean = sums[c] * s, var = sums[C + c] * s;
+    running_mean[c] = (A(1) - mom) * running_mean[c] + mom * mean;
+    running_var[c] = (A(1) - mom) * running_var[c] + mom * var;
+  }
+}
+template void batchnorm_running_update_cpu<float>(int, const float*, double, double, float*,
+                                                  float*);
+template void batchnorm_running_update_cpu<double>(int, const double*, double, double, double*,
+                                                   double*);
+
 }  // namespace cutrain

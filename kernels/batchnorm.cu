@@ -27,6 +27,7 @@
 #include "kernels/batchnorm.h"
 #include "kernels/blocked_sum.h"
 #include "kernels/cuda_util.cuh"
+#include "kernels/hd.h"
 
 namespace cutrain {
 
@@ -328,6 +329,26 @@ void batchnorm_backward_eval_gpu(int64_t M, int C, const T* x, const T* y, const
   if (!dx) return;
   dx_eval_kernel<<<grid_2d(C, apply_groups(M)), kBlock2d, 0, stream>>>(
       M, C, dev(y), dev(dy), gamma, is, relu, dev(dx));
+  LAUNCH_CHECK();
+}
+
+namespace {
+// batchnorm_running_update_cpu's arithmetic, each operation rounded once (hd.h).
+__global__ void running_update_kernel(int C, const float* sums, float scale, float mom,
+                                      float* running_mean, float* running_var) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  const float keep = sub_rn(1.0f, mom);
+  running_mean[c] = add_rn(mul_rn(keep, running_mean[c]), mul_rn(mom, mul_rn(sums[c], scale)));
+  running_var[c] = add_rn(mul_rn(keep, running_var[c]), mul_rn(mom, mul_rn(sums[C + c], scale)));
+}
+}  // namespace
+
+void batchnorm_running_update_gpu(int C, const float* sums, double scale, double momentum,
+                                  float* running_mean, float* running_var, cudaStream_t stream) {
+  CHECK(C > 0, "batchnorm_running_update_gpu: C = " << C);
+  running_update_kernel<<<blocks_1d(C), 256, 0, stream>>>(C, sums, float(scale), float(momentum),
+                                                           running_mean, running_var);
   LAUNCH_CHECK();
 }
 

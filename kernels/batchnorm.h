@@ -45,6 +45,21 @@ void batchnorm_forward_train_cpu(int64_t M, int C, const T* x, const acc_t<T>* g
                                  acc_t<T>* save_mean, acc_t<T>* save_invstd,
                                  acc_t<T>* running_mean, acc_t<T>* running_var);
 
+// One update of the running statistics from batch statistics summed over a step's
+// micro-batches (and averaged over replicas): nn/ops.h, BatchNormState::step_sums. sums holds C
+// means then C unbiased variances; scale turns them into their mean (1/K for K micro-batches;
+// R/K after R replicas' average). The same formula as the training forward's update:
+//   stat_mean = sums[c] * scale,  stat_var = sums[C + c] * scale
+//   running_mean = (1 - momentum) * running_mean + momentum * stat_mean
+//   running_var  = (1 - momentum) * running_var  + momentum * stat_var
+// A = float or double. GPU twin batchnorm_running_update_gpu (float): the same bits (each
+// operation rounded once, never fused: kernels/hd.h).
+template <typename A>
+void batchnorm_running_update_cpu(int C, const A* sums, double scale, double momentum,
+                                  A* running_mean, A* running_var);
+void batchnorm_running_update_gpu(int C, const float* sums, double scale, double momentum,
+                                  float* running_mean, float* running_var, cudaStream_t stream);
+
 // Eval forward: the same normalisation with the running statistics; nothing is updated.
 //   y[m][c] = gamma[c] * (x[m][c] - running_mean[c]) / sqrt(running_var[c] + eps) + beta[c]
 // cost: ~3 flops per element, ~2*M*C*sizeof(T) bytes.

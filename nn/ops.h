@@ -32,12 +32,26 @@ struct BatchNormState {
   Tensor running_var;
   double momentum = 0.1;  // running = (1 - momentum) * running + momentum * batch
   double eps = 1e-5;
+  // One update of the running statistics per optimizer step, however many micro-batches
+  // (--accum) and replicas the step has (train/replicas/REPLICAS.md, "BatchNorm"). When defined
+  // ((2C), the accumulation dtype, zeros at a step's start), each training forward adds its
+  // batch's mean and unbiased variance here instead of updating running_*; the step's end
+  // averages them (over the replicas too) and makes the one update
+  // (batchnorm_running_update_cpu/gpu). Undefined: each training forward updates running_*
+  // itself, which is the same thing when a step is one micro-batch of one replica.
+  Tensor step_sums;
 };
 
 // training = true: normalise with the batch statistics (biased variance) and update the
 // running averages (with the unbiased variance, as PyTorch does). false: use the running ones.
 VarPtr batchnorm2d(Tape& tape, const VarPtr& x, const VarPtr& gamma, const VarPtr& beta,
                    BatchNormState& state, bool training);
+
+// The one update of state's running statistics from its step_sums (defined), which hold
+// 1/scale micro-batches' worth of batch statistics: running = (1 - momentum) * running +
+// momentum * sums * scale (batchnorm_running_update_cpu/gpu), in ctx (the state's device). The
+// sums are left as they are.
+void batchnorm_step_update(const Context& ctx, BatchNormState& state, double scale);
 
 VarPtr relu(Tape& tape, const VarPtr& x);
 VarPtr add(Tape& tape, const VarPtr& a, const VarPtr& b);

@@ -4,6 +4,7 @@
 //  - State: training mode updates BatchNormState in place and saves the batch mean / invstd
 //    for the backward in tensors that the closure owns.
 #include "kernels/batchnorm.h"
+#include "kernels/elementwise.h"
 #include "nn/dispatch.h"
 #include "nn/ops.h"
 
@@ -48,6 +49,12 @@ VarPtr batchnorm2d(Tape& tape, const VarPtr& x, const VarPtr& gamma, const VarPt
   CHECK(state.eps > 0, kOp << ": eps must be > 0, got " << state.eps);
   CHECK(state.momentum >= 0 && state.momentum <= 1,
         kOp << ": momentum must lie in [0, 1], got " << state.momentum);
+  if (state.step_sums.defined()) {
+    op_on_gpu(ctx, kOp, {&state.step_sums});
+    CHECK(state.step_sums.shape() == Shape{2 * C} && state.step_sums.dtype() == acc_dtype(X.dtype()),
+          kOp << ": step_sums must be (" << 2 * C << ") " << dtype_name(acc_dtype(X.dtype()))
+              << ", got " << state.step_sums.str());
+  }
   CHECK(!training || M > 1,
         kOp << ": training needs more than one value per channel, but x " << X.str()
             << " has M = N*H*W = 1, for which the batch variance is undefined");
@@ -63,6 +70,19 @@ VarPtr batchnorm2d(Tape& tape, const VarPtr& x, const VarPtr& gamma, const VarPt
   // training step that moves them cannot change this op's gradient.
   Tensor saved_mean, saved_invstd;  // training
   Tensor seen_mean, seen_var;        // eval
+  // Training with step_sums: the kernel's update, with momentum 1 into zeros, leaves this
+  // batch's mean and unbiased variance in `batch` ((1 - 1) * 0 + 1 * v = v exactly), which are
+  // then added to the step's sums.
+  const bool sums = training && state.step_sums.defined();
+  Tensor* run_mean = &state.running_mean;
+  Tensor* run_var = &state.running_var;
+  double momentum = state.momentum;
+  Tensor batch_mean, batch_var;
+  if (sums) {
+    batch_mean = Tensor::zeros({C}, acc, ctx);
+    batch_var = Tensor::zeros({C}, acc, ctx);
+    run_mean = &batch_mean, run_var = &batch_var, momentum = 1.0;
+  }
   if (training) {
     saved_mean = Tensor::empty({C}, acc, ctx);
     saved_invstd = Tensor::empty({C}, acc, ctx);
@@ -78,23 +98,31 @@ VarPtr batchnorm2d(Tape& tape, const VarPtr& x, const VarPtr& gamma, const VarPt
     const A* b = beta->value.data<A>();
     if (gpu && training)
       ON_GPU(kOp, T, batchnorm_forward_train_gpu<T>(
-                         M, C, X.data<T>(), g, b, eps, state.momentum, /*relu=*/false,
+                         M, C, X.data<T>(), g, b, eps, momentum, /*relu=*/false,
                          y->value.data<T>(), saved_mean.data<A>(), saved_invstd.data<A>(),
-                         state.running_mean.data<A>(), state.running_var.data<A>(),
-                         ctx.stream));
+                         run_mean->data<A>(), run_var->data<A>(), ctx.stream));
     else if (gpu)
       ON_GPU(kOp, T, batchnorm_forward_eval_gpu<T>(
                          M, C, X.data<T>(), g, b, state.running_mean.data<A>(),
                          state.running_var.data<A>(), eps, /*relu=*/false, y->value.data<T>(),
                          ctx.stream));
     else if (training)
-      batchnorm_forward_train_cpu<T>(M, C, X.data<T>(), g, b, eps, state.momentum,
-                                     y->value.data<T>(), saved_mean.data<A>(),
-                                     saved_invstd.data<A>(),
-                                     state.running_mean.data<A>(), state.running_var.data<A>());
+      batchnorm_forward_train_cpu<T>(M, C, X.data<T>(), g, b, eps, momentum, y->value.data<T>(),
+                                     saved_mean.data<A>(), saved_invstd.data<A>(),
+                                     run_mean->data<A>(), run_var->data<A>());
     else
       batchnorm_forward_eval_cpu<T>(M, C, X.data<T>(), g, b, state.running_mean.data<A>(),
                                     state.running_var.data<A>(), eps, y->value.data<T>());
+    if (sums) {  // the step's sums: C means, then C variances
+      A* into = state.step_sums.data<A>();
+      if (gpu) {
+        ON_GPU(kOp, T, accumulate_gpu<A>(C, batch_mean.data<A>(), into, ctx.stream));
+        ON_GPU(kOp, T, accumulate_gpu<A>(C, batch_var.data<A>(), into + C, ctx.stream));
+      } else {
+        accumulate_cpu<A>(C, batch_mean.data<A>(), into);
+        accumulate_cpu<A>(C, batch_var.data<A>(), into + C);
+      }
+    }
   });
 
   if (record)
@@ -126,6 +154,32 @@ VarPtr batchnorm2d(Tape& tape, const VarPtr& x, const VarPtr& gamma, const VarPt
       });
     });
   return y;
+}
+
+void batchnorm_step_update(const Context& ctx, BatchNormState& state, double scale) {
+  const Tensor& sums = state.step_sums;
+  CHECK(sums.defined(), "batchnorm_step_update: the state has no step_sums");
+  const int C = int(state.running_mean.numel());
+  CHECK(sums.numel() == 2 * C && sums.dtype() == state.running_mean.dtype(),
+        "batchnorm_step_update: step_sums " << sums.str() << " for running_mean "
+                                            << state.running_mean.str());
+  const bool gpu = op_on_gpu(ctx, "batchnorm_step_update",
+                             {&sums, &state.running_mean, &state.running_var});
+  if (sums.dtype() == DType::f64) {
+    CHECK(!gpu, "batchnorm_step_update: f64 statistics on a GPU");
+    batchnorm_running_update_cpu<double>(C, sums.data<double>(), scale, state.momentum,
+                                         state.running_mean.data<double>(),
+                                         state.running_var.data<double>());
+  } else if (gpu) {
+    ON_GPU("batchnorm_step_update", float,
+           batchnorm_running_update_gpu(C, sums.data<float>(), scale, state.momentum,
+                                        state.running_mean.data<float>(),
+                                        state.running_var.data<float>(), ctx.stream));
+  } else {
+    batchnorm_running_update_cpu<float>(C, sums.data<float>(), scale, state.momentum,
+                                        state.running_mean.data<float>(),
+                                        state.running_var.data<float>());
+  }
 }
 
 }  // namespace cutrain

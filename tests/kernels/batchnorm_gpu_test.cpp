@@ -275,3 +275,25 @@ TEST_CASE("batchnorm [gpu]: fp16 inputs near 65504 and near 2^-24 give finite re
       require_close_values(download<float>(d_db, Cs), db, 4 * std::sqrt(double(M)) * S, S);
     }
 }
+
+TEST_CASE("batchnorm [gpu]: the running statistics' update from a step's summed batch statistics "
+          "equals the CPU bit for bit") {
+  REQUIRE_GPU();
+  Stream st;
+  for (int C : {1, 7, 300}) {
+    for (double scale : {1.0, 1.0 / 3, 2.0 / 5}) {
+      INFO("C " << C << " scale " << scale);
+      const std::vector<float> sums = random_values<float>(size_t(2 * C), 11 + C, 0, 4);
+      std::vector<float> rm = random_values<float>(size_t(C), 12 + C, -1, 1);
+      std::vector<float> rv = random_values<float>(size_t(C), 13 + C, 0.5, 2);
+      DeviceBuffer d_s = upload(sums), d_m = upload(rm), d_v = upload(rv);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      batchnorm_running_update_gpu(C, ptr<float>(d_s), scale, 0.1, ptr<float>(d_m),
+                                   ptr<float>(d_v), st.get());
+      st.synchronize();
+      batchnorm_running_update_cpu<float>(C, sums.data(), scale, 0.1, rm.data(), rv.data());
+      REQUIRE(download<float>(d_m, size_t(C)) == rm);
+      REQUIRE(download<float>(d_v, size_t(C)) == rv);
+    }
+  }
+}

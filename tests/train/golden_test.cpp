@@ -163,6 +163,13 @@ Run run_variant(const std::string& name, const std::string& dir) {
 // ring's order, then x 1/R), where the CPU summed them in rank order and divided by R; with 3
 // replicas the two round differently (with 2 they agree). Every loss and step is unchanged:
 // the statistics are averaged only for evaluation and checkpoints.
+// A second change, on purpose ([sync-bn] item 1): the final state of every variant whose step
+// has more than one micro-batch (--accum 2, or replicas), which is all but "fp16 nesterov accum
+// 1 cuda-graph". Their BatchNorm running statistics make one update per optimizer step, from
+// the mean of the step's batch statistics (nn/ops.h, BatchNormState::step_sums), where each
+// micro-batch made its own (and replicas averaged theirs for evaluation): R replicas and
+// --accum R now agree. Every loss and step is unchanged: the running statistics are used only
+// in evaluation.
 const std::vector<Golden>& goldens() {
   static const std::vector<Golden> g = {
 #include "tests/train/golden_values.inc"

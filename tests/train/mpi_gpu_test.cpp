@@ -19,8 +19,8 @@ using namespace cutrain_test;
 
 namespace {
 
-// 6 steps of 32 on 200 Fashion-MNIST images, a validation set (the BatchNorm statistics'
-// average before each evaluation), a checkpoint every 3 steps.
+// 6 steps of 32 on 200 Fashion-MNIST images (every collective: buckets, flags, the BatchNorm
+// step sums), a validation set, a checkpoint every 3 steps.
 std::vector<std::string> gpu_run(const std::string& model, const std::vector<std::string>& more) {
   const FashionMnistFiles& fm = fashion_mnist_jpegs();
   std::vector<std::string> args = {

@@ -35,8 +35,8 @@ TEST_CASE("mpirun: 2 and 3 processes train exactly as --devices cpu,cpu(,cpu): l
   TempDir dir;
   const std::string model = tiny_model(dir);
   // 2 epochs of 4 steps of 48 (24 or 16 images a replica), AdamW, augmented, a validation
-  // set: every collective (the buckets, the flags, the BatchNorm statistics before each
-  // evaluation and checkpoint) and rank 0's evaluation and checkpoints.
+  // set: every collective (the buckets, the flags, the BatchNorm step sums) and rank 0's
+  // evaluation and checkpoints.
   const std::vector<std::string> common = {
       "train", "--train", fm.train, "--limit-train", "200", "--val", fm.test, "--limit-val", "100",
       "--model", model, "--batch", "48", "--epochs", "2", "--optimizer", "adamw",

@@ -87,6 +87,12 @@ Engine::Engine(const TrainConfig& cfg, const RunDevice& device, const ClassBalan
                               .to(ctx);
     if (world_ > 1)
       rep->grads = std::make_unique<GradBuckets>(rep->model->parameters(), kBucketMinBytes);
+    // More than one micro-batch a step: the forwards sum their batch statistics, and the
+    // step's end makes the one update (update_batchnorm).
+    if (world_ > 1 || cfg_.accum > 1)
+      for (auto& [name, st] : rep->model->batchnorm_states())
+        st->step_sums = Tensor::zeros({2 * int(st->running_mean.numel())},
+                                      st->running_mean.dtype(), ctx);
     replicas_.push_back(std::move(rep));
   }
   if (world_ > 1) {
@@ -128,7 +134,6 @@ void Engine::launch(const StepResult& host) {
   CHECK(launched_.size() < size_t(kSlots), "Engine::launch: " << launched_.size()
                                                << " steps in flight: collect first");
   const OnDevice on = on_device();
-  bn_averaged_ = false;  // the step moves every replica's statistics its own way
   try {
     launch_step(host);
   } catch (...) {  // gradients half accumulated, a batch not released: no way back
@@ -230,14 +235,20 @@ void Engine::launch_step(const StepResult& host) {
 void Engine::next_shards(StepResult& r) {
   const auto wait_start = std::chrono::steady_clock::now();
   r.images = 0;
+  step_batches_ = 0;
+  const int micro = cfg_.batch / world_ / cfg_.accum;  // forward_backward's
   for (auto& rep : replicas_) {
     const OnDevice on(rep->lane->context());  // a GPU's compute stream waits for the copy
     rep->batch = rep->loader->next(rep->lane->stream());
     r.images += rep->batch.n;
+    step_batches_ += (rep->batch.n + micro - 1) / micro;
     if (on_shard) on_shard(rep->rank, rep->batch);
   }
   // Under mpirun the other processes' shards count too: the step's global batch.
-  if (device_.mpi) r.images = int(device_.mpi->sum(r.images));
+  if (device_.mpi) {
+    r.images = int(device_.mpi->sum(r.images));
+    step_batches_ = device_.mpi->sum(step_batches_);
+  }
   r.data_wait_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
   r.batch = replicas_[0]->batch.where;
@@ -312,8 +323,44 @@ void Engine::bucket_ready(Replica& rep, int k) {
   }
 }
 
+void Engine::update_batchnorm() {
+  auto sums = [](Replica& rep, size_t i) -> Tensor& {
+    return rep.model->batchnorm_states()[i].second->step_sums;
+  };
+  const size_t layers = model().batchnorm_states().size();
+  if (layers == 0 || !sums(*replicas_[0], 0).defined())
+    return;  // no BatchNorm, or one micro-batch of one replica: the forward made the update
+  if (world_ > 1) {  // the sums averaged over the replicas (queued: no host wait on a GPU)
+    for (auto& rep : replicas_) {
+      const OnDevice on(rep->lane->context());
+      collective_->mark(rep->rank, stats_tag());
+    }
+    for (size_t i = 0; i < layers; i++) {
+      std::vector<void*> data;
+      for (auto& rep : replicas_) data.push_back(sums(*rep, i).raw());
+      const Tensor& t0 = sums(*replicas_[0], i);
+      collective_->all_reduce(stats_tag(), data, t0.numel(), t0.dtype());
+    }
+    for (auto& rep : replicas_) {
+      const OnDevice on(rep->lane->context());
+      collective_->wait(rep->rank);
+    }
+  }
+  // The sums, averaged over the world_ replicas, hold world_ / K of the K micro-batches' total.
+  const double scale = step_batches_ > 0 ? double(world_) / double(step_batches_) : 0.0;
+  for (auto& rep : replicas_) {
+    const OnDevice on(rep->lane->context());
+    for (size_t i = 0; i < layers; i++) {
+      BatchNormState& st = *rep->model->batchnorm_states()[i].second;
+      if (step_batches_ > 0) batchnorm_step_update(rep->lane->context(), st, scale);
+      st.step_sums.zero_();
+    }
+  }
+}
+
 void Engine::update(bool stepped, const std::vector<StepRecord*>& recs) {
   const int R = world_;
+  update_batchnorm();
   if (stepped) {
     // Every replica checks its own gradients; with replicas, keeps that decision in its
     // record (to name the replica at fault) and marks its flags final.

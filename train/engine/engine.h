@@ -109,9 +109,6 @@ class Engine {
   // Replicas as a group (engine_replicas.cpp). One line: the replicas, the shards and the
   // buckets ("" with one replica).
   std::string description() const;
-  // Averages the BatchNorm running statistics over the replicas (once between two steps);
-  // on GPUs queued: no wait.
-  void average_batchnorm();
   // GPU replicas: the peer-access matrix with measured bandwidths; "" otherwise.
   std::string peer_report() const;
   // "" when all replicas' weights and optimizer state are equal bit for bit, else the first
@@ -154,9 +151,15 @@ class Engine {
   // averages it (and the buckets after it that are complete too).
   void bucket_ready(Replica& rep, int k);
   // The Collective's tags besides the buckets (0 .. buckets - 1): the overflow flags, and the
-  // BatchNorm statistics.
+  // BatchNorm statistics' step sums.
   int flags_tag() const { return int(marked_.size()); }
   int stats_tag() const { return int(marked_.size()) + 1; }
+  // The step's one update of every replica's BatchNorm running statistics, from the batch
+  // statistics its micro-batches summed (BatchNormState::step_sums), averaged over the
+  // replicas first: every replica makes the same update, so their statistics stay equal bit
+  // for bit. Queues only. A step of one micro-batch and one replica has no sums: its forward
+  // updated them.
+  void update_batchnorm();
   // Steps 3-4 on every replica: the checks, with replicas the OR of the overflow flags, the
   // decision, the update, the scale's change (none of it when stepped = false: a batch whose
   // files were all bad); then the state into each replica's record `recs[r]` and the
@@ -178,7 +181,7 @@ class Engine {
   std::unique_ptr<Collective> collective_;     // R > 1
   std::unique_ptr<Graphs> graphs_;             // --cuda-graph on a GPU
   bool broken_ = false;
-  bool bn_averaged_ = false;                   // no step since average_batchnorm()
+  int64_t step_batches_ = 0;                   // this step's micro-batches, in all replicas
   std::vector<int> marked_;                    // R > 1, this step: per bucket, replicas marked
   size_t reduced_ = 0;                         // buckets averaged this step (a prefix)
   int slot_ = 0;                               // the record slot of the step being queued

@@ -1,6 +1,5 @@
-// Engine: what concerns its replicas as a group: describing them and their links, averaging
-// their BatchNorm statistics, finding where their weights differ (train/replicas/replica.h has the
-// per-replica pieces).
+// Engine: what concerns its replicas as a group: describing them and their links, finding where
+// their weights differ (train/replicas/replica.h has the per-replica pieces).
 #include <sstream>
 #include <vector>
 
@@ -34,33 +33,6 @@ std::string Engine::peer_report() const {
   // ~2 ms a pair over PCIe; its buffers go back to cudaFree with its streams.
   measure_copy_bandwidth(m, size_t(16) << 20, 5);
   return format_peer_matrix(m);
-}
-
-void Engine::average_batchnorm() {
-  // Once per state: evaluating and then saving the same step averages once (a second pass
-  // could move a statistic by an ulp: the sum of R equal values times 1/R need not be exact).
-  if (world_ == 1 || bn_averaged_) return;
-  bn_averaged_ = true;
-  // After the steps queued so far; every replica's queue waits for it (a GPU's host does not).
-  const int R = replicas();  // in this process: the collective reaches the others
-  for (auto& rep : replicas_) {
-    const OnDevice on(rep->lane->context());
-    collective_->mark(rep->rank, stats_tag());
-  }
-  const size_t layers = model().batchnorm_states().size();
-  for (size_t i = 0; i < layers; i++)
-    for (Tensor BatchNormState::*field : {&BatchNormState::running_mean,
-                                          &BatchNormState::running_var}) {
-      std::vector<void*> data;
-      for (int r = 0; r < R; r++)
-        data.push_back((model(r).batchnorm_states()[i].second->*field).raw());
-      const Tensor& t0 = model(0).batchnorm_states()[i].second->*field;
-      collective_->all_reduce(stats_tag(), data, t0.numel(), t0.dtype());
-    }
-  for (auto& rep : replicas_) {
-    const OnDevice on(rep->lane->context());
-    collective_->wait(rep->rank);
-  }
 }
 
 std::string Engine::replicas_difference() const {

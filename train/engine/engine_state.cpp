@@ -63,7 +63,6 @@ double scalar(const Checkpoint& c, const char* name) {
 
 void Engine::snapshot(Checkpoint& c) {
   CHECK(!broken_, "snapshot: an earlier step failed partway, so the state is unknown");
-  average_batchnorm();  // replica 0 then holds what every replica would evaluate
   const OnDevice on = on_device();
   // Copies the caller may keep while training goes on (the HDF5 write and the fsync happen on
   // the writer's thread). On a GPU, clones on the device, on the stream the tensors were made
@@ -135,7 +134,6 @@ void Engine::restore(const Checkpoint& c) {
     const OnDevice on(rep->lane->context());
     rep->lane->step().reset(s, steps_taken);
   }
-  bn_averaged_ = true;  // every replica holds the checkpoint's statistics
 }
 
 std::unique_ptr<Model> load_model(const Checkpoint& c, const TrainConfig& cfg, DType dtype,

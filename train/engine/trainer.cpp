@@ -159,8 +159,8 @@ EvalResult Trainer::evaluate() {
   opt.strict = cfg_.strict;
   opt.norm = norm_;
   opt.tracer = tracer;
-  engine_->average_batchnorm();  // every replica evaluates the same model
-  // Under mpirun rank 0 evaluates for all: the others only took part in the average.
+  // Every replica holds the same model (its BatchNorm statistics too: Engine::update_batchnorm).
+  // Under mpirun rank 0 evaluates for all.
   if (device_.mpi && !device_.mpi->root()) return EvalResult{};
   const OnDevice on = engine_->on_replica(0);  // on a GPU: after the steps, in order
   return cutrain::evaluate(engine_->model(), val_, opt);

@@ -46,8 +46,9 @@
 // on), so every replica ends with the same bits: those of the whole batch's mean loss, up to
 // the order of the sums. Step 3 ORs the replicas' overflow flags before deciding, so every
 // replica decides alike and they never drift apart. BatchNorm normalises with each replica's
-// own batch statistics; the running statistics are averaged over the replicas before every
-// evaluation and checkpoint. With R = 1 none of this exists: no buckets, no collective.
+// own batch statistics; the running statistics make one update per step from the mean of all
+// replicas' batch statistics (Engine::update_batchnorm), alike on every replica. With R = 1 none
+// of this exists: no buckets, no collective.
 //
 // Exact resume: a run is a pure function of its configuration. The batches are fixed by
 // (seed, epoch, batch) (with --balance sampler, and the labels) and the augmentation by (seed,
@@ -159,9 +160,6 @@ class Trainer {
   int world() const { return engine_->world(); }        // in all (under mpirun, processes)
   // One line: the replicas, the shards and the gradient buckets ("" with one replica).
   std::string replicas_description() const { return engine_->description(); }
-  // Averages the BatchNorm running statistics over the replicas (evaluate and snapshot do;
-  // once between two steps). On GPUs the collective does it, queued: no wait.
-  void average_batchnorm() { engine_->average_batchnorm(); }
   // Replica r's GPU context for a scope: its compute stream and its device, so that tensor
   // copies and kernels are ordered after the steps queued for it (tests reading or writing a
   // replica's gradients in after_backward). On the CPU it changes nothing.

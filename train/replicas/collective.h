@@ -1,5 +1,5 @@
 // defines: Collective, what data-parallel replicas do together (average gradient buckets and
-// BatchNorm statistics, OR their overflow flags), and its implementations: the CPU ring
+// BatchNorm step sums, OR their overflow flags), and its implementations: the CPU ring
 // (make_cpu_ring: train/replicas/ring.h's ring, a thread per replica) and the GPU ring (make_gpu_ring:
 // train/replicas/device_ring.h, peer copies and a reduce kernel on a comm stream per replica). The
 // trainer picks one at start and never asks which it has. Between processes (mpirun): the MPI
