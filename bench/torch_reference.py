@@ -13,7 +13,10 @@ same model on the same data with the same recipe:
                  to 0 (or constant, or onecycle)
   loss           softmax cross-entropy with the config's label smoothing, mean over the batch
   batches        `batch` images a step (`accum` micro-batches), shuffled each epoch, the last
-                 partial batch dropped; `epochs` epochs; evaluation after each epoch
+                 partial batch dropped; `epochs` epochs; evaluation after each epoch. One
+                 difference with accum > 1: PyTorch's usual loop, used here, moves BatchNorm's
+                 running statistics once per micro-batch, cutrain once per step from their mean
+                 (train/replicas/REPLICAS.md), so evaluations differ a little
   data           the same image list, crop/flip/pad and mean/std (torch_ref/data.py)
   precision      on CUDA: AMP fp16 autocast with a GradScaler (2^16, x2 per 2000 clean steps,
                  x0.5 on overflow: cutrain's loss scaler), channels_last, cudnn.benchmark

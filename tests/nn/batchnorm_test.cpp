@@ -171,3 +171,42 @@ TEST_CASE("batchnorm2d: bad arguments are refused with a message naming the prob
     REQUIRE_ERROR(batchnorm2d(tape, x, gamma, beta, st, true), "momentum must lie in [0, 1]");
   }
 }
+
+TEST_CASE("batchnorm2d with step_sums: the forwards only sum their batch statistics; the step's "
+          "one update uses their mean") {
+  // Two micro-batches of 3 images 2x2 with 3 channels, in double; the update worked out here
+  // from the values themselves (per channel: mean, unbiased variance over N*H*W = 12 values).
+  const int C = 3, M = 12;
+  const Tensor x1 = uniform({3, 2, 2, C}, DType::f64, 41, -2, 3);
+  const Tensor x2 = uniform({3, 2, 2, C}, DType::f64, 42, -1, 5);
+  VarPtr gamma = param({1, 2, 3}, DType::f64), beta = param({0, 0, 0}, DType::f64);
+  BatchNormState st = fresh_state(C, DType::f64);
+  st.running_mean.fill_(0.5);
+  st.step_sums = Tensor::zeros({2 * C}, DType::f64);
+  Tape tape;
+  for (const Tensor& x : {x1, x2}) batchnorm2d(tape, make_var(x), gamma, beta, st, true);
+  require_close(st.running_mean, {0.5, 0.5, 0.5}, 0);  // not moved by the forwards
+  require_close(st.running_var, {1, 1, 1}, 0);
+  std::vector<double> want_mean(C), want_var(C), sums(2 * C, 0.0);
+  for (const Tensor& x : {x1, x2}) {
+    const std::vector<double> v = x.to_doubles();
+    for (int c = 0; c < C; c++) {
+      double mean = 0, ss = 0;
+      for (int m = 0; m < M; m++) mean += v[size_t(m * C + c)] / M;
+      for (int m = 0; m < M; m++) ss += (v[size_t(m * C + c)] - mean) * (v[size_t(m * C + c)] - mean);
+      sums[size_t(c)] += mean, sums[size_t(C + c)] += ss / (M - 1);
+    }
+  }
+  require_close(st.step_sums, sums, 1e-12);
+  batchnorm_step_update(Context::cpu(), st, 0.5);  // the mean of 2
+  for (int c = 0; c < C; c++) {
+    want_mean[size_t(c)] = 0.9 * 0.5 + 0.1 * sums[size_t(c)] / 2;
+    want_var[size_t(c)] = 0.9 * 1.0 + 0.1 * sums[size_t(C + c)] / 2;
+  }
+  require_close(st.running_mean, want_mean, 1e-12);
+  require_close(st.running_var, want_var, 1e-12);
+  // Wrong sums are refused by name.
+  st.step_sums = Tensor::zeros({C}, DType::f64);
+  REQUIRE_THROWS_WITH(batchnorm2d(tape, make_var(x1), gamma, beta, st, true),
+                      doctest::Contains("step_sums must be (6) f64"));
+}

@@ -161,8 +161,8 @@ Run run_variant(const std::string& name, const std::string& dir) {
 // since, on purpose: the final state of "3 replicas f16". BatchNorm's running statistics are
 // averaged over the replicas by the Collective now on the CPU as on GPUs (the ring: sum in the
 // ring's order, then x 1/R), where the CPU summed them in rank order and divided by R; with 3
-// replicas the two round differently (with 2 they agree). Every loss and step is unchanged:
-// the statistics are averaged only for evaluation and checkpoints.
+// replicas the two round differently (with 2 they agree). Every loss and step was unchanged:
+// the statistics were averaged only for evaluation and checkpoints.
 // A second change, on purpose ([sync-bn] item 1): the final state of every variant whose step
 // has more than one micro-batch (--accum 2, or replicas), which is all but "fp16 nesterov accum
 // 1 cuda-graph". Their BatchNorm running statistics make one update per optimizer step, from

@@ -321,6 +321,13 @@ TEST_CASE("mpirun: a rank that cannot start stops every rank, with its reason") 
                  (dir / "b.log"));
   REQUIRE(r.status != 0);
   REQUIRE(r.output.find("each process is one replica") != std::string::npos);
+  // A batch that does not split evenly over the processes and --accum is refused, by name.
+  r = run_mpirun(3, {"train", "--train", fm.train, "--limit-train", "64", "--batch", "4",
+                     "--accum", "2", "--device", "cpu", "--out", (dir / "run3")},
+                 (dir / "c.log"));
+  REQUIRE(r.status != 0);
+  REQUIRE(r.output.find("--batch 4 is not divisible by the 3 processes of mpirun times --accum 2") !=
+          std::string::npos);
 }
 
 TEST_CASE("mpirun on GPUs: NCCL when every rank has a GPU of its own and NCCL loads, else the "

@@ -41,9 +41,15 @@ Engine::Engine(const TrainConfig& cfg, const RunDevice& device, const ClassBalan
   // Under mpirun each process is one replica of size() (train/replicas/mpi.h), rank rank(); on
   // a GPU, that of its local rank (choose_run_device in train/run/run.cpp).
   const Mpi* mpi = device_.mpi;
-  if (mpi)
+  if (mpi) {
     USER_CHECK(R == 1, "--devices " << cfg_.devices << " under mpirun: each process is one "
                                     << "replica; launch more processes instead (mpirun -np N)");
+    USER_CHECK(cfg_.batch % (int64_t(mpi->size()) * cfg_.accum) == 0,
+               "--batch " << cfg_.batch << " is not divisible by the " << mpi->size()
+                          << " processes of mpirun"
+                          << (cfg_.accum > 1 ? " times --accum " + std::to_string(cfg_.accum) : "")
+                          << ": the global batch is split evenly over the replicas");
+  }
   world_ = mpi ? mpi->size() : R;
   const int first_rank = mpi ? mpi->rank() : 0;
   // Each replica's lane: on a GPU its compute stream and device (the model, the optimizer
@@ -88,11 +94,19 @@ Engine::Engine(const TrainConfig& cfg, const RunDevice& device, const ClassBalan
     if (world_ > 1)
       rep->grads = std::make_unique<GradBuckets>(rep->model->parameters(), kBucketMinBytes);
     // More than one micro-batch a step: the forwards sum their batch statistics, and the
-    // step's end makes the one update (update_batchnorm).
-    if (world_ > 1 || cfg_.accum > 1)
-      for (auto& [name, st] : rep->model->batchnorm_states())
-        st->step_sums = Tensor::zeros({2 * int(st->running_mean.numel())},
-                                      st->running_mean.dtype(), ctx);
+    // step's end makes the one update (update_batchnorm). Every layer's sums in one buffer.
+    const auto& bns = rep->model->batchnorm_states();
+    if ((world_ > 1 || cfg_.accum > 1) && !bns.empty()) {
+      int64_t total = 0;
+      for (const auto& [name, st] : bns) total += 2 * st->running_mean.numel();
+      rep->bn_sums = Tensor::zeros({int(total)}, bns[0].second->running_mean.dtype(), ctx);
+      int64_t offset = 0;
+      for (const auto& [name, st] : bns) {
+        const int n = 2 * int(st->running_mean.numel());
+        st->step_sums = rep->bn_sums.flat_view(offset, {n});
+        offset += n;
+      }
+    }
     replicas_.push_back(std::move(rep));
   }
   if (world_ > 1) {
@@ -324,23 +338,17 @@ void Engine::bucket_ready(Replica& rep, int k) {
 }
 
 void Engine::update_batchnorm() {
-  auto sums = [](Replica& rep, size_t i) -> Tensor& {
-    return rep.model->batchnorm_states()[i].second->step_sums;
-  };
-  const size_t layers = model().batchnorm_states().size();
-  if (layers == 0 || !sums(*replicas_[0], 0).defined())
+  if (!replicas_[0]->bn_sums.defined())
     return;  // no BatchNorm, or one micro-batch of one replica: the forward made the update
   if (world_ > 1) {  // the sums averaged over the replicas (queued: no host wait on a GPU)
+    std::vector<void*> data;
     for (auto& rep : replicas_) {
       const OnDevice on(rep->lane->context());
       collective_->mark(rep->rank, stats_tag());
+      data.push_back(rep->bn_sums.raw());
     }
-    for (size_t i = 0; i < layers; i++) {
-      std::vector<void*> data;
-      for (auto& rep : replicas_) data.push_back(sums(*rep, i).raw());
-      const Tensor& t0 = sums(*replicas_[0], i);
-      collective_->all_reduce(stats_tag(), data, t0.numel(), t0.dtype());
-    }
+    const Tensor& t0 = replicas_[0]->bn_sums;
+    collective_->all_reduce(stats_tag(), data, t0.numel(), t0.dtype());
     for (auto& rep : replicas_) {
       const OnDevice on(rep->lane->context());
       collective_->wait(rep->rank);
@@ -350,11 +358,10 @@ void Engine::update_batchnorm() {
   const double scale = step_batches_ > 0 ? double(world_) / double(step_batches_) : 0.0;
   for (auto& rep : replicas_) {
     const OnDevice on(rep->lane->context());
-    for (size_t i = 0; i < layers; i++) {
-      BatchNormState& st = *rep->model->batchnorm_states()[i].second;
-      if (step_batches_ > 0) batchnorm_step_update(rep->lane->context(), st, scale);
-      st.step_sums.zero_();
-    }
+    if (step_batches_ > 0)
+      for (const auto& [name, st] : rep->model->batchnorm_states())
+        batchnorm_step_update(rep->lane->context(), *st, scale);
+    rep->bn_sums.zero_();
   }
 }
 

@@ -126,6 +126,10 @@ std::vector<std::pair<std::string, const Tensor*>> replica_tensors(Replica& rep)
   std::vector<std::pair<std::string, const Tensor*>> all;
   for (const VarPtr& p : rep.model->parameters()) all.emplace_back(p->name, &p->value);
   for (auto& [name, t] : rep.optimizer->state_tensors()) all.emplace_back(name, t);
+  for (const auto& [name, st] : rep.model->batchnorm_states()) {  // equal too: one update a step
+    all.emplace_back(name + ".running_mean", &st->running_mean);
+    all.emplace_back(name + ".running_var", &st->running_var);
+  }
   return all;
 }
 

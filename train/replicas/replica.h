@@ -44,6 +44,8 @@ struct Replica {
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<Loader> loader;
   std::unique_ptr<GradBuckets> grads;  // R > 1 only: R = 1 keeps the gradients as they are
+  Tensor bn_sums;                      // more than one micro-batch a step: every BatchNorm
+                                       //   layer's step_sums, one flat buffer (one collective)
   Tensor class_weight;                 // --balance loss: (classes) in the loss's dtype on its
                                        //   device, made once (a CUDA graph keeps its address);
                                        //   undefined otherwise
