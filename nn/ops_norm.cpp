@@ -71,18 +71,16 @@ VarPtr batchnorm2d(Tape& tape, const VarPtr& x, const VarPtr& gamma, const VarPt
   Tensor saved_mean, saved_invstd;  // training
   Tensor seen_mean, seen_var;        // eval
   // Training with step_sums: the kernel's update, with momentum 1 into zeros, leaves this
-  // batch's mean and unbiased variance in `batch` ((1 - 1) * 0 + 1 * v = v exactly), which are
+  // batch's mean and unbiased variance in batch_stats ((1 - 1) * 0 + 1 * v = v exactly), which are
   // then added to the step's sums.
   const bool sums = training && state.step_sums.defined();
-  Tensor* run_mean = &state.running_mean;
-  Tensor* run_var = &state.running_var;
-  double momentum = state.momentum;
-  Tensor batch_mean, batch_var;
-  if (sums) {
-    batch_mean = Tensor::zeros({C}, acc, ctx);
-    batch_var = Tensor::zeros({C}, acc, ctx);
-    run_mean = &batch_mean, run_var = &batch_var, momentum = 1.0;
-  }
+  // The running statistics the kernel moves: the state's, or (2C) zeros for this batch's.
+  Tensor batch_stats;  // with step_sums: C means, then C variances, as step_sums holds them
+  if (sums) batch_stats = Tensor::zeros({2 * C}, acc, ctx);
+  Tensor& run = sums ? batch_stats : state.running_mean;
+  Tensor& run_v = sums ? batch_stats : state.running_var;
+  const int64_t var_at = sums ? C : 0;  // run_v's first element
+  const double momentum = sums ? 1.0 : state.momentum;
   if (training) {
     saved_mean = Tensor::empty({C}, acc, ctx);
     saved_invstd = Tensor::empty({C}, acc, ctx);
@@ -100,7 +98,7 @@ VarPtr batchnorm2d(Tape& tape, const VarPtr& x, const VarPtr& gamma, const VarPt
       ON_GPU(kOp, T, batchnorm_forward_train_gpu<T>(
                          M, C, X.data<T>(), g, b, eps, momentum, /*relu=*/false,
                          y->value.data<T>(), saved_mean.data<A>(), saved_invstd.data<A>(),
-                         run_mean->data<A>(), run_var->data<A>(), ctx.stream));
+                         run.data<A>(), run_v.data<A>() + var_at, ctx.stream));
     else if (gpu)
       ON_GPU(kOp, T, batchnorm_forward_eval_gpu<T>(
                          M, C, X.data<T>(), g, b, state.running_mean.data<A>(),
@@ -109,19 +107,16 @@ VarPtr batchnorm2d(Tape& tape, const VarPtr& x, const VarPtr& gamma, const VarPt
     else if (training)
       batchnorm_forward_train_cpu<T>(M, C, X.data<T>(), g, b, eps, momentum, y->value.data<T>(),
                                      saved_mean.data<A>(), saved_invstd.data<A>(),
-                                     run_mean->data<A>(), run_var->data<A>());
+                                     run.data<A>(), run_v.data<A>() + var_at);
     else
       batchnorm_forward_eval_cpu<T>(M, C, X.data<T>(), g, b, state.running_mean.data<A>(),
                                     state.running_var.data<A>(), eps, y->value.data<T>());
     if (sums) {  // the step's sums: C means, then C variances
       A* into = state.step_sums.data<A>();
-      if (gpu) {
-        ON_GPU(kOp, T, accumulate_gpu<A>(C, batch_mean.data<A>(), into, ctx.stream));
-        ON_GPU(kOp, T, accumulate_gpu<A>(C, batch_var.data<A>(), into + C, ctx.stream));
-      } else {
-        accumulate_cpu<A>(C, batch_mean.data<A>(), into);
-        accumulate_cpu<A>(C, batch_var.data<A>(), into + C);
-      }
+      if (gpu)
+        ON_GPU(kOp, T, accumulate_gpu<A>(2 * C, batch_stats.data<A>(), into, ctx.stream));
+      else
+        accumulate_cpu<A>(2 * C, batch_stats.data<A>(), into);
     }
   });
 

@@ -46,14 +46,12 @@ GpuTransport choose_gpu_transport(const std::vector<std::string>& places,
 
 namespace {
 
-// Each collective waits for its mark (host blocks), copies the buffer to the host, reduces it
-// there with the MPI ring, and copies it back before the host queues anything after it: the
-// compute stream finds the result in place, so wait() has nothing to do.
-class HostStagedRing : public Collective {
+// One replica per process on one GPU: its place among the ranks, its compute stream, and the
+// marks (an event per tag, recorded on the compute stream) the two collectives below wait for.
+class RankOnGpu : public Collective {
  public:
-  HostStagedRing(const Mpi& mpi, int device, cudaStream_t stream, std::string why)
-      : mpi_(mpi), ring_(make_mpi_ring(mpi)), device_(device), stream_(stream),
-        why_(std::move(why)) {}
+  RankOnGpu(const Mpi& mpi, int device, cudaStream_t stream)
+      : mpi_(mpi), device_(device), stream_(stream) {}
   int size() const override { return mpi_.size(); }
   void mark(int, int tag) override {
     auto it = marks_.find(tag);
@@ -63,11 +61,29 @@ class HostStagedRing : public Collective {
     }
     it->second.record(stream_);
   }
+
+ protected:
+  const Event& marked(int tag) const { return marks_.at(tag); }
+  const Mpi& mpi_;
+  int device_;
+  cudaStream_t stream_;  // the compute stream
+
+ private:
+  std::map<int, Event> marks_;  // per tag: re-recorded each step
+};
+
+// Each collective waits for its mark (host blocks), copies the buffer to the host, reduces it
+// there with the MPI ring, and copies it back before the host queues anything after it: the
+// compute stream finds the result in place, so wait() has nothing to do.
+class HostStagedRing : public RankOnGpu {
+ public:
+  HostStagedRing(const Mpi& mpi, int device, cudaStream_t stream, std::string why)
+      : RankOnGpu(mpi, device, stream), ring_(make_mpi_ring(mpi)), why_(std::move(why)) {}
   void all_reduce(int tag, const std::vector<void*>& data, int64_t n, DType dtype) override {
     CHECK(data.size() == 1, "host-staged ring: " << data.size() << " buffers in one process");
     const size_t bytes = size_t(n) * dtype_size(dtype);
     host_.resize(bytes);
-    marks_.at(tag).synchronize();
+    marked(tag).synchronize();
     copy_sync(host_.data(), data[0], bytes);
     ring_->all_reduce(tag, {host_.data()}, n, dtype);
     copy_sync(data[0], host_.data(), bytes);
@@ -75,7 +91,7 @@ class HostStagedRing : public Collective {
   void any(int tag, const std::vector<int32_t*>& flags, int64_t n) override {
     CHECK(flags.size() == 1, "host-staged ring: " << flags.size() << " flag sets in one process");
     flags_.resize(size_t(n));
-    marks_.at(tag).synchronize();
+    marked(tag).synchronize();
     copy_sync(flags_.data(), flags[0], size_t(n) * sizeof(int32_t));
     mpi_.bitwise_or(flags_.data(), n);
     copy_sync(flags[0], flags_.data(), size_t(n) * sizeof(int32_t));
@@ -87,12 +103,8 @@ class HostStagedRing : public Collective {
   }
 
  private:
-  const Mpi& mpi_;
   std::unique_ptr<Collective> ring_;  // the MPI ring, on host buffers
-  int device_;
-  cudaStream_t stream_;
   std::string why_;
-  std::map<int, Event> marks_;        // per tag: re-recorded each step
   std::vector<unsigned char> host_;   // pageable: copy_sync is complete on return
   std::vector<int32_t> flags_;
 };
@@ -150,10 +162,10 @@ ncclDataType_t nccl_type(DType t) {
   return ncclFloat;
 }
 
-class NcclRing : public Collective {
+class NcclRing : public RankOnGpu {
  public:
   NcclRing(const Mpi& mpi, const NcclApi& api, int device, cudaStream_t stream)
-      : mpi_(mpi), api_(api), device_(device), compute_(stream) {
+      : RankOnGpu(mpi, device, stream), api_(api) {
     const DeviceGuard on(device_);
     comm_stream_ = std::make_unique<Stream>(device_);
     done_ = std::make_unique<Event>(false);
@@ -184,20 +196,11 @@ class NcclRing : public Collective {
     api_.comm_abort(comm_);
     comm_ = nullptr;
   }
-  int size() const override { return mpi_.size(); }
-  void mark(int, int tag) override {
-    auto it = marks_.find(tag);
-    if (it == marks_.end()) {
-      const DeviceGuard on(device_);
-      it = marks_.emplace(tag, Event(false)).first;
-    }
-    it->second.record(compute_);
-  }
   void all_reduce(int tag, const std::vector<void*>& data, int64_t n, DType dtype) override {
     CHECK(data.size() == 1, "NCCL: " << data.size() << " buffers in one process");
     if (n == 0) return;
     cudaStream_t s = comm_stream_->get();
-    marks_.at(tag).wait(s);
+    marked(tag).wait(s);
     check(api_.all_reduce(data[0], data[0], size_t(n), nccl_type(dtype), ncclSum, comm_, s),
           "ncclAllReduce");
     const double scale = 1.0 / size();  // sum first, then 1/R, as the rings do
@@ -212,13 +215,13 @@ class NcclRing : public Collective {
     CHECK(flags.size() == 1, "NCCL: " << flags.size() << " flag sets in one process");
     if (n == 0) return;
     cudaStream_t s = comm_stream_->get();
-    marks_.at(tag).wait(s);
+    marked(tag).wait(s);
     check(api_.all_reduce(flags[0], flags[0], size_t(n), ncclUint32, ncclMax, comm_, s),
           "ncclAllReduce");
   }
   void wait(int) override {
     done_->record(comm_stream_->get());
-    done_->wait(compute_);
+    done_->wait(stream_);
   }
   std::string describe() const override {
     return std::to_string(size()) + " processes (mpirun), a GPU replica each, on NCCL " +
@@ -230,13 +233,9 @@ class NcclRing : public Collective {
     CHECK(r == ncclSuccess, "NCCL: " << what << " failed on rank " << mpi_.rank() << ": "
                                      << api_.error_string(r));
   }
-  const Mpi& mpi_;
   const NcclApi& api_;
-  int device_;
-  cudaStream_t compute_;
   std::unique_ptr<Stream> comm_stream_;
   std::unique_ptr<Event> done_;
-  std::map<int, Event> marks_;
   ncclComm_t comm_ = nullptr;
   std::string version_;
 };

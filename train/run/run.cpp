@@ -9,7 +9,6 @@
 #include <set>
 #include <sstream>
 
-#include "data/atomic_file.h"
 #include "data/loader.h"
 #include "kernels/check.h"
 #include "kernels/gpu.h"
@@ -19,6 +18,7 @@
 #include "train/run/device.h"
 #include "train/run/memory_plan.h"
 #include "train/run/reporter.h"
+#include "train/run/run_setup.h"
 #include "train/replicas/mpi.h"
 #include "train/run/signals.h"
 #include "train/engine/trainer.h"
@@ -31,80 +31,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-// ---- the configuration ---------------------------------------------------------------
-
-// The checkpoint --resume continues from, and the configuration of the resumed run.
-Checkpoint load_resume_point(TrainConfig& cfg, const std::vector<std::string>& given, FILE* out) {
-  const std::string dir = cfg.resume;
-  const std::string path = newest_checkpoint(dir);
-  USER_CHECK(!path.empty(), "--resume " << dir << ": no complete checkpoint there");
-  Checkpoint c = read_checkpoint(path);
-  const TrainConfig saved = config_from_json_text(c.config_json, path);
-  cfg = resume_config(saved, cfg, given);
-  // Checkpoints go on where they were unless --out says otherwise.
-  if (std::find(given.begin(), given.end(), "out") == given.end()) cfg.out = dir;
-  cfg.resume = dir;
-  std::fprintf(out, "resuming from %s: step %lld, epoch %lld, next batch %s\n", path.c_str(),
-               (long long)c.step, (long long)c.epoch, cursor_to_string(c.cursor).c_str());
-  return c;
-}
-
-// Where the run computes: --devices cpu,... on the CPU, --devices 0,1,... on those GPUs (the
-// first made this thread's), without it --device; the reason for the choice on stderr. Under
-// mpirun, this process's place among the others, and on GPUs without --devices the GPU of its
-// local rank (ranks beyond the GPUs share them, round robin).
-RunDevice choose_run_device(const TrainConfig& cfg, const Mpi* mpi) {
-  const std::vector<std::string> replica_devices = parse_devices(cfg.devices);
-  const std::string device_name =
-      replica_devices.empty() ? cfg.device : replica_devices[0] == "cpu" ? "cpu" : "cuda";
-  RunDevice device = choose_device(device_name, cfg.precision);
-  const std::vector<int> gpus = gpu_ordinals(cfg.devices);
-  for (int g : gpus)
-    USER_CHECK(g < gpu_count(), "--devices " << cfg.devices << ": GPU " << g << " does not exist ("
-                                        << gpu_count() << " usable)");
-  const bool rank_gpu = gpus.empty() && mpi && device.device == Device::cuda;
-  if (!gpus.empty()) device.gpu = gpus[0];
-  if (rank_gpu) device.gpu = mpi->local_rank() % gpu_count();
-  // this thread's: no context is ever made on a GPU the run skips
-  if (!gpus.empty() || rank_gpu) set_device(device.gpu);
-  device.mpi = mpi;
-  if (!device.notice.empty() && (!mpi || mpi->root()))
-    std::fprintf(stderr, "%s\n", device.notice.c_str());
-  return device;
-}
-
-// What is not given, worked out from the data (size, channels, classes, mean/std, ...); a run
-// that cannot fit in memory is refused as soon as its shapes are known. Returns the notes
-// that say what was worked out.
-std::vector<std::string> resolve_run_config(TrainConfig& cfg, const RunDevice& device) {
-  const std::vector<std::string> notes =
-      resolve_config(cfg, [&](const TrainConfig& c) { check_run_memory(c, device); });
-  if (cfg.cuda_graph && device.device == Device::cpu && (!device.mpi || device.mpi->root()))
-    std::fprintf(stderr, "cutrain: --cuda-graph has no effect on the CPU\n");
-  return notes;
-}
-
-// The --out folder with the configuration in it (OUT/config.json), and the configuration
-// printed. A new run refuses a folder that holds an earlier run's checkpoints.
-void save_config(const TrainConfig& cfg, bool resuming, const RunDevice& device,
-                 const std::vector<std::string>& notes, FILE* out) {
-  if (!resuming) {
-    std::vector<std::string> skipped;
-    const std::string existing = newest_checkpoint(cfg.out, &skipped);
-    USER_CHECK(existing.empty(), "--out " << cfg.out << " holds checkpoints of an earlier run ("
-                                     << existing << "): continue it with --resume " << cfg.out
-                                     << ", or choose another --out");
-  }
-  std::error_code made;
-  std::filesystem::create_directories(cfg.out, made);
-  USER_CHECK(!made, "cannot create the folder '" << cfg.out << "': " << made.message());
-  const std::string config_text = config_to_json_text(cfg);
-  write_file_atomically(cfg.out + "/config.json", config_text);
-  std::fprintf(out, "cutrain train: %s, configuration (saved as %s/config.json):\n%s",
-               device.describe().c_str(), cfg.out.c_str(), config_text.c_str());
-  for (const std::string& n : notes) std::fprintf(out, "  %s\n", n.c_str());
 }
 
 // ---- the trainer ---------------------------------------------------------------------

@@ -1,0 +1,29 @@
+// defines: the steps that set a training run up before its trainer exists (run.cpp's script
+// calls them in this order): the checkpoint a --resume continues from, the device, the
+// configuration completed from the data, and the --out folder with config.json.
+#pragma once
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "train/run/checkpoint.h"
+#include "train/run/config.h"
+#include "train/run/device.h"
+
+namespace cutrain {
+
+class Mpi;
+
+// --resume: the newest checkpoint of cfg.resume, and cfg made the resumed run's (the options in
+// `given` override the checkpoint's configuration).
+Checkpoint load_resume_point(TrainConfig& cfg, const std::vector<std::string>& given, FILE* out);
+// Where the run computes (--device, --devices; under mpirun the GPU of the local rank).
+RunDevice choose_run_device(const TrainConfig& cfg, const Mpi* mpi);
+// What is not given, worked out from the data; a run that cannot fit in memory is refused.
+// Returns the notes that say what was worked out.
+std::vector<std::string> resolve_run_config(TrainConfig& cfg, const RunDevice& device);
+// The --out folder with OUT/config.json, and the configuration printed.
+void save_config(const TrainConfig& cfg, bool resuming, const RunDevice& device,
+                 const std::vector<std::string>& notes, FILE* out);
+
+}  // namespace cutrain
