@@ -173,6 +173,10 @@ void Engine::launch_step(const StepResult& host) {
   if (R > 1) {
     std::fill(marked_.begin(), marked_.end(), 0);
     reduced_ = 0;
+    if (tracer && !collective_traced_) {  // the comm streams' rows (GPU replicas)
+      collective_->trace(tracer);
+      collective_traced_ = true;
+    }
   }
   std::vector<StepRecord*> recs;
   for (auto& rep : replicas_) {

@@ -179,6 +179,7 @@ class Engine {
   LossScalerConfig scaler_config_;
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::unique_ptr<Collective> collective_;     // R > 1
+  bool collective_traced_ = false;             // collective_->trace(tracer) was called
   std::unique_ptr<Graphs> graphs_;             // --cuda-graph on a GPU
   bool broken_ = false;
   int64_t step_batches_ = 0;                   // this step's micro-batches, in all replicas
