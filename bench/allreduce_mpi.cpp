@@ -85,13 +85,13 @@ int main(int argc, char** argv) {
     {
       const int64_t n = 100003;
       std::vector<float> mine = values(r, n);
-      ring->all_reduce(0, {mine.data()}, n, DType::f32);
+      ring->all_reduce(0, {mine.data()}, n, DType::f32, true);
       if (r == 0) {
         std::vector<std::vector<float>> local;
         std::vector<void*> ptrs;
         for (int q = 0; q < N; q++) local.push_back(values(q, n));
         for (auto& v : local) ptrs.push_back(v.data());
-        make_cpu_ring(N)->all_reduce(0, ptrs, n, DType::f32);
+        make_cpu_ring(N)->all_reduce(0, ptrs, n, DType::f32, true);
         CHECK(std::memcmp(local[0].data(), mine.data(), size_t(n) * sizeof(float)) == 0,
               "the mpi ring's result differs from the thread ring's");
       }
@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
     for (const int64_t n : sizes) {
       const size_t bytes = size_t(n) * sizeof(float);
       std::vector<float> buf = values(r, n);
-      const double t_ring = timed(*mpi, reps, [&] { ring->all_reduce(0, {buf.data()}, n, DType::f32); });
+      const double t_ring = timed(*mpi, reps, [&] { ring->all_reduce(0, {buf.data()}, n, DType::f32, true); });
       const double t_mpi = timed(*mpi, reps, [&] {
         MPI_Allreduce(MPI_IN_PLACE, buf.data(), int(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
       });
@@ -122,7 +122,7 @@ int main(int argc, char** argv) {
         std::vector<float> copy(static_cast<size_t>(n));
         for (int k = 0; k <= reps; k++) {
           auto t0 = Clock::now();
-          threads->all_reduce(0, ptrs, n, DType::f32);
+          threads->all_reduce(0, ptrs, n, DType::f32, true);
           if (k > 0) tt.push_back(since(t0));
           t0 = Clock::now();
           std::memcpy(copy.data(), local[0].data(), bytes);

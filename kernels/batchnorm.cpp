@@ -44,9 +44,11 @@ template <typename T>
 void batchnorm_forward_train_cpu(int64_t M, int C, const T* x, const acc_t<T>* gamma,
                                  const acc_t<T>* beta, double eps, double momentum, T* y,
                                  acc_t<T>* save_mean, acc_t<T>* save_invstd,
-                                 acc_t<T>* running_mean, acc_t<T>* running_var) {
+                                 acc_t<T>* running_mean, acc_t<T>* running_var,
+                                 const BatchNormSync* sync) {
   using A = acc_t<T>;
   const size_t Cs = size_t(C);
+  const A Mt = A(sync ? sync->count : M);  // the values per channel, over every replica
   // Two passes: the mean first, then the mean squared deviation from it. Why not one pass
   // with var = E[x^2] - E[x]^2? When |mean| is large next to the spread, that subtracts two
   // nearly equal large numbers and loses the variance in their rounding error: for fp16
@@ -57,17 +59,19 @@ void batchnorm_forward_train_cpu(int64_t M, int C, const T* x, const acc_t<T>* g
   // passes are easier to read, and a CPU reference does not mind reading x twice.)
   std::vector<A> mean(Cs), var(Cs);
   channel_sums(M, C, mean.data(), [&](int64_t m, int c) { return A(x[m * C + c]); });
-  for (size_t c = 0; c < Cs; c++) mean[c] /= A(M);
+  if (sync) sync->sum(mean.data(), C);
+  for (size_t c = 0; c < Cs; c++) mean[c] /= Mt;
   channel_sums(M, C, var.data(), [&](int64_t m, int c) {
     const A d = A(x[m * C + c]) - mean[size_t(c)];
     return d * d;
   });
+  if (sync) sync->sum(var.data(), C);
   const A mom = A(momentum);
   for (size_t c = 0; c < Cs; c++) {
-    var[c] /= A(M);  // biased: the variance of this batch
+    var[c] /= Mt;  // biased: the variance of this batch
     save_mean[c] = mean[c];
     save_invstd[c] = A(1) / std::sqrt(var[c] + A(eps));
-    const A unbiased = var[c] * A(M) / A(M - 1);
+    const A unbiased = var[c] * Mt / (Mt - A(1));
     running_mean[c] = (A(1) - mom) * running_mean[c] + mom * mean[c];
     running_var[c] = (A(1) - mom) * running_var[c] + mom * unbiased;
   }
@@ -131,14 +135,21 @@ template <typename T>
 void batchnorm_backward_train_cpu(int64_t M, int C, const T* x, const T* dy,
                                   const acc_t<T>* gamma, const acc_t<T>* save_mean,
                                   const acc_t<T>* save_invstd, T* dx, acc_t<T>* dgamma,
-                                  acc_t<T>* dbeta) {
+                                  acc_t<T>* dbeta, const BatchNormSync* sync) {
   using A = acc_t<T>;
   std::vector<A> sdy, sdyx;
   sum_dy_dyxhat<T>(M, C, x, dy, save_mean, save_invstd, sdy, sdyx);
-  accumulate_param_grads<T>(C, sdy, sdyx, dgamma, dbeta);
-  if (!dx) return;
+  accumulate_param_grads<T>(C, sdy, sdyx, dgamma, dbeta);  // this replica's own
   const size_t Cs = size_t(C);
-  const A Ma = A(M);
+  if (sync) {  // every replica's sums, for dx (sync calls it whether or not dx is wanted)
+    std::vector<A> both(sdy);
+    both.insert(both.end(), sdyx.begin(), sdyx.end());
+    sync->sum(both.data(), 2 * C);
+    std::copy(both.begin(), both.begin() + C, sdy.begin());
+    std::copy(both.begin() + C, both.end(), sdyx.begin());
+  }
+  if (!dx) return;
+  const A Ma = A(sync ? sync->count : M);
   std::vector<A> k(Cs);  // gamma * invstd / M
   for (size_t c = 0; c < Cs; c++) k[c] = gamma[c] * save_invstd[c] / Ma;
   // Each thread owns whole pixel rows dx[m][:].
@@ -182,13 +193,15 @@ void batchnorm_backward_eval_cpu(int64_t M, int C, const T* x, const T* dy,
 #define CUTRAIN_INSTANTIATE(T)                                                             \
   template void batchnorm_forward_train_cpu<T>(int64_t, int, const T*, const acc_t<T>*,    \
                                                const acc_t<T>*, double, double, T*,        \
-                                               acc_t<T>*, acc_t<T>*, acc_t<T>*, acc_t<T>*); \
+                                               acc_t<T>*, acc_t<T>*, acc_t<T>*, acc_t<T>*,  \
+                                               const BatchNormSync*);                       \
   template void batchnorm_forward_eval_cpu<T>(int64_t, int, const T*, const acc_t<T>*,     \
                                               const acc_t<T>*, const acc_t<T>*,            \
                                               const acc_t<T>*, double, T*);                \
   template void batchnorm_backward_train_cpu<T>(int64_t, int, const T*, const T*,          \
                                                 const acc_t<T>*, const acc_t<T>*,          \
-                                                const acc_t<T>*, T*, acc_t<T>*, acc_t<T>*); \
+                                                const acc_t<T>*, T*, acc_t<T>*, acc_t<T>*,  \
+                                                const BatchNormSync*);                      \
   template void batchnorm_backward_eval_cpu<T>(int64_t, int, const T*, const T*,           \
                                                const acc_t<T>*, const acc_t<T>*,           \
                                                const acc_t<T>*, double, T*, acc_t<T>*,     \

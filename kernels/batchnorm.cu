@@ -25,6 +25,9 @@
 //   with batchnorm_*_cpu (composed with relu_*_cpu when fused) within a tolerance, not bit for
 //   bit.
 #include "kernels/batchnorm.h"
+
+#include <utility>
+
 #include "kernels/blocked_sum.h"
 #include "kernels/cuda_util.cuh"
 #include "kernels/hd.h"
@@ -187,15 +190,15 @@ __global__ void normalize_kernel(int64_t M, int C, const S* x, const float* gamm
   }
 }
 
-// dx += (gamma*invstd/M) * (M*g - sum g - xhat * sum g*xhat), g the masked dy
-// (batchnorm_backward_train_cpu's last loop).
+// dx += (gamma*invstd/N) * (N*g - sum g - xhat * sum g*xhat), g the masked dy, N = count
+// (M, or every replica's M with sync; batchnorm_backward_train_cpu's last loop).
 template <typename S>
-__global__ void dx_train_kernel(int64_t M, int C, const S* x, const S* y, const S* dy,
-                                const float* gamma, const float* mean, const float* invstd,
-                                const float* sums, bool relu, S* dx) {
+__global__ void dx_train_kernel(int64_t M, int64_t count, int C, const S* x, const S* y,
+                                const S* dy, const float* gamma, const float* mean,
+                                const float* invstd, const float* sums, bool relu, S* dx) {
   const int c = blockIdx.x * kTX + threadIdx.x;
   if (c >= C) return;
-  const float Ma = float(M), mu = mean[c], is = invstd[c];
+  const float Ma = float(count), mu = mean[c], is = invstd[c];
   const float k = gamma[c] * is / Ma, sdy = sums[c], sdyx = sums[C + c];
   for (int64_t m = int64_t(blockIdx.y) * kTY + threadIdx.y; m < M; m += int64_t(gridDim.y) * kTY) {
     const int64_t i = m * C + c;
@@ -254,26 +257,44 @@ template <typename T>
 void batchnorm_forward_train_gpu(int64_t M, int C, const T* x, const float* gamma,
                                  const float* beta, double eps, double momentum, bool relu,
                                  T* y, float* save_mean, float* save_invstd,
-                                 float* running_mean, float* running_var, cudaStream_t stream) {
-  CHECK(M >= 2 && C > 0, "batchnorm_forward_train_gpu: needs M >= 2 (one value has no "
-                         "variance) and C > 0, got M = " << M << ", C = " << C);
+                                 float* running_mean, float* running_var, cudaStream_t stream,
+                                 const BatchNormSync* sync) {
+  const int64_t count = sync ? sync->count : M;  // values per channel, over every replica
+  CHECK(M >= 1 && count >= 2 && C > 0,
+        "batchnorm_forward_train_gpu: needs at least 2 values per channel (one has no "
+        "variance) and C > 0, got M = " << M << " (" << count << " over every replica), C = "
+                                        << C);
   using S = storage_t<T>;
   const int G = row_groups(M);
   DeviceBuffer partial = partial_buffer(1, G, C, stream);
   float* p = static_cast<float*>(partial.data());
+  DeviceBuffer total;  // with sync: (C) sums
+  if (sync) total = DeviceBuffer(sizeof(float) * size_t(C), current_device(), stream);
+  float* t = static_cast<float*>(total.data());
+  // The partials a finalize reads: this replica's G, or with sync their one sum per channel
+  // (a "mean" over 1 value) summed over the replicas.
+  auto partials = [&]() -> std::pair<const float*, int> {
+    if (!sync) return {p, G};
+    mean_finalize_kernel<<<warp_blocks(C), 256, 0, stream>>>(1, C, G, p, t);
+    LAUNCH_CHECK();
+    sync->sum(t, C);
+    return {t, 1};
+  };
   // Pass 1: the mean, straight into save_mean.
   channel_partials_kernel<1><<<grid_2d(C, G), kBlock2d, 0, stream>>>(
       M, C, TermX<S>{dev(x), C}, p);
   LAUNCH_CHECK();
-  mean_finalize_kernel<<<warp_blocks(C), 256, 0, stream>>>(M, C, G, p, save_mean);
+  const auto [p1, g1] = partials();
+  mean_finalize_kernel<<<warp_blocks(C), 256, 0, stream>>>(count, C, g1, p1, save_mean);
   LAUNCH_CHECK();
   // Pass 2: the variance as the mean squared deviation (two passes: see batchnorm.cpp).
   channel_partials_kernel<1><<<grid_2d(C, G), kBlock2d, 0, stream>>>(
       M, C, TermSquaredDeviation<S>{dev(x), save_mean, C}, p);
   LAUNCH_CHECK();
-  var_finalize_kernel<<<warp_blocks(C), 256, 0, stream>>>(M, C, G, p, float(eps), float(momentum),
-                                                        save_mean, save_invstd, running_mean,
-                                                        running_var);
+  const auto [p2, g2] = partials();
+  var_finalize_kernel<<<warp_blocks(C), 256, 0, stream>>>(count, C, g2, p2, float(eps),
+                                                        float(momentum), save_mean, save_invstd,
+                                                        running_mean, running_var);
   LAUNCH_CHECK();
   // Pass 3: y.
   normalize_kernel<<<grid_2d(C, apply_groups(M)), kBlock2d, 0, stream>>>(
@@ -300,16 +321,20 @@ template <typename T>
 void batchnorm_backward_train_gpu(int64_t M, int C, const T* x, const T* y, const T* dy,
                                   const float* gamma, const float* save_mean,
                                   const float* save_invstd, bool relu, T* dx, float* dgamma,
-                                  float* dbeta, cudaStream_t stream) {
+                                  float* dbeta, cudaStream_t stream,
+                                  const BatchNormSync* sync) {
   check_sizes("batchnorm_backward_train_gpu", M, C, relu, y);
   DeviceBuffer sums(sizeof(float) * 2 * size_t(C), current_device(), stream);
   float* s = static_cast<float*>(sums.data());
-  // The sums are needed for dx even when dgamma and dbeta are not wanted.
+  // The sums are needed for dx even when dgamma and dbeta are not wanted; dgamma and dbeta
+  // take this replica's own.
   backward_sums(M, C, dev(x), dev(y), dev(dy), save_mean, save_invstd, relu, s, dgamma, dbeta,
                 stream);
+  if (sync) sync->sum(s, 2 * C);  // every replica joins, whether or not it wants dx
   if (!dx) return;
   dx_train_kernel<<<grid_2d(C, apply_groups(M)), kBlock2d, 0, stream>>>(
-      M, C, dev(x), dev(y), dev(dy), gamma, save_mean, save_invstd, s, relu, dev(dx));
+      M, sync ? sync->count : M, C, dev(x), dev(y), dev(dy), gamma, save_mean, save_invstd, s,
+      relu, dev(dx));
   LAUNCH_CHECK();
 }
 
@@ -355,13 +380,15 @@ void batchnorm_running_update_gpu(int C, const float* sums, double scale, double
 #define CUTRAIN_INSTANTIATE(T)                                                                 \
   template void batchnorm_forward_train_gpu<T>(int64_t, int, const T*, const float*,           \
                                                const float*, double, double, bool, T*, float*, \
-                                               float*, float*, float*, cudaStream_t);          \
+                                               float*, float*, float*, cudaStream_t,           \
+                                               const BatchNormSync*);                          \
   template void batchnorm_forward_eval_gpu<T>(int64_t, int, const T*, const float*,            \
                                               const float*, const float*, const float*, double, \
                                               bool, T*, cudaStream_t);                         \
   template void batchnorm_backward_train_gpu<T>(int64_t, int, const T*, const T*, const T*,    \
                                                 const float*, const float*, const float*, bool, \
-                                                T*, float*, float*, cudaStream_t);             \
+                                                T*, float*, float*, cudaStream_t,              \
+                                                const BatchNormSync*);                         \
   template void batchnorm_backward_eval_gpu<T>(int64_t, int, const T*, const T*, const T*,     \
                                                const float*, const float*, const float*,       \
                                                double, bool, T*, float*, float*, cudaStream_t);

@@ -18,11 +18,26 @@
 // backward in kernels/; any of dx, dgamma, dbeta may be null when that gradient is not wanted.
 #pragma once
 #include <cstdint>
+#include <functional>
 
 #include "kernels/gpu.h"
 #include "kernels/half.h"
 
 namespace cutrain {
+
+// Synchronised BatchNorm (--sync-bn): one batch spread over several replicas, its statistics
+// taken over all of them. The training functions take an optional sync: between their passes
+// they call sum(data, n) with this replica's per-channel sums (acc_t<T>: float, or double on
+// the CPU), which must leave in data the sums over every replica's (an all-reduce; on a GPU
+// queued in stream order). The forward calls it twice (n = C: sum x, then sum (x - mean)^2),
+// the backward once (n = 2C: sum dy, then sum dy*xhat). count, the values per channel over
+// every replica, stands where the formulas below say M (this replica's M still bounds the
+// loops). dgamma and dbeta stay this replica's own sums: the gradients' all-reduce averages
+// them like every weight's. Null: the batch is this replica's alone.
+struct BatchNormSync {
+  int64_t count = 0;
+  std::function<void(void* data, int n)> sum;
+};
 
 // Training forward: normalise with the statistics of this batch.
 //   mean[c]   = (1/M) sum_m x[m][c]
@@ -43,7 +58,8 @@ template <typename T>
 void batchnorm_forward_train_cpu(int64_t M, int C, const T* x, const acc_t<T>* gamma,
                                  const acc_t<T>* beta, double eps, double momentum, T* y,
                                  acc_t<T>* save_mean, acc_t<T>* save_invstd,
-                                 acc_t<T>* running_mean, acc_t<T>* running_var);
+                                 acc_t<T>* running_mean, acc_t<T>* running_var,
+                                 const BatchNormSync* sync = nullptr);
 
 // One update of the running statistics from batch statistics summed over a step's
 // micro-batches (and averaged over replicas): nn/ops.h, BatchNormState::step_sums. sums holds C
@@ -81,7 +97,7 @@ template <typename T>
 void batchnorm_backward_train_cpu(int64_t M, int C, const T* x, const T* dy,
                                   const acc_t<T>* gamma, const acc_t<T>* save_mean,
                                   const acc_t<T>* save_invstd, T* dx, acc_t<T>* dgamma,
-                                  acc_t<T>* dbeta);
+                                  acc_t<T>* dbeta, const BatchNormSync* sync = nullptr);
 
 // Eval backward: the running statistics are constants, so BN is a per-channel affine map.
 //   invstd[c]  = 1 / sqrt(running_var[c] + eps)
@@ -114,7 +130,8 @@ template <typename T>
 void batchnorm_forward_train_gpu(int64_t M, int C, const T* x, const float* gamma,
                                  const float* beta, double eps, double momentum, bool relu,
                                  T* y, float* save_mean, float* save_invstd,
-                                 float* running_mean, float* running_var, cudaStream_t stream);
+                                 float* running_mean, float* running_var, cudaStream_t stream,
+                                 const BatchNormSync* sync = nullptr);
 template <typename T>
 void batchnorm_forward_eval_gpu(int64_t M, int C, const T* x, const float* gamma,
                                 const float* beta, const float* running_mean,
@@ -124,7 +141,8 @@ template <typename T>
 void batchnorm_backward_train_gpu(int64_t M, int C, const T* x, const T* y, const T* dy,
                                   const float* gamma, const float* save_mean,
                                   const float* save_invstd, bool relu, T* dx, float* dgamma,
-                                  float* dbeta, cudaStream_t stream);
+                                  float* dbeta, cudaStream_t stream,
+                                  const BatchNormSync* sync = nullptr);
 template <typename T>
 void batchnorm_backward_eval_gpu(int64_t M, int C, const T* x, const T* y, const T* dy,
                                  const float* gamma, const float* running_mean,

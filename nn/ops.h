@@ -18,12 +18,24 @@
 // parameters and statistics and the loss, which are kept in the accumulation dtype
 // (f32 for f16 activations): that is the mixed-precision rule.
 #pragma once
+#include <functional>
+
 #include "nn/autograd.h"
+#include "nn/context.h"
 
 namespace cutrain {
 
 VarPtr conv2d(Tape& tape, const VarPtr& x, const VarPtr& w, const VarPtr& b,
               int stride_h, int stride_w, int pad_h, int pad_w);
+
+// Synchronised BatchNorm's link to the other replicas (--sync-bn; the engine sets it,
+// train/replicas/REPLICAS.md): images, this micro-batch's images over every replica (0: not
+// synchronised); sum(ctx, data, n, dtype) turns this replica's n per-channel sums (in ctx, the
+// op's context) into the sums over every replica, as an all-reduce in ctx's stream order.
+struct BatchSync {
+  int64_t images = 0;
+  std::function<void(const Context& ctx, void* data, int n, DType dtype)> sum;
+};
 
 // Running statistics of a BatchNorm layer: not parameters (no gradient), but state that is
 // saved in checkpoints. mean/var are (C) in the acc dtype.
@@ -40,6 +52,10 @@ struct BatchNormState {
   // (batchnorm_running_update_cpu/gpu). Undefined: each training forward updates running_*
   // itself, which is the same thing when a step is one micro-batch of one replica.
   Tensor step_sums;
+  // --sync-bn: set, a training forward takes the statistics of the batch over every replica
+  // (sync->images of them), and its backward the gradient's sums likewise
+  // (BatchNormSync, kernels/batchnorm.h). Null: this replica's batch alone.
+  const BatchSync* sync = nullptr;
 };
 
 // training = true: normalise with the batch statistics (biased variance) and update the

@@ -55,11 +55,21 @@ VarPtr batchnorm2d(Tape& tape, const VarPtr& x, const VarPtr& gamma, const VarPt
           kOp << ": step_sums must be (" << 2 * C << ") " << dtype_name(acc_dtype(X.dtype()))
               << ", got " << state.step_sums.str());
   }
-  CHECK(!training || M > 1,
+  const DType acc = acc_dtype(X.dtype());
+  // --sync-bn: the statistics over every replica's batch, count values per channel; the
+  // kernels call sync.sum between their passes.
+  BatchNormSync sync;
+  const bool synced = training && state.sync && state.sync->images > 0;
+  if (synced) {
+    const int64_t N = X.dim(0);
+    sync.count = M / N * state.sync->images;
+    sync.sum = [ctx, acc, link = state.sync](void* data, int n) { link->sum(ctx, data, n, acc); };
+  }
+  const BatchNormSync* sync_p = synced ? &sync : nullptr;
+  CHECK(!training || (synced ? sync.count : M) > 1,
         kOp << ": training needs more than one value per channel, but x " << X.str()
             << " has M = N*H*W = 1, for which the batch variance is undefined");
 
-  const DType acc = acc_dtype(X.dtype());
   const double eps = state.eps;
   const bool rg = x->requires_grad || gamma->requires_grad || beta->requires_grad;
   const bool record = tape.wants({x.get(), gamma.get(), beta.get()});
@@ -98,7 +108,7 @@ VarPtr batchnorm2d(Tape& tape, const VarPtr& x, const VarPtr& gamma, const VarPt
       ON_GPU(kOp, T, batchnorm_forward_train_gpu<T>(
                          M, C, X.data<T>(), g, b, eps, momentum, /*relu=*/false,
                          y->value.data<T>(), saved_mean.data<A>(), saved_invstd.data<A>(),
-                         run.data<A>(), run_v.data<A>() + var_at, ctx.stream));
+                         run.data<A>(), run_v.data<A>() + var_at, ctx.stream, sync_p));
     else if (gpu)
       ON_GPU(kOp, T, batchnorm_forward_eval_gpu<T>(
                          M, C, X.data<T>(), g, b, state.running_mean.data<A>(),
@@ -107,7 +117,7 @@ VarPtr batchnorm2d(Tape& tape, const VarPtr& x, const VarPtr& gamma, const VarPt
     else if (training)
       batchnorm_forward_train_cpu<T>(M, C, X.data<T>(), g, b, eps, momentum, y->value.data<T>(),
                                      saved_mean.data<A>(), saved_invstd.data<A>(),
-                                     run.data<A>(), run_v.data<A>() + var_at);
+                                     run.data<A>(), run_v.data<A>() + var_at, sync_p);
     else
       batchnorm_forward_eval_cpu<T>(M, C, X.data<T>(), g, b, state.running_mean.data<A>(),
                                     state.running_var.data<A>(), eps, y->value.data<T>());
@@ -121,8 +131,9 @@ VarPtr batchnorm2d(Tape& tape, const VarPtr& x, const VarPtr& gamma, const VarPt
   });
 
   if (record)
-    tape.record(kOp, [x, gamma, beta, y, M, C, training, eps, saved_mean,
-                     saved_invstd, seen_mean, seen_var, gpu, ctx] {
+    tape.record(kOp, [x, gamma, beta, y, M, C, training, eps, saved_mean, saved_invstd,
+                      seen_mean, seen_var, gpu, ctx, sync, synced] {
+      const BatchNormSync* sync_p = synced ? &sync : nullptr;
       dispatch_float(y->value.dtype(), [&](auto tag) {
         using T = decltype(tag);
         using A = acc_t<T>;
@@ -135,14 +146,15 @@ VarPtr batchnorm2d(Tape& tape, const VarPtr& x, const VarPtr& gamma, const VarPt
         if (gpu && training)
           ON_GPU(kOp, T, batchnorm_backward_train_gpu<T>(
                              M, C, xv, /*y=*/nullptr, dy, g, saved_mean.data<A>(),
-                             saved_invstd.data<A>(), /*relu=*/false, dx, dg, db, ctx.stream));
+                             saved_invstd.data<A>(), /*relu=*/false, dx, dg, db, ctx.stream,
+                             sync_p));
         else if (gpu)
           ON_GPU(kOp, T, batchnorm_backward_eval_gpu<T>(
                              M, C, xv, /*y=*/nullptr, dy, g, seen_mean.data<A>(),
                              seen_var.data<A>(), eps, /*relu=*/false, dx, dg, db, ctx.stream));
         else if (training)
           batchnorm_backward_train_cpu<T>(M, C, xv, dy, g, saved_mean.data<A>(),
-                                          saved_invstd.data<A>(), dx, dg, db);
+                                          saved_invstd.data<A>(), dx, dg, db, sync_p);
         else
           batchnorm_backward_eval_cpu<T>(M, C, xv, dy, g, seen_mean.data<A>(),
                                          seen_var.data<A>(), eps, dx, dg, db);

@@ -2,9 +2,12 @@
 // statistics (unbiased variance), eval against train, backward accumulation, and fp16
 // storage with fp32 statistics (including inputs near 30000, where a one-pass variance fails).
 #include <cmath>
+#include <random>
+#include <thread>
 #include <vector>
 
 #include "kernels/batchnorm.h"
+#include "tests/kernels/thread_sum.h"
 #include "tests/test_util.h"
 
 using namespace cutrain;
@@ -216,5 +219,91 @@ TEST_CASE("batchnorm: fp16 inputs near 30000 normalise without inf or NaN") {
     const float naive = s2 / M - (s / M) * (s / M);
     INFO("channel " << c << ": one-pass variance " << naive << ", true " << var[size_t(c)]);
     REQUIRE(std::fabs(naive - var[size_t(c)]) > 0.1 * var[size_t(c)]);
+  }
+}
+
+TEST_CASE("batchnorm: synchronised over R parts of the batch (BatchNormSync) equals the whole "
+          "batch") {
+  // The batch's M rows in R parts of unequal sizes, each part's forward and backward on a
+  // thread of its own whose sums meet in a ThreadSum: every part's y and dx equal the whole
+  // batch's rows, the statistics and running averages equal, and the parts' dgamma and dbeta
+  // add up to the whole batch's. In double: the same computation but for the order of the sums.
+  const int C = 5;
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> u(-2, 3);
+  for (const std::vector<int64_t>& parts : {std::vector<int64_t>{25, 25},
+                                            std::vector<int64_t>{17, 20, 13}}) {
+    const int R = int(parts.size());
+    INFO(R << " parts");
+    int64_t M = 0;
+    for (int64_t m : parts) M += m;
+    const size_t n = size_t(M) * C;
+    std::vector<double> x(n), dy(n), g(C), b(C);
+    for (double& v : x) v = u(rng);
+    for (double& v : dy) v = u(rng) - 0.5;
+    for (double& v : g) v = 0.5 + u(rng) / 5;
+    for (double& v : b) v = u(rng) / 5;
+    const double eps = 1e-5, mom = 0.1;
+    // The whole batch.
+    std::vector<double> y(n), sm(C), si(C), rm(C, 0.2), rv(C, 1.5), dx(n, 0), dg(C, 0), db(C, 0);
+    batchnorm_forward_train_cpu<double>(M, C, x.data(), g.data(), b.data(), eps, mom, y.data(),
+                                        sm.data(), si.data(), rm.data(), rv.data());
+    batchnorm_backward_train_cpu<double>(M, C, x.data(), dy.data(), g.data(), sm.data(),
+                                         si.data(), dx.data(), dg.data(), db.data());
+    // The parts, side by side.
+    cutrain_test::ThreadSum<double> all(R);
+    using Parts = std::vector<std::vector<double>>;
+    const std::vector<double> zeros(C, 0.0);
+    const size_t Rs = size_t(R);
+    Parts py(Rs), pdx(Rs), psm(Rs, zeros), psi = psm, pdg = psm, pdb = psm;
+    Parts prm(Rs, std::vector<double>(C, 0.2)), prv(Rs, std::vector<double>(C, 1.5));
+    std::vector<std::thread> threads;
+    int64_t first = 0;
+    for (int r = 0; r < R; r++) {
+      const int64_t Mr = parts[size_t(r)], at = first * C;
+      first += Mr;
+      py[size_t(r)].assign(size_t(Mr * C), 0);
+      pdx[size_t(r)].assign(size_t(Mr * C), 0);
+      threads.emplace_back([&, r, Mr, at] {
+        BatchNormSync sync;
+        sync.count = M;
+        sync.sum = [&, r](void* v, int k) { all.sum(r, static_cast<double*>(v), k); };
+        const size_t i = size_t(r);
+        batchnorm_forward_train_cpu<double>(Mr, C, x.data() + at, g.data(), b.data(), eps, mom,
+                                            py[i].data(), psm[i].data(), psi[i].data(),
+                                            prm[i].data(), prv[i].data(), &sync);
+        batchnorm_backward_train_cpu<double>(Mr, C, x.data() + at, dy.data() + at, g.data(),
+                                             psm[i].data(), psi[i].data(), pdx[i].data(),
+                                             pdg[i].data(), pdb[i].data(), &sync);
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    first = 0;
+    std::vector<double> dg_sum(C, 0), db_sum(C, 0);
+    for (int r = 0; r < R; r++) {
+      const size_t i = size_t(r);
+      const auto at = std::ptrdiff_t(first * C), end = std::ptrdiff_t((first + parts[i]) * C);
+      first += parts[i];
+      INFO("part " << r);
+      require_near(py[i], std::vector<double>(y.begin() + at, y.begin() + end), 1e-13);
+      require_near(pdx[i], std::vector<double>(dx.begin() + at, dx.begin() + end), 1e-13);
+      require_near(psm[i], sm, 1e-13);
+      require_near(psi[i], si, 1e-13);
+      require_near(prm[i], rm, 1e-13);
+      require_near(prv[i], rv, 1e-13);
+      for (int c = 0; c < C; c++) {
+        dg_sum[size_t(c)] += pdg[i][size_t(c)];
+        db_sum[size_t(c)] += pdb[i][size_t(c)];
+      }
+    }
+    require_near(dg_sum, dg, 1e-12);
+    require_near(db_sum, db, 1e-12);
+    // One part alone (no sync) normalises with its own statistics: far from the whole batch's.
+    std::vector<double> alone(size_t(parts[0] * C)), am(C), ai(C), arm(C, 0.2), arv(C, 1.5);
+    batchnorm_forward_train_cpu<double>(parts[0], C, x.data(), g.data(), b.data(), eps, mom,
+                                        alone.data(), am.data(), ai.data(), arm.data(), arv.data());
+    double far = 0;
+    for (int c = 0; c < C; c++) far = std::max(far, std::abs(am[size_t(c)] - sm[size_t(c)]));
+    REQUIRE(far > 1e-3);
   }
 }

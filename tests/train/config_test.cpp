@@ -183,6 +183,18 @@ TEST_CASE("config: a resumed run may change how long it runs, not what it comput
   REQUIRE(resume_config(saved, cli, {"cuda_graph"}).cuda_graph);
 }
 
+TEST_CASE("config: --sync-bn is recorded with the run; a resumed run keeps it and refuses a switch") {
+  TrainConfig saved;
+  saved.sync_bn = true;
+  REQUIRE(config_from_json_text(config_to_json_text(saved), "x.json").sync_bn);
+  REQUIRE(!config_from_json_text(config_to_json_text(TrainConfig()), "x.json").sync_bn);
+  TrainConfig cli;  // resumed without the flag: the checkpoint's setting stands
+  REQUIRE(resume_config(saved, cli, {}).sync_bn);
+  saved.sync_bn = false, cli.sync_bn = true;
+  REQUIRE_ERROR(resume_config(saved, cli, {"sync_bn"}),
+                "--sync-bn true differs from the checkpoint's false");
+}
+
 TEST_CASE("device: auto falls back to the CPU with one line saying why; cuda names what is missing") {
   const RunDevice a = choose_device("auto", "auto");
   if (gpu_usable()) {  // a CUDA build on a machine with a GPU: auto takes it, fp16

@@ -206,4 +206,74 @@ inline void set_gradient(cutrain::Trainer& t, int r, const std::string& param, i
   FAIL("replica " << r << " has no parameter " << param);
 }
 
+
+// The largest relative difference (L2) between replica r's BatchNorm running statistics and
+// the one replica's, over every layer.
+inline double batchnorm_stats_difference(cutrain::Trainer& one, cutrain::Trainer& t, int r) {
+  const auto on = t.on_replica(r);
+  const auto& want = one.model().batchnorm_states();
+  const auto& got = t.model(r).batchnorm_states();
+  REQUIRE(!want.empty());
+  REQUIRE(got.size() == want.size());
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); i++) {
+    worst = std::max(worst, relative(got[i].second->running_mean.to_doubles(),
+                                     want[i].second->running_mean.to_doubles()));
+    worst = std::max(worst, relative(got[i].second->running_var.to_doubles(),
+                                     want[i].second->running_var.to_doubles()));
+  }
+  return worst;
+}
+
+// --sync-bn: R replicas (each of `counts`) of a model with BatchNorm, each with B/R images,
+// against one replica with the whole batch B (the same data order, one micro-batch a step),
+// 5 steps in `where`'s precision: the losses, every replica's averaged gradient, the weights
+// and the BatchNorm running statistics within `tol` (relative, L2); after every step every
+// replica equal bit for bit. And the control: without --sync-bn the same replicas are farther
+// than 100 tol from the one replica (each normalises its own shard), so the test sees the
+// synchronisation and not a coincidence. config(out, R, sync_bn) makes each run's
+// configuration (R = 1: the plain run).
+inline void require_sync_bn_like_one(
+    const std::string& dir,
+    const std::function<cutrain::TrainConfig(const std::string&, int, bool)>& config,
+    const cutrain::RunDevice& where, std::initializer_list<int> counts, double tol) {
+  using namespace cutrain;
+  const int steps = 5;
+  for (int R : counts) {
+    INFO(R << " replicas");
+    const std::string r = std::to_string(R);
+    Trainer one(config(dir + "/one" + r, 1, false), where);
+    Trainer t(config(dir + "/sync" + r, R, true), where);
+    Trainer plain(config(dir + "/plain" + r, R, false), where);
+    REQUIRE(t.replicas_description().find("--sync-bn") != std::string::npos);
+    REQUIRE(plain.replicas_description().find("--sync-bn") == std::string::npos);
+    std::vector<double> g1;
+    double worst_grad = 0;
+    one.after_backward = [&](Trainer& tr) { g1 = gradients(tr); };
+    t.after_backward = [&](Trainer& tr) {
+      for (int k = 0; k < R; k++) worst_grad = std::max(worst_grad, relative(gradients(tr, k), g1));
+    };
+    double worst_loss = 0, worst_stats = 0, plain_off = 0;
+    for (int s = 0; s < steps; s++) {
+      const StepResult a = one.step(), b = t.step(), c = plain.step();
+      REQUIRE(b.taken);
+      worst_loss = std::max(worst_loss, std::abs(b.loss - a.loss) / std::abs(a.loss));
+      REQUIRE(t.replicas_difference() == "");  // every replica alike, statistics included
+      for (int k = 0; k < R; k++)
+        worst_stats = std::max(worst_stats, batchnorm_stats_difference(one, t, k));
+      plain_off = std::max(plain_off, std::abs(c.loss - a.loss) / std::abs(a.loss));
+    }
+    const double off = relative(weights(t), weights(one));
+    plain_off = std::max(plain_off, relative(weights(plain), weights(one)));
+    INFO("losses within " << worst_loss << ", gradients " << worst_grad << ", weights " << off
+                          << ", statistics " << worst_stats << "; without --sync-bn "
+                          << plain_off);
+    REQUIRE(worst_loss < tol);
+    REQUIRE(worst_grad < tol);
+    REQUIRE(off < tol);
+    REQUIRE(worst_stats < tol);
+    REQUIRE(plain_off > 100 * tol);
+  }
+}
+
 }  // namespace cutrain_test

@@ -52,6 +52,23 @@ TEST_CASE("replicas [gpu]: R = 2 and 4 GPU replicas step like one GPU replica wi
       dir.str(), [](const std::string& out, int R) { return gpu_config(out, R); }, gpu(), {2, 4});
 }
 
+TEST_CASE("replicas [gpu]: --sync-bn, R GPU replicas with B/R images each equal one GPU replica "
+          "with B, running statistics included") {
+  // fp32 with the direct kernels: the CPU test's comparison (replicas_test.cpp), through the
+  // GPU kernels' sync path (BatchNormSync) and the peer ring's sums, the replicas' forward and
+  // backward on threads of their own.
+  REQUIRE_GPU();
+  TempDir dir;
+  require_sync_bn_like_one(
+      dir.str(),
+      [](const std::string& out, int R, bool sync_bn) {
+        TrainConfig c = gpu_config(out, R, kTinyModel);
+        c.sync_bn = sync_bn;
+        return c;
+      },
+      gpu(), {2, 3}, kGpuVsCpu);
+}
+
 TEST_CASE("replicas [gpu]: GPU replicas follow CPU replicas (fp32, direct kernels)") {
   REQUIRE_GPU();
   TempDir dir;

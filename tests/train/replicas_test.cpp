@@ -76,6 +76,20 @@ TEST_CASE("replicas: with BatchNorm, R replicas equal one replica with the batch
   }
 }
 
+TEST_CASE("replicas: --sync-bn, R replicas with B/R images each equal one replica with B, "
+          "running statistics included") {
+  // In double the two are the same computation to rounding (the sums over the batch run in
+  // another order: shard by shard, then the ring); in fp32 that order shows as ~1e-6.
+  TempDir dir;
+  auto config = [](const std::string& out, int R, bool sync_bn) {
+    TrainConfig c = replica_config(out, R, kTinyModel);
+    c.sync_bn = sync_bn;
+    return c;
+  };
+  SUBCASE("double") { require_sync_bn_like_one(dir / "f64", config, cpu(DType::f64), {2, 3}, 1e-12); }
+  SUBCASE("fp32") { require_sync_bn_like_one(dir / "f32", config, cpu(DType::f32), {2, 3}, 1e-5); }
+}
+
 TEST_CASE("replicas: every sample exactly once per epoch across the replicas, in the order of one") {
   TempDir dir;
   require_each_sample_once(

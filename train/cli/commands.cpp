@@ -99,6 +99,11 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
   t->add_option("--accum", c.accum, "Compute each step as this many micro-batches "
                                     "(gradient accumulation; divides --batch)")
       ->group("Optimization");
+  t->add_flag("--sync-bn", c.sync_bn,
+              "Replicas (--devices, mpirun): BatchNorm takes its statistics over the whole "
+              "batch, every replica's shard, as one replica with the whole batch would "
+              "(synchronised BatchNorm; without it each replica uses its own shard's)")
+      ->group("Optimization");
   t->add_option("--max-skips", c.max_skips,
                 "fp16: stop the run, naming the step, after this many steps in a row were "
                 "skipped for inf/NaN gradients (fp32 has no loss scale to lower: it stops at "

@@ -123,6 +123,7 @@ Engine::Engine(const TrainConfig& cfg, const RunDevice& device, const ClassBalan
       collective_ = make_cpu_ring(R);
     }
     marked_.assign(replicas_[0]->grads->size(), 0);
+    if (cfg_.sync_bn) start_sync_bn();
   }
   if (cfg_.cuda_graph && device_.device == Device::cuda && world_ == 1)
     graphs_ = std::make_unique<Graphs>();
@@ -179,7 +180,7 @@ void Engine::launch_step(const StepResult& host) {
     }
   }
   std::vector<StepRecord*> recs;
-  for (auto& rep : replicas_) {
+  for (auto& rep : replicas_) {  // (with threads_: their records here, their steps below)
     Lane& lane = *rep->lane;
     const OnDevice on(lane.context());
     if (tracer && lane.where() == Device::cuda && !lane.timeline) {
@@ -197,11 +198,17 @@ void Engine::launch_step(const StepResult& host) {
     } else {
       StepRecord* rec = lane.record(slot_);
       lane.clear(rec);
-      forward_backward(*rep, images, rec);
+      if (!threads_) forward_backward(*rep, images, rec);
       recs.push_back(rec);
       if (graphs_ && images == cfg_.batch) graphs_->eager_full++;
     }
   }
+  if (threads_)  // --sync-bn: side by side, each replica's BatchNorm layers meeting the others'
+    threads_->run([&](int i) {
+      Replica& rep = *replicas_[size_t(i)];
+      const OnDevice on(rep.lane->context());
+      forward_backward(rep, images, recs[size_t(i)]);
+    });
   if (R > 1) {
     CHECK(reduced_ == marked_.size(), "step " << r.step << ": " << reduced_ << " of "
                                               << marked_.size()
@@ -269,6 +276,7 @@ void Engine::next_shards(StepResult& r) {
   }
   r.data_wait_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
+  if (sync_bn_) plan_sync(r.step);
   r.batch = replicas_[0]->batch.where;
 }
 
@@ -287,6 +295,8 @@ void Engine::forward_backward(Replica& rep, int images, StepRecord* rec) {
   const int micro = cfg_.batch / R / cfg_.accum;
   for (int begin = 0; begin < batch.n; begin += micro) {
     const int n = std::min(micro, batch.n - begin);
+    if (sync_bn_)  // this micro-batch's images over every replica (0: not synchronised)
+      rep.bn_sync.images = sync_images_.empty() ? 0 : sync_images_.at(size_t(begin / micro));
     // This micro-batch's share of the global batch's mean loss, times R: the all-reduce
     // averages over the R replicas (sum, then 1/R). With R = 1: n / batch.n.
     const double share = double(n) * R / double(images);
@@ -323,6 +333,7 @@ void Engine::forward_backward(Replica& rep, int images, StepRecord* rec) {
 }
 
 void Engine::bucket_ready(Replica& rep, int k) {
+  const std::lock_guard<std::mutex> lock(comm_mu_);  // (replicas' threads: --sync-bn)
   if (!rep.any_ready) {  // its first this step: where the replica's communication could start
     rep.lane->mark(Lane::first_ready, slot_);
     rep.any_ready = true;
@@ -337,7 +348,7 @@ void Engine::bucket_ready(Replica& rep, int k) {
     std::vector<void*> data;
     for (auto& r : replicas_) data.push_back((*r->grads)[b].data);
     const GradBucket& bucket = (*rep.grads)[b];
-    collective_->all_reduce(int(b), data, bucket.numel, bucket.dtype);
+    collective_->all_reduce(int(b), data, bucket.numel, bucket.dtype, true);
   }
 }
 
@@ -352,7 +363,7 @@ void Engine::update_batchnorm() {
       data.push_back(rep->bn_sums.raw());
     }
     const Tensor& t0 = replicas_[0]->bn_sums;
-    collective_->all_reduce(stats_tag(), data, t0.numel(), t0.dtype());
+    collective_->all_reduce(stats_tag(), data, t0.numel(), t0.dtype(), true);
     for (auto& rep : replicas_) {
       const OnDevice on(rep->lane->context());
       collective_->wait(rep->rank);

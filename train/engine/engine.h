@@ -14,11 +14,13 @@
 //   e.launch(r);                 // queue step r.step (CPU: do it)
 //   e.collect(0, done);          // the steps whose records have arrived
 #pragma once
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -154,6 +156,19 @@ class Engine {
   // BatchNorm statistics' step sums.
   int flags_tag() const { return int(marked_.size()); }
   int stats_tag() const { return int(marked_.size()) + 1; }
+  int sync_tag() const { return int(marked_.size()) + 2; }  // --sync-bn's sums
+  // --sync-bn (engine_sync.cpp). The step's plan, from every replica's shard size (under
+  // mpirun gathered from every process): sync_images_, the images of each micro-batch over
+  // every replica, or empty when the shards do not split into the same number of micro-batches
+  // (then each replica's BatchNorm uses its own batch this step, and `notice` says so).
+  void plan_sync(int64_t step);
+  // At start: every replica's BatchNorm layers linked to sync_sum; with replicas in this
+  // process, a thread for each.
+  void start_sync_bn();
+  // rep's BatchNorm layer has its n per-channel sums in data (on its device, queued): they
+  // become the sums over every replica. With replicas in this process, each brings its own
+  // from its thread and the last to arrive runs the all-reduce; every queue then waits for it.
+  void sync_sum(Replica& rep, void* data, int n, DType dtype);
   // The step's one update of every replica's BatchNorm running statistics, from the batch
   // statistics its micro-batches summed (BatchNormState::step_sums), averaged over the
   // replicas first: every replica makes the same update, so their statistics stay equal bit
@@ -179,6 +194,8 @@ class Engine {
   LossScalerConfig scaler_config_;
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::unique_ptr<Collective> collective_;     // R > 1
+  std::mutex comm_mu_;                         // collective_, marked_ and reduced_, which the
+                                               //   replicas' threads share (--sync-bn)
   bool collective_traced_ = false;             // collective_->trace(tracer) was called
   std::unique_ptr<Graphs> graphs_;             // --cuda-graph on a GPU
   bool broken_ = false;
@@ -187,6 +204,16 @@ class Engine {
   size_t reduced_ = 0;                         // buckets averaged this step (a prefix)
   int slot_ = 0;                               // the record slot of the step being queued
   std::deque<Launched> launched_;              // queued, records not yet read, in step order
+  // --sync-bn with world_ > 1 (engine_sync.cpp):
+  bool sync_bn_ = false;
+  std::vector<int64_t> sync_images_;           // this step, per micro-batch (see plan_sync)
+  std::unique_ptr<ReplicaThreads> threads_;    // replicas in this process: their forward and
+                                               //   backward side by side, a thread each
+  std::condition_variable sync_cv_;            // with comm_mu_: the replicas meeting in sync_sum
+  std::vector<void*> sync_data_;               // the arrived replicas' sums
+  int sync_arrived_ = 0;
+  int64_t sync_round_ = 0;
+  bool sync_failed_ = false;                   // a replica's thread failed: nobody waits
 };
 
 // The scaler of a run: dynamic from 2^16 for fp16, the run stopping after max_skips skipped

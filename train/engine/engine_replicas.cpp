@@ -23,6 +23,7 @@ std::string Engine::description() const {
   os << ", " << cfg_.batch / R << " images each of every batch of " << cfg_.batch
      << ", ring all-reduce of " << replicas_[0]->grads->describe();
   if (device_.device == Device::cuda || device_.mpi) os << "; " << collective_->describe();
+  if (sync_bn_) os << "; BatchNorm synchronised over the replicas (--sync-bn)";
   return os.str();
 }
 

@@ -22,10 +22,11 @@ class CpuRing : public Collective {
       : ring_(R), threads_(R, [this](const std::string& why) { ring_.abort(why); }) {}
   int size() const override { return ring_.size(); }
   void mark(int, int) override {}  // the CPU's work is done when queued
-  void all_reduce(int, const std::vector<void*>& data, int64_t n, DType dtype) override {
+  void all_reduce(int, const std::vector<void*>& data, int64_t n, DType dtype,
+                  bool average) override {
     CHECK(int(data.size()) == size(), "all_reduce: " << data.size() << " buffers for "
                                                     << size() << " replicas");
-    threads_.run([&](int r) { ring_.all_reduce(r, data[size_t(r)], n, dtype, true); });
+    threads_.run([&](int r) { ring_.all_reduce(r, data[size_t(r)], n, dtype, average); });
   }
   void any(int, const std::vector<int32_t*>& flags, int64_t n) override {
     // A few dozen ints in host memory: OR-ed where they are, then the same bits everywhere.
@@ -60,8 +61,9 @@ class GpuRing : public Collective {
       }
     e[size_t(rank)].record(streams_[size_t(rank)]);
   }
-  void all_reduce(int tag, const std::vector<void*>& data, int64_t n, DType dtype) override {
-    ring_.all_reduce(data, n, dtype, true, ready(tag));
+  void all_reduce(int tag, const std::vector<void*>& data, int64_t n, DType dtype,
+                  bool average) override {
+    ring_.all_reduce(data, n, dtype, average, ready(tag));
   }
   void any(int tag, const std::vector<int32_t*>& flags, int64_t n) override {
     ring_.any(flags, n, ready(tag));

@@ -10,7 +10,7 @@
 // collective over it, then makes each replica's queue wait for the result:
 //
 //   for r: ... backward queues the last gradient of bucket k; mark(r, k)
-//   all_reduce(k, {bucket k of each replica}, n, dtype)   // once every replica has marked k
+//   all_reduce(k, {bucket k of each replica}, n, dtype, true)  // once every replica marked k
 //   for r: wait(r)                                        // before the optimizer reads them
 //
 // The CPU's queues are complete when they are queued, so mark and wait do nothing and the
@@ -38,8 +38,10 @@ class Collective {
   // device current.
   virtual void mark(int rank, int tag) = 0;
   // Every rank's buffer data[r] of n elements (f32, f16 or f64, on its device) becomes the
-  // average over the ranks, after every rank's mark `tag`.
-  virtual void all_reduce(int tag, const std::vector<void*>& data, int64_t n, DType dtype) = 0;
+  // average over the ranks (average = false: the sum), after every rank's mark `tag`. Both
+  // add in the rings' order; the average multiplies by 1/R at the last addition.
+  virtual void all_reduce(int tag, const std::vector<void*>& data, int64_t n, DType dtype,
+                          bool average) = 0;
   // Every rank's n int32 flags become the OR of all ranks' (nonzero where any is), after every
   // rank's mark `tag`.
   virtual void any(int tag, const std::vector<int32_t*>& flags, int64_t n) = 0;

@@ -142,7 +142,8 @@ class MpiRing : public Collective {
   // staging buffer, added with the CPU ring's ring_reduce (1/R at the last step); then the
   // all-gather, each averaged chunk received straight into place. The same additions in the
   // same order as the threads of --devices cpu,cpu,...: the same bits.
-  void all_reduce(int, const std::vector<void*>& data, int64_t n, DType dtype) override {
+  void all_reduce(int, const std::vector<void*>& data, int64_t n, DType dtype,
+                  bool average) override {
     CHECK(data.size() == 1, "MPI ring: " << data.size() << " buffers in one process (one "
                                          << "replica per process)");
     CHECK(dtype != DType::i32, "all_reduce: i32 buffers are not reduced");
@@ -157,7 +158,8 @@ class MpiRing : public Collective {
       staging_.resize(size_t(re - rb) * es);
       mpi_.send_receive(buf + sb * es, size_t(se - sb) * es, next, staging_.data(),
                         staging_.size(), prev);
-      ring_reduce(dtype, re - rb, buf + rb * es, staging_.data(), s == R - 2 ? 1.0 / R : 1.0);
+      const double scale = average && s == R - 2 ? 1.0 / R : 1.0;  // 1/R at the last step
+      ring_reduce(dtype, re - rb, buf + rb * es, staging_.data(), scale);
     }
     for (int s = 0; s < R - 1; s++) {
       const auto [sb, se] = ring_chunk(n, R, ring_send_chunk(R, r, R - 1 + s));

@@ -79,13 +79,14 @@ class HostStagedRing : public RankOnGpu {
  public:
   HostStagedRing(const Mpi& mpi, int device, cudaStream_t stream, std::string why)
       : RankOnGpu(mpi, device, stream), ring_(make_mpi_ring(mpi)), why_(std::move(why)) {}
-  void all_reduce(int tag, const std::vector<void*>& data, int64_t n, DType dtype) override {
+  void all_reduce(int tag, const std::vector<void*>& data, int64_t n, DType dtype,
+                  bool average) override {
     CHECK(data.size() == 1, "host-staged ring: " << data.size() << " buffers in one process");
     const size_t bytes = size_t(n) * dtype_size(dtype);
     host_.resize(bytes);
     marked(tag).synchronize();
     copy_sync(host_.data(), data[0], bytes);
-    ring_->all_reduce(tag, {host_.data()}, n, dtype);
+    ring_->all_reduce(tag, {host_.data()}, n, dtype, average);
     copy_sync(data[0], host_.data(), bytes);
   }
   void any(int tag, const std::vector<int32_t*>& flags, int64_t n) override {
@@ -196,13 +197,15 @@ class NcclRing : public RankOnGpu {
     api_.comm_abort(comm_);
     comm_ = nullptr;
   }
-  void all_reduce(int tag, const std::vector<void*>& data, int64_t n, DType dtype) override {
+  void all_reduce(int tag, const std::vector<void*>& data, int64_t n, DType dtype,
+                  bool average) override {
     CHECK(data.size() == 1, "NCCL: " << data.size() << " buffers in one process");
     if (n == 0) return;
     cudaStream_t s = comm_stream_->get();
     marked(tag).wait(s);
     check(api_.all_reduce(data[0], data[0], size_t(n), nccl_type(dtype), ncclSum, comm_, s),
           "ncclAllReduce");
+    if (!average) return;
     const double scale = 1.0 / size();  // sum first, then 1/R, as the rings do
     switch (dtype) {
       case DType::f32: ring_scale_gpu(n, static_cast<float*>(data[0]), scale, s); break;

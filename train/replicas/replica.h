@@ -50,6 +50,8 @@ struct Replica {
                                        //   device, made once (a CUDA graph keeps its address);
                                        //   undefined otherwise
   InputNorm norm;                      // mean and std where the input kernel reads them
+  BatchSync bn_sync;                   // --sync-bn: where its BatchNorm layers' states link
+                                       //   to the other replicas (Engine::sync_sum)
   Batch batch;                         // this step's shard, from next() to release()
   bool any_ready = false;              // this step: a bucket was marked (Lane::first_ready)
 };

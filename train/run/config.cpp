@@ -206,6 +206,7 @@ void for_each_field(Config& c, F&& f) {
   f("optimizer", c.optimizer), f("lr", c.lr);
   f("momentum", c.momentum), f("wd", c.wd), f("schedule", c.schedule), f("warmup", c.warmup);
   f("epochs", c.epochs), f("batch", c.batch), f("accum", c.accum);
+  f("sync_bn", c.sync_bn);
   f("label_smoothing", c.label_smoothing), f("balance", c.balance), f("max_skips", c.max_skips);
   f("seed", c.seed), f("threads", c.threads);
   f("out", c.out), f("keep", c.keep), f("resume", c.resume), f("metrics", c.metrics);
@@ -305,7 +306,9 @@ TrainConfig resume_config(const TrainConfig& saved, const TrainConfig& cli,
     if (may_change_on_resume(key)) {
       merged[key] = c[key];
     } else if (c[key] != s[key]) {
-      USER_CHECK(false, "--" << key << " " << c[key].dump() << " differs from the checkpoint's "
+      std::string option = key;  // the command line's spelling: --sync-bn for sync_bn
+      std::replace(option.begin(), option.end(), '_', '-');
+      USER_CHECK(false, "--" << option << " " << c[key].dump() << " differs from the checkpoint's "
                         << s[key].dump() << ": a resumed run continues the computation it "
                         << "started, so only --epochs, --threads, --out, --keep, --metrics, --trace, "
                         << "--log-every, --checkpoint-every, --device, --devices, --check-replicas, "

@@ -66,6 +66,8 @@ struct TrainConfig {
   int epochs = 10;
   int batch = 128;                  // images per optimizer step
   int accum = 1;                    // ... computed as this many micro-batches (batch / accum)
+  bool sync_bn = false;             // replicas: BatchNorm's statistics over the global batch
+                                    //   (every replica's shard), not each replica's own
   double label_smoothing = 0.1;
   std::string balance = "none";     // none | sampler (class-balanced epochs) | loss (inverse-
                                     //   frequency class weights in the loss); train/run/balance.h

@@ -1,0 +1,93 @@
+// Synchronised BatchNorm (--sync-bn): the replicas' BatchNorm layers take their statistics over
+// the global batch (train/replicas/REPLICAS.md, "Synchronised BatchNorm").
+//
+// A BatchNorm layer's kernels stop twice in the forward (after summing x, after summing
+// (x - mean)^2) and once in the backward (sum dy, sum dy*xhat) for sync_sum, which turns the
+// replica's per-channel sums into every replica's. So the replicas must reach each layer
+// together: under mpirun each process runs its own replica anyway; in one process the
+// replicas' forward and backward run side by side on threads_, a thread each, and meet here.
+// The sums are all-reduced (summed, not averaged) by the same collective as the gradients.
+#include <algorithm>
+#include <string>
+
+#include "kernels/check.h"
+#include "train/engine/engine.h"
+#include "train/replicas/mpi.h"
+
+namespace cutrain {
+
+void Engine::start_sync_bn() {
+  sync_bn_ = true;
+  for (auto& rep : replicas_) {
+    Replica* r = rep.get();
+    r->bn_sync.sum = [this, r](const Context&, void* data, int n, DType dtype) {
+      sync_sum(*r, data, n, dtype);
+    };
+    for (const auto& [name, st] : r->model->batchnorm_states()) st->sync = &r->bn_sync;
+  }
+  if (replicas() == 1) return;  // mpirun: one replica in this process
+  sync_data_.assign(replicas_.size(), nullptr);
+  // A replica that fails lets the others stop waiting for it (they throw too).
+  threads_ = std::make_unique<ReplicaThreads>(replicas(), [this](const std::string&) {
+    const std::lock_guard<std::mutex> lock(comm_mu_);
+    sync_failed_ = true;
+    sync_cv_.notify_all();
+  });
+}
+
+void Engine::plan_sync(int64_t step) {
+  // Every replica's shard size, in rank order.
+  std::vector<int64_t> sizes;
+  for (auto& rep : replicas_) sizes.push_back(rep->batch.n);
+  if (device_.mpi) {
+    const int64_t mine = sizes[0];
+    sizes.assign(size_t(world_), 0);
+    device_.mpi->all_gather(&mine, sizeof mine, sizes.data());
+  }
+  const int64_t micro = cfg_.batch / world_ / cfg_.accum;  // forward_backward's
+  auto batches = [micro](int64_t n) { return (n + micro - 1) / micro; };
+  const int64_t K = batches(sizes[0]);
+  bool same = K > 0;
+  for (int64_t n : sizes) same = same && batches(n) == K;
+  sync_images_.clear();
+  if (!same) {
+    // A short batch (an epoch's last, or one that lost bad files) whose shards do not split
+    // alike: the replicas cannot meet at every layer, so each uses its own statistics.
+    if (notice) {
+      std::string list;
+      for (int64_t n : sizes) list += (list.empty() ? "" : ", ") + std::to_string(n);
+      notice("--sync-bn: step " + std::to_string(step + 1) + "'s shards (" + list +
+             " images) do not split into the same number of micro-batches of " +
+             std::to_string(micro) + ", so in this step each replica's BatchNorm uses the "
+             "statistics of its own shard");
+    }
+    return;
+  }
+  sync_images_.assign(size_t(K), 0);
+  for (int64_t n : sizes)
+    for (int64_t k = 0; k < K; k++) sync_images_[size_t(k)] += std::min(micro, n - k * micro);
+}
+
+void Engine::sync_sum(Replica& rep, void* data, int n, DType dtype) {
+  std::unique_lock<std::mutex> lock(comm_mu_);
+  collective_->mark(rep.rank, sync_tag());  // after the kernels that wrote data
+  if (replicas() == 1) {  // mpirun: the other replicas are the other processes
+    collective_->all_reduce(sync_tag(), {data}, n, dtype, /*average=*/false);
+  } else {
+    CHECK(!sync_failed_, "--sync-bn: another replica failed in this step");
+    sync_data_.at(size_t(rep.rank)) = data;
+    if (++sync_arrived_ < replicas()) {
+      const int64_t round = sync_round_;
+      sync_cv_.wait(lock, [&] { return sync_round_ != round || sync_failed_; });
+      CHECK(sync_round_ != round, "--sync-bn: another replica failed in this step");
+    } else {  // the last to arrive: every replica's sums are queued
+      collective_->all_reduce(sync_tag(), sync_data_, n, dtype, /*average=*/false);
+      sync_arrived_ = 0;
+      sync_round_++;
+      sync_cv_.notify_all();
+    }
+  }
+  collective_->wait(rep.rank);  // its queue goes on with the sums
+}
+
+}  // namespace cutrain
