@@ -35,25 +35,29 @@ std::vector<std::string> gpu_run(const std::string& model, const std::vector<std
 }  // namespace
 
 TEST_CASE("mpirun [gpu]: 2 processes sharing one GPU (the host-staged MPI ring) train exactly as "
-          "--devices 0,0, in fp16 and fp32") {
+          "--devices 0,0, in fp16 and fp32, and with --sync-bn") {
   REQUIRE_GPU();
   if (no_mpirun()) return;
   TempDir dir;
   const std::string model = tiny_model(dir);
-  for (const char* precision : {"fp16", "fp32"}) {
-    INFO(precision);
-    const std::string a = dir / (std::string("mpi_") + precision);
-    const std::string b = dir / (std::string("local_") + precision);
+  for (const auto& [precision, sync_bn] : {std::pair{"fp16", false}, std::pair{"fp32", false},
+                                           std::pair{"fp32", true}}) {
+    INFO(precision << (sync_bn ? ", --sync-bn" : ""));
+    const std::string name = std::string(precision) + (sync_bn ? "_sync" : "");
+    const std::string a = dir / ("mpi_" + name), b = dir / ("local_" + name);
+    const std::vector<std::string> sync_arg = sync_bn ? std::vector<std::string>{"--sync-bn"}
+                                                      : std::vector<std::string>{};
     // --devices 0 on each rank: both on GPU 0 however many the machine has.
-    const Ran ran = run_mpirun(
-        2, gpu_run(model, {"--devices", "0", "--precision", precision, "--out", a}), dir / "mpi.log");
+    std::vector<std::string> more = {"--devices", "0", "--precision", precision, "--out", a};
+    more.insert(more.end(), sync_arg.begin(), sync_arg.end());
+    const Ran ran = run_mpirun(2, gpu_run(model, more), dir / "mpi.log");
     INFO(ran.output);
     REQUIRE(ran.status == 0);
     REQUIRE(ran.output.find("on the MPI ring through host memory (ranks 0 and 1 share GPU") !=
             std::string::npos);
-    const Ran local =
-        run_cutrain(gpu_run(model, {"--devices", "0,0", "--precision", precision, "--out", b}),
-                    dir / "local.log");
+    more = {"--devices", "0,0", "--precision", precision, "--out", b};
+    more.insert(more.end(), sync_arg.begin(), sync_arg.end());
+    const Ran local = run_cutrain(gpu_run(model, more), dir / "local.log");
     INFO(local.output);
     REQUIRE(local.status == 0);
     const std::vector<std::string> la = step_losses(a + "/metrics.jsonl");

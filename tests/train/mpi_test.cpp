@@ -28,8 +28,9 @@ using namespace cutrain;
 using namespace cutrain_test;
 
 
-TEST_CASE("mpirun: 2 and 3 processes train exactly as --devices cpu,cpu(,cpu): losses and "
-          "checkpoints bit for bit; rank 0 alone writes") {
+TEST_CASE("mpirun: 2 and 3 processes train exactly as --devices cpu,cpu(,cpu), and 2 with "
+          "--sync-bn as --devices cpu,cpu --sync-bn: losses and checkpoints bit for bit; rank 0 "
+          "alone writes") {
   if (no_mpirun()) return;
   const FashionMnistFiles& fm = fashion_mnist_jpegs();
   TempDir dir;
@@ -42,17 +43,20 @@ TEST_CASE("mpirun: 2 and 3 processes train exactly as --devices cpu,cpu(,cpu): l
       "--model", model, "--batch", "48", "--epochs", "2", "--optimizer", "adamw",
       "--lr", "0.003", "--augment", "--seed", "5", "--device", "cpu", "--threads", "1",
       "--checkpoint-every", "3", "--keep", "10", "--log-every", "1"};
-  for (const int n : {2, 3}) {
-    INFO(n << " processes");
-    const std::string a = dir / ("mpi" + std::to_string(n));
-    const std::string b = dir / ("threads" + std::to_string(n));
+  for (const auto& [n, sync_bn] : {std::pair{2, false}, std::pair{3, false}, std::pair{2, true}}) {
+    INFO(n << " processes" << (sync_bn ? ", --sync-bn" : ""));
+    const std::string name = std::to_string(n) + (sync_bn ? "s" : "");
+    const std::string a = dir / ("mpi" + name), b = dir / ("threads" + name);
     std::vector<std::string> args = common;
+    if (sync_bn) args.push_back("--sync-bn");
     args.insert(args.end(), {"--out", a});
     const Ran ran = run_mpirun(n, args, (dir / "mpi.log"));
     INFO(ran.output);
     REQUIRE(ran.status == 0);
     REQUIRE(ran.output.find(std::to_string(n) + " replicas (mpirun: one per process)") !=
             std::string::npos);
+    REQUIRE((ran.output.find("BatchNorm synchronised over the replicas") != std::string::npos) ==
+            sync_bn);
     // Rank 0 alone printed: one final line, one configuration.
     REQUIRE(ran.output.find("trained 8 steps") == ran.output.rfind("trained 8 steps"));
     REQUIRE(ran.output.find("configuration (saved as") ==
@@ -61,6 +65,7 @@ TEST_CASE("mpirun: 2 and 3 processes train exactly as --devices cpu,cpu(,cpu): l
     std::string devices = "cpu";
     for (int i = 1; i < n; i++) devices += ",cpu";
     args = common;
+    if (sync_bn) args.push_back("--sync-bn");
     args.insert(args.end(), {"--devices", devices, "--out", b});
     const Ran local = run_cutrain(args, (dir / "local.log"));
     INFO(local.output);
