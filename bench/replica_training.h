@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,13 +35,18 @@ inline ImportSummary bench_fashion_mnist(const std::string& dir, int threads) {
   return import_fashion_mnist(fashion_mnist_idx_dir(), dir, io);
 }
 
-// The default model on `train_list`, batch `batch`, one epoch of exactly warmup + steps steps,
-// one replica per entry of `devices` ("" : one replica, the plain run). Resolved.
+// `model` (the default model unless said) on `train_list`, batch `batch`, one epoch of exactly
+// warmup + steps steps, one replica per entry of `devices` ("" : one replica, the plain run).
+// Resolved.
 inline TrainConfig bench_replica_config(const std::string& train_list, const std::string& out,
-                                  int batch, int warmup, int steps, const std::string& devices,
-                                  int threads) {
+                                        int batch, int warmup, int steps,
+                                        const std::string& devices, int threads,
+                                        const std::string& model = "default",
+                                        bool sync_bn = false) {
   TrainConfig c;
   c.train = train_list;
+  c.model = model;
+  c.sync_bn = sync_bn;
   c.limit_train = int64_t(batch) * (warmup + steps);
   c.batch = batch, c.epochs = 1, c.threads = threads, c.lr = 0.05, c.warmup = 0;
   c.out = out;
@@ -58,6 +64,7 @@ struct ReplicaTiming {
   double comm_s = 0;        // all-reduce time of the step's buckets
   double exposed_s = 0;     // the part of it the compute waited for
   double data_wait_s = 0;   // launch() waiting for the loader's next batch
+  double sync_s = 0;        // --sync-bn: in BatchNorm's synchronisation (StepResult::sync_s)
   int skipped = 0;          // steps skipped (fp16 overflow while the scaler finds its scale)
   int graph = 0;            // steps replayed from the CUDA graph (--cuda-graph)
   double images_per_s() const { return images / seconds; }
@@ -81,11 +88,12 @@ inline ReplicaTiming time_replica_training(Trainer& t, int warmup, int steps) {
   for (const StepResult& r : got) {
     m.images += r.images;
     m.comm_s += r.comm_s, m.exposed_s += r.comm_exposed_s, m.data_wait_s += r.data_wait_s;
+    m.sync_s += std::max(0.0, r.sync_s);
     m.skipped += r.taken ? 0 : 1;
     m.graph += r.graph ? 1 : 0;
   }
   const double n = std::max<double>(1, double(got.size()));
-  m.comm_s /= n, m.exposed_s /= n, m.data_wait_s /= n;
+  m.comm_s /= n, m.exposed_s /= n, m.data_wait_s /= n, m.sync_s /= n;
   return m;
 }
 
@@ -107,6 +115,37 @@ inline void print_replica_row(const ReplicaTiming& m, double one, int steps) {
               m.images_per_s() / one, step_s * 1e3, m.comm_s * 1e3, m.exposed_s * 1e3, hidden,
               m.data_wait_s * 1e3, m.skipped);
   std::fflush(stdout);
+}
+
+// --sync-bn's cost: each model of `models` on R replicas, without and with synchronised
+// BatchNorm, side by side (the same steps, one after the other in this process): images/s, the
+// step time, the host's time per step in BatchNorm's synchronisation (StepResult::sync_s: on
+// CPU replicas the all-reduces and the waits for the slowest replica; on GPUs only the
+// queuing, so there the step time's ratio is the measure). config(model, sync_bn) makes each
+// run's configuration.
+inline void bench_sync_bn(const std::vector<std::string>& models, int replicas,
+                          const std::function<TrainConfig(const std::string&, bool)>& config,
+                          const RunDevice& where, int warmup, int steps) {
+  std::printf("| model | replicas | sync-bn | images/s | step | sync-bn / step | step x plain |\n");
+  std::printf("| --- | --- | --- | --- | --- | --- | --- |\n");
+  for (const std::string& model : models) {
+    double plain_step = 0;
+    for (const bool sync_bn : {false, true}) {
+      Trainer t(config(model, sync_bn), where);
+      const ReplicaTiming m = time_replica_training(t, warmup, steps);
+      const double step_s = m.seconds / steps;
+      if (!sync_bn) plain_step = step_s;
+      char sync[32] = "-", ratio[32] = "1.00";
+      if (sync_bn) {
+        std::snprintf(sync, sizeof sync, "%.2f ms (%.0f%%)", m.sync_s * 1e3,
+                      100 * m.sync_s / step_s);
+        std::snprintf(ratio, sizeof ratio, "%.2f", step_s / plain_step);
+      }
+      std::printf("| %s | %d | %s | %.1f | %.2f ms | %s | %s |\n", model.c_str(), replicas,
+                  sync_bn ? "on" : "off", m.images_per_s(), step_s * 1e3, sync, ratio);
+      std::fflush(stdout);
+    }
+  }
 }
 
 }  // namespace cutrain

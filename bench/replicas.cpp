@@ -7,7 +7,9 @@
 //      the ratio of the bus bandwidth to a plain memcpy's measured here (target >= 0.8);
 //   2. training the default model on Fashion-MNIST with 1, 2 and 4 replicas, batch 64:
 //      images/s, the all-reduce time per step, and the fraction of it hidden behind backward
-//      (bench/replica_training.h, shared with bench_replicas_gpu).
+//      (bench/replica_training.h, shared with bench_replicas_gpu);
+//   3. --sync-bn's cost: the default and resnet models on 2 replicas without and with
+//      synchronised BatchNorm: the step time, its ratio, and the time in the synchronisation.
 // Validates before timing: every replica's all-reduced buffer is compared with the plain sum.
 //
 //   bin/bench_replicas [--steps 6] [--batch 64] [--reps 5]
@@ -150,6 +152,16 @@ int main(int argc, char** argv) {
       if (R == 1) one = m.images_per_s();
       print_replica_row(m, one, steps);
     }
+
+    // ---- 3. --sync-bn's cost ----------------------------------------------------------------
+    std::printf("\n3. --sync-bn: 2 replicas, batch %d, fp32, without and with synchronised "
+                "BatchNorm, %d timed steps each (after 1)\n", batch, steps);
+    bench_sync_bn({"default", "resnet"}, 2,
+                  [&](const std::string& model, bool sync_bn) {
+                    return bench_replica_config(fm.train_list, dir + "/run", batch, 1, steps,
+                                                "cpu,cpu", 1, model, sync_bn);
+                  },
+                  choose_device("cpu", "fp32"), 1, steps);
     std::filesystem::remove_all(dir);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_replicas: %s\n", e.what());

@@ -17,6 +17,8 @@
 //      window (a GPU step is queued, not run, by launch()). One replica is timed twice: with
 //      its kernels launched one by one, and with its step replayed from CUDA graphs
 //      (--cuda-graph): its "x one" is the graphs' gain.
+//   3. --sync-bn's cost: the default and resnet models on the first two replica devices,
+//      without and with synchronised BatchNorm: the step time and its ratio.
 //
 //   bin/bench_replicas_gpu [--devices 0,0] [--reps 10] [--staged] [--steps 30] [--batch 256]
 //
@@ -204,6 +206,19 @@ void bench_training(const std::vector<int>& devices, int batch, int steps) {
     }
   }
   std::printf("\nthe trainer at R = 4: %s\n%s", description.c_str(), peers.c_str());
+
+  // 3. --sync-bn's cost on the first two replica devices: three small all-reduces per BatchNorm
+  // layer and micro-batch, latency-bound, each the replicas' forward or backward waits for.
+  const std::vector<int> d2 = replica_devices(devices, 2);
+  std::printf("\n3. --sync-bn: 2 replicas on %s, fp16, batch %d, without and with synchronised "
+              "BatchNorm, %d timed steps after %d\n", join(d2).c_str(), batch, steps, warmup);
+  bench_sync_bn({"default", "resnet"}, 2,
+                [&](const std::string& model, bool sync_bn) {
+                  return bench_replica_config(fm.train_list, dir + "/run-sync", batch, warmup,
+                                              steps, join(d2), std::max(1, (cores - 1) / 2),
+                                              model, sync_bn);
+                },
+                choose_device("cuda", "fp16"), warmup, steps);
   std::filesystem::remove_all(dir);
 
   // What the table predicts.

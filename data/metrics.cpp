@@ -18,13 +18,14 @@ RateMeter::RateMeter(int64_t first_step, int64_t total_steps, Clock::time_point 
     : first_step_(first_step), total_steps_(total_steps), start_(start), last_(start) {}
 
 RateMeter::Rates RateMeter::update(int64_t step, int64_t images, double data_wait_s,
-                                   Clock::time_point now) {
+                                   double sync_s, Clock::time_point now) {
   const double window = std::chrono::duration<double>(now - last_).count();
   Rates r;
   r.elapsed_s = std::chrono::duration<double>(now - start_).count();
   if (window > 0) {
     r.images_per_s = double(images - last_images_) / window;
     r.data_wait_pct = 100.0 * (data_wait_s - last_wait_s_) / window;
+    r.sync_pct = 100.0 * (sync_s - last_sync_s_) / window;
   }
   const int64_t done = step - first_step_;
   r.eta_s = done > 0 ? double(total_steps_ - step) * r.elapsed_s / double(done)
@@ -32,6 +33,7 @@ RateMeter::Rates RateMeter::update(int64_t step, int64_t images, double data_wai
   last_ = now;
   last_images_ = images;
   last_wait_s_ = data_wait_s;
+  last_sync_s_ = sync_s;
   return r;
 }
 
@@ -73,6 +75,7 @@ void MetricsWriter::write(const StepMetrics& m) {
   j["loss_scale"] = m.loss_scale;
   j["images_per_s"] = m.images_per_s;
   j["data_wait_pct"] = m.data_wait_pct;
+  if (m.sync_bn_pct >= 0) j["sync_bn_pct"] = m.sync_bn_pct;
   j["time"] = m.time_s;
   write_line(j.dump() + "\n");  // NaN and Infinity dump as null
 }

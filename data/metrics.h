@@ -32,6 +32,8 @@ struct StepMetrics {
   double loss_scale = 0;       // the dynamic loss scale; 0 when there is none (fp32)
   double images_per_s = 0;     // since the last record (RateMeter)
   double data_wait_pct = 0;    // % of that wall time the loop spent waiting for data
+  double sync_bn_pct = -1;     // --sync-bn: % of it the replicas spent in BatchNorm's
+                               //   synchronisation, as the host sees it; < 0: no --sync-bn
   double time_s = 0;           // seconds since the run (this process) started -> "time"
 };
 
@@ -47,6 +49,7 @@ class RateMeter {
   struct Rates {
     double images_per_s = 0;
     double data_wait_pct = 0;
+    double sync_pct = 0;   // of the third total, as data_wait_pct of the second
     double elapsed_s = 0;  // since the meter started: StepMetrics::time_s
     double eta_s = 0;      // NaN until a step has been done
   };
@@ -54,13 +57,17 @@ class RateMeter {
   // first_step: steps already done when the meter starts (0, or the resumed step);
   // total_steps: the step the run ends at.
   RateMeter(int64_t first_step, int64_t total_steps, Clock::time_point start = Clock::now());
-  Rates update(int64_t step, int64_t images, double data_wait_s, Clock::time_point now = Clock::now());
+  // sync_s: a third total of seconds, the replicas' (mean) time in --sync-bn's
+  // synchronisation (0 without it).
+  Rates update(int64_t step, int64_t images, double data_wait_s, double sync_s,
+               Clock::time_point now = Clock::now());
 
  private:
   int64_t first_step_, total_steps_;
   Clock::time_point start_, last_;
   int64_t last_images_ = 0;
   double last_wait_s_ = 0;
+  double last_sync_s_ = 0;
 };
 
 // Appends one JSON object a line to `path`. Each line goes to the file in one write() call the

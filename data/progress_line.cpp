@@ -24,6 +24,8 @@ std::string format_train_progress(const StepMetrics& m, int epochs, int64_t step
                         "data wait %.1f%%",
                         m.epoch, epochs, (long long)m.step, (long long)steps, m.loss,
                         100 * m.accuracy, m.images_per_s, m.data_wait_pct);
+  if (m.sync_bn_pct >= 0 && n > 0 && size_t(n) < sizeof buf)
+    n += std::snprintf(buf + n, sizeof buf - size_t(n), "  sync-bn %.1f%%", m.sync_bn_pct);
   if (m.loss_scale != 0 && n > 0 && size_t(n) < sizeof buf) {
     // powers of two (the dynamic scale) print whole: 65536, not 6.554e+04
     const bool whole = m.loss_scale == std::floor(m.loss_scale) && std::fabs(m.loss_scale) < 1e15;

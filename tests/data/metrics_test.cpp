@@ -143,23 +143,25 @@ TEST_CASE("metrics: a file that cannot be written and a record that is not an ob
   REQUIRE(w.lines() == 0);
 }
 
-TEST_CASE("metrics: RateMeter gives images/s and data wait over each window, ETA from the pace") {
+TEST_CASE("metrics: RateMeter gives images/s, data wait and sync-bn time over each window, ETA from the pace") {
   using namespace std::chrono;
   const auto t0 = RateMeter::Clock::time_point() + seconds(1000);
   RateMeter meter(0, 100, t0);
-  RateMeter::Rates r = meter.update(10, 2560, 0.5, t0 + seconds(2));
+  RateMeter::Rates r = meter.update(10, 2560, 0.5, 1.0, t0 + seconds(2));
   REQUIRE(r.images_per_s == 1280);
   REQUIRE(r.data_wait_pct == 25);
+  REQUIRE(r.sync_pct == 50);
   REQUIRE(r.elapsed_s == 2);
   REQUIRE(r.eta_s == 18);  // 90 steps left at 0.2 s a step
-  r = meter.update(20, 5120, 0.5, t0 + seconds(3));
+  r = meter.update(20, 5120, 0.5, 1.25, t0 + seconds(3));
   REQUIRE(r.images_per_s == 2560);  // this window only: 2560 images in 1 s
   REQUIRE(r.data_wait_pct == 0);
+  REQUIRE(r.sync_pct == 25);
   REQUIRE(r.eta_s == 12);           // 80 steps left at 3 s / 20 steps
-  r = meter.update(20, 5120, 0.5, t0 + seconds(3));  // an empty window: no division by zero
+  r = meter.update(20, 5120, 0.5, 1.25, t0 + seconds(3));  // an empty window: no division by zero
   REQUIRE(r.images_per_s == 0);
 
   RateMeter resumed(50, 100, t0);  // a resumed run: its pace counts from step 50
-  REQUIRE(std::isnan(resumed.update(50, 0, 0, t0 + seconds(1)).eta_s));
-  REQUIRE(resumed.update(60, 640, 0, t0 + seconds(3)).eta_s == 40 * 3.0 / 10);
+  REQUIRE(std::isnan(resumed.update(50, 0, 0, 0, t0 + seconds(1)).eta_s));
+  REQUIRE(resumed.update(60, 640, 0, 0, t0 + seconds(3)).eta_s == 40 * 3.0 / 10);
 }

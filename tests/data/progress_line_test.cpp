@@ -66,6 +66,11 @@ TEST_CASE("progress: the training line, exactly") {
           "ETA 0:00:05");
   odd.loss_scale = 16777216;  // 2^24: whole, not 1.67772e+07
   REQUIRE(format_train_progress(odd, 3, 10, 5).find("scale 16777216  ") != std::string::npos);
+  StepMetrics synced = metrics(1200);  // --sync-bn: its share of the time after the data wait
+  synced.sync_bn_pct = 12.5;
+  REQUIRE(format_train_progress(synced, 10, 4690, 723.4) ==
+          "epoch 2/10  step 1200/4690  loss 0.4312  acc 84.38%  12345 img/s  data wait 2.1%  "
+          "sync-bn 12.5%  scale 65536  ETA 0:12:03");
 }
 
 TEST_CASE("progress: in a log, a plain line at each multiple of N steps and at the last step") {

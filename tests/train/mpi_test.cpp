@@ -71,6 +71,12 @@ TEST_CASE("mpirun: 2 and 3 processes train exactly as --devices cpu,cpu(,cpu), a
     INFO(local.output);
     REQUIRE(local.status == 0);
 
+    // --sync-bn's share of the time: on the progress lines and in the step records.
+    for (const Ran* r : {&ran, &local})
+      REQUIRE((r->output.find("%  sync-bn ") != std::string::npos) == sync_bn);
+    std::stringstream records;
+    records << std::ifstream(a + "/metrics.jsonl").rdbuf();
+    REQUIRE((records.str().find("\"sync_bn_pct\":") != std::string::npos) == sync_bn);
     const std::vector<std::string> la = step_losses(a + "/metrics.jsonl");
     REQUIRE(la.size() == 8);  // one record a step: no rank but 0 wrote any
     REQUIRE(la == step_losses(b + "/metrics.jsonl"));

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <exception>
+#include <utility>
 
 #include "kernels/check.h"
 #include "train/engine/engine_graph.h"
@@ -209,6 +210,10 @@ void Engine::launch_step(const StepResult& host) {
       const OnDevice on(rep.lane->context());
       forward_backward(rep, images, recs[size_t(i)]);
     });
+  if (sync_bn_) {  // the replicas' mean
+    r.sync_s = 0;
+    for (auto& rep : replicas_) r.sync_s += std::exchange(rep->sync_s, 0.0) / replicas();
+  }
   if (R > 1) {
     CHECK(reduced_ == marked_.size(), "step " << r.step << ": " << reduced_ << " of "
                                               << marked_.size()

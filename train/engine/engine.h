@@ -57,6 +57,9 @@ struct StepResult {
   double comm_exposed_s = 0;  // the part of it backward did not hide (compute waited for it;
                               // with replicas sharing a GPU, also for the others' backward)
   bool graph = false;         // forward and backward replayed from the CUDA graph (--cuda-graph)
+  double sync_s = -1;         // --sync-bn: seconds this process's replicas spent (mean) in
+                              //   BatchNorm's synchronisation, waits for the others included, as
+                              //   the host sees it (on GPUs only the queuing); < 0: no --sync-bn
 };
 
 class Engine {

@@ -8,6 +8,7 @@
 // replicas' forward and backward run side by side on threads_, a thread each, and meet here.
 // The sums are all-reduced (summed, not averaged) by the same collective as the gradients.
 #include <algorithm>
+#include <chrono>
 #include <string>
 
 #include "kernels/check.h"
@@ -69,6 +70,7 @@ void Engine::plan_sync(int64_t step) {
 }
 
 void Engine::sync_sum(Replica& rep, void* data, int n, DType dtype) {
+  const auto start = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(comm_mu_);
   collective_->mark(rep.rank, sync_tag());  // after the kernels that wrote data
   if (replicas() == 1) {  // mpirun: the other replicas are the other processes
@@ -88,6 +90,7 @@ void Engine::sync_sum(Replica& rep, void* data, int n, DType dtype) {
     }
   }
   collective_->wait(rep.rank);  // its queue goes on with the sums
+  rep.sync_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace cutrain

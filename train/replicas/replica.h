@@ -52,6 +52,7 @@ struct Replica {
   InputNorm norm;                      // mean and std where the input kernel reads them
   BatchSync bn_sync;                   // --sync-bn: where its BatchNorm layers' states link
                                        //   to the other replicas (Engine::sync_sum)
+  double sync_s = 0;                   // --sync-bn: this step's seconds in Engine::sync_sum
   Batch batch;                         // this step's shard, from next() to release()
   bool any_ready = false;              // this step: a bucket was marked (Lane::first_ready)
 };

@@ -13,8 +13,9 @@ std::string metrics_file(const TrainConfig& c) {
 }  // namespace
 
 StepMetrics RunReporter::Window::take(int64_t step, int epoch, double lr, double scale,
-                                      int64_t images_total, double wait_total) {
-  const RateMeter::Rates rates = meter.update(step, images_total, wait_total);
+                                      int64_t images_total, double wait_total,
+                                      double sync_total) {
+  const RateMeter::Rates rates = meter.update(step, images_total, wait_total, sync_total);
   StepMetrics m;
   m.step = step;
   m.epoch = epoch;
@@ -24,6 +25,7 @@ StepMetrics RunReporter::Window::take(int64_t step, int epoch, double lr, double
   m.loss_scale = scale;
   m.images_per_s = rates.images_per_s;
   m.data_wait_pct = rates.data_wait_pct;
+  m.sync_bn_pct = sync_total >= 0 ? rates.sync_pct : -1;
   m.time_s = rates.elapsed_s;
   eta_s = rates.eta_s;
   loss = correct = 0;
@@ -40,6 +42,8 @@ RunReporter::RunReporter(const TrainConfig& cfg, int64_t first_step, int64_t tot
 void RunReporter::step(const StepResult& r, int64_t steps_done, double loss_scale) {
   images_total_ += r.images;
   wait_total_ += r.data_wait_s;
+  if (r.sync_s >= 0) synced_ = true, sync_total_ += r.sync_s;
+  const double sync_total = synced_ ? sync_total_ : -1;  // (< 0: none to show)
   for (Window* w : {&line_, &record_}) {
     w->loss += r.loss * r.images;
     w->correct += double(r.correct);
@@ -65,11 +69,25 @@ void RunReporter::step(const StepResult& r, int64_t steps_done, double loss_scal
   const auto now = Clock::now();
   if (progress_.tty() ? (now - last_line_ >= progress_.redraw || last) : due) {
     last_line_ = now;
-    const StepMetrics m = line_.take(steps_done, epoch, r.lr, loss_scale, images_total_, wait_total_);
+    const StepMetrics m =
+        line_.take(steps_done, epoch, r.lr, loss_scale, images_total_, wait_total_, sync_total);
     progress_.update(m, line_.eta_s, now);
+    // The diagnosis, once: synchronised BatchNorm is latency-bound (a few small all-reduces per
+    // layer), so with few images per replica it can dominate the step.
+    if (m.sync_bn_pct > 25 && !sync_noted_ && steps_done >= 10) {
+      sync_noted_ = true;
+      char buf[512];
+      std::snprintf(buf, sizeof buf,
+                    "cutrain: --sync-bn: BatchNorm's synchronisation took %.0f%% of the last "
+                    "steps' time (three small all-reduces per BatchNorm layer and micro-batch, "
+                    "each waiting for the slowest replica): more images per replica (--batch) or "
+                    "fewer micro-batches (--accum) make it a smaller share",
+                    m.sync_bn_pct);
+      note(buf);
+    }
   }
   if (due) metrics_.write(record_.take(steps_done, epoch, r.lr, loss_scale, images_total_,
-                                       wait_total_));
+                                       wait_total_, sync_total));
 }
 
 void RunReporter::epoch(int epoch, int epochs, int64_t step, const EvalResult* e,

@@ -55,7 +55,7 @@ class RunReporter {
     int64_t images = 0, steps = 0;
     double eta_s = 0;  // from the last take()
     StepMetrics take(int64_t step, int epoch, double lr, double scale, int64_t images_total,
-                     double wait_total);
+                     double wait_total, double sync_total);
   };
 
   const TrainConfig& cfg_;
@@ -67,6 +67,9 @@ class RunReporter {
   std::chrono::steady_clock::time_point last_line_;
   int64_t images_total_ = 0;      // since this process started training
   double wait_total_ = 0;         // seconds in Loader::next()
+  double sync_total_ = 0;         // --sync-bn: seconds in BatchNorm's synchronisation
+  bool synced_ = false;           // --sync-bn with replicas: the steps report sync_s
+  bool sync_noted_ = false;       // the note that it takes a large share was printed
   // The current epoch's training loss and accuracy, and its start.
   double epoch_loss_ = 0, epoch_correct_ = 0;
   int64_t epoch_images_ = 0;
