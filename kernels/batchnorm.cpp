@@ -141,7 +141,7 @@ void batchnorm_backward_train_cpu(int64_t M, int C, const T* x, const T* dy,
   sum_dy_dyxhat<T>(M, C, x, dy, save_mean, save_invstd, sdy, sdyx);
   accumulate_param_grads<T>(C, sdy, sdyx, dgamma, dbeta);  // this replica's own
   const size_t Cs = size_t(C);
-  if (sync) {  // every replica's sums, for dx (sync calls it whether or not dx is wanted)
+  if (sync) {  // every replica's sums, for dx (called even without dx: every replica joins)
     std::vector<A> both(sdy);
     both.insert(both.end(), sdyx.begin(), sdyx.end());
     sync->sum(both.data(), 2 * C);
