@@ -78,10 +78,10 @@ void RunReporter::step(const StepResult& r, int64_t steps_done, double loss_scal
       sync_noted_ = true;
       char buf[512];
       std::snprintf(buf, sizeof buf,
-                    "cutrain: --sync-bn: BatchNorm's synchronisation took %.0f%% of the last "
-                    "steps' time (three small all-reduces per BatchNorm layer and micro-batch, "
-                    "each waiting for the slowest replica): more images per replica (--batch) or "
-                    "fewer micro-batches (--accum) make it a smaller share",
+                    "cutrain: --sync-bn: the replicas waited in BatchNorm's synchronisation for "
+                    "%.0f%% of the last steps' time (three small all-reduces per BatchNorm layer "
+                    "and micro-batch, each waiting for the slowest replica): more images per "
+                    "replica (--batch) or fewer micro-batches (--accum) make it a smaller share",
                     m.sync_bn_pct);
       note(buf);
     }
