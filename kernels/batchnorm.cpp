@@ -48,7 +48,8 @@ void batchnorm_forward_train_cpu(int64_t M, int C, const T* x, const acc_t<T>* g
                                  const BatchNormSync* sync) {
   using A = acc_t<T>;
   const size_t Cs = size_t(C);
-  const A Mt = A(sync ? sync->count : M);  // the values per channel, over every replica
+  const int64_t count = sync ? sync->count : M;  // the values per channel, over every replica
+  const A Mt = A(count), Mt1 = A(count - 1);
   // Two passes: the mean first, then the mean squared deviation from it. Why not one pass
   // with var = E[x^2] - E[x]^2? When |mean| is large next to the spread, that subtracts two
   // nearly equal large numbers and loses the variance in their rounding error: for fp16
@@ -71,7 +72,7 @@ void batchnorm_forward_train_cpu(int64_t M, int C, const T* x, const acc_t<T>* g
     var[c] /= Mt;  // biased: the variance of this batch
     save_mean[c] = mean[c];
     save_invstd[c] = A(1) / std::sqrt(var[c] + A(eps));
-    const A unbiased = var[c] * Mt / (Mt - A(1));
+    const A unbiased = var[c] * Mt / Mt1;
     running_mean[c] = (A(1) - mom) * running_mean[c] + mom * mean[c];
     running_var[c] = (A(1) - mom) * running_var[c] + mom * unbiased;
   }

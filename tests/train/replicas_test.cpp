@@ -4,6 +4,7 @@
 // once per epoch across the replicas, an inf on one replica skipping the step on all, resume
 // onto another replica count, --check-replicas, and the --devices checks.
 #include <cmath>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <set>
@@ -18,6 +19,11 @@ using namespace cutrain_test;
 namespace {
 
 RunDevice cpu(DType dtype = DType::f32) { return run_on(Device::cpu, dtype); }
+
+// BatchNorm on the input, after a convolution and after a linear layer.
+const char* const kSyncBnModel =
+    "bn\nconv 8 3x3 pad=1\nbn\nrelu\nmaxpool 2x2\nconv 8 3x3 pad=1 stride=2\nbn\nrelu\n"
+    "maxpool 2x2\nflatten\nlinear 16\nbn\nrelu\nlinear classes\n";
 
 }  // namespace
 
@@ -79,15 +85,59 @@ TEST_CASE("replicas: with BatchNorm, R replicas equal one replica with the batch
 TEST_CASE("replicas: --sync-bn, R replicas with B/R images each equal one replica with B, "
           "running statistics included") {
   // In double the two are the same computation to rounding (the sums over the batch run in
-  // another order: shard by shard, then the ring); in fp32 that order shows as ~1e-6.
+  // another order: shard by shard, then the ring); in fp32 that order shows as ~1e-6. The
+  // model has BatchNorm on the input (no dx wanted: the backward's sums still meet), after a
+  // convolution (N,H,W,C) and after a linear layer (N,C). (Shards of unequal sizes: the next
+  // test's bad files.)
   TempDir dir;
   auto config = [](const std::string& out, int R, bool sync_bn) {
-    TrainConfig c = replica_config(out, R, kTinyModel);
+    TrainConfig c = replica_config(out, R, kSyncBnModel);
     c.sync_bn = sync_bn;
     return c;
   };
   SUBCASE("double") { require_sync_bn_like_one(dir / "f64", config, cpu(DType::f64), {2, 3}, 1e-12); }
   SUBCASE("fp32") { require_sync_bn_like_one(dir / "f32", config, cpu(DType::f32), {2, 3}, 1e-5); }
+}
+
+TEST_CASE("replicas: --sync-bn, a step whose shards split into different numbers of "
+          "micro-batches (bad files) uses each replica's own statistics, and says so") {
+  // One batch of 24 a step, in 2 shards of 2 micro-batches of 6; 11 of the 24 files are not
+  // images, so the 13 good ones split unevenly whatever the order: one shard keeps 7 or more
+  // (2 micro-batches), the other 6 or fewer (1, or none).
+  const FashionMnistFiles& fm = fashion_mnist_jpegs();
+  TempDir dir;
+  std::ifstream train(fm.train);
+  std::string list;
+  for (int i = 0; i < 24; i++) {
+    if (i % 2 == 1 && i < 22) {
+      const std::string bad = dir / ("bad" + std::to_string(i) + ".jpg");
+      std::ofstream(bad) << "not an image";
+      list += bad + "\t3\n";
+      continue;
+    }
+    std::string line;
+    REQUIRE(std::getline(train, line));
+    list += fm.dir + "/" + line + "\n";
+  }
+  write_text(dir / "list.txt", list);
+  TrainConfig c = replica_config(dir / "r2", 2, kTinyModel);
+  c.train = dir / "list.txt", c.limit_train = 0, c.val = "";
+  c.accum = 2, c.sync_bn = true;
+  resolve_config(c);
+  Trainer t(c, cpu());
+  std::vector<std::string> notices;
+  t.notice = [&](const std::string& line) { notices.push_back(line); };
+  for (int s = 0; s < 2; s++) {
+    INFO("step " << s);
+    REQUIRE(t.step().images == 13);
+    REQUIRE(notices.size() == size_t(s + 1));
+    const std::string& n = notices.back();
+    REQUIRE(n.rfind("--sync-bn: step " + std::to_string(s + 1) + "'s shards (", 0) == 0);
+    REQUIRE(n.find(" images) do not split into the same number of micro-batches of 6, so in "
+                   "this step each replica's BatchNorm uses the statistics of its own "
+                   "shard") != std::string::npos);
+    REQUIRE(t.replicas_difference() == "");  // still alike: the step's one update is averaged
+  }
 }
 
 TEST_CASE("replicas: every sample exactly once per epoch across the replicas, in the order of one") {

@@ -162,8 +162,9 @@ class Engine {
   int sync_tag() const { return int(marked_.size()) + 2; }  // --sync-bn's sums
   // --sync-bn (engine_sync.cpp). The step's plan, from every replica's shard size (under
   // mpirun gathered from every process): sync_images_, the images of each micro-batch over
-  // every replica, or empty when the shards do not split into the same number of micro-batches
-  // (then each replica's BatchNorm uses its own batch this step, and `notice` says so).
+  // every replica, or empty when the shards (thinned by bad files) do not split into the same
+  // number of micro-batches (then each replica's BatchNorm uses its own batch this step, and
+  // `notice` says so).
   void plan_sync(int64_t step);
   // At start: every replica's BatchNorm layers linked to sync_sum; with replicas in this
   // process, a thread for each.
@@ -197,6 +198,8 @@ class Engine {
   LossScalerConfig scaler_config_;
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::unique_ptr<Collective> collective_;     // R > 1
+  std::unique_ptr<Collective> sync_collective_;  // --sync-bn on GPUs: its sums' own (else
+                                               //   they use collective_)
   std::mutex comm_mu_;                         // collective_, marked_ and reduced_, which the
                                                //   replicas' threads share (--sync-bn)
   bool collective_traced_ = false;             // collective_->trace(tracer) was called
@@ -215,6 +218,8 @@ class Engine {
   std::condition_variable sync_cv_;            // with comm_mu_: the replicas meeting in sync_sum
   std::vector<void*> sync_data_;               // the arrived replicas' sums
   int sync_arrived_ = 0;
+  int sync_n_ = 0;                             // this round's size and type (every replica's)
+  DType sync_dtype_ = DType::f32;
   int64_t sync_round_ = 0;
   bool sync_failed_ = false;                   // a replica's thread failed: nobody waits
 };

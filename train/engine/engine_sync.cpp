@@ -6,7 +6,8 @@
 // replica's per-channel sums into every replica's. So the replicas must reach each layer
 // together: under mpirun each process runs its own replica anyway; in one process the
 // replicas' forward and backward run side by side on threads_, a thread each, and meet here.
-// The sums are all-reduced (summed, not averaged) by the same collective as the gradients.
+// The sums are all-reduced (summed, not averaged) by the gradients' collective on the CPU; on
+// GPUs by a second one of the same kind, so that they do not queue behind the gradients'.
 #include <algorithm>
 #include <chrono>
 #include <string>
@@ -51,9 +52,10 @@ void Engine::plan_sync(int64_t step) {
   bool same = K > 0;
   for (int64_t n : sizes) same = same && batches(n) == K;
   sync_images_.clear();
-  if (!same) {
-    // A short batch (an epoch's last, or one that lost bad files) whose shards do not split
-    // alike: the replicas cannot meet at every layer, so each uses its own statistics.
+  const bool empty = std::all_of(sizes.begin(), sizes.end(), [](int64_t n) { return n == 0; });
+  if (!same && !empty) {
+    // A batch whose shards lost bad files unevenly, so that they do not split alike: the
+    // replicas cannot meet at every layer, so each uses its own statistics.
     if (notice) {
       std::string list;
       for (int64_t n : sizes) list += (list.empty() ? "" : ", ") + std::to_string(n);
@@ -62,8 +64,8 @@ void Engine::plan_sync(int64_t step) {
              std::to_string(micro) + ", so in this step each replica's BatchNorm uses the "
              "statistics of its own shard");
     }
-    return;
   }
+  if (!same) return;
   sync_images_.assign(size_t(K), 0);
   for (int64_t n : sizes)
     for (int64_t k = 0; k < K; k++) sync_images_[size_t(k)] += std::min(micro, n - k * micro);
@@ -71,25 +73,32 @@ void Engine::plan_sync(int64_t step) {
 
 void Engine::sync_sum(Replica& rep, void* data, int n, DType dtype) {
   const auto start = std::chrono::steady_clock::now();
+  Collective& c = sync_collective_ ? *sync_collective_ : *collective_;
   std::unique_lock<std::mutex> lock(comm_mu_);
-  collective_->mark(rep.rank, sync_tag());  // after the kernels that wrote data
+  c.mark(rep.rank, sync_tag());  // after the kernels that wrote data
   if (replicas() == 1) {  // mpirun: the other replicas are the other processes
-    collective_->all_reduce(sync_tag(), {data}, n, dtype, /*average=*/false);
+    c.all_reduce(sync_tag(), {data}, n, dtype, /*average=*/false);
   } else {
+    // (After a failure the engine is broken: nothing here is reset, no step runs again.)
     CHECK(!sync_failed_, "--sync-bn: another replica failed in this step");
+    if (sync_arrived_ == 0) sync_n_ = n, sync_dtype_ = dtype;
+    CHECK(n == sync_n_ && dtype == sync_dtype_,
+          "--sync-bn: replica " << rep.rank << " brought " << n << " " << dtype_name(dtype)
+                                << " sums where another brought " << sync_n_ << " "
+                                << dtype_name(sync_dtype_) << ": a bug in cutrain");
     sync_data_.at(size_t(rep.rank)) = data;
     if (++sync_arrived_ < replicas()) {
       const int64_t round = sync_round_;
       sync_cv_.wait(lock, [&] { return sync_round_ != round || sync_failed_; });
       CHECK(sync_round_ != round, "--sync-bn: another replica failed in this step");
     } else {  // the last to arrive: every replica's sums are queued
-      collective_->all_reduce(sync_tag(), sync_data_, n, dtype, /*average=*/false);
+      c.all_reduce(sync_tag(), sync_data_, n, dtype, /*average=*/false);
       sync_arrived_ = 0;
       sync_round_++;
       sync_cv_.notify_all();
     }
   }
-  collective_->wait(rep.rank);  // its queue goes on with the sums
+  c.wait(rep.rank);  // its queue goes on with the sums
   rep.sync_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
