@@ -111,28 +111,24 @@ Engine::Engine(const TrainConfig& cfg, const RunDevice& device, const ClassBalan
     replicas_.push_back(std::move(rep));
   }
   if (world_ > 1) {
-    auto make_collective = [&]() -> std::unique_ptr<Collective> {
-      if (mpi && device_.device == Device::cuda) {  // NCCL, or the host-staged MPI ring
-        const OnDevice on(replicas_[0]->lane->context());
-        return make_mpi_gpu_collective(*mpi, devices[0], replicas_[0]->lane->stream());
-      }
-      if (mpi) return make_mpi_ring(*mpi);
-      if (device_.device == Device::cuda) {
-        std::vector<cudaStream_t> streams;
-        for (auto& rep : replicas_) streams.push_back(rep->lane->stream());
-        return make_gpu_ring(devices, streams);
-      }
-      return make_cpu_ring(R);
-    };
-    collective_ = make_collective();
-    marked_.assign(replicas_[0]->grads->size(), 0);
-    if (cfg_.sync_bn && !replicas_[0]->model->batchnorm_states().empty()) {
-      // On GPUs --sync-bn's sums get a collective of their own (its own comm streams, or NCCL
-      // communicator): on the gradients' they would queue behind the buckets' all-reduces
-      // that backward has started, and the next layer would wait for those too.
-      if (device_.device == Device::cuda) sync_collective_ = make_collective();
-      start_sync_bn();
+    if (mpi && device_.device == Device::cuda) {  // NCCL, or the host-staged MPI ring
+      const OnDevice on(replicas_[0]->lane->context());
+      collective_ = make_mpi_gpu_collective(*mpi, devices[0], replicas_[0]->lane->stream());
+    } else if (mpi) {
+      collective_ = make_mpi_ring(*mpi);
+    } else if (device_.device == Device::cuda) {
+      std::vector<cudaStream_t> streams;
+      for (auto& rep : replicas_) streams.push_back(rep->lane->stream());
+      collective_ = make_gpu_ring(devices, streams);
+    } else {
+      collective_ = make_cpu_ring(R);
     }
+    marked_.assign(replicas_[0]->grads->size(), 0);
+    // --sync-bn's sums go through the gradients' collective. In backward they queue behind
+    // the buckets' all-reduces already started, so a layer may wait for those too; a second
+    // collective of their own (own comm streams) measured slower on one GPU, 2.01x the step
+    // against 1.37x (bench/results/sync-bn-2026-11-26.md), for reasons not yet profiled.
+    if (cfg_.sync_bn && !replicas_[0]->model->batchnorm_states().empty()) start_sync_bn();
   }
   if (cfg_.cuda_graph && device_.device == Device::cuda && world_ == 1)
     graphs_ = std::make_unique<Graphs>();
@@ -145,11 +141,8 @@ Engine::~Engine() {
   graphs_.reset();
   try {
     // Unwinding a failure: collectives queued on other processes' behalf may never complete.
-    if (std::uncaught_exceptions() > 0)
-      for (Collective* c : {collective_.get(), sync_collective_.get()})
-        if (c) c->abort();
+    if (collective_ && std::uncaught_exceptions() > 0) collective_->abort();
     for (auto& rep : replicas_) rep->lane->synchronize();
-    sync_collective_.reset();
     collective_.reset();
   } catch (...) {  // never throw from here (an earlier CUDA error may be unwinding the stack)
   }

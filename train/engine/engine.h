@@ -198,8 +198,6 @@ class Engine {
   LossScalerConfig scaler_config_;
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::unique_ptr<Collective> collective_;     // R > 1
-  std::unique_ptr<Collective> sync_collective_;  // --sync-bn on GPUs: its sums' own (else
-                                               //   they use collective_)
   std::mutex comm_mu_;                         // collective_, marked_ and reduced_, which the
                                                //   replicas' threads share (--sync-bn)
   bool collective_traced_ = false;             // collective_->trace(tracer) was called

@@ -6,8 +6,7 @@
 // replica's per-channel sums into every replica's. So the replicas must reach each layer
 // together: under mpirun each process runs its own replica anyway; in one process the
 // replicas' forward and backward run side by side on threads_, a thread each, and meet here.
-// The sums are all-reduced (summed, not averaged) by the gradients' collective on the CPU; on
-// GPUs by a second one of the same kind, so that they do not queue behind the gradients'.
+// The sums are all-reduced (summed, not averaged) by the gradients' collective.
 #include <algorithm>
 #include <chrono>
 #include <string>
@@ -73,7 +72,7 @@ void Engine::plan_sync(int64_t step) {
 
 void Engine::sync_sum(Replica& rep, void* data, int n, DType dtype) {
   const auto start = std::chrono::steady_clock::now();
-  Collective& c = sync_collective_ ? *sync_collective_ : *collective_;
+  Collective& c = *collective_;
   std::unique_lock<std::mutex> lock(comm_mu_);
   c.mark(rep.rank, sync_tag());  // after the kernels that wrote data
   if (replicas() == 1) {  // mpirun: the other replicas are the other processes
