@@ -5,9 +5,10 @@
 // trainer picks one at start and never asks which it has. Between processes (mpirun): the MPI
 // ring (make_mpi_ring, one replica per process); NCCL will plug in the same way.
 //
-// One host thread drives every local replica, replica after replica (train/engine/trainer.cpp): it
-// marks the point in each replica's queue where a buffer is complete, then asks for the
-// collective over it, then makes each replica's queue wait for the result:
+// One host thread drives every local replica, replica after replica (train/engine/engine.cpp;
+// with --sync-bn a thread per replica, the calls under one lock: engine_sync.cpp): it marks the
+// point in each replica's queue where a buffer is complete, then asks for the collective over
+// it, then makes each replica's queue wait for the result:
 //
 //   for r: ... backward queues the last gradient of bucket k; mark(r, k)
 //   all_reduce(k, {bucket k of each replica}, n, dtype, true)  // once every replica marked k

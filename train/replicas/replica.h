@@ -2,8 +2,8 @@
 // gradient buckets), ReplicaThreads (one thread per replica: how the CPU ring's ranks run),
 // overflow_name and replica_difference (the --check-replicas test).
 //
-// A step of R replicas (Trainer::launch, train/engine/trainer.cpp), one host thread queuing replica
-// after replica:
+// A step of R replicas (Engine::launch, train/engine/engine.cpp), one host thread queuing replica
+// after replica (with --sync-bn their forward and backward side by side, a thread each):
 //
 //   replica r:   forward ... backward: layer L, L-1, ..., 1 ──────► wait ─► check ─► (OR) ─► decide, update
 //                                          │ bucket k complete on every replica  ▲
