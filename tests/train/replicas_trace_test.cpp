@@ -19,13 +19,14 @@ namespace {
 
 // Trains `steps` steps of `devices` replicas with a tracer, writes the trace and reads it back.
 nlohmann::json traced_run(const TempDir& dir, const std::string& devices, const RunDevice& where,
-                          int steps, std::string* description) {
+                          int steps, std::string* description, bool sync_bn = false) {
   Tracer tracer;
   tracer.name_thread("main");
   {
     TrainConfig cfg = tiny_run_config(dir / "run", 320, 1);
     cfg.devices = devices;
     cfg.accum = 1;
+    cfg.sync_bn = sync_bn;
     Trainer t(cfg, where);
     t.tracer = &tracer;
     for (int s = 0; s < steps; s++) t.launch();
@@ -64,6 +65,25 @@ TEST_CASE("replicas: each replica's loader traces on rows of its own") {
     REQUIRE(spans_on(trace, rows.at(row), "decode") > 0);
   }
   REQUIRE(!rows.count("loader worker 0"));
+  REQUIRE(span_problems(trace) == "");
+}
+
+TEST_CASE("replicas: with --sync-bn each replica's forward and backward trace on its own thread's "
+          "row") {
+  TempDir dir;
+  std::string description;
+  RunDevice cpu;
+  const int steps = 3;
+  const nlohmann::json trace = traced_run(dir, "cpu,cpu,cpu,cpu", cpu, steps, &description, true);
+  const auto rows = rows_by_name(trace);
+  REQUIRE(spans_on(trace, rows.at("main"), "forward") == steps);  // replica 0: the caller's
+  for (const char* row :
+       {"replica 1 (--sync-bn)", "replica 2 (--sync-bn)", "replica 3 (--sync-bn)"}) {
+    INFO(row);
+    REQUIRE(rows.count(row));
+    REQUIRE(spans_on(trace, rows.at(row), "forward") == steps);
+    REQUIRE(spans_on(trace, rows.at(row), "backward") == steps);
+  }
   REQUIRE(span_problems(trace) == "");
 }
 

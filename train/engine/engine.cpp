@@ -212,6 +212,10 @@ void Engine::launch_step(const StepResult& host) {
     threads_->run([&](int i) {
       Replica& rep = *replicas_[size_t(i)];
       const OnDevice on(rep.lane->context());
+      if (tracer && i > 0 && !rep.thread_named) {  // (replica 0 runs on the caller's thread)
+        tracer->name_thread("replica " + std::to_string(rep.rank) + " (--sync-bn)");
+        rep.thread_named = true;
+      }
       forward_backward(rep, images, recs[size_t(i)]);
     });
   if (sync_bn_) {  // the replicas' mean

@@ -53,6 +53,7 @@ struct Replica {
   BatchSync bn_sync;                   // --sync-bn: where its BatchNorm layers' states link
                                        //   to the other replicas (Engine::sync_sum)
   double sync_s = 0;                   // --sync-bn: this step's seconds in Engine::sync_sum
+  bool thread_named = false;           // --sync-bn with --trace: its thread's row is named
   Batch batch;                         // this step's shard, from next() to release()
   bool any_ready = false;              // this step: a bucket was marked (Lane::first_ready)
 };
