@@ -107,27 +107,26 @@ void batchnorm_forward_eval_cpu(int64_t M, int C, const T* x, const acc_t<T>* ga
 }
 
 namespace {
-// sum_m dy[m][c] and sum_m dy[m][c] * xhat[m][c], with xhat = (x - mean) * invstd.
+// The backward's per-channel sums, in one (2C) vector (the layout the GPU's and --sync-bn's
+// all-reduce use): [c] = sum_m dy[m][c], [C + c] = sum_m dy[m][c] * xhat[m][c], with
+// xhat = (x - mean) * invstd.
 template <typename T>
-void sum_dy_dyxhat(int64_t M, int C, const T* x, const T* dy, const acc_t<T>* mean,
-                   const acc_t<T>* invstd, std::vector<acc_t<T>>& sdy,
-                   std::vector<acc_t<T>>& sdyx) {
+std::vector<acc_t<T>> sum_dy_dyxhat(int64_t M, int C, const T* x, const T* dy,
+                                    const acc_t<T>* mean, const acc_t<T>* invstd) {
   using A = acc_t<T>;
-  sdy.resize(size_t(C));
-  sdyx.resize(size_t(C));
-  channel_sums(M, C, sdy.data(), [&](int64_t m, int c) { return A(dy[m * C + c]); });
-  channel_sums(M, C, sdyx.data(), [&](int64_t m, int c) {
+  std::vector<A> sums(2 * size_t(C));
+  channel_sums(M, C, sums.data(), [&](int64_t m, int c) { return A(dy[m * C + c]); });
+  channel_sums(M, C, sums.data() + C, [&](int64_t m, int c) {
     return A(dy[m * C + c]) * ((A(x[m * C + c]) - mean[c]) * invstd[c]);
   });
+  return sums;
 }
 
-template <typename T>
-void accumulate_param_grads(int C, const std::vector<acc_t<T>>& sdy,
-                            const std::vector<acc_t<T>>& sdyx, acc_t<T>* dgamma,
-                            acc_t<T>* dbeta) {
+template <typename A>
+void accumulate_param_grads(int C, const std::vector<A>& sums, A* dgamma, A* dbeta) {
   for (size_t c = 0; c < size_t(C); c++) {
-    if (dgamma) dgamma[c] += sdyx[c];
-    if (dbeta) dbeta[c] += sdy[c];
+    if (dgamma) dgamma[c] += sums[size_t(C) + c];
+    if (dbeta) dbeta[c] += sums[c];
   }
 }
 }  // namespace
@@ -138,18 +137,14 @@ void batchnorm_backward_train_cpu(int64_t M, int C, const T* x, const T* dy,
                                   const acc_t<T>* save_invstd, T* dx, acc_t<T>* dgamma,
                                   acc_t<T>* dbeta, const BatchNormSync* sync) {
   using A = acc_t<T>;
-  std::vector<A> sdy, sdyx;
-  sum_dy_dyxhat<T>(M, C, x, dy, save_mean, save_invstd, sdy, sdyx);
-  accumulate_param_grads<T>(C, sdy, sdyx, dgamma, dbeta);  // this replica's own
-  const size_t Cs = size_t(C);
-  if (sync) {  // every replica's sums, for dx (called even without dx: every replica joins)
-    std::vector<A> both(sdy);
-    both.insert(both.end(), sdyx.begin(), sdyx.end());
-    sync->sum(both.data(), 2 * C);
-    std::copy(both.begin(), both.begin() + C, sdy.begin());
-    std::copy(both.begin() + C, both.end(), sdyx.begin());
-  }
+  std::vector<A> sums = sum_dy_dyxhat<T>(M, C, x, dy, save_mean, save_invstd);
+  accumulate_param_grads<A>(C, sums, dgamma, dbeta);  // this replica's own
+  // Every replica's sums, for dx (called even without dx: every replica joins).
+  if (sync) sync->sum(sums.data(), 2 * C);
   if (!dx) return;
+  const size_t Cs = size_t(C);
+  const A* sdy = sums.data();
+  const A* sdyx = sums.data() + C;
   const A Ma = A(sync ? sync->count : M);
   std::vector<A> k(Cs);  // gamma * invstd / M
   for (size_t c = 0; c < Cs; c++) k[c] = gamma[c] * save_invstd[c] / Ma;
@@ -176,11 +171,9 @@ void batchnorm_backward_eval_cpu(int64_t M, int C, const T* x, const T* dy,
   const size_t Cs = size_t(C);
   std::vector<A> invstd(Cs);
   for (size_t c = 0; c < Cs; c++) invstd[c] = A(1) / std::sqrt(running_var[c] + A(eps));
-  std::vector<A> sdy, sdyx;
-  if (dgamma || dbeta) {
-    sum_dy_dyxhat<T>(M, C, x, dy, running_mean, invstd.data(), sdy, sdyx);
-    accumulate_param_grads<T>(C, sdy, sdyx, dgamma, dbeta);
-  }
+  if (dgamma || dbeta)
+    accumulate_param_grads<A>(C, sum_dy_dyxhat<T>(M, C, x, dy, running_mean, invstd.data()),
+                              dgamma, dbeta);
   if (!dx) return;
   // Each thread owns whole pixel rows dx[m][:].
 #pragma omp parallel for schedule(static) if (worth_threads(M * C))

@@ -14,13 +14,12 @@
 //   fp16 outputs may land on the neighbouring half of the fp32 value: plus 2^-10 relative
 //      (one fp16 ulp).
 #include <cmath>
-#include <thread>
 #include <vector>
 
 #include "kernels/batchnorm.h"
 #include "kernels/elementwise.h"
 #include "tests/kernels/gpu_compare.h"
-#include "tests/kernels/thread_sum.h"
+#include "tests/kernels/batch_parts.h"
 
 using namespace cutrain;
 using namespace cutrain_test;
@@ -56,6 +55,18 @@ struct Case {
 };
 const Case kCases[] = {{2, 3}, {429, 67}, {4099, 5}, {50177, 33}};
 
+// A layer's random inputs, from seeds seed .. seed + 4: x (M,C) with mean ~0.5 (not centred),
+// gamma, beta and the running statistics (C).
+template <typename T> struct Inputs {
+  std::vector<T> x;
+  std::vector<float> g, b, rm, rv;
+};
+template <typename T> Inputs<T> random_inputs(size_t n, size_t Cs, uint64_t seed) {
+  return {random_values<T>(n, seed, -2, 3), random_values<float>(Cs, seed + 1, 0.5, 1.5),
+          random_values<float>(Cs, seed + 2, -0.5, 0.5), random_values<float>(Cs, seed + 3, -1, 1),
+          random_values<float>(Cs, seed + 4, 0.5, 2)};
+}
+
 }  // namespace
 
 TEST_CASE_TEMPLATE("batchnorm [gpu]: training forward and backward match the CPU", T, float,
@@ -70,11 +81,9 @@ TEST_CASE_TEMPLATE("batchnorm [gpu]: training forward and backward match the CPU
       const size_t n = size_t(M) * size_t(C), Cs = size_t(C);
       INFO("M " << M << " C " << C << (relu ? " fused relu" : ""));
       const double S = sum_tol(M);
-      const std::vector<T> x = random_values<T>(n, 1, -2, 3);  // mean ~0.5: not centred
-      const std::vector<float> g = random_values<float>(Cs, 2, 0.5, 1.5);
-      const std::vector<float> b = random_values<float>(Cs, 3, -0.5, 0.5);
-      const std::vector<float> rm0 = random_values<float>(Cs, 4, -1, 1);
-      const std::vector<float> rv0 = random_values<float>(Cs, 5, 0.5, 2);
+      const Inputs<T> in = random_inputs<T>(n, Cs, 1);
+      const std::vector<T>& x = in.x;
+      const std::vector<float> &g = in.g, &b = in.b, &rm0 = in.rm, &rv0 = in.rv;
       std::vector<T> y(n);
       std::vector<float> sm(Cs), si(Cs), rm = rm0, rv = rv0;
       cpu_forward_train<T>(M, C, x, g, b, eps, relu, y, sm, si, rm, rv);
@@ -127,11 +136,9 @@ TEST_CASE_TEMPLATE("batchnorm [gpu]: eval forward and backward match the CPU", T
       const size_t n = size_t(M) * size_t(C), Cs = size_t(C);
       INFO("M " << M << " C " << C << (relu ? " fused relu" : ""));
       const double S = sum_tol(M);
-      const std::vector<T> x = random_values<T>(n, 11, -2, 3);
-      const std::vector<float> g = random_values<float>(Cs, 12, 0.5, 1.5);
-      const std::vector<float> b = random_values<float>(Cs, 13, -0.5, 0.5);
-      const std::vector<float> rm = random_values<float>(Cs, 14, -1, 1);
-      const std::vector<float> rv = random_values<float>(Cs, 15, 0.5, 2);
+      const Inputs<T> in = random_inputs<T>(n, Cs, 11);
+      const std::vector<T>& x = in.x;
+      const std::vector<float> &g = in.g, &b = in.b, &rm = in.rm, &rv = in.rv;
       std::vector<T> y(n);
       batchnorm_forward_eval_cpu<T>(M, C, x.data(), g.data(), b.data(), rm.data(), rv.data(), eps,
                                     y.data());
@@ -308,88 +315,78 @@ TEST_CASE_TEMPLATE("batchnorm [gpu]: synchronised over R parts of the batch (Bat
   // and dbeta added up against the whole batch's: the tolerances of the test above.
   REQUIRE_GPU();
   const int C = 67;
+  const size_t Cs = size_t(C);
   const double eps = 1e-5;
-  for (const std::vector<int64_t>& parts : {std::vector<int64_t>{200, 229},
-                                            std::vector<int64_t>{100, 150, 179}})
+  for (const BatchParts& parts : {BatchParts{{200, 229}}, BatchParts{{100, 150, 179}}})
     for (bool relu : {false, true}) {
-      const int R = int(parts.size());
+      const int R = parts.count();
       INFO(R << " parts" << (relu ? ", fused relu" : ""));
-      int64_t M = 0;
-      for (int64_t m : parts) M += m;
-      const size_t n = size_t(M) * C, Cs = size_t(C);
+      const int64_t M = parts.total();
+      const size_t n = size_t(M) * Cs;
       const double S = sum_tol(M);
-      const std::vector<T> x = random_values<T>(n, 1, -2, 3);
-      const std::vector<float> g = random_values<float>(Cs, 2, 0.5, 1.5);
-      const std::vector<float> b = random_values<float>(Cs, 3, -0.5, 0.5);
-      const std::vector<float> rm0 = random_values<float>(Cs, 4, -1, 1);
-      const std::vector<float> rv0 = random_values<float>(Cs, 5, 0.5, 2);
+      const Inputs<T> in = random_inputs<T>(n, Cs, 1);
       const std::vector<T> dy = random_values<T>(n, 6, -1, 1);
+      // The whole batch on the CPU.
       std::vector<T> y(n), dx(n, T(0.0f));
-      std::vector<float> sm(Cs), si(Cs), rm = rm0, rv = rv0, dg(Cs, 0), db(Cs, 0);
-      cpu_forward_train<T>(M, C, x, g, b, eps, relu, y, sm, si, rm, rv);
-      batchnorm_backward_train_cpu<T>(M, C, x.data(), cpu_masked_dy(relu, y, dy).data(), g.data(),
-                                      sm.data(), si.data(), dx.data(), dg.data(), db.data());
-
+      std::vector<float> sm(Cs), si(Cs), rm = in.rm, rv = in.rv, dg(Cs, 0), db(Cs, 0);
+      cpu_forward_train<T>(M, C, in.x, in.g, in.b, eps, relu, y, sm, si, rm, rv);
+      batchnorm_backward_train_cpu<T>(M, C, in.x.data(), cpu_masked_dy(relu, y, dy).data(),
+                                      in.g.data(), sm.data(), si.data(), dx.data(), dg.data(),
+                                      db.data());
+      // The parts on the GPU, side by side; each part's results, checked after.
+      struct Part {
+        std::vector<T> y, dx;
+        std::vector<float> sm, si, rm, rv, dg, db;
+      };
+      std::vector<Part> got(parts.rows.size());
       ThreadSum<float> all(R);
-      const size_t Rs = size_t(R);
-      std::vector<std::vector<T>> py(Rs), pdx(Rs);
-      std::vector<std::vector<float>> psm(Rs), prm(Rs), prv(Rs), pdg(Rs), pdb(Rs);
-      std::vector<std::thread> threads;
-      int64_t first = 0;
-      for (int r = 0; r < R; r++) {
-        const int64_t Mr = parts[size_t(r)], at = first * C;
-        first += Mr;
-        threads.emplace_back([&, r, Mr, at] {
-          Stream st;
-          const size_t nr = size_t(Mr) * Cs, i = size_t(r);
-          BatchNormSync sync;
-          sync.count = M;
-          sync.sum = [&](void* v, int k) {  // device sums -> host -> every part's -> device
-            std::vector<float> h(static_cast<size_t>(k));
-            st.synchronize();
-            copy_sync(h.data(), v, sizeof(float) * size_t(k));
-            all.sum(r, h.data(), k);
-            copy_sync(v, h.data(), sizeof(float) * size_t(k));
-          };
-          const std::vector<T> xr(x.begin() + at, x.begin() + at + std::ptrdiff_t(nr));
-          const std::vector<T> dyr(dy.begin() + at, dy.begin() + at + std::ptrdiff_t(nr));
-          DeviceBuffer d_x = upload(xr), d_g = upload(g), d_b = upload(b);
-          DeviceBuffer d_rm = upload(rm0), d_rv = upload(rv0), d_dy = upload(dyr);
-          DeviceBuffer d_y = poisoned<T>(nr, st.get()), d_sm = poisoned<float>(Cs, st.get()),
-                       d_si = poisoned<float>(Cs, st.get());
-          DeviceBuffer d_dx = upload(std::vector<T>(nr, T(0.0f)));
-          DeviceBuffer d_dg = upload(std::vector<float>(Cs, 0)), d_db = upload(std::vector<float>(Cs, 0));
-          batchnorm_forward_train_gpu<T>(Mr, C, ptr<T>(d_x), ptr<float>(d_g), ptr<float>(d_b),
-                                         eps, 0.1, relu, ptr<T>(d_y), ptr<float>(d_sm),
-                                         ptr<float>(d_si), ptr<float>(d_rm), ptr<float>(d_rv),
-                                         st.get(), &sync);
-          batchnorm_backward_train_gpu<T>(Mr, C, ptr<T>(d_x), ptr<T>(d_y), ptr<T>(d_dy),
-                                          ptr<float>(d_g), ptr<float>(d_sm), ptr<float>(d_si),
-                                          relu, ptr<T>(d_dx), ptr<float>(d_dg), ptr<float>(d_db),
-                                          st.get(), &sync);
+      parts.run([&](int r) {
+        Stream st;
+        const int64_t Mr = parts.rows[size_t(r)];
+        const size_t nr = size_t(Mr) * Cs;
+        BatchNormSync sync;
+        sync.count = M;
+        sync.sum = [&](void* v, int k) {  // device sums -> host -> every part's -> device
+          std::vector<float> h(static_cast<size_t>(k));
           st.synchronize();
-          py[i] = download<T>(d_y, nr), pdx[i] = download<T>(d_dx, nr);
-          psm[i] = download<float>(d_sm, Cs), prm[i] = download<float>(d_rm, Cs);
-          prv[i] = download<float>(d_rv, Cs);
-          pdg[i] = download<float>(d_dg, Cs), pdb[i] = download<float>(d_db, Cs);
-        });
-      }
-      for (std::thread& t : threads) t.join();
-      first = 0;
+          copy_sync(h.data(), v, sizeof(float) * size_t(k));
+          all.sum(r, h.data(), k);
+          copy_sync(v, h.data(), sizeof(float) * size_t(k));
+        };
+        DeviceBuffer d_x = upload(parts.of(in.x, C, r)), d_dy = upload(parts.of(dy, C, r));
+        DeviceBuffer d_g = upload(in.g), d_b = upload(in.b), d_rm = upload(in.rm),
+                     d_rv = upload(in.rv);
+        DeviceBuffer d_y = poisoned<T>(nr, st.get()), d_sm = poisoned<float>(Cs, st.get()),
+                     d_si = poisoned<float>(Cs, st.get());
+        DeviceBuffer d_dx = upload(std::vector<T>(nr, T(0.0f)));
+        DeviceBuffer d_dg = upload(std::vector<float>(Cs, 0)),
+                     d_db = upload(std::vector<float>(Cs, 0));
+        batchnorm_forward_train_gpu<T>(Mr, C, ptr<T>(d_x), ptr<float>(d_g), ptr<float>(d_b), eps,
+                                       0.1, relu, ptr<T>(d_y), ptr<float>(d_sm), ptr<float>(d_si),
+                                       ptr<float>(d_rm), ptr<float>(d_rv), st.get(), &sync);
+        batchnorm_backward_train_gpu<T>(Mr, C, ptr<T>(d_x), ptr<T>(d_y), ptr<T>(d_dy),
+                                        ptr<float>(d_g), ptr<float>(d_sm), ptr<float>(d_si), relu,
+                                        ptr<T>(d_dx), ptr<float>(d_dg), ptr<float>(d_db), st.get(),
+                                        &sync);
+        st.synchronize();
+        Part& p = got[size_t(r)];
+        p.y = download<T>(d_y, nr), p.dx = download<T>(d_dx, nr);
+        p.sm = download<float>(d_sm, Cs), p.si = download<float>(d_si, Cs);
+        p.rm = download<float>(d_rm, Cs);
+        p.rv = download<float>(d_rv, Cs);
+        p.dg = download<float>(d_dg, Cs), p.db = download<float>(d_db, Cs);
+      });
       std::vector<float> dg_sum(Cs, 0), db_sum(Cs, 0);
       for (int r = 0; r < R; r++) {
-        const size_t i = size_t(r);
-        const auto at = std::ptrdiff_t(first * C), end = std::ptrdiff_t((first + parts[i]) * C);
-        first += parts[i];
         INFO("part " << r);
-        require_close_values(py[i], std::vector<T>(y.begin() + at, y.begin() + end), 4 * S,
-                             ulp_rtol<T>());
-        require_close_values(pdx[i], std::vector<T>(dx.begin() + at, dx.begin() + end), 8 * S,
-                             ulp_rtol<T>());
-        require_close_values(psm[i], sm, S, S);
-        require_close_values(prm[i], rm, S, S);
-        require_close_values(prv[i], rv, S, S);
-        for (size_t c = 0; c < Cs; c++) dg_sum[c] += pdg[i][c], db_sum[c] += pdb[i][c];
+        const Part& p = got[size_t(r)];
+        require_close_values(p.y, parts.of(y, C, r), 4 * S, ulp_rtol<T>());
+        require_close_values(p.dx, parts.of(dx, C, r), 8 * S, ulp_rtol<T>());
+        require_close_values(p.sm, sm, S, S);
+        require_close_values(p.si, si, S, S);
+        require_close_values(p.rm, rm, S, S);
+        require_close_values(p.rv, rv, S, S);
+        for (size_t c = 0; c < Cs; c++) dg_sum[c] += p.dg[c], db_sum[c] += p.db[c];
       }
       const double grad_tol = 4 * std::sqrt(double(M)) * S;
       require_close_values(dg_sum, dg, grad_tol, S);

@@ -3,11 +3,10 @@
 // storage with fp32 statistics (including inputs near 30000, where a one-pass variance fails).
 #include <cmath>
 #include <random>
-#include <thread>
 #include <vector>
 
 #include "kernels/batchnorm.h"
-#include "tests/kernels/thread_sum.h"
+#include "tests/kernels/batch_parts.h"
 #include "tests/test_util.h"
 
 using namespace cutrain;
@@ -228,15 +227,14 @@ TEST_CASE("batchnorm: synchronised over R parts of the batch (BatchNormSync) equ
   // thread of its own whose sums meet in a ThreadSum: every part's y and dx equal the whole
   // batch's rows, the statistics and running averages equal, and the parts' dgamma and dbeta
   // add up to the whole batch's. In double: the same computation but for the order of the sums.
+  using cutrain_test::BatchParts;
   const int C = 5;
   std::mt19937 rng(11);
   std::uniform_real_distribution<double> u(-2, 3);
-  for (const std::vector<int64_t>& parts : {std::vector<int64_t>{25, 25},
-                                            std::vector<int64_t>{17, 20, 13}}) {
-    const int R = int(parts.size());
+  for (const BatchParts& parts : {BatchParts{{25, 25}}, BatchParts{{17, 20, 13}}}) {
+    const int R = parts.count();
     INFO(R << " parts");
-    int64_t M = 0;
-    for (int64_t m : parts) M += m;
+    const int64_t M = parts.total();
     const size_t n = size_t(M) * C;
     std::vector<double> x(n), dy(n), g(C), b(C);
     for (double& v : x) v = u(rng);
@@ -250,57 +248,46 @@ TEST_CASE("batchnorm: synchronised over R parts of the batch (BatchNormSync) equ
                                         sm.data(), si.data(), rm.data(), rv.data());
     batchnorm_backward_train_cpu<double>(M, C, x.data(), dy.data(), g.data(), sm.data(),
                                          si.data(), dx.data(), dg.data(), db.data());
-    // The parts, side by side.
+    // The parts, side by side; each part's results, checked after.
+    struct Part {
+      std::vector<double> y, dx, sm, si, rm, rv, dg, db;
+    };
+    std::vector<Part> got(parts.rows.size());
     cutrain_test::ThreadSum<double> all(R);
-    using Parts = std::vector<std::vector<double>>;
-    const std::vector<double> zeros(C, 0.0);
-    const size_t Rs = size_t(R);
-    Parts py(Rs), pdx(Rs), psm(Rs, zeros), psi = psm, pdg = psm, pdb = psm;
-    Parts prm(Rs, std::vector<double>(C, 0.2)), prv(Rs, std::vector<double>(C, 1.5));
-    std::vector<std::thread> threads;
-    int64_t first = 0;
-    for (int r = 0; r < R; r++) {
-      const int64_t Mr = parts[size_t(r)], at = first * C;
-      first += Mr;
-      py[size_t(r)].assign(size_t(Mr * C), 0);
-      pdx[size_t(r)].assign(size_t(Mr * C), 0);
-      threads.emplace_back([&, r, Mr, at] {
-        BatchNormSync sync;
-        sync.count = M;
-        sync.sum = [&, r](void* v, int k) { all.sum(r, static_cast<double*>(v), k); };
-        const size_t i = size_t(r);
-        batchnorm_forward_train_cpu<double>(Mr, C, x.data() + at, g.data(), b.data(), eps, mom,
-                                            py[i].data(), psm[i].data(), psi[i].data(),
-                                            prm[i].data(), prv[i].data(), &sync);
-        batchnorm_backward_train_cpu<double>(Mr, C, x.data() + at, dy.data() + at, g.data(),
-                                             psm[i].data(), psi[i].data(), pdx[i].data(),
-                                             pdg[i].data(), pdb[i].data(), &sync);
-      });
-    }
-    for (std::thread& t : threads) t.join();
-    first = 0;
+    parts.run([&](int r) {
+      const std::vector<double> xr = parts.of(x, C, r), dyr = parts.of(dy, C, r);
+      const int64_t Mr = parts.rows[size_t(r)];
+      Part& p = got[size_t(r)];
+      p.y.assign(xr.size(), 0), p.dx.assign(xr.size(), 0);
+      p.sm.assign(C, 0), p.si = p.sm, p.dg = p.sm, p.db = p.sm;
+      p.rm.assign(C, 0.2), p.rv.assign(C, 1.5);
+      BatchNormSync sync;
+      sync.count = M;
+      sync.sum = [&, r](void* v, int k) { all.sum(r, static_cast<double*>(v), k); };
+      batchnorm_forward_train_cpu<double>(Mr, C, xr.data(), g.data(), b.data(), eps, mom,
+                                          p.y.data(), p.sm.data(), p.si.data(), p.rm.data(),
+                                          p.rv.data(), &sync);
+      batchnorm_backward_train_cpu<double>(Mr, C, xr.data(), dyr.data(), g.data(), p.sm.data(),
+                                           p.si.data(), p.dx.data(), p.dg.data(), p.db.data(),
+                                           &sync);
+    });
     std::vector<double> dg_sum(C, 0), db_sum(C, 0);
     for (int r = 0; r < R; r++) {
-      const size_t i = size_t(r);
-      const auto at = std::ptrdiff_t(first * C), end = std::ptrdiff_t((first + parts[i]) * C);
-      first += parts[i];
       INFO("part " << r);
-      require_near(py[i], std::vector<double>(y.begin() + at, y.begin() + end), 1e-13);
-      require_near(pdx[i], std::vector<double>(dx.begin() + at, dx.begin() + end), 1e-13);
-      require_near(psm[i], sm, 1e-13);
-      require_near(psi[i], si, 1e-13);
-      require_near(prm[i], rm, 1e-13);
-      require_near(prv[i], rv, 1e-13);
-      for (int c = 0; c < C; c++) {
-        dg_sum[size_t(c)] += pdg[i][size_t(c)];
-        db_sum[size_t(c)] += pdb[i][size_t(c)];
-      }
+      const Part& p = got[size_t(r)];
+      require_near(p.y, parts.of(y, C, r), 1e-13);
+      require_near(p.dx, parts.of(dx, C, r), 1e-13);
+      require_near(p.sm, sm, 1e-13);
+      require_near(p.si, si, 1e-13);
+      require_near(p.rm, rm, 1e-13);
+      require_near(p.rv, rv, 1e-13);
+      for (size_t c = 0; c < size_t(C); c++) dg_sum[c] += p.dg[c], db_sum[c] += p.db[c];
     }
     require_near(dg_sum, dg, 1e-12);
     require_near(db_sum, db, 1e-12);
     // One part alone (no sync) normalises with its own statistics: far from the whole batch's.
-    std::vector<double> alone(size_t(parts[0] * C)), am(C), ai(C), arm(C, 0.2), arv(C, 1.5);
-    batchnorm_forward_train_cpu<double>(parts[0], C, x.data(), g.data(), b.data(), eps, mom,
+    std::vector<double> alone(size_t(parts.rows[0] * C)), am(C), ai(C), arm(C, 0.2), arv(C, 1.5);
+    batchnorm_forward_train_cpu<double>(parts.rows[0], C, x.data(), g.data(), b.data(), eps, mom,
                                         alone.data(), am.data(), ai.data(), arm.data(), arv.data());
     double far = 0;
     for (int c = 0; c < C; c++) far = std::max(far, std::abs(am[size_t(c)] - sm[size_t(c)]));
