@@ -56,7 +56,8 @@ CXXFLAGS += -std=c++17 -O2 -g -Wall -Wextra -pthread -fopenmp -MMD -MP -I. $(PKG
 # (kernels/hd.h); on x86-64 without -march flags there is no fma to fuse into anyway.
 CXXFLAGS += -ffp-contract=off
 LDFLAGS  += -pthread -fopenmp
-LDLIBS   := $(PKG_LIBS) $(MPI_LIBS)
+# oneDNN (Debian's libdnnl, built on OpenMP): the CPU's fast conv2d and linear (kernels/onednn.h).
+LDLIBS   := $(PKG_LIBS) -ldnnl $(MPI_LIBS)
 
 ifeq ($(USE_CUDA),1)
   MODE      := cuda
@@ -193,7 +194,7 @@ test: all
 DEBIAN_PACKAGES := libturbojpeg0-dev libstb-dev libhdf5-dev zlib1g-dev doctest-dev \
                    libcli11-dev nlohmann-json3-dev dataset-fashion-mnist pkg-config \
                    libwebp-dev libexif-dev libcsv-dev libunistring-dev \
-                   libopenmpi-dev openmpi-bin \
+                   libopenmpi-dev openmpi-bin libdnnl-dev \
                    clang libclang-rt-dev
 # Installs only what is missing; apt-get update first, sudo when not root.
 deps:
@@ -238,7 +239,7 @@ FUZZ_LIB_CPP  := $(addprefix data/,atomic_file.cpp image_list.cpp image_decode.c
                    autograd.cpp layers.cpp model.cpp model_spec.cpp ops_basic.cpp ops_conv.cpp \
                    ops_norm.cpp ops_pool.cpp) \
                  $(addprefix kernels/,cast.cpp gpu.cpp batchnorm.cpp conv2d.cpp elementwise.cpp \
-                   linear.cpp pool.cpp xxhash64.cpp) \
+                   linear.cpp matmul_cpu.cpp onednn.cpp impl.cpp pool.cpp xxhash64.cpp) \
                  $(addprefix train/run/,checkpoint.cpp config.cpp)
 # The readers behind image_list.cpp: the labels of any list (list_rows), CSV lists (libcsv).
 FUZZ_LIB_CPP  += data/list_rows.cpp data/csv_list.cpp
@@ -274,11 +275,11 @@ $(FUZZ_LIB): $(call fuzz_obj,$(FUZZ_LIB_CPP))
 $(FUZZ_BUILD)/bin/%_fuzz: $(FUZZ_BUILD)/fuzz/%_fuzz.cpp.o $(call fuzz_obj,fuzz/feed.cpp fuzz/hdf5_guard.cpp) \
                          $(FUZZ_LIB)
 	@mkdir -p $(@D)
-	$(FUZZ_CXX) -fsanitize=fuzzer $(FUZZ_SAN) -pthread -o $@ $^ $(PKG_LIBS)
+	$(FUZZ_CXX) -fsanitize=fuzzer $(FUZZ_SAN) -pthread -o $@ $^ $(PKG_LIBS) -ldnnl
 
 $(FUZZ_BUILD)/bin/make_corpus: $(call fuzz_obj,$(FUZZ_CORPUS_CPP)) $(FUZZ_LIB)
 	@mkdir -p $(@D)
-	$(FUZZ_CXX) $(FUZZ_SAN) -pthread -o $@ $^ $(PKG_LIBS)
+	$(FUZZ_CXX) $(FUZZ_SAN) -pthread -o $@ $^ $(PKG_LIBS) -ldnnl
 
 # The seeds, written afresh whenever the writer changes.
 $(FUZZ_BUILD)/corpus/.stamp: $(FUZZ_BUILD)/bin/make_corpus

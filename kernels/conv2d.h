@@ -50,6 +50,17 @@ void conv2d_backward_data_cpu(const Conv2dShape& s, const T* dy, const T* w, T* 
 template <typename T>
 void conv2d_backward_filter_cpu(const Conv2dShape& s, const T* x, const T* dy, T* dw, T* db);
 
+// The CPU switch (kernels/matmul_cpu.cpp), what nn's ops call: direct runs the reference above,
+// onednn runs oneDNN (kernels/onednn.h; T = float only); a GPU implementation throws.
+template <typename T>
+void conv2d_forward_cpu(ConvImpl impl, const Conv2dShape& s, const T* x, const T* w, const T* b,
+                        T* y);
+template <typename T>
+void conv2d_backward_data_cpu(ConvImpl impl, const Conv2dShape& s, const T* dy, const T* w, T* dx);
+template <typename T>
+void conv2d_backward_filter_cpu(ConvImpl impl, const Conv2dShape& s, const T* x, const T* dy,
+                                T* dw, T* db);
+
 // --- GPU (CUDA builds only; device pointers; queued on `stream`, never synchronising) ---
 // Same math, shapes and accumulate rule (+=) as the CPU functions above, T = float or half_t.
 // Sums run in fp32 (acc_t<half_t> = float); the order differs from the CPU's, so results agree

@@ -1,5 +1,7 @@
-// The names of the GPU implementations (impl.h).
+// The names of the conv2d and linear implementations, and `auto` (impl.h).
 #include "kernels/impl.h"
+
+#include <type_traits>
 
 #include "kernels/check.h"
 
@@ -10,6 +12,7 @@ const char* impl_name(ConvImpl i) {
     case ConvImpl::direct: return "direct";
     case ConvImpl::tc: return "tc";
     case ConvImpl::cudnn: return "cudnn";
+    case ConvImpl::onednn: return "onednn";
   }
   return "?";
 }
@@ -19,22 +22,38 @@ const char* impl_name(LinearImpl i) {
     case LinearImpl::direct: return "direct";
     case LinearImpl::tc: return "tc";
     case LinearImpl::cublas: return "cublas";
+    case LinearImpl::onednn: return "onednn";
   }
   return "?";
 }
 
-ConvImpl parse_conv_impl(const std::string& s) {
-  for (ConvImpl i : {ConvImpl::direct, ConvImpl::tc, ConvImpl::cudnn})
-    if (s == impl_name(i)) return i;
-  CHECK(false, "conv implementation '" << s << "': expected direct, tc or cudnn");
-  return ConvImpl::direct;
+namespace {
+// One rule for both ops: auto -> tc (GPU) or onednn (CPU); a GPU choice on the CPU -> direct;
+// onednn on a GPU -> an error.
+template <typename Impl>
+Impl parse_impl(const char* op, const std::string& s, bool gpu, std::initializer_list<Impl> all) {
+  if (s == "auto") return gpu ? Impl::tc : Impl::onednn;
+  for (Impl i : all)
+    if (s == impl_name(i)) {
+      CHECK(!gpu || i != Impl::onednn,
+            "--" << op << " onednn runs on the CPU; on a GPU: auto, tc, direct or "
+                 << (std::is_same_v<Impl, ConvImpl> ? "cudnn" : "cublas"));
+      return gpu || i == Impl::onednn ? i : Impl::direct;
+    }
+  std::string names = "auto";
+  for (Impl i : all) names += std::string(", ") + impl_name(i);
+  CHECK(false, "--" << op << " " << s << ": expected " << names);
+  return Impl::direct;
+}
+}  // namespace
+
+ConvImpl parse_conv_impl(const std::string& s, bool gpu) {
+  return parse_impl("conv", s, gpu, {ConvImpl::direct, ConvImpl::tc, ConvImpl::cudnn, ConvImpl::onednn});
 }
 
-LinearImpl parse_linear_impl(const std::string& s) {
-  for (LinearImpl i : {LinearImpl::direct, LinearImpl::tc, LinearImpl::cublas})
-    if (s == impl_name(i)) return i;
-  CHECK(false, "linear implementation '" << s << "': expected direct, tc or cublas");
-  return LinearImpl::direct;
+LinearImpl parse_linear_impl(const std::string& s, bool gpu) {
+  return parse_impl("linear", s, gpu,
+                    {LinearImpl::direct, LinearImpl::tc, LinearImpl::cublas, LinearImpl::onednn});
 }
 
 }  // namespace cutrain

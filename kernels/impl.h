@@ -1,24 +1,31 @@
-// defines: ConvImpl and LinearImpl, the switch that picks which GPU implementation runs the
-// two matrix-multiply ops, and their names for the command line and the benchmarks.
+// defines: ConvImpl and LinearImpl, the switch that picks which implementation runs the two
+// matrix-multiply ops, and their names for the command line and the benchmarks.
 //
-//   direct  one thread per output, plain loops: obviously right, the baseline (f32 and f16)
-//   tc      tiled tensor-core kernels (fp16 in, fp32 accumulate): the default fast path;
-//           f16 storage only (f32 runs use direct or the library)
-//   cudnn / cublas  the vendor library: a selectable alternative and a second reference
+//   direct  plain loops: on a GPU one thread per output, on the CPU the reference (conv2d.cpp,
+//           linear.cpp). Obviously right, the baseline and the oracle (every dtype)
+//   tc      GPU: tiled tensor-core kernels (fp16 in, fp32 accumulate), the default there;
+//           f16 storage only (f32 runs use direct)
+//   cudnn / cublas  GPU: the vendor library, a selectable alternative and a second reference
+//   onednn  CPU: oneDNN (kernels/onednn.h), the default there; f32 only (f64 and f16 storage
+//           run the reference)
 //
-// The CPU always runs the CPU reference; the switch only matters on a GPU.
+// `auto` (the command line's default) is tc on a GPU and onednn on the CPU. The GPU choices
+// on the CPU mean direct, so a CPU run made before onednn existed (its checkpoint says "tc")
+// resumes on the same reference kernels, with the same bits.
 #pragma once
 #include <string>
 
 namespace cutrain {
 
-enum class ConvImpl { direct, tc, cudnn };
-enum class LinearImpl { direct, tc, cublas };
+enum class ConvImpl { direct, tc, cudnn, onednn };
+enum class LinearImpl { direct, tc, cublas, onednn };
 
 const char* impl_name(ConvImpl i);
 const char* impl_name(LinearImpl i);
-// Throws cutrain::Error naming the accepted choices when `s` is none of them.
-ConvImpl parse_conv_impl(const std::string& s);
-LinearImpl parse_linear_impl(const std::string& s);
+// The implementation `s` (auto, direct, tc, cudnn/cublas, onednn) names for a run on a GPU
+// (gpu) or on the CPU. Throws cutrain::Error naming the accepted choices when `s` is none of
+// them, or when it is onednn on a GPU.
+ConvImpl parse_conv_impl(const std::string& s, bool gpu);
+LinearImpl parse_linear_impl(const std::string& s, bool gpu);
 
 }  // namespace cutrain

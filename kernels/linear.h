@@ -24,6 +24,14 @@ template <typename T>
 void linear_backward_cpu(int N, int C, int K, const T* x, const T* w, const T* dy, T* dx,
                          T* dw, T* db);
 
+// The CPU switch (kernels/matmul_cpu.cpp), as for conv2d: direct or onednn (float only).
+template <typename T>
+void linear_forward_cpu(LinearImpl impl, int N, int C, int K, const T* x, const T* w, const T* b,
+                        T* y);
+template <typename T>
+void linear_backward_cpu(LinearImpl impl, int N, int C, int K, const T* x, const T* w,
+                         const T* dy, T* dx, T* dw, T* db);
+
 // --- GPU (CUDA builds only; device pointers; queued on `stream`, never synchronising) ---
 // Same math and accumulate rule as above, T = float or half_t, sums in fp32.
 

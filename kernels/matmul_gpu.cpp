@@ -22,6 +22,12 @@ template <typename T> void require_half(const char* op) {
   CHECK(is_half<T>, op << ": the tc implementation takes fp16 tensors; use direct or the "
                           "vendor library for fp32");
 }
+
+// oneDNN runs on the CPU (kernels/onednn.h): asking a GPU for it is a configuration error too.
+void refuse_onednn(const char* op) {
+  CHECK(false, op << ": onednn is a CPU implementation; on a GPU use direct, tc or the vendor "
+                     "library");
+}
 }  // namespace
 
 template <typename T>
@@ -30,6 +36,7 @@ void conv2d_forward_gpu(ConvImpl impl, const Conv2dShape& s, const T* x, const T
   switch (impl) {
     case ConvImpl::direct: return conv2d_forward_direct_gpu<T>(s, x, w, b, y, stream);
     case ConvImpl::cudnn: return conv2d_forward_cudnn<T>(s, x, w, b, y, stream);
+    case ConvImpl::onednn: return refuse_onednn("conv2d");
     case ConvImpl::tc:
       require_half<T>("conv2d");
       if constexpr (is_half<T>) conv2d_forward_tc_gpu(s, x, w, b, y, stream);
@@ -43,6 +50,7 @@ void conv2d_backward_data_gpu(ConvImpl impl, const Conv2dShape& s, const T* dy, 
   switch (impl) {
     case ConvImpl::direct: return conv2d_backward_data_direct_gpu<T>(s, dy, w, dx, stream);
     case ConvImpl::cudnn: return conv2d_backward_data_cudnn<T>(s, dy, w, dx, stream);
+    case ConvImpl::onednn: return refuse_onednn("conv2d");
     case ConvImpl::tc:
       require_half<T>("conv2d");
       if constexpr (is_half<T>) conv2d_backward_data_tc_gpu(s, dy, w, dx, stream);
@@ -57,6 +65,7 @@ void conv2d_backward_filter_gpu(ConvImpl impl, const Conv2dShape& s, const T* x,
     case ConvImpl::direct:
       return conv2d_backward_filter_direct_gpu<T>(s, x, dy, dw, db, stream);
     case ConvImpl::cudnn: return conv2d_backward_filter_cudnn<T>(s, x, dy, dw, db, stream);
+    case ConvImpl::onednn: return refuse_onednn("conv2d");
     case ConvImpl::tc:
       require_half<T>("conv2d");
       if constexpr (is_half<T>) conv2d_backward_filter_tc_gpu(s, x, dy, dw, db, stream);
@@ -70,6 +79,7 @@ void linear_forward_gpu(LinearImpl impl, int N, int C, int K, const T* x, const 
   switch (impl) {
     case LinearImpl::direct: return linear_forward_direct_gpu<T>(N, C, K, x, w, b, y, stream);
     case LinearImpl::cublas: return linear_forward_cublas<T>(N, C, K, x, w, b, y, stream);
+    case LinearImpl::onednn: return refuse_onednn("linear");
     case LinearImpl::tc:
       require_half<T>("linear");
       if constexpr (is_half<T>) linear_forward_tc_gpu(N, C, K, x, w, b, y, stream);
@@ -85,6 +95,7 @@ void linear_backward_gpu(LinearImpl impl, int N, int C, int K, const T* x, const
       return linear_backward_direct_gpu<T>(N, C, K, x, w, dy, dx, dw, db, stream);
     case LinearImpl::cublas:
       return linear_backward_cublas<T>(N, C, K, x, w, dy, dx, dw, db, stream);
+    case LinearImpl::onednn: return refuse_onednn("linear");
     case LinearImpl::tc:
       require_half<T>("linear");
       if constexpr (is_half<T>) linear_backward_tc_gpu(N, C, K, x, w, dy, dx, dw, db, stream);

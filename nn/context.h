@@ -1,6 +1,6 @@
-// defines: Context, where and how ops run: the device, and on a GPU the stream their kernels are
-// queued on and which implementation runs conv2d and linear. It is passed explicitly, never
-// kept in a global: a Tape carries the context of the ops recorded on it (nn/autograd.h), a
+// defines: Context, where and how ops run: the device, on a GPU the stream their kernels are
+// queued on, and which implementation runs conv2d and linear (kernels/impl.h). It is passed
+// explicitly, never kept in a global: a Tape carries the context of the ops recorded on it (nn/autograd.h), a
 // DeviceStep that of its optimizer (nn/device_step.h), and a tensor is made in one
 // (Tensor::empty) and remembers its stream, so that its own copies and casts queue there.
 //
@@ -54,12 +54,20 @@ class OnDevice {
   std::optional<DeviceGuard> guard_;
 };
 
-// The implementation an op on T runs in context c: c's, except that tc (tensor cores: fp16 in)
-// means direct for f32 tensors, so one setting serves --precision fp16 and fp32 alike.
+// The implementation an op on T runs in context c. On a GPU: c's, except that tc (tensor cores:
+// fp16 in) means direct for f32 tensors, so one setting serves --precision fp16 and fp32 alike.
+// On the CPU: onednn for f32 tensors when c asks for it, else direct (the reference), so a CPU
+// context left at the GPU default (tc) runs the reference.
 template <typename T> ConvImpl conv_impl(const Context& c) {
+  if (c.device == Device::cpu)
+    return c.conv == ConvImpl::onednn && std::is_same<T, float>::value ? ConvImpl::onednn
+                                                                       : ConvImpl::direct;
   return c.conv == ConvImpl::tc && !std::is_same<T, half_t>::value ? ConvImpl::direct : c.conv;
 }
 template <typename T> LinearImpl linear_impl(const Context& c) {
+  if (c.device == Device::cpu)
+    return c.linear == LinearImpl::onednn && std::is_same<T, float>::value ? LinearImpl::onednn
+                                                                           : LinearImpl::direct;
   return c.linear == LinearImpl::tc && !std::is_same<T, half_t>::value ? LinearImpl::direct
                                                                        : c.linear;
 }

@@ -119,7 +119,8 @@ VarPtr linear(Tape& tape, const VarPtr& x, const VarPtr& w, const VarPtr& b) {
                                                 Wt.data<T>(), bv, y->value.data<T>(),
                                                 ctx.stream));
     else
-      linear_forward_cpu<T>(N, C, K, X.data<T>(), Wt.data<T>(), bv, y->value.data<T>());
+      linear_forward_cpu<T>(linear_impl<T>(ctx), N, C, K, X.data<T>(), Wt.data<T>(), bv,
+                            y->value.data<T>());
   });
   if (tape.wants({x.get(), w.get(), b.get()}))
     tape.record("linear", [x, w, b, y, N, C, K, gpu, ctx] {
@@ -135,7 +136,7 @@ VarPtr linear(Tape& tape, const VarPtr& x, const VarPtr& w, const VarPtr& b) {
           ON_GPU("linear", T, linear_backward_gpu<T>(linear_impl<T>(ctx), N, C, K, xv, wv, dy, dx,
                                                      dw, db, ctx.stream));
         else
-          linear_backward_cpu<T>(N, C, K, xv, wv, dy, dx, dw, db);
+          linear_backward_cpu<T>(linear_impl<T>(ctx), N, C, K, xv, wv, dy, dx, dw, db);
       });
     });
   return y;

@@ -39,7 +39,8 @@ VarPtr conv2d(Tape& tape, const VarPtr& x, const VarPtr& w, const VarPtr& b,
       ON_GPU("conv2d", T, conv2d_forward_gpu<T>(conv_impl<T>(ctx), s, X.data<T>(), Wt.data<T>(), bv,
                                                 y->value.data<T>(), ctx.stream));
     else
-      conv2d_forward_cpu<T>(s, X.data<T>(), Wt.data<T>(), bv, y->value.data<T>());
+      conv2d_forward_cpu<T>(conv_impl<T>(ctx), s, X.data<T>(), Wt.data<T>(), bv,
+                            y->value.data<T>());
   });
   if (tape.wants({x.get(), w.get(), b.get()}))
     tape.record("conv2d", [x, w, b, y, s, gpu, ctx] {
@@ -57,8 +58,9 @@ VarPtr conv2d(Tape& tape, const VarPtr& x, const VarPtr& w, const VarPtr& b,
             ON_GPU("conv2d", T,
                    conv2d_backward_filter_gpu<T>(conv_impl<T>(ctx), s, xv, dy, dw, db, ctx.stream));
         } else {
-          if (dx) conv2d_backward_data_cpu<T>(s, dy, wv, dx);
-          if (dw || db) conv2d_backward_filter_cpu<T>(s, xv, dy, dw, db);
+          if (dx) conv2d_backward_data_cpu<T>(conv_impl<T>(ctx), s, dy, wv, dx);
+          if (dw || db)
+            conv2d_backward_filter_cpu<T>(conv_impl<T>(ctx), s, xv, dy, dw, db);
         }
       });
     });

@@ -10,6 +10,10 @@
 // gradient), resume mid-epoch through a checkpoint file, --balance loss with label smoothing,
 // and --cuda-graph (on the CPU it changes nothing, which is what is pinned).
 //
+// The runs use the reference kernels (--conv/--linear direct), whose bits depend on nothing
+// but the code: oneDNN's, the CPU's default, depend on the thread count and on the CPU's
+// instruction set (kernels/onednn.h), so a table of them would hold on one machine only.
+//
 // To print the current values as the table's C++ (after a change that alters results on
 // purpose): CUTRAIN_GOLDEN_PRINT=1 bin/cutrain_tests -tc='golden*'
 #include <cinttypes>
@@ -86,6 +90,7 @@ Run run_steps(Trainer& t, int from, int to, Run run = {}) {
 // The variants, each a short run on 160 real Fashion-MNIST images (train_fixture.h).
 Run run_variant(const std::string& name, const std::string& dir) {
   TrainConfig c = tiny_run_config(dir + "/" + name, 160, 3);  // 5 steps an epoch, 15 steps
+  c.conv = c.linear = "direct";  // the reference kernels (below)
   if (name == "fp32 sgd accum 2") {
     Trainer t(c, cpu(DType::f32));
     Run r = run_steps(t, 0, 15);
@@ -146,7 +151,8 @@ Run run_variant(const std::string& name, const std::string& dir) {
     for (const DType dt : {DType::f32, DType::f16}) {
       if (name != std::to_string(R) + " replicas " + dtype_name(dt)) continue;
       // 240 images, batches of 24, one micro-batch per replica, BatchNorm: 10 steps an epoch.
-      const TrainConfig rc = replica_config(dir + "/" + name, R, kTinyModel);
+      TrainConfig rc = replica_config(dir + "/" + name, R, kTinyModel);
+      rc.conv = rc.linear = "direct";
       Trainer t(rc, cpu(dt));
       Run r = run_steps(t, 0, 15);
       r.final_state = t.snapshot();

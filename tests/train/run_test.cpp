@@ -182,7 +182,10 @@ TEST_CASE("CPU run: 5,000 Fashion-MNIST training images reach >= 80% on 2,000 te
   // `cutrain eval` on the last checkpoint: the same model, the same numbers.
   const Checkpoint c = read_checkpoint(s.last_checkpoint);
   const TrainConfig saved = config_from_json_text(c.config_json, s.last_checkpoint);
-  auto model = load_model(c, saved, DType::f32);
+  Context on_cpu = Context::cpu();  // the run's kernels, as `cutrain eval` picks them
+  on_cpu.conv = parse_conv_impl(saved.conv, false);
+  on_cpu.linear = parse_linear_impl(saved.linear, false);
+  auto model = load_model(c, saved, DType::f32, on_cpu);
   EvalOptions opt;
   opt.norm = Normalization{saved.mean, saved.std};
   const auto test = open_source(fm.test, eval_image_spec(saved), 2000);
@@ -222,7 +225,10 @@ TEST_CASE("GPU run [gpu]: the CPU run's recipe on the GPU: accuracy, checkpoint,
   // The checkpoint is an ordinary one: evaluated on the CPU it gives (nearly) the same numbers.
   const Checkpoint c = read_checkpoint(s.last_checkpoint);
   const TrainConfig saved = config_from_json_text(c.config_json, s.last_checkpoint);
-  auto model = load_model(c, saved, DType::f32);
+  Context on_cpu = Context::cpu();  // the run's kernels, as `cutrain eval` picks them
+  on_cpu.conv = parse_conv_impl(saved.conv, false);
+  on_cpu.linear = parse_linear_impl(saved.linear, false);
+  auto model = load_model(c, saved, DType::f32, on_cpu);
   EvalOptions opt;
   opt.norm = Normalization{saved.mean, saved.std};
   const EvalResult e = evaluate(*model, open_source(fm.test, eval_image_spec(saved), 2000), opt);

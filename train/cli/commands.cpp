@@ -74,10 +74,13 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
       ->group("Model");
   t->add_option("--precision", c.precision, "auto (fp16 on cuda, fp32 on cpu), fp16 or fp32")
       ->group("Model");
-  t->add_option("--conv", c.conv, "GPU conv2d kernels: tc (tensor cores, fp16; direct in "
-                                 "fp32), direct or cudnn. The CPU always runs its reference")
+  t->add_option("--conv", c.conv, "conv2d kernels. auto: tc on a GPU, onednn on the CPU. GPU: "
+                                 "tc (tensor cores, fp16; direct in fp32), direct or cudnn. CPU: "
+                                 "onednn (fp32; fp16 runs direct) or direct (the reference: the "
+                                 "same bits on any thread count)")
       ->group("Model");
-  t->add_option("--linear", c.linear, "GPU linear kernels: tc, direct or cublas (as --conv)")
+  t->add_option("--linear", c.linear, "linear kernels: auto, tc, direct, cublas or onednn (as "
+                                     "--conv)")
       ->group("Model");
   t->add_flag("--cuda-graph", c.cuda_graph,
               "GPU, one replica: capture the step of a full batch as CUDA graphs and replay "
@@ -172,11 +175,18 @@ Loaded load_for_inference(const std::string& checkpoint, const std::string& devi
   l.cfg = config_from_json_text(l.ckpt.config_json, l.path);
   const RunDevice d = choose_device(device, precision);
   if (!d.notice.empty()) std::fprintf(stderr, "%s\n", d.notice.c_str());
-  // On a GPU the model is made on the legacy default stream, with the default kernels (tc);
-  // evaluate() runs on a stream of its own after it, predict() there.
-  const Context in = d.device == Device::cuda
-                         ? Context::cuda(nullptr, ConvImpl::tc, LinearImpl::tc, d.gpu)
-                         : Context::cpu();
+  // The model runs the run's kernels (--conv, --linear) when they are this device's, so that
+  // `cutrain eval` repeats the run's own evaluation; a choice for the other device gives this
+  // one's default (auto: tc on a GPU, onednn on the CPU). On a GPU the model is made on the
+  // legacy default stream; evaluate() runs on a stream of its own after it, predict() there.
+  const bool gpu = d.device == Device::cuda;
+  auto here = [gpu](const std::string& choice) {
+    const bool gpu_only = choice == "tc" || choice == "cudnn" || choice == "cublas";
+    return (gpu ? choice == "onednn" : gpu_only) ? std::string("auto") : choice;
+  };
+  Context in = gpu ? Context::cuda(nullptr, ConvImpl::tc, LinearImpl::tc, d.gpu) : Context::cpu();
+  in.conv = parse_conv_impl(here(l.cfg.conv), gpu);
+  in.linear = parse_linear_impl(here(l.cfg.linear), gpu);
   l.model = load_model(l.ckpt, l.cfg, d.dtype, in);
   std::printf("%s: step %lld, epoch %lld, %s, %dx%dx%d, %d classes; %s\n", l.path.c_str(),
               (long long)l.ckpt.step, (long long)l.ckpt.epoch, l.cfg.model.c_str(), l.cfg.size,

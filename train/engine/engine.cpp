@@ -78,8 +78,10 @@ Engine::Engine(const TrainConfig& cfg, const RunDevice& device, const ClassBalan
   for (int r = 0; r < R; r++) {
     auto rep = std::make_unique<Replica>();
     rep->rank = first_rank + r;
+    const bool gpu = device_.device == Device::cuda;
     rep->lane = std::make_unique<Lane>(device_.device, devices.empty() ? -1 : devices[size_t(r)],
-                                       parse_conv_impl(cfg_.conv), parse_linear_impl(cfg_.linear));
+                                       parse_conv_impl(cfg_.conv, gpu),
+                                       parse_linear_impl(cfg_.linear, gpu));
     const Context& ctx = rep->lane->context();
     const OnDevice on(ctx);
     mo.context = ctx;  // the model's tensors on the replica's device and stream

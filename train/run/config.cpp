@@ -122,10 +122,10 @@ void validate_config(const TrainConfig& c) {
   need(one_of(c.device, {"auto", "cpu", "cuda"}), "--device " + c.device + ": expected auto, cpu or cuda");
   need(one_of(c.precision, {"auto", "fp16", "fp32"}),
        "--precision " + c.precision + ": expected auto, fp16 or fp32");
-  need(one_of(c.conv, {"direct", "tc", "cudnn"}),
-       "--conv " + c.conv + ": expected direct, tc or cudnn");
-  need(one_of(c.linear, {"direct", "tc", "cublas"}),
-       "--linear " + c.linear + ": expected direct, tc or cublas");
+  need(one_of(c.conv, {"auto", "direct", "tc", "cudnn", "onednn"}),
+       "--conv " + c.conv + ": expected auto, direct, tc, cudnn or onednn");
+  need(one_of(c.linear, {"auto", "direct", "tc", "cublas", "onednn"}),
+       "--linear " + c.linear + ": expected auto, direct, tc, cublas or onednn");
   need(one_of(c.optimizer, {"sgd", "nesterov", "adamw"}),
        "--optimizer " + c.optimizer + ": expected sgd, nesterov or adamw");
   need(one_of(c.schedule, {"cosine", "linear", "constant", "onecycle"}),

@@ -47,8 +47,8 @@ struct TrainConfig {
   std::string devices;              // data-parallel replicas, one per entry: "cpu,cpu" or GPU
                                     //   ordinals "0,1" (repeats allowed); "": one, on --device
   std::string precision = "auto";   // auto | fp16 | fp32 (auto: fp16 on cuda, fp32 on cpu)
-  std::string conv = "tc";          // GPU conv2d: direct | tc | cudnn (kernels/impl.h)
-  std::string linear = "tc";        // GPU linear: direct | tc | cublas (tc means direct in fp32)
+  std::string conv = "auto";        // conv2d: auto | direct | tc | cudnn | onednn (kernels/impl.h)
+  std::string linear = "auto";      // linear: auto | direct | tc | cublas | onednn
   bool cuda_graph = false;          // one GPU replica: replay the step of a full batch from
                                     //   CUDA graphs (train/engine/engine_graph.h); no effect
                                     //   on the CPU
