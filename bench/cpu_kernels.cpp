@@ -1,22 +1,27 @@
-// bench_cpu_kernels: the CPU reference kernels of a model's conv and linear layers, timed on
-// 1 thread and on N threads, side by side; then one whole training step (forward, loss,
-// backward) through nn/, so the share of everything else (BN, ReLU, pooling, loss, tape)
-// shows too.
+// bench_cpu_kernels: the CPU kernels of a model's conv and linear layers, the reference
+// (--impl direct) or oneDNN (--impl onednn, the CPU's default), timed on 1 thread and on N
+// threads, side by side; then one whole training step (forward, loss, backward) through nn/ on
+// the same kernels, so the share of everything else (BN, ReLU, pooling, loss, tape) shows too.
 //
 // For each conv and linear layer at batch B: forward, backward data and backward filter
 // (with bias), each the median of R runs after one warm-up, in ms and GFLOP/s (2 flops per
-// multiply-add; backward data and filter cost as much as the forward each). Before timing, the
-// N-thread results are compared with the 1-thread results bit for bit (the kernels promise
-// that: kernels/README.md); a difference stops the bench.
+// multiply-add; backward data and filter cost as much as the forward each). Before timing:
+// the reference's N-thread results are compared with its 1-thread results bit for bit (the
+// kernels promise that: kernels/README.md); oneDNN's are compared with the reference's within
+// 1e-4 of the largest value, and two N-thread runs bit for bit (its promise: kernels/onednn.h).
+// A difference stops the bench. --json FILE writes the per-layer medians for other programs
+// (bench/cpu_training.py sets them beside PyTorch's).
 //
-//   bin/bench_cpu_kernels                        default model, batch 64, f32, N = all cores
-//   bin/bench_cpu_kernels --threads 2 --dtype f16 --repeats 9
+//   bin/bench_cpu_kernels                        default model, batch 64, f32, oneDNN, N = all cores
+//   bin/bench_cpu_kernels --impl direct --threads 2 --dtype f16 --repeats 9
 //   OMP_NUM_THREADS=2 bin/bench_cpu_kernels      the same N
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <omp.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -29,6 +34,7 @@
 #include "kernels/check.h"
 #include "kernels/conv2d.h"
 #include "kernels/linear.h"
+#include "kernels/onednn.h"
 #include "kernels/rng.h"
 #include "nn/model.h"
 
@@ -76,49 +82,74 @@ template <typename T> bool same_bits(const std::vector<T>& a, const std::vector<
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
+// Every |a - b| within 1e-4 of the largest |b| (at least 1): oneDNN against the reference.
+template <typename T> bool close(const std::vector<T>& a, const std::vector<T>& b) {
+  double top = 1, worst = 0;
+  for (size_t i = 0; i < b.size(); i++) {
+    top = std::max(top, std::fabs(double(b[i])));
+    worst = std::max(worst, std::fabs(double(a[i]) - double(b[i])));
+  }
+  return a.size() == b.size() && worst <= 1e-4 * top;
+}
+
+// The linear layers run the same library as the convolutions.
+LinearImpl li_of(ConvImpl c) { return c == ConvImpl::onednn ? LinearImpl::onednn : LinearImpl::direct; }
+
 struct PassTimes {
   Timing t[3][2];  // [forward, backward data, backward filter][1 thread, N threads]
 };
 
-// Validates (N threads == 1 thread, bit for bit), then times the three passes of one layer.
-template <typename T> PassTimes time_layer(const BenchLayer& L, int threads, int repeats) {
+// Validates (above), then times the three passes of one layer on `impl`.
+template <typename T>
+PassTimes time_layer(const BenchLayer& L, ConvImpl impl, int threads, int repeats) {
   const Conv2dShape& s = L.s;
   const size_t nx = size_t(s.N) * s.H * s.W * s.C, nw = size_t(s.K) * s.R * s.S * s.C;
   const size_t ny = size_t(s.N) * s.P() * s.Q() * s.K, K = size_t(s.K);
   const std::vector<T> x = random_vec<T>(nx, 1), w = random_vec<T>(nw, 2), b = random_vec<T>(K, 3),
                        dy = random_vec<T>(ny, 4);
   std::vector<T> y(ny), dx(nx), dw(nw), db(K);
+  ConvImpl ci = impl;  // what the passes run (the check below runs the reference too)
   const std::function<void()> pass[3] = {
       [&] {
-        if (L.conv) conv2d_forward_cpu<T>(s, x.data(), w.data(), b.data(), y.data());
-        else linear_forward_cpu<T>(s.N, s.C, s.K, x.data(), w.data(), b.data(), y.data());
+        if (L.conv) conv2d_forward_cpu<T>(ci, s, x.data(), w.data(), b.data(), y.data());
+        else linear_forward_cpu<T>(li_of(ci), s.N, s.C, s.K, x.data(), w.data(), b.data(), y.data());
       },
       [&] {
-        if (L.conv) conv2d_backward_data_cpu<T>(s, dy.data(), w.data(), dx.data());
-        else linear_backward_cpu<T>(s.N, s.C, s.K, x.data(), w.data(), dy.data(), dx.data(),
-                                    nullptr, nullptr);
+        if (L.conv) conv2d_backward_data_cpu<T>(ci, s, dy.data(), w.data(), dx.data());
+        else linear_backward_cpu<T>(li_of(ci), s.N, s.C, s.K, x.data(), w.data(), dy.data(),
+                                    dx.data(), nullptr, nullptr);
       },
       [&] {
-        if (L.conv) conv2d_backward_filter_cpu<T>(s, x.data(), dy.data(), dw.data(), db.data());
-        else linear_backward_cpu<T>(s.N, s.C, s.K, x.data(), w.data(), dy.data(), nullptr,
-                                    dw.data(), db.data());
+        if (L.conv) conv2d_backward_filter_cpu<T>(ci, s, x.data(), dy.data(), dw.data(), db.data());
+        else linear_backward_cpu<T>(li_of(ci), s.N, s.C, s.K, x.data(), w.data(), dy.data(),
+                                    nullptr, dw.data(), db.data());
       }};
-  // validate: outputs from zero (the backward passes accumulate) on 1 and on N threads
-  std::vector<T> ref[4];
-  for (int t : {1, threads}) {
+  // All three passes from zero (the backward passes accumulate) on `t` threads: y, dx, dw, db.
+  const auto outputs = [&](ConvImpl run_impl, int t) {
+    ci = run_impl;
     omp_set_num_threads(t);
     std::fill(dx.begin(), dx.end(), T(0.0f));
     std::fill(dw.begin(), dw.end(), T(0.0f));
     std::fill(db.begin(), db.end(), T(0.0f));
     for (const auto& f : pass) f();
-    if (t == 1) {
-      ref[0] = y, ref[1] = dx, ref[2] = dw, ref[3] = db;
-      continue;
+    return std::vector<std::vector<T>>{y, dx, dw, db};
+  };
+  const auto ref = outputs(ConvImpl::direct, 1);
+  const auto got = outputs(impl, threads);
+  if (impl == ConvImpl::direct) {
+    for (int i = 0; i < 4; i++)
+      CHECK(same_bits(got[size_t(i)], ref[size_t(i)]),
+            L.name << ": " << threads << " threads do not give the 1-thread result bit for bit");
+  } else {
+    const auto again = outputs(impl, threads);
+    for (int i = 0; i < 4; i++) {
+      CHECK(close(got[size_t(i)], ref[size_t(i)]),
+            L.name << ": oneDNN's output " << i << " is not within 1e-4 of the reference's");
+      CHECK(same_bits(again[size_t(i)], got[size_t(i)]),
+            L.name << ": two oneDNN runs on " << threads << " threads differ");
     }
-    CHECK(same_bits(y, ref[0]) && same_bits(dx, ref[1]) && same_bits(dw, ref[2]) &&
-              same_bits(db, ref[3]),
-          L.name << ": " << threads << " threads do not give the 1-thread result bit for bit");
   }
+  ci = impl;
   PassTimes pt;
   for (int ti = 0; ti < 2; ti++) {
     omp_set_num_threads(ti == 0 ? 1 : threads);
@@ -127,11 +158,12 @@ template <typename T> PassTimes time_layer(const BenchLayer& L, int threads, int
   return pt;
 }
 
-// One training step of the whole model at batch N: forward (training mode), loss, backward.
-// Returns the median ms on 1 and on N threads, after checking that both give the same loss
-// and gradients bit for bit.
-void time_step(const ModelSpec& spec, ModelOptions o, int batch, int threads, int repeats,
-               Timing t[2]) {
+// One training step of the whole model at batch N: forward (training mode), loss, backward,
+// on `impl` (o.context). Returns the median ms on 1 and on N threads; on the reference, after
+// checking that both give the same loss and gradients bit for bit.
+void time_step(const ModelSpec& spec, ModelOptions o, ConvImpl impl, int batch, int threads,
+               int repeats, Timing t[2]) {
+  o.context.conv = impl, o.context.linear = li_of(impl);
   auto model = build_model(spec, o);
   std::vector<double> xs(size_t(batch) * o.H * o.W * o.C);
   for (size_t i = 0; i < xs.size(); i++) xs[i] = rng_uniform(7, i) * 2 - 1;
@@ -142,7 +174,7 @@ void time_step(const ModelSpec& spec, ModelOptions o, int batch, int threads, in
   double loss = 0;
   const auto step = [&] {
     for (const VarPtr& p : model->parameters()) p->zero_grad();
-    Tape tape;
+    Tape tape(o.context);
     VarPtr l = softmax_cross_entropy(tape, model->forward(tape, x, true), y, 0.0);
     tape.backward(l, 1.0);
     loss = l->value.item();
@@ -156,7 +188,7 @@ void time_step(const ModelSpec& spec, ModelOptions o, int batch, int threads, in
     for (const VarPtr& p : model->parameters()) grads[ti].push_back(p->grad.to_doubles());
     t[ti] = time_runs(repeats, step);
   }
-  CHECK(losses[0] == losses[1] && grads[0] == grads[1],
+  CHECK(impl != ConvImpl::direct || (losses[0] == losses[1] && grads[0] == grads[1]),
         "whole step: " << threads << " threads do not give the 1-thread loss and gradients");
 }
 
@@ -177,22 +209,30 @@ std::string cpu_name() {
 }
 
 template <typename T>
-void run(const ModelSpec& spec, const ModelOptions& o, int batch, int threads, int repeats) {
+void run(const ModelSpec& spec, const ModelOptions& o, ConvImpl impl, int batch, int threads,
+         int repeats, const std::string& json_path) {
   const std::vector<BenchLayer> layers = gemm_layers(spec, o, batch);  // may throw: first
   const std::time_t now = std::time(nullptr);
   char date[32];
   std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
   std::printf("# bench_cpu_kernels, %s\n\nhost: %s, %d cores; load average %s\n", date,
               cpu_name().c_str(), omp_get_num_procs(), load_average().c_str());
-  std::printf("model %s, input %dx%dx%d, batch %d, %s, median of %d; N = %d threads\n\n",
+  std::printf("model %s, input %dx%dx%d, batch %d, %s, median of %d; N = %d threads\n",
               spec.source.c_str(), o.H, o.W, o.C, batch, dtype_name(o.dtype), repeats, threads);
+  std::printf("kernels: %s\n\n", impl == ConvImpl::onednn
+                                     ? (onednn_version() + ", --impl onednn").c_str()
+                                     : "the reference (--impl direct)");
   std::printf("| layer | pass | MFLOP | 1 thread ms | GFLOP/s | %d threads ms | GFLOP/s | "
               "speedup | cores busy |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
               threads);
   const char* pass_name[3] = {"forward", "backward data", "backward filter"};
   double total[2] = {0, 0};
+  nlohmann::json rows = nlohmann::json::array();
+  std::vector<std::string> picked;  // what oneDNN runs, layer by layer
   for (const BenchLayer& L : layers) {
-    const PassTimes pt = time_layer<T>(L, threads, repeats);
+    const PassTimes pt = time_layer<T>(L, impl, threads, repeats);
+    if (impl == ConvImpl::onednn && L.conv)
+      picked.push_back(L.name + ": " + conv2d_onednn_kernels(L.s));
     const double mflop = double(L.s.forward_flops()) / 1e6;  // each pass costs the same
     for (int p = 0; p < 3; p++) {
       const Timing &one = pt.t[p][0], &many = pt.t[p][1];
@@ -200,12 +240,18 @@ void run(const ModelSpec& spec, const ModelOptions& o, int batch, int threads, i
                   L.name.c_str(), L.text.c_str(), pass_name[p], mflop, one.ms, mflop / one.ms,
                   many.ms, mflop / many.ms, one.ms / many.ms, many.cores);
       total[0] += one.ms, total[1] += many.ms;
+      const Conv2dShape& c = L.s;
+      rows.push_back({{"layer", L.name}, {"spec", L.text}, {"conv", L.conv},
+                      {"pass", pass_name[p]}, {"N", c.N}, {"H", c.H}, {"W", c.W}, {"C", c.C},
+                      {"K", c.K}, {"R", c.R}, {"S", c.S}, {"stride_h", c.stride_h},
+                      {"stride_w", c.stride_w}, {"pad_h", c.pad_h}, {"pad_w", c.pad_w},
+                      {"ms_1", one.ms}, {"ms_N", many.ms}});
     }
   }
   std::printf("| all conv + linear | | | %.1f | | %.1f | | %.2f | |\n\n", total[0], total[1],
               total[0] / total[1]);
   Timing step[2];
-  time_step(spec, o, batch, threads, repeats, step);
+  time_step(spec, o, impl, batch, threads, repeats, step);
   std::printf("| whole training step (batch %d) | 1 thread | %d threads | speedup |\n"
               "| --- | --- | --- | --- |\n", batch, threads);
   std::printf("| ms | %.1f | %.1f | %.2f |\n", step[0].ms, step[1].ms, step[0].ms / step[1].ms);
@@ -219,15 +265,30 @@ void run(const ModelSpec& spec, const ModelOptions& o, int batch, int threads, i
                 "so the %d-thread column does not measure scaling here. (On a shared machine, "
                 "OMP_WAIT_POLICY=passive keeps idle OpenMP threads from spinning.)\n",
                 threads, step[1].cores, threads);
-  std::printf("\nidentical: every layer and the whole step give the same bits on 1 and %d "
-              "threads\nload average at the end: %s\n", threads, load_average().c_str());
+  if (impl == ConvImpl::direct)
+    std::printf("\nidentical: every layer and the whole step give the same bits on 1 and %d "
+                "threads\n", threads);
+  else
+    std::printf("\nchecked: every layer within 1e-4 of the reference, and the same bits in two "
+                "runs on %d threads\noneDNN's kernels:\n", threads);
+  for (const std::string& line : picked) std::printf("- %s\n", line.c_str());
+  std::printf("load average at the end: %s\n", load_average().c_str());
+  if (!json_path.empty()) {
+    const nlohmann::json j = {{"model", spec.source}, {"batch", batch}, {"threads", threads},
+                              {"impl", impl_name(impl)}, {"dtype", dtype_name(o.dtype)},
+                              {"step_ms_1", step[0].ms}, {"step_ms_N", step[1].ms},
+                              {"layers", rows}};
+    std::ofstream f(json_path);
+    f << j.dump(1) << "\n";
+    CHECK(f.good(), "cannot write " << json_path);
+  }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"bench_cpu_kernels: conv and linear CPU kernels, 1 thread against N"};
-  std::string model = "default", dtype = "f32";
+  std::string model = "default", dtype = "f32", impl_arg = "onednn", json_path;
   int batch = 64, repeats = 5, threads = omp_get_max_threads();
   app.add_option("--model", model, "A built-in model or a model file")->capture_default_str();
   app.add_option("--batch", batch, "Batch size")->capture_default_str();
@@ -236,16 +297,23 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "N: the thread count to compare with 1")
       ->capture_default_str();
   app.add_option("--dtype", dtype, "f32 or f16")->capture_default_str();
+  app.add_option("--impl", impl_arg, "onednn (fp32) or direct (the reference)")
+      ->capture_default_str();
+  app.add_option("--json", json_path, "Also write the per-layer medians to this JSON file");
   CLI11_PARSE(app, argc, argv);
   try {
     CHECK(dtype == "f32" || dtype == "f16", "--dtype must be f32 or f16, got '" << dtype << "'");
+    CHECK(impl_arg == "onednn" || impl_arg == "direct",
+          "--impl must be onednn or direct, got '" << impl_arg << "'");
+    const ConvImpl impl = parse_conv_impl(impl_arg, false);
+    CHECK(impl == ConvImpl::direct || dtype == "f32", "--impl onednn is fp32 only: add --impl direct");
     CHECK(batch > 0 && repeats > 0 && threads > 0,
           "--batch, --repeats and --threads must be positive");
     const ModelSpec spec = load_model_spec(model);
     ModelOptions o;  // 28x28x1, 10 classes: the Fashion-MNIST shape
     o.dtype = dtype == "f16" ? DType::f16 : DType::f32;
-    if (o.dtype == DType::f16) run<half_t>(spec, o, batch, threads, repeats);
-    else run<float>(spec, o, batch, threads, repeats);
+    if (o.dtype == DType::f16) run<half_t>(spec, o, impl, batch, threads, repeats, json_path);
+    else run<float>(spec, o, impl, batch, threads, repeats, json_path);
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_cpu_kernels: %s\n", e.what());
     return 1;
