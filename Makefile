@@ -55,6 +55,11 @@ CXXFLAGS += -std=c++17 -O2 -g -Wall -Wextra -pthread -fopenmp -MMD -MP -I. $(PKG
 # that have one). The GPU kernels that must give the CPU reference's bits rely on it
 # (kernels/hd.h); on x86-64 without -march flags there is no fma to fuse into anyway.
 CXXFLAGS += -ffp-contract=off
+# -fno-trapping-math: floating-point operations raise no trap anyone handles (nothing here reads
+# or enables FP exceptions), so a comparison may run in both arms of a select: that lets the
+# compiler vectorise ReLU's and max pooling's selects. It changes no value: the arithmetic,
+# its order and its rounding stay IEEE's (tests/train/golden_test.cpp pins the bits).
+CXXFLAGS += -fno-trapping-math
 LDFLAGS  += -pthread -fopenmp
 # oneDNN (Debian's libdnnl, built on OpenMP): the CPU's fast conv2d and linear (kernels/onednn.h).
 LDLIBS   := $(PKG_LIBS) -ldnnl $(MPI_LIBS)

@@ -10,7 +10,9 @@
 namespace cutrain {
 
 // The loops run over pixels m outside and channels c inside, so x is read in memory order
-// (NHWC) and each channel keeps its own sum (blocked pairwise: channel_sums below).
+// (NHWC) and each channel keeps its own sum (blocked pairwise: channel_sums below). The
+// channels are independent, so the inner loops run as SIMD lanes (omp simd): every sum still
+// adds its terms in order, with the bits of the scalar loop (no fma: -ffp-contract=off).
 //
 // Threads (kernels/parallel.h): the per-element passes (y, dx) hand each thread whole pixel
 // rows; the per-channel sums hand each thread whole channels (channel_sums below), never a
@@ -32,7 +34,8 @@ void channel_sums(int64_t M, int C, A* out, Term term) {
     A block[kBlock] = {};  // one block's sums (add() hands them over and zeroes them)
     for (int64_t m0 = 0; m0 < M; m0 += kSumBlock) {
       for (int64_t m = m0; m < std::min(M, m0 + kSumBlock); m++)
-        for (int c = c0; c < c1; c++) block[c - c0] += term(m, c);
+#pragma omp simd
+        for (int c = c0; c < c1; c++) block[c - c0] += term(m, c);  // lanes: channels
       sums.add(block);
     }
     sums.total(out + c0);
@@ -81,6 +84,7 @@ void batchnorm_forward_train_cpu(int64_t M, int C, const T* x, const acc_t<T>* g
   for (int64_t m = 0; m < M; m++) {
     const T* xr = x + m * C;
     T* yr = y + m * C;
+#pragma omp simd
     for (size_t c = 0; c < Cs; c++)
       yr[c] = T(gamma[c] * ((A(xr[c]) - mean[c]) * save_invstd[c]) + beta[c]);
   }
@@ -101,6 +105,7 @@ void batchnorm_forward_eval_cpu(int64_t M, int C, const T* x, const acc_t<T>* ga
   for (int64_t m = 0; m < M; m++) {
     const T* xr = x + m * C;
     T* yr = y + m * C;
+#pragma omp simd
     for (size_t c = 0; c < Cs; c++)
       yr[c] = T(gamma[c] * ((A(xr[c]) - running_mean[c]) * invstd[c]) + beta[c]);
   }
@@ -154,6 +159,7 @@ void batchnorm_backward_train_cpu(int64_t M, int C, const T* x, const T* dy,
     const T* xr = x + m * C;
     const T* gr = dy + m * C;
     T* dxr = dx + m * C;
+#pragma omp simd
     for (size_t c = 0; c < Cs; c++) {
       const A xhat = (A(xr[c]) - save_mean[c]) * save_invstd[c];
       const A d = k[c] * (Ma * A(gr[c]) - sdy[c] - xhat * sdyx[c]);

@@ -3,6 +3,7 @@
 #include "kernels/pool.h"
 
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "kernels/check.h"
@@ -30,67 +31,99 @@ void pool2d_check_shape(const Pool2dShape& s, const char* op) {
 
 namespace {
 
-// The index into x of the maximum of window (p,q) of image n, channel c: the first maximum in
-// row-major window order; a NaN beats any number, and the first NaN stays. Forward and
-// backward both call this, so they cannot disagree about ties.
+// The maximum of window (p,q) of image n for every channel at once: idx[c], the index of
+// channel c's maximum in image n (h*W*C + w*C + c; int32, so it shares the float lanes'
+// width), is the first maximum in row-major window order; a NaN beats any
+// number, and the first NaN stays. Forward and backward both call this, so they cannot disagree
+// about ties. The channels are independent SIMD lanes: each tap's row of C values is compared
+// with the best so far and a select keeps the winner (v != v: v is a NaN). The plain loop,
+// one channel at a time with branches, is kept in tests/kernels/pool_test.cpp and gives the
+// same indices. Callers check that an image's index fits in int32 (image_elements).
 template <typename T>
-int64_t window_argmax(const Pool2dShape& sh, const T* x, int n, int p, int q, int c) {
+void window_argmax(const Pool2dShape& sh, const T* xn, int p, int q, acc_t<T>* best,
+                   int32_t* idx) {
   using A = acc_t<T>;
-  int64_t best_i = -1;
-  A best = 0;
+  const int C = sh.C;
   const int h0 = p * sh.stride_h - sh.pad_h, w0 = q * sh.stride_w - sh.pad_w;
+  bool first = true;  // pad < window guarantees every window overlaps the image
   for (int r = 0; r < sh.R; r++) {
     const int h = h0 + r;
     if (h < 0 || h >= sh.H) continue;  // padding: left out, as if -inf
     for (int s = 0; s < sh.S; s++) {
       const int w = w0 + s;
       if (w < 0 || w >= sh.W) continue;
-      const int64_t i = ((int64_t(n) * sh.H + h) * sh.W + w) * sh.C + c;
-      const A v = A(x[i]);
-      if (best_i < 0 || v > best || (std::isnan(v) && !std::isnan(best))) {
-        best = v;
-        best_i = i;
+      const int32_t base = (h * sh.W + w) * C;  // x[n][h][w][0] in image n
+      const T* xr = xn + base;
+      if (first) {
+        for (int c = 0; c < C; c++) best[c] = A(xr[c]), idx[c] = base + c;
+        first = false;
+        continue;
+      }
+#pragma omp simd
+      for (int c = 0; c < C; c++) {
+        const A v = A(xr[c]), b = best[c];
+        const bool take = (v > b) | ((v != v) & (b == b));  // | and &: no branches
+        best[c] = take ? v : b;
+        idx[c] = take ? base + c : idx[c];
       }
     }
   }
-  return best_i;  // >= 0: pad < window guarantees every window overlaps the image
+}
+
+// The elements of one input image, which window_argmax indexes in int32.
+int32_t image_elements(const Pool2dShape& sh) {
+  const int64_t image = int64_t(sh.H) * sh.W * sh.C;
+  CHECK(image <= INT32_MAX, "maxpool2d: an image of " << sh.H << "x" << sh.W << "x" << sh.C
+                                                      << " has more than 2^31 elements");
+  return int32_t(image);
 }
 
 }  // namespace
 
 template <typename T> void maxpool2d_forward_cpu(const Pool2dShape& sh, const T* x, T* y) {
+  using A = acc_t<T>;
   const int P = sh.P(), Q = sh.Q();
+  const int64_t image = image_elements(sh);
   // Each thread owns whole output rows y[n][p][:][:].
-#pragma omp parallel for collapse(2) schedule(static) \
-    if (worth_threads(sh.output_numel() * sh.R * sh.S))
-  for (int n = 0; n < sh.N; n++)
-    for (int p = 0; p < P; p++)
-      for (int q = 0; q < Q; q++)
-        for (int c = 0; c < sh.C; c++)
-          y[((int64_t(n) * P + p) * Q + q) * sh.C + c] = x[window_argmax(sh, x, n, p, q, c)];
+#pragma omp parallel if (worth_threads(sh.output_numel() * sh.R * sh.S))
+  {
+    std::vector<A> best(static_cast<size_t>(sh.C));  // this thread's scratch
+    std::vector<int32_t> idx(static_cast<size_t>(sh.C));
+#pragma omp for collapse(2) schedule(static)
+    for (int n = 0; n < sh.N; n++)
+      for (int p = 0; p < P; p++)
+        for (int q = 0; q < Q; q++) {
+          const T* xn = x + n * image;
+          window_argmax(sh, xn, p, q, best.data(), idx.data());
+          T* yr = y + ((int64_t(n) * P + p) * Q + q) * sh.C;
+          for (int c = 0; c < sh.C; c++) yr[c] = xn[idx[size_t(c)]];
+        }
+  }
 }
 
 template <typename T>
 void maxpool2d_backward_cpu(const Pool2dShape& sh, const T* x, const T* dy, T* dx) {
   using A = acc_t<T>;
   const int P = sh.P(), Q = sh.Q();
-  const int64_t image = int64_t(sh.H) * sh.W * sh.C;  // elements of one input image
+  const int64_t image = image_elements(sh);
   // One image's dx in acc_t: an input that is the argmax of several overlapping windows sums
-  // their gradients there and is rounded to T once.
+  // their gradients there, in (p, q) order, and is rounded to T once.
 #pragma omp parallel if (worth_threads(sh.output_numel() * sh.R * sh.S))
   {
     std::vector<A> acc(static_cast<size_t>(image));  // this thread's scratch
+    std::vector<A> best(static_cast<size_t>(sh.C));
+    std::vector<int32_t> idx(static_cast<size_t>(sh.C));
     // Each thread owns whole images dx[n][:][:][:].
 #pragma omp for schedule(static)
     for (int n = 0; n < sh.N; n++) {
       T* dxn = dx + n * image;
       for (int64_t i = 0; i < image; i++) acc[size_t(i)] = A(dxn[i]);
       for (int p = 0; p < P; p++)
-        for (int q = 0; q < Q; q++)
-          for (int c = 0; c < sh.C; c++) {
-            const int64_t i = window_argmax(sh, x, n, p, q, c) - n * image;
-            acc[size_t(i)] += A(dy[((int64_t(n) * P + p) * Q + q) * sh.C + c]);
-          }
+        for (int q = 0; q < Q; q++) {
+          window_argmax(sh, x + n * image, p, q, best.data(), idx.data());
+          const T* dyr = dy + ((int64_t(n) * P + p) * Q + q) * sh.C;
+          for (int c = 0; c < sh.C; c++) acc[size_t(idx[size_t(c)])] += A(dyr[c]);
+        }
       for (int64_t i = 0; i < image; i++) dxn[i] = T(acc[size_t(i)]);
     }
   }

@@ -1,10 +1,14 @@
 // maxpool2d and global average pooling, CPU reference, on hand-computed cases in every
-// storage type. All values are exact in f16, so every comparison is exact.
+// storage type. All values are exact in f16, so every comparison is exact. Then the SIMD
+// maxpool (all channels of a window at once) against the plain loops it replaced, kept here
+// verbatim: the same outputs and gradients bit for bit, ties and NaNs included.
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
 #include "kernels/pool.h"
+#include "kernels/rng.h"
 #include "tests/test_util.h"
 
 using namespace cutrain;
@@ -172,4 +176,95 @@ TEST_CASE("pool2d_check_shape: impossible shapes are rejected with the reason") 
   REQUIRE_ERROR(pool2d_check_shape(pool_shape(1, 3, 3, 1, 0, 2, 1, 0)), "window must be");
   REQUIRE_ERROR(pool2d_check_shape(pool_shape(1, 0, 3, 1, 1, 1, 1, 0)), "sizes must be positive");
   REQUIRE_ERROR(pool2d_check_shape(pool_shape(1, 3, 3, 1, 5, 5, 1, 0), "mypool"), "mypool:");
+}
+
+namespace {
+// The plain loops: one channel at a time, with branches (kernels/pool.cpp before SIMD).
+template <typename T>
+int64_t plain_window_argmax(const Pool2dShape& sh, const T* x, int n, int p, int q, int c) {
+  using A = acc_t<T>;
+  int64_t best_i = -1;
+  A best = 0;
+  const int h0 = p * sh.stride_h - sh.pad_h, w0 = q * sh.stride_w - sh.pad_w;
+  for (int r = 0; r < sh.R; r++) {
+    const int h = h0 + r;
+    if (h < 0 || h >= sh.H) continue;  // padding: left out, as if -inf
+    for (int s = 0; s < sh.S; s++) {
+      const int w = w0 + s;
+      if (w < 0 || w >= sh.W) continue;
+      const int64_t i = ((int64_t(n) * sh.H + h) * sh.W + w) * sh.C + c;
+      const A v = A(x[i]);
+      if (best_i < 0 || v > best || (std::isnan(v) && !std::isnan(best))) {
+        best = v;
+        best_i = i;
+      }
+    }
+  }
+  return best_i;
+}
+
+template <typename T> void plain_maxpool_forward(const Pool2dShape& sh, const T* x, T* y) {
+  const int P = sh.P(), Q = sh.Q();
+  for (int n = 0; n < sh.N; n++)
+    for (int p = 0; p < P; p++)
+      for (int q = 0; q < Q; q++)
+        for (int c = 0; c < sh.C; c++)
+          y[((int64_t(n) * P + p) * Q + q) * sh.C + c] = x[plain_window_argmax(sh, x, n, p, q, c)];
+}
+
+template <typename T>
+void plain_maxpool_backward(const Pool2dShape& sh, const T* x, const T* dy, T* dx) {
+  using A = acc_t<T>;
+  const int P = sh.P(), Q = sh.Q();
+  const int64_t image = int64_t(sh.H) * sh.W * sh.C;
+  std::vector<A> acc(static_cast<size_t>(image));
+  for (int n = 0; n < sh.N; n++) {
+    T* dxn = dx + n * image;
+    for (int64_t i = 0; i < image; i++) acc[size_t(i)] = A(dxn[i]);
+    for (int p = 0; p < P; p++)
+      for (int q = 0; q < Q; q++)
+        for (int c = 0; c < sh.C; c++) {
+          const int64_t i = plain_window_argmax(sh, x, n, p, q, c) - n * image;
+          acc[size_t(i)] += A(dy[((int64_t(n) * P + p) * Q + q) * sh.C + c]);
+        }
+    for (int64_t i = 0; i < image; i++) dxn[i] = T(acc[size_t(i)]);
+  }
+}
+
+template <typename T> bool same_bytes(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+}  // namespace
+
+TEST_CASE_TEMPLATE("maxpool2d: the SIMD loops give the plain loops' bits, ties and NaNs included",
+                   T, float, double, half_t) {
+  // Values from {-2, ..., 2}: most windows hold ties. A few NaNs, some windows two of them.
+  // Shapes: the models' 2x2 stride 2, overlapping 3x3 stride 1 and 2 with padding, a
+  // rectangular input, odd channel counts (SIMD remainders).
+  const Pool2dShape shapes[] = {pool_shape(3, 8, 8, 5, 2, 2, 2, 0),
+                                pool_shape(2, 7, 7, 17, 3, 3, 1, 1),
+                                pool_shape(2, 9, 6, 3, 3, 3, 2, 1),
+                                pool_shape(1, 5, 11, 33, 2, 2, 1, 0)};
+  uint64_t seed = 40;
+  for (const Pool2dShape& s : shapes) {
+    pool2d_check_shape(s, "test");
+    INFO("N " << s.N << " " << s.H << "x" << s.W << "x" << s.C << " window " << s.R
+              << " stride " << s.stride_h << " pad " << s.pad_h);
+    seed++;
+    const size_t nx = size_t(s.N) * s.H * s.W * s.C, ny = size_t(s.output_numel());
+    std::vector<T> x(nx), dy(ny), dx0(nx);
+    for (size_t i = 0; i < nx; i++) {
+      const uint64_t u = rng_u64(seed, i);
+      x[i] = u % 97 == 0 ? T(std::numeric_limits<float>::quiet_NaN()) : T(float(int(u % 5) - 2));
+      dx0[i] = T(float(rng_uniform(seed + 1, i)));
+    }
+    for (size_t i = 0; i < ny; i++) dy[i] = T(float(rng_uniform(seed + 2, i) * 2 - 1));
+    std::vector<T> y(ny), want_y(ny), dx = dx0, want_dx = dx0;
+    maxpool2d_forward_cpu(s, x.data(), y.data());
+    plain_maxpool_forward(s, x.data(), want_y.data());
+    REQUIRE(same_bytes(y, want_y));
+    maxpool2d_backward_cpu(s, x.data(), dy.data(), dx.data());
+    plain_maxpool_backward(s, x.data(), dy.data(), want_dx.data());
+    REQUIRE(same_bytes(dx, want_dx));
+  }
 }
