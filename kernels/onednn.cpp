@@ -18,6 +18,9 @@
 #include <vector>
 
 #include <oneapi/dnnl/dnnl.hpp>
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
 
 #include "kernels/blocked_sum.h"
 #include "kernels/check.h"
@@ -144,14 +147,27 @@ struct ConvPlans {
   }
 };
 
+// The threads a parallel region started here would get (1 in a build without OpenMP).
+int max_threads() {
+#if defined(_OPENMP)
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
 // The plans of every shape met so far, made on first use and kept for the process's life
-// (a training run meets a few shapes per layer: the batch, the last evaluation batch).
+// (a training run meets a few shapes per layer: the batch, the last evaluation batch). A plan
+// splits its work for the thread count it was made under (omp_get_max_threads() then) and
+// runs on that many threads whatever the count later, so the count is part of the key: a
+// caller that asks for another count (OMP_NUM_THREADS, omp_set_num_threads) gets its own plan.
 const ConvPlans& conv_plans(const Conv2dShape& s, bool bias) {
-  using Key = std::array<int, 12>;
+  using Key = std::array<int, 13>;
   static std::mutex mu;
   static std::map<Key, std::unique_ptr<ConvPlans>> plans;
-  const Key key{s.N, s.H, s.W, s.C, s.K, s.R, s.S, s.stride_h, s.stride_w, s.pad_h, s.pad_w,
-                bias ? 1 : 0};
+  const Key key{s.N,      s.H,      s.W,         s.C,        s.K,
+                s.R,      s.S,      s.stride_h,  s.stride_w, s.pad_h,
+                s.pad_w,  bias ? 1 : 0,          max_threads()};
   std::lock_guard<std::mutex> lock(mu);
   auto& p = plans[key];
   if (!p) {
