@@ -15,7 +15,7 @@ cd "$(dirname "$0")/../.."
 
 DATA=data-cache/fashion-mnist
 OUT=${DEMO_OUT:-runs/demo-$(date +%Y%m%d-%H%M%S)}
-CPU_TRAIN=${DEMO_CPU_TRAIN:-10000}
+CPU_TRAIN=${DEMO_CPU_TRAIN:-30000}
 CPU_VAL=${DEMO_CPU_VAL:-2000}
 CPU_EPOCHS=${DEMO_CPU_EPOCHS:-2}
 JOBS=$(nproc 2>/dev/null || echo 2)
