@@ -1,5 +1,9 @@
 #include "kernels/batchnorm.h"
 
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -21,24 +25,37 @@ namespace cutrain {
 namespace {
 // out[c] = sum over m = 0, 1, ..., M-1 of term(m, c), for every channel c, blocked pairwise
 // (kernels/blocked_sum.h): each block of kSumBlock pixels in order, the block sums pairwise.
-// Each thread owns a block of kBlock channels: it reads the pixels in memory order but only
-// its channels of each (16 fp32 values: one 64-byte cache line), summing into local
-// accumulators, and writes its sums once at the end.
-constexpr int kBlock = 16;
+// Each thread owns a contiguous run of channels, whole groups of kGroup (16 fp32 values: one
+// 64-byte cache line, so no two threads write or read the same line): it reads the pixels in
+// memory order, only its part of each, in one stream, summing into local accumulators, and
+// writes its sums once at the end. On one thread that is one pass over x, every channel at
+// once. Which thread sums a channel does not change its order, so the bits do not depend on
+// the thread count.
+constexpr int kGroup = 16;
 template <typename A, typename Term>
 void channel_sums(int64_t M, int C, A* out, Term term) {
-#pragma omp parallel for schedule(static) if (worth_threads(M * C))
-  for (int c0 = 0; c0 < C; c0 += kBlock) {
-    const int c1 = std::min(C, c0 + kBlock);
-    BlockedSums<A> sums(size_t(c1 - c0), M);
-    A block[kBlock] = {};  // one block's sums (add() hands them over and zeroes them)
-    for (int64_t m0 = 0; m0 < M; m0 += kSumBlock) {
-      for (int64_t m = m0; m < std::min(M, m0 + kSumBlock); m++)
+  const int groups = (C + kGroup - 1) / kGroup;
+#pragma omp parallel if (worth_threads(M * C))
+  {
+#if defined(_OPENMP)
+    const int t = omp_get_thread_num(), T = omp_get_num_threads();
+#else
+    const int t = 0, T = 1;
+#endif
+    const int c0 = std::min(C, groups * t / T * kGroup);
+    const int c1 = std::min(C, groups * (t + 1) / T * kGroup);
+    if (c0 < c1) {
+      BlockedSums<A> sums(size_t(c1 - c0), M);
+      std::vector<A> block(size_t(c1 - c0), A(0));  // one block's sums (add() zeroes them)
+      A* b = block.data();                          // b[c - c0]: channel c's
+      for (int64_t m0 = 0; m0 < M; m0 += kSumBlock) {
+        for (int64_t m = m0; m < std::min(M, m0 + kSumBlock); m++)
 #pragma omp simd
-        for (int c = c0; c < c1; c++) block[c - c0] += term(m, c);  // lanes: channels
-      sums.add(block);
+          for (int c = c0; c < c1; c++) b[c - c0] += term(m, c);  // lanes: channels
+        sums.add(block.data());
+      }
+      sums.total(out + c0);
     }
-    sums.total(out + c0);
   }
 }
 }  // namespace
