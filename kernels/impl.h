@@ -11,7 +11,8 @@
 //
 // `auto` (the command line's default) is tc on a GPU and onednn on the CPU. The GPU choices
 // on the CPU mean direct, so a CPU run made before onednn existed (its checkpoint says "tc")
-// resumes on the same reference kernels, with the same bits.
+// resumes on the same reference kernels, with the same bits; onednn on a GPU means tc, so a
+// CPU run resumes on a GPU (--device may change on resume).
 #pragma once
 #include <string>
 
@@ -23,8 +24,8 @@ enum class LinearImpl { direct, tc, cublas, onednn };
 const char* impl_name(ConvImpl i);
 const char* impl_name(LinearImpl i);
 // The implementation `s` (auto, direct, tc, cudnn/cublas, onednn) names for a run on a GPU
-// (gpu) or on the CPU. Throws cutrain::Error naming the accepted choices when `s` is none of
-// them, or when it is onednn on a GPU.
+// (gpu) or on the CPU, by the rules above. Throws cutrain::Error naming the accepted choices
+// when `s` is none of them.
 ConvImpl parse_conv_impl(const std::string& s, bool gpu);
 LinearImpl parse_linear_impl(const std::string& s, bool gpu);
 

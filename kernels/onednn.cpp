@@ -56,7 +56,7 @@ dnnl::primitive_attr user_scratch() {
 // A thread's scratch buffers, grown as needed and kept: scratchpad, filters in oneDNN's layout,
 // the gradients before they are added to the caller's.
 struct Scratch {
-  std::vector<float> pad, filter, grad, bias;
+  std::vector<float> pad, filter, grad, bias, zeros;
 };
 Scratch& thread_scratch() {
   thread_local Scratch s;
@@ -95,6 +95,8 @@ struct Reorder {
 // One convolution shape's three plans. The activations stay NHWC (our layout; oneDNN's fast
 // kernels take it); the filters are `any`: oneDNN picks a blocked layout (KRSC would get its
 // reference loops, hundreds of times slower), and the reorders move them in and out of it.
+// The forward always has a bias (zeros for a conv without one), so one set of plans serves
+// both kinds of layer and the backward plans are made from the forward that runs.
 struct ConvPlans {
   dnnl::convolution_forward::primitive_desc fwd_pd;
   dnnl::convolution_backward_data::primitive_desc data_pd;
@@ -107,15 +109,18 @@ struct ConvPlans {
 
   static memory::dims dims(std::initializer_list<int> d) { return memory::dims(d.begin(), d.end()); }
 
-  explicit ConvPlans(const Conv2dShape& s, bool bias)
-      : ConvPlans(s, bias, memory::desc(dims({s.N, s.C, s.H, s.W}), f32, Tag::nhwc),
+  explicit ConvPlans(const Conv2dShape& s)
+      : ConvPlans(s, memory::desc(dims({s.N, s.C, s.H, s.W}), f32, Tag::nhwc),
                   memory::desc(dims({s.N, s.K, s.P(), s.Q()}), f32, Tag::nhwc),
                   memory::desc(dims({s.K, s.C, s.R, s.S}), f32, Tag::any),
                   memory::desc(dims({s.K}), f32, Tag::x)) {}
 
-  ConvPlans(const Conv2dShape& s, bool bias, const memory::desc& x, const memory::desc& y,
+  ConvPlans(const Conv2dShape& s, const memory::desc& x, const memory::desc& y,
             const memory::desc& w_any, const memory::desc& b)
-      : fwd_pd(forward_desc(s, bias, x, y, w_any, b), user_scratch(), cpu_engine()),
+      : fwd_pd(dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                                dnnl::algorithm::convolution_direct, x, w_any,
+                                                b, y, strides(s), pads(s), pads(s)),
+               user_scratch(), cpu_engine()),
         data_pd(dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, x,
                                                       w_any, y, strides(s), pads(s), pads(s)),
                 user_scratch(), cpu_engine(), fwd_pd),
@@ -134,17 +139,6 @@ struct ConvPlans {
   }
   static memory::dims strides(const Conv2dShape& s) { return dims({s.stride_h, s.stride_w}); }
   static memory::dims pads(const Conv2dShape& s) { return dims({s.pad_h, s.pad_w}); }
-  static dnnl::convolution_forward::desc forward_desc(const Conv2dShape& s, bool bias,
-                                                      const memory::desc& x,
-                                                      const memory::desc& y,
-                                                      const memory::desc& w,
-                                                      const memory::desc& b) {
-    const auto prop = dnnl::prop_kind::forward_training;
-    const auto algo = dnnl::algorithm::convolution_direct;
-    if (bias)
-      return dnnl::convolution_forward::desc(prop, algo, x, w, b, y, strides(s), pads(s), pads(s));
-    return dnnl::convolution_forward::desc(prop, algo, x, w, y, strides(s), pads(s), pads(s));
-  }
 };
 
 // The threads a parallel region started here would get (1 in a build without OpenMP).
@@ -161,18 +155,17 @@ int max_threads() {
 // splits its work for the thread count it was made under (omp_get_max_threads() then) and
 // runs on that many threads whatever the count later, so the count is part of the key: a
 // caller that asks for another count (OMP_NUM_THREADS, omp_set_num_threads) gets its own plan.
-const ConvPlans& conv_plans(const Conv2dShape& s, bool bias) {
-  using Key = std::array<int, 13>;
+const ConvPlans& conv_plans(const Conv2dShape& s) {
+  using Key = std::array<int, 12>;
   static std::mutex mu;
   static std::map<Key, std::unique_ptr<ConvPlans>> plans;
-  const Key key{s.N,      s.H,      s.W,         s.C,        s.K,
-                s.R,      s.S,      s.stride_h,  s.stride_w, s.pad_h,
-                s.pad_w,  bias ? 1 : 0,          max_threads()};
+  const Key key{s.N, s.H,        s.W,        s.C,     s.K,     s.R,
+                s.S, s.stride_h, s.stride_w, s.pad_h, s.pad_w, max_threads()};
   std::lock_guard<std::mutex> lock(mu);
   auto& p = plans[key];
   if (!p) {
     try {
-      p = std::make_unique<ConvPlans>(s, bias);
+      p = std::make_unique<ConvPlans>(s);
     } catch (const dnnl::error& e) {
       CHECK(false, "oneDNN has no convolution for N " << s.N << ", " << s.H << "x" << s.W << "x"
                                                       << s.C << " -> " << s.K << " filters "
@@ -192,7 +185,7 @@ const float* filter_for(const Reorder& r, const float* w) {
 
 // dst[i] += src[i]: how a backward pass's result joins the gradient already there.
 void add_into(float* dst, const float* src, size_t n) {
-#pragma omp parallel for simd schedule(static) if (worth_threads(int64_t(n)))
+#pragma omp parallel for simd schedule(static) if (parallel : worth_threads(int64_t(n)))
   for (size_t i = 0; i < n; i++) dst[i] += src[i];
 }
 
@@ -204,19 +197,24 @@ memory mem(const memory::desc& md, const float* p) {
 
 void conv2d_forward_onednn(const Conv2dShape& s, const float* x, const float* w, const float* b,
                            float* y) {
-  const ConvPlans& c = conv_plans(s, b != nullptr);
+  const ConvPlans& c = conv_plans(s);
   const float* wl = filter_for(c.w_to_fwd, w);
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(c.x_md, x)},
-                                       {DNNL_ARG_WEIGHTS, mem(c.fwd_pd.weights_desc(), wl)},
-                                       {DNNL_ARG_DST, mem(c.y_md, y)},
-                                       {DNNL_ARG_SCRATCHPAD, scratchpad(c.fwd_pd.scratchpad_desc())}};
-  if (b) args.emplace(DNNL_ARG_BIAS, mem(c.b_md, b));
-  c.fwd.execute(thread_stream(), args);
+  if (!b) {  // the plan adds a bias: zeros (grown, never written)
+    std::vector<float>& z = thread_scratch().zeros;
+    if (z.size() < size_t(s.K)) z.resize(size_t(s.K), 0.0f);
+    b = z.data();
+  }
+  c.fwd.execute(thread_stream(),
+                {{DNNL_ARG_SRC, mem(c.x_md, x)},
+                 {DNNL_ARG_WEIGHTS, mem(c.fwd_pd.weights_desc(), wl)},
+                 {DNNL_ARG_BIAS, mem(c.b_md, b)},
+                 {DNNL_ARG_DST, mem(c.y_md, y)},
+                 {DNNL_ARG_SCRATCHPAD, scratchpad(c.fwd_pd.scratchpad_desc())}});
 }
 
 void conv2d_backward_data_onednn(const Conv2dShape& s, const float* dy, const float* w,
                                  float* dx) {
-  const ConvPlans& c = conv_plans(s, false);
+  const ConvPlans& c = conv_plans(s);
   const float* wl = filter_for(c.w_to_data, w);
   const size_t n = size_t(s.N) * s.H * s.W * s.C;
   float* g = grow(thread_scratch().grad, n * sizeof(float));
@@ -230,7 +228,7 @@ void conv2d_backward_data_onednn(const Conv2dShape& s, const float* dy, const fl
 void conv2d_backward_filter_onednn(const Conv2dShape& s, const float* x, const float* dy,
                                    float* dw, float* db) {
   if (!dw && !db) return;
-  const ConvPlans& c = conv_plans(s, false);
+  const ConvPlans& c = conv_plans(s);
   Scratch& t = thread_scratch();
   const size_t filter = size_t(s.K) * s.R * s.S * s.C;
   // oneDNN writes the filter gradient in its layout (t.grad) and the bias gradient (t.bias);
@@ -284,7 +282,7 @@ void linear_backward_onednn(int N, int C, int K, const float* x, const float* w,
 }
 
 std::string conv2d_onednn_kernels(const Conv2dShape& s) {
-  const ConvPlans& c = conv_plans(s, true);
+  const ConvPlans& c = conv_plans(s);
   std::ostringstream os;
   os << "fwd " << c.fwd_pd.impl_info_str() << ", bwd-data " << c.data_pd.impl_info_str()
      << ", bwd-filter " << c.filter_pd.impl_info_str();

@@ -57,10 +57,11 @@ namespace {
 // (measured: 11% of a CPU training step). Raising its thresholds keeps freed blocks in the
 // process heap for the next step instead: set once, for the whole process.
 void* host_alloc(size_t n) {
+  // Only both or neither: M_TRIM_THRESHOLD alone would freeze glibc's adaptive mmap threshold
+  // at its 128 KB start (an older glibc refuses an mmap threshold above 32 MB).
   static const bool tuned = [] {
-    mallopt(M_MMAP_THRESHOLD, 512 << 20);  // blocks under 512 MB from the heap, not mmap
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);    // keep up to 1 GB of freed heap, not return it
-    return true;
+    return mallopt(M_MMAP_THRESHOLD, 512 << 20) == 1 &&  // blocks under 512 MB from the heap
+           mallopt(M_TRIM_THRESHOLD, 1 << 30) == 1;       // keep up to 1 GB of freed heap
   }();
   (void)tuned;
   return std::aligned_alloc(64, (n + 63) / 64 * 64 + 64);

@@ -238,8 +238,9 @@ template <typename T> bool same_bytes(const std::vector<T>& a, const std::vector
 
 TEST_CASE_TEMPLATE("maxpool2d: the SIMD loops give the plain loops' bits, ties and NaNs included",
                    T, float, double, half_t) {
-  // Values from {-2, ..., 2}: most windows hold ties. A few NaNs, some windows two of them.
-  // Shapes: the models' 2x2 stride 2, overlapping 3x3 stride 1 and 2 with padding, a
+  // Values from {-2, ..., 2} and -0: most windows hold ties, +0 against -0 too. A few NaNs,
+  // each with its own payload (so the output shows which one was taken), some windows two of
+  // them. Shapes: the models' 2x2 stride 2, overlapping 3x3 stride 1 and 2 with padding, a
   // rectangular input, odd channel counts (SIMD remainders).
   const Pool2dShape shapes[] = {pool_shape(3, 8, 8, 5, 2, 2, 2, 0),
                                 pool_shape(2, 7, 7, 17, 3, 3, 1, 1),
@@ -255,7 +256,12 @@ TEST_CASE_TEMPLATE("maxpool2d: the SIMD loops give the plain loops' bits, ties a
     std::vector<T> x(nx), dy(ny), dx0(nx);
     for (size_t i = 0; i < nx; i++) {
       const uint64_t u = rng_u64(seed, i);
-      x[i] = u % 97 == 0 ? T(std::numeric_limits<float>::quiet_NaN()) : T(float(int(u % 5) - 2));
+      float v = u % 7 == 0 ? -0.0f : float(int(u % 5) - 2);
+      if (u % 97 == 0) {  // a quiet NaN, payload in the bits that half keeps too
+        const uint32_t bits = 0x7fc00000u | (uint32_t(i % 511 + 1) << 13);
+        std::memcpy(&v, &bits, sizeof v);
+      }
+      x[i] = T(v);
       dx0[i] = T(float(rng_uniform(seed + 1, i)));
     }
     for (size_t i = 0; i < ny; i++) dy[i] = T(float(rng_uniform(seed + 2, i) * 2 - 1));

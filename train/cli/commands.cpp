@@ -175,18 +175,14 @@ Loaded load_for_inference(const std::string& checkpoint, const std::string& devi
   l.cfg = config_from_json_text(l.ckpt.config_json, l.path);
   const RunDevice d = choose_device(device, precision);
   if (!d.notice.empty()) std::fprintf(stderr, "%s\n", d.notice.c_str());
-  // The model runs the run's kernels (--conv, --linear) when they are this device's, so that
-  // `cutrain eval` repeats the run's own evaluation; a choice for the other device gives this
-  // one's default (auto: tc on a GPU, onednn on the CPU). On a GPU the model is made on the
-  // legacy default stream; evaluate() runs on a stream of its own after it, predict() there.
+  // The model runs the run's kernels (--conv, --linear), by the rules training and resume use
+  // (kernels/impl.h), so that on the run's device `cutrain eval` repeats the run's own
+  // evaluation. On a GPU the model is made on the legacy default stream; evaluate() runs on a
+  // stream of its own after it, predict() there.
   const bool gpu = d.device == Device::cuda;
-  auto here = [gpu](const std::string& choice) {
-    const bool gpu_only = choice == "tc" || choice == "cudnn" || choice == "cublas";
-    return (gpu ? choice == "onednn" : gpu_only) ? std::string("auto") : choice;
-  };
   Context in = gpu ? Context::cuda(nullptr, ConvImpl::tc, LinearImpl::tc, d.gpu) : Context::cpu();
-  in.conv = parse_conv_impl(here(l.cfg.conv), gpu);
-  in.linear = parse_linear_impl(here(l.cfg.linear), gpu);
+  in.conv = parse_conv_impl(l.cfg.conv, gpu);
+  in.linear = parse_linear_impl(l.cfg.linear, gpu);
   l.model = load_model(l.ckpt, l.cfg, d.dtype, in);
   std::printf("%s: step %lld, epoch %lld, %s, %dx%dx%d, %d classes; %s\n", l.path.c_str(),
               (long long)l.ckpt.step, (long long)l.ckpt.epoch, l.cfg.model.c_str(), l.cfg.size,
