@@ -12,7 +12,7 @@
 // A difference stops the bench. --json FILE writes the per-layer medians for other programs
 // (bench/cpu_training.py sets them beside PyTorch's).
 //
-//   bin/bench_cpu_kernels                        default model, batch 64, f32, oneDNN, N = all cores
+//   bin/bench_cpu_kernels                  default model, batch 64, f32, oneDNN, N = all cores
 //   bin/bench_cpu_kernels --impl direct --threads 2 --dtype f16 --repeats 9
 //   OMP_NUM_THREADS=2 bin/bench_cpu_kernels      the same N
 #include <CLI/CLI.hpp>
@@ -93,7 +93,9 @@ template <typename T> bool close(const std::vector<T>& a, const std::vector<T>& 
 }
 
 // The linear layers run the same library as the convolutions.
-LinearImpl li_of(ConvImpl c) { return c == ConvImpl::onednn ? LinearImpl::onednn : LinearImpl::direct; }
+LinearImpl li_of(ConvImpl c) {
+  return c == ConvImpl::onednn ? LinearImpl::onednn : LinearImpl::direct;
+}
 
 struct PassTimes {
   Timing t[3][2];  // [forward, backward data, backward filter][1 thread, N threads]
@@ -112,7 +114,8 @@ PassTimes time_layer(const BenchLayer& L, ConvImpl impl, int threads, int repeat
   const std::function<void()> pass[3] = {
       [&] {
         if (L.conv) conv2d_forward_cpu<T>(ci, s, x.data(), w.data(), b.data(), y.data());
-        else linear_forward_cpu<T>(li_of(ci), s.N, s.C, s.K, x.data(), w.data(), b.data(), y.data());
+        else linear_forward_cpu<T>(li_of(ci), s.N, s.C, s.K, x.data(), w.data(), b.data(),
+                                   y.data());
       },
       [&] {
         if (L.conv) conv2d_backward_data_cpu<T>(ci, s, dy.data(), w.data(), dx.data());
@@ -306,7 +309,8 @@ int main(int argc, char** argv) {
     CHECK(impl_arg == "onednn" || impl_arg == "direct",
           "--impl must be onednn or direct, got '" << impl_arg << "'");
     const ConvImpl impl = parse_conv_impl(impl_arg, false);
-    CHECK(impl == ConvImpl::direct || dtype == "f32", "--impl onednn is fp32 only: add --impl direct");
+    CHECK(impl == ConvImpl::direct || dtype == "f32",
+          "--impl onednn is fp32 only: add --impl direct");
     CHECK(batch > 0 && repeats > 0 && threads > 0,
           "--batch, --repeats and --threads must be positive");
     const ModelSpec spec = load_model_spec(model);

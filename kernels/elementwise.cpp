@@ -32,7 +32,7 @@ template <typename T> void add_forward_cpu(int64_t n, const T* a, const T* b, T*
 
 template <typename T> void accumulate_cpu(int64_t n, const T* dy, T* dx) {
   using A = acc_t<T>;
-#pragma omp parallel for schedule(static) if (worth_threads(n))
+#pragma omp parallel for simd schedule(static) if (parallel : worth_threads(n))
   for (int64_t i = 0; i < n; i++) dx[i] = T(A(dx[i]) + A(dy[i]));
 }
 

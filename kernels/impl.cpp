@@ -44,7 +44,8 @@ Impl parse_impl(const char* op, const std::string& s, bool gpu, std::initializer
 }  // namespace
 
 ConvImpl parse_conv_impl(const std::string& s, bool gpu) {
-  return parse_impl("conv", s, gpu, {ConvImpl::direct, ConvImpl::tc, ConvImpl::cudnn, ConvImpl::onednn});
+  return parse_impl("conv", s, gpu,
+                    {ConvImpl::direct, ConvImpl::tc, ConvImpl::cudnn, ConvImpl::onednn});
 }
 
 LinearImpl parse_linear_impl(const std::string& s, bool gpu) {

@@ -14,7 +14,8 @@ namespace {
 template <typename T, typename Impl>
 bool use_onednn(Impl impl, const char* op) {
   CHECK(impl == Impl::direct || impl == Impl::onednn,
-        op << ": " << impl_name(impl) << " is a GPU implementation; the CPU runs direct or onednn");
+        op << ": " << impl_name(impl)
+           << " is a GPU implementation; the CPU runs direct or onednn");
   CHECK((impl == Impl::direct || std::is_same_v<T, float>),
         op << ": onednn is fp32 only; other dtypes run direct");
   return impl == Impl::onednn;
@@ -43,7 +44,8 @@ template <typename T>
 void conv2d_backward_filter_cpu(ConvImpl impl, const Conv2dShape& s, const T* x, const T* dy,
                                 T* dw, T* db) {
   if (use_onednn<T>(impl, "conv2d")) {
-    if constexpr (std::is_same_v<T, float>) return conv2d_backward_filter_onednn(s, x, dy, dw, db);
+    if constexpr (std::is_same_v<T, float>)
+      return conv2d_backward_filter_onednn(s, x, dy, dw, db);
   }
   conv2d_backward_filter_cpu(s, x, dy, dw, db);
 }
@@ -61,7 +63,8 @@ template <typename T>
 void linear_backward_cpu(LinearImpl impl, int N, int C, int K, const T* x, const T* w,
                          const T* dy, T* dx, T* dw, T* db) {
   if (use_onednn<T>(impl, "linear")) {
-    if constexpr (std::is_same_v<T, float>) return linear_backward_onednn(N, C, K, x, w, dy, dx, dw, db);
+    if constexpr (std::is_same_v<T, float>)
+      return linear_backward_onednn(N, C, K, x, w, dy, dx, dw, db);
   }
   linear_backward_cpu(N, C, K, x, w, dy, dx, dw, db);
 }

@@ -24,7 +24,7 @@
 
 #include "kernels/blocked_sum.h"
 #include "kernels/check.h"
-#include "kernels/parallel.h"
+#include "kernels/elementwise.h"
 
 namespace cutrain {
 
@@ -107,7 +107,9 @@ struct ConvPlans {
   Reorder w_to_fwd, w_to_data, dw_from_filter;
   memory::desc x_md, y_md, b_md;
 
-  static memory::dims dims(std::initializer_list<int> d) { return memory::dims(d.begin(), d.end()); }
+  static memory::dims dims(std::initializer_list<int> d) {
+    return memory::dims(d.begin(), d.end());
+  }
 
   explicit ConvPlans(const Conv2dShape& s)
       : ConvPlans(s, memory::desc(dims({s.N, s.C, s.H, s.W}), f32, Tag::nhwc),
@@ -183,12 +185,6 @@ const float* filter_for(const Reorder& r, const float* w) {
   return out;
 }
 
-// dst[i] += src[i]: how a backward pass's result joins the gradient already there.
-void add_into(float* dst, const float* src, size_t n) {
-#pragma omp parallel for simd schedule(static) if (parallel : worth_threads(int64_t(n)))
-  for (size_t i = 0; i < n; i++) dst[i] += src[i];
-}
-
 memory mem(const memory::desc& md, const float* p) {
   return memory(md, cpu_engine(), const_cast<float*>(p));  // oneDNN takes void*; reads only
 }
@@ -222,7 +218,7 @@ void conv2d_backward_data_onednn(const Conv2dShape& s, const float* dy, const fl
                                    {DNNL_ARG_WEIGHTS, mem(c.data_pd.weights_desc(), wl)},
                                    {DNNL_ARG_DIFF_SRC, mem(c.x_md, g)},
                                    {DNNL_ARG_SCRATCHPAD, scratchpad(c.data_pd.scratchpad_desc())}});
-  add_into(dx, g, n);
+  accumulate_cpu<float>(int64_t(n), g, dx);  // dx += the pass's result
 }
 
 void conv2d_backward_filter_onednn(const Conv2dShape& s, const float* x, const float* dy,
@@ -248,9 +244,9 @@ void conv2d_backward_filter_onednn(const Conv2dShape& s, const float* x, const f
       c.dw_from_filter.run(gl, plain);
       g = plain;
     }
-    add_into(dw, g, filter);
+    accumulate_cpu<float>(int64_t(filter), g, dw);
   }
-  if (db) add_into(db, gb, size_t(s.K));
+  if (db) accumulate_cpu<float>(s.K, gb, db);
 }
 
 // linear as GEMMs, row-major (dnnl_sgemm: C = alpha op(A) op(B) + beta C):

@@ -1,8 +1,8 @@
-// defines: Context, where and how ops run: the device, on a GPU the stream their kernels are
-// queued on, and which implementation runs conv2d and linear (kernels/impl.h). It is passed
-// explicitly, never kept in a global: a Tape carries the context of the ops recorded on it (nn/autograd.h), a
-// DeviceStep that of its optimizer (nn/device_step.h), and a tensor is made in one
-// (Tensor::empty) and remembers its stream, so that its own copies and casts queue there.
+// defines: Context, where and how ops run: the device, on a GPU the stream their kernels are queued
+// on, and which implementation runs conv2d and linear (kernels/impl.h). It is passed explicitly,
+// never kept in a global: a Tape carries the context of the ops recorded on it (nn/autograd.h), a
+// DeviceStep that of its optimizer (nn/device_step.h), and a tensor is made in one (Tensor::empty)
+// and remembers its stream, so that its own copies and casts queue there.
 //
 //   const Context gpu = Context::cuda(compute.get(), ConvImpl::cudnn, LinearImpl::tc);
 //   Tape tape(gpu);
