@@ -18,13 +18,11 @@
 #include <vector>
 
 #include <oneapi/dnnl/dnnl.hpp>
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
 
 #include "kernels/blocked_sum.h"
 #include "kernels/check.h"
 #include "kernels/elementwise.h"
+#include "kernels/parallel.h"
 
 namespace cutrain {
 
@@ -143,26 +141,17 @@ struct ConvPlans {
   static memory::dims pads(const Conv2dShape& s) { return dims({s.pad_h, s.pad_w}); }
 };
 
-// The threads a parallel region started here would get (1 in a build without OpenMP).
-int max_threads() {
-#if defined(_OPENMP)
-  return omp_get_max_threads();
-#else
-  return 1;
-#endif
-}
-
 // The plans of every shape met so far, made on first use and kept for the process's life
 // (a training run meets a few shapes per layer: the batch, the last evaluation batch). A plan
-// splits its work for the thread count it was made under (omp_get_max_threads() then) and
-// runs on that many threads whatever the count later, so the count is part of the key: a
-// caller that asks for another count (OMP_NUM_THREADS, omp_set_num_threads) gets its own plan.
+// splits its work for the thread count it was made under (compute_threads() then) and runs
+// on that many threads whatever the count later, so the count is part of the key: a caller
+// that asks for another count (OMP_NUM_THREADS, set_compute_threads) gets its own plan.
 const ConvPlans& conv_plans(const Conv2dShape& s) {
   using Key = std::array<int, 12>;
   static std::mutex mu;
   static std::map<Key, std::unique_ptr<ConvPlans>> plans;
   const Key key{s.N, s.H,        s.W,        s.C,     s.K,     s.R,
-                s.S, s.stride_h, s.stride_w, s.pad_h, s.pad_w, max_threads()};
+                s.S, s.stride_h, s.stride_w, s.pad_h, s.pad_w, compute_threads()};
   std::lock_guard<std::mutex> lock(mu);
   auto& p = plans[key];
   if (!p) {

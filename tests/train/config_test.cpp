@@ -27,6 +27,8 @@ TEST_CASE("config: every numeric option has a range; non-finite and absurd value
   const std::vector<Case> cases = {
       {[](TrainConfig& c) { c.threads = 400; }, "--threads must be in [0, 256], got 400"},
       {[](TrainConfig& c) { c.threads = -2; }, "--threads must be in [0, 256], got -2"},
+      {[](TrainConfig& c) { c.compute_threads = 300; },
+       "--compute-threads must be in [0, 256], got 300"},
       {[](TrainConfig& c) { c.size = 100000; }, "--size must be in [0, 4096], got 100000"},
       {[](TrainConfig& c) { c.resize = 5000; }, "--resize must be in [0, 4096], got 5000"},
       {[](TrainConfig& c) { c.pad = 9999; }, "--pad must be in [-1, 4096], got 9999"},
@@ -181,6 +183,12 @@ TEST_CASE("config: a resumed run may change how long it runs, not what it comput
   // How the step is launched changes no result: a resumed run may switch the graph on or off.
   cli.batch = saved.batch, cli.cuda_graph = true;
   REQUIRE(resume_config(saved, cli, {"cuda_graph"}).cuda_graph);
+  // The compute threads: the run's resolved count stands unless the command line gives one
+  // (it changes oneDNN's rounding, not the reference kernels').
+  saved.compute_threads = 3, cli.compute_threads = 0;
+  REQUIRE(resume_config(saved, cli, {}).compute_threads == 3);
+  cli.compute_threads = 1;
+  REQUIRE(resume_config(saved, cli, {"compute_threads"}).compute_threads == 1);
 }
 
 TEST_CASE("config: --sync-bn is recorded with the run; a resumed run keeps it and refuses a switch") {

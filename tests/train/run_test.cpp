@@ -15,6 +15,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "kernels/parallel.h"
 #include "tests/data/temp_dir.h"
 #include "tests/test_util.h"
 #include "tests/train/cli_fixture.h"
@@ -182,6 +183,7 @@ TEST_CASE("CPU run: 5,000 Fashion-MNIST training images reach >= 80% on 2,000 te
   // `cutrain eval` on the last checkpoint: the same model, the same numbers.
   const Checkpoint c = read_checkpoint(s.last_checkpoint);
   const TrainConfig saved = config_from_json_text(c.config_json, s.last_checkpoint);
+  REQUIRE(saved.compute_threads == default_compute_threads());  // resolved: a resume keeps it
   Context on_cpu = Context::cpu();  // the run's kernels, as `cutrain eval` picks them
   on_cpu.conv = parse_conv_impl(saved.conv, false);
   on_cpu.linear = parse_linear_impl(saved.linear, false);

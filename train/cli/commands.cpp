@@ -7,6 +7,7 @@
 #include "data/fingerprint.h"
 #include "data/text_width.h"
 #include "kernels/check.h"
+#include "kernels/parallel.h"
 #include "train/cli/predict.h"
 #include "train/engine/trainer.h"
 #include "train/run/checkpoint.h"
@@ -21,6 +22,9 @@ const char* kCsvColumnsHelp =
     "CSV lists: the path and label columns, by header name or 0-based index (default: the "
     "columns named image, filename, file, path or image_path, and label, class, category or "
     "target); given, every list file is read as CSV";
+const char* kDecodeThreadsHelp =
+    "Decode threads (0: every hardware thread on the CPU, one fewer on a GPU; shared among the "
+    "replicas)";
 }  // namespace
 
 CLI::Option* add_csv_columns_option(CLI::App* cmd, std::string& columns) {
@@ -122,7 +126,11 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
   t->add_option("--seed", c.seed, "Seed of the weights, the batch order and the augmentation")
       ->group("Optimization");
   // the run
-  t->add_option("--threads", c.threads, "Decode threads (0: hardware threads - 1)")->group("Run");
+  t->add_option("--threads", c.threads, kDecodeThreadsHelp)->group("Run");
+  t->add_option("--compute-threads", c.compute_threads,
+                "OpenMP threads of the CPU kernels, per replica (0: the cores, shared out among "
+                "the replicas computing at once)")
+      ->group("Run");
   t->add_option("--out", c.out, "Folder for checkpoints, metrics and config.json")->group("Run");
   t->add_option("--keep", c.keep, "Checkpoints kept besides the best")->group("Run");
   t->add_option("--resume", c.resume, "Continue the run in this folder from its newest "
@@ -164,6 +172,8 @@ struct Loaded {
   std::string path;
   Checkpoint ckpt;
   TrainConfig cfg;
+  RunDevice device;
+  std::unique_ptr<ComputeThreadsScope> threads;  // the run's compute threads, while loaded
   std::unique_ptr<Model> model;
 };
 
@@ -175,6 +185,8 @@ Loaded load_for_inference(const std::string& checkpoint, const std::string& devi
   l.cfg = config_from_json_text(l.ckpt.config_json, l.path);
   const RunDevice d = choose_device(device, precision);
   if (!d.notice.empty()) std::fprintf(stderr, "%s\n", d.notice.c_str());
+  l.device = d;
+  l.threads = std::make_unique<ComputeThreadsScope>(inference_compute_threads(l.cfg));
   // The model runs the run's kernels (--conv, --linear), by the rules training and resume use
   // (kernels/impl.h), so that on the run's device `cutrain eval` repeats the run's own
   // evaluation. On a GPU the model is made on the legacy default stream; evaluate() runs on a
@@ -198,12 +210,12 @@ ListOptions checkpoint_lists(const Loaded& l, const std::string& csv_columns) {
   return o;
 }
 
-EvalOptions eval_options(const TrainConfig& cfg, int batch, int threads, bool strict) {
+EvalOptions eval_options(const Loaded& l, int batch, int threads, bool strict) {
   EvalOptions o;
   o.batch = batch;
-  o.threads = threads;
+  o.threads = run_decode_threads(threads, l.device, 1);
   o.strict = strict;
-  o.norm = Normalization{cfg.mean, cfg.std};
+  o.norm = Normalization{l.cfg.mean, l.cfg.std};
   return o;
 }
 
@@ -222,7 +234,7 @@ CLI::App* add_eval_command(CLI::App& app, EvalArgs& a) {
   e->add_option("--limit", a.limit, "Only the first N images (0: all)")
       ->check(CLI::NonNegativeNumber);
   e->add_option("--batch", a.batch, "Images per batch")->check(CLI::Range(1, kMaxBatch));
-  e->add_option("--threads", a.threads, "Decode threads (0: hardware threads - 1)")
+  e->add_option("--threads", a.threads, kDecodeThreadsHelp)
       ->check(CLI::Range(0, kMaxThreads));
   e->add_option("--device", a.device, "auto, cpu or cuda");
   e->add_option("--precision", a.precision, "auto, fp16 or fp32");
@@ -258,7 +270,7 @@ int cmd_eval(const EvalArgs& a) {
   }
   std::printf("eval: %s (%lld images)\n", name.c_str(), (long long)data->size());
   std::fflush(stdout);
-  const EvalResult r = evaluate(*l.model, data, eval_options(l.cfg, a.batch, a.threads, a.strict));
+  const EvalResult r = evaluate(*l.model, data, eval_options(l, a.batch, a.threads, a.strict));
   std::printf("%s\n%s", eval_summary(r).c_str(), per_class_report(r, l.cfg.class_names).c_str());
   return 0;
 }
@@ -276,7 +288,7 @@ CLI::App* add_predict_command(CLI::App& app, PredictArgs& a) {
   p->add_option("--top", a.top, "How many classes to show per image")
       ->check(CLI::Range(1, 1000));
   p->add_option("--batch", a.batch, "Images per batch")->check(CLI::Range(1, kMaxBatch));
-  p->add_option("--threads", a.threads, "Decode threads (0: hardware threads - 1)")
+  p->add_option("--threads", a.threads, kDecodeThreadsHelp)
       ->check(CLI::Range(0, kMaxThreads));
   p->add_option("--device", a.device, "auto, cpu or cuda");
   p->add_option("--precision", a.precision, "auto, fp16 or fp32");
@@ -305,7 +317,7 @@ int cmd_predict(const PredictArgs& a) {
   }
   const auto data = std::make_shared<ListSource>(list, eval_image_spec(l.cfg));
   const std::vector<Prediction> preds =
-      predict(*l.model, data, eval_options(l.cfg, a.batch, a.threads, false), a.top);
+      predict(*l.model, data, eval_options(l, a.batch, a.threads, false), a.top);
   auto name = [&](int k) {
     return size_t(k) < l.cfg.class_names.size() ? l.cfg.class_names[size_t(k)] : std::to_string(k);
   };

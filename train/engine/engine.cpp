@@ -37,7 +37,10 @@ LossScalerConfig loss_scaler_config(DType dtype, int max_skips) {
 }
 
 Engine::Engine(const TrainConfig& cfg, const RunDevice& device, const ClassBalance& balance)
-    : cfg_(cfg), device_(device) {
+    : cfg_(cfg),
+      device_(device),
+      compute_threads_(run_compute_threads(cfg_, device_)),
+      compute_scope_(compute_threads_) {
   const int R = replica_count(cfg_);  // in this process
   // Under mpirun each process is one replica of size() (train/replicas/mpi.h), rank rank(); on
   // a GPU, that of its local rank (choose_run_device in train/run/run.cpp).

@@ -26,6 +26,7 @@
 
 #include "data/sampler.h"
 #include "data/trace.h"
+#include "kernels/parallel.h"
 #include "nn/loss_scaler.h"
 #include "train/run/balance.h"
 #include "train/run/checkpoint.h"
@@ -89,6 +90,7 @@ class Engine {
   int replicas() const { return int(replicas_.size()); }  // in this process
   // Replicas in all: this process's, or under mpirun one per process (RunDevice::mpi).
   int world() const { return world_; }
+  int compute_threads() const { return compute_threads_; }  // each replica's (on the CPU)
   Replica& replica(int r) { return *replicas_.at(size_t(r)); }
   const Replica& replica(int r) const { return *replicas_.at(size_t(r)); }
   Model& model(int r = 0) { return *replica(r).model; }
@@ -194,6 +196,8 @@ class Engine {
 
   TrainConfig cfg_;                            // batch, accum, size, label smoothing, ...
   RunDevice device_;
+  int compute_threads_;                        // per replica (run_compute_threads)
+  ComputeThreadsScope compute_scope_;          // this thread's, while the engine lives
   int world_ = 1;                              // replicas in all processes
   LossScalerConfig scaler_config_;
   std::vector<std::unique_ptr<Replica>> replicas_;

@@ -29,11 +29,14 @@ void Engine::start_sync_bn() {
   if (replicas() == 1) return;  // mpirun: one replica in this process
   sync_data_.assign(replicas_.size(), nullptr);
   // A replica that fails lets the others stop waiting for it (they throw too).
-  threads_ = std::make_unique<ReplicaThreads>(replicas(), [this](const std::string&) {
-    const std::lock_guard<std::mutex> lock(comm_mu_);
-    sync_failed_ = true;
-    sync_cv_.notify_all();
-  });
+  threads_ = std::make_unique<ReplicaThreads>(
+      replicas(),
+      [this](const std::string&) {
+        const std::lock_guard<std::mutex> lock(comm_mu_);
+        sync_failed_ = true;
+        sync_cv_.notify_all();
+      },
+      compute_threads_);
 }
 
 void Engine::plan_sync(int64_t step) {

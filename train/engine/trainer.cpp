@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <thread>
 
 #include "kernels/check.h"
 #include "train/replicas/mpi.h"
@@ -56,13 +55,9 @@ void Trainer::start_loaders() {
   const int R = replicas();  // in this process
   const int world = engine_->world();
   // The decode threads are shared out among the loaders of this machine's replicas (those of
-  // this process, and under mpirun the processes beside it); one replica keeps --threads.
-  const int here = R * (device_.mpi ? device_.mpi->local_size() : 1);
-  int threads = cfg_.threads;
-  if (here > 1) {
-    const int all = threads > 0 ? threads : std::max(1, int(std::thread::hardware_concurrency()) - 1);
-    threads = std::max(1, all / here);
-  }
+  // this process, and under mpirun the processes beside it).
+  const int threads =
+      run_decode_threads(cfg_.threads, device_, R * (device_.mpi ? device_.mpi->local_size() : 1));
   for (int r = 0; r < R; r++) {
     Replica* rep = &engine_->replica(r);
     const OnDevice on(rep->lane->context());  // a GPU loader's stream and memory
@@ -90,6 +85,19 @@ void Trainer::start_loaders() {
                                             : "/bad_files.txt");
     rep->loader = std::make_unique<Loader>(train_, sc, lc, cursor_);
   }
+}
+
+std::string Trainer::threads_description() const {
+  const int loaders = replicas() * (device_.mpi ? device_.mpi->local_size() : 1);
+  const std::string each = loaders > 1 ? " each" : "";
+  std::string d = "threads: " + std::to_string(run_decode_threads(cfg_.threads, device_, loaders)) +
+                  " decoding" + each;
+  if (device_.device == Device::cpu)
+    d += ", " + std::to_string(engine_->compute_threads()) + " computing" + each + " (--threads, "
+         "--compute-threads)";
+  else
+    d += " (--threads)";
+  return d;
 }
 
 LoaderStats Trainer::loader_stats() const {
@@ -155,7 +163,7 @@ EvalResult Trainer::evaluate() {
   TraceSpan span(tracer, "evaluate", "train");
   EvalOptions opt;
   opt.batch = std::max(cfg_.batch, 256);
-  opt.threads = cfg_.threads;
+  opt.threads = run_decode_threads(cfg_.threads, device_, 1);  // the training loaders wait
   opt.strict = cfg_.strict;
   opt.norm = norm_;
   opt.tracer = tracer;

@@ -177,6 +177,9 @@ class Trainer {
   const SampleSource& train_data() const { return *train_; }
   // --balance: the classes' counts and weights, and the run's line about them ("" for none).
   const ClassBalance& balance() const { return balance_; }
+  // "threads: 2 decoding, 2 computing": each loader's decode threads and, on the CPU, each
+  // replica's compute threads (train/run/device.h).
+  std::string threads_description() const;
   std::string balance_description() const {
     return cutrain::balance_description(balance_, cfg_.class_names);
   }

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "kernels/check.h"
+#include "kernels/parallel.h"
 #include "kernels/thread_start.h"
 #include "kernels/xxhash64.h"
 
@@ -26,13 +27,18 @@ std::string what_of(const std::exception_ptr& e) {
 
 // ---- ReplicaThreads ----------------------------------------------------------------------
 
-ReplicaThreads::ReplicaThreads(int replicas, std::function<void(const std::string&)> on_error)
+ReplicaThreads::ReplicaThreads(int replicas, std::function<void(const std::string&)> on_error,
+                               int compute_threads)
     : R_(replicas), on_error_(std::move(on_error)) {
   CHECK(replicas >= 1, "ReplicaThreads: need at least one replica");
   try {
     for (int r = 1; r < R_; r++)
       threads_.push_back(start_thread("the thread of replica " + std::to_string(r),
-                                      [this, r] { main(r); }));
+                                      [this, r, compute_threads] {
+                                        if (compute_threads > 0)
+                                          set_compute_threads(compute_threads);
+                                        main(r);
+                                      }));
   } catch (...) {  // the destructor does not run for a constructor that throws
     stop();
     throw;

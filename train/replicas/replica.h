@@ -63,7 +63,10 @@ struct Replica {
 // was called with its message (it aborts the ring, so the other replicas stop waiting).
 class ReplicaThreads {
  public:
-  ReplicaThreads(int replicas, std::function<void(const std::string&)> on_error);
+  // compute_threads > 0: the compute threads (kernels/parallel.h) of each thread started here
+  // (OpenMP keeps the count per thread; rank 0 runs on the caller's, which keeps its own).
+  ReplicaThreads(int replicas, std::function<void(const std::string&)> on_error,
+                 int compute_threads = 0);
   ~ReplicaThreads();
   ReplicaThreads(const ReplicaThreads&) = delete;
   ReplicaThreads& operator=(const ReplicaThreads&) = delete;

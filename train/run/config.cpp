@@ -173,7 +173,8 @@ void validate_config(const TrainConfig& c) {
   real_in("--label-smoothing", c.label_smoothing, 0, 1, true);
   need(one_of(c.balance, {"none", "sampler", "loss"}),
        "--balance " + c.balance + ": expected none, sampler or loss");
-  in_range("--threads", c.threads, 0, kMaxThreads, " (0: hardware threads - 1)");
+  in_range("--threads", c.threads, 0, kMaxThreads, " (0: automatic)");
+  in_range("--compute-threads", c.compute_threads, 0, kMaxThreads, " (0: automatic)");
   need(!c.out.empty(), "--out must name a folder");
   in_range("--keep", c.keep, 1, 1000000);
   in_range("--log-every", c.log_every, 1, INT_MAX);
@@ -208,7 +209,7 @@ void for_each_field(Config& c, F&& f) {
   f("epochs", c.epochs), f("batch", c.batch), f("accum", c.accum);
   f("sync_bn", c.sync_bn);
   f("label_smoothing", c.label_smoothing), f("balance", c.balance), f("max_skips", c.max_skips);
-  f("seed", c.seed), f("threads", c.threads);
+  f("seed", c.seed), f("threads", c.threads), f("compute_threads", c.compute_threads);
   f("out", c.out), f("keep", c.keep), f("resume", c.resume), f("metrics", c.metrics);
   f("trace", c.trace), f("log_every", c.log_every);
   f("checkpoint_every", c.checkpoint_every), f("check_replicas", c.check_replicas);
@@ -290,10 +291,10 @@ std::string option_key(const std::string& option) {
 }
 
 bool may_change_on_resume(const std::string& key) {
-  static const std::set<std::string> ok = {"epochs", "threads", "out", "keep", "resume",
-                                           "metrics", "trace", "log_every", "checkpoint_every",
-                                           "device", "devices", "check_replicas",
-                                           "cuda_graph", "max_skips"};
+  static const std::set<std::string> ok = {"epochs", "threads", "compute_threads", "out",
+                                           "keep", "resume", "metrics", "trace", "log_every",
+                                           "checkpoint_every", "device", "devices",
+                                           "check_replicas", "cuda_graph", "max_skips"};
   return ok.count(key) > 0;
 }
 
@@ -310,9 +311,10 @@ TrainConfig resume_config(const TrainConfig& saved, const TrainConfig& cli,
       std::replace(option.begin(), option.end(), '_', '-');
       USER_CHECK(false, "--" << option << " " << c[key].dump() << " differs from the checkpoint's "
                         << s[key].dump() << ": a resumed run continues the computation it "
-                        << "started, so only --epochs, --threads, --out, --keep, --metrics, --trace, "
-                        << "--log-every, --checkpoint-every, --device, --devices, --check-replicas, "
-                        << "--cuda-graph and --max-skips may change");
+                        << "started, so only --epochs, --threads, --compute-threads, --out, "
+                        << "--keep, --metrics, --trace, --log-every, --checkpoint-every, "
+                        << "--device, --devices, --check-replicas, --cuda-graph and --max-skips "
+                        << "may change");
     }
   }
   return merged.get<TrainConfig>();

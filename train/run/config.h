@@ -76,7 +76,10 @@ struct TrainConfig {
   uint64_t seed = 1;                // weights, batch order and augmentation
 
   // ---- the run --------------------------------------------------------------------------
-  int threads = 0;                  // decode threads (0: hardware threads - 1)
+  int threads = 0;                  // decode threads (0: train/run/device.h, run_decode_threads)
+  int compute_threads = 0;          // OpenMP threads of the CPU kernels, per replica (0: the
+                                    //   cores shared out among the replicas computing at once;
+                                    //   resolved before the run, so a resume keeps the count)
   std::string out = "runs/train";   // checkpoints, metrics, config.json
   int keep = 3;                     // checkpoints kept besides the best
   std::string resume;               // a run folder: continue from its newest checkpoint
@@ -107,7 +110,7 @@ std::vector<int> gpu_ordinals(const std::string& devices);
 // (train/run/memory_plan.h).
 constexpr int kMaxSize = 4096;      // --size, --resize: 4096x4096 images
 constexpr int kMaxBatch = 1 << 16;  // --batch
-constexpr int kMaxThreads = 256;    // --threads
+constexpr int kMaxThreads = 256;    // --threads, --compute-threads
 constexpr int kMaxEpochs = 1000000;
 constexpr int kMaxReplicas = 64;    // entries of --devices
 constexpr double kMaxLr = 10;       // --lr: beyond it every optimizer here diverges at once
@@ -133,9 +136,10 @@ TrainConfig config_from_json_text(const std::string& text, const std::string& wh
 std::string option_key(const std::string& option);
 
 // The options a resumed run may change: they do not alter what is computed, only how long it
-// runs and where and how it reports (--epochs, --threads, --out, --keep, --metrics, --trace,
-// --log-every, --checkpoint-every, --device, --devices, --check-replicas, --cuda-graph,
-// --max-skips).
+// runs and where and how it reports (--epochs, --threads, --compute-threads, --out, --keep,
+// --metrics, --trace, --log-every, --checkpoint-every, --device, --devices, --check-replicas,
+// --cuda-graph, --max-skips). --compute-threads changes oneDNN's bits (train/README.md), not
+// the reference kernels'.
 bool may_change_on_resume(const std::string& key);
 
 // The configuration of a resumed run: `saved` (from the checkpoint) with the keys in `given`

@@ -1,9 +1,14 @@
 #include "train/run/device.h"
 
+#include <algorithm>
 #include <string>
+#include <thread>
 
 #include "kernels/check.h"
 #include "kernels/gpu.h"
+#include "kernels/parallel.h"
+#include "train/replicas/mpi.h"
+#include "train/run/config.h"
 
 namespace cutrain {
 
@@ -33,6 +38,26 @@ RunDevice choose_device(const std::string& device, const std::string& precision)
   const bool half = precision == "fp16" || (precision == "auto" && r.device == Device::cuda);
   r.dtype = half ? DType::f16 : DType::f32;
   return r;
+}
+
+int run_compute_threads(const TrainConfig& cfg, const RunDevice& device) {
+  if (cfg.compute_threads > 0) return cfg.compute_threads;
+  int at_once = device.mpi ? device.mpi->local_size() : 1;
+  if (cfg.sync_bn && device.device == Device::cpu) at_once *= replica_count(cfg);
+  return std::max(1, default_compute_threads() / at_once);
+}
+
+int inference_compute_threads(const TrainConfig& cfg) {
+  const int here = default_compute_threads();
+  return cfg.compute_threads > 0 ? std::min(cfg.compute_threads, here) : here;
+}
+
+int run_decode_threads(int threads, const RunDevice& device, int loaders) {
+  if (threads <= 0) {
+    const int hw = std::max(1, int(std::thread::hardware_concurrency()));
+    threads = device.device == Device::cpu ? hw : std::max(1, hw - 1);
+  }
+  return std::max(1, threads / std::max(1, loaders));
 }
 
 }  // namespace cutrain

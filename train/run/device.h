@@ -30,4 +30,20 @@ struct RunDevice {
 
 RunDevice choose_device(const std::string& device, const std::string& precision);
 
+struct TrainConfig;
+// A run's compute threads (--compute-threads; kernels/parallel.h): the option when given,
+// else (0) the process's default (OMP_NUM_THREADS, else its cores) shared out among the
+// replicas of this machine that compute on the CPU at the same time: the processes mpirun
+// started beside this one, and with --sync-bn this process's CPU replicas, each on a thread
+// of its own (without it they take turns on one). At least 1.
+int run_compute_threads(const TrainConfig& cfg, const RunDevice& device);
+// The compute threads of `cutrain eval` and `predict` on a run's checkpoint: the run's count
+// (so that on its machine they repeat its evaluation bit for bit), at most the default here.
+int inference_compute_threads(const TrainConfig& cfg);
+// The decode threads of each of this machine's `loaders` loaders for --threads `threads`,
+// shared out among them, at least 1 each. 0: every hardware thread when the CPU computes (its
+// compute threads are busy only while a step runs, and the decode threads sleep once the ring
+// of batches is full), one fewer on a GPU (the thread that queues the GPU's work keeps one).
+int run_decode_threads(int threads, const RunDevice& device, int loaders);
+
 }  // namespace cutrain

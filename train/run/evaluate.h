@@ -39,7 +39,7 @@ struct EvalResult {
 
 struct EvalOptions {
   int batch = 256;
-  int threads = 0;      // decode threads (0: hardware threads - 1)
+  int threads = 0;      // decode threads (0: the loader's default, hardware threads - 1)
   bool strict = false;  // a bad file stops evaluation instead of being skipped
   Normalization norm;
   Tracer* tracer = nullptr;  // the loader's spans (data/trace.h); null: none

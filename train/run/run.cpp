@@ -87,6 +87,7 @@ void print_plan(Trainer& t, const TrainConfig& cfg, FILE* out) {
                (long long)t.train_data().size(), (long long)t.steps_per_epoch(), cfg.batch,
                cfg.epochs,
                has_validation(cfg) ? "" : ", no validation data (--val or --val-split)");
+  std::fprintf(out, "%s\n", t.threads_description().c_str());
   if (!t.balance_description().empty())
     std::fprintf(out, "%s\n", t.balance_description().c_str());
   if (has_validation(cfg))

@@ -7,6 +7,7 @@
 #include "data/atomic_file.h"
 #include "kernels/check.h"
 #include "kernels/gpu.h"
+#include "kernels/parallel.h"
 #include "train/replicas/mpi.h"
 #include "train/run/dataset.h"
 #include "train/run/memory_plan.h"
@@ -59,6 +60,17 @@ RunDevice choose_run_device(const TrainConfig& cfg, const Mpi* mpi) {
 std::vector<std::string> resolve_run_config(TrainConfig& cfg, const RunDevice& device) {
   const std::vector<std::string> notes =
       resolve_config(cfg, [&](const TrainConfig& c) { check_run_memory(c, device); });
+  // Saved resolved, so a resumed run keeps its count (and oneDNN its bits) on another machine.
+  cfg.compute_threads = run_compute_threads(cfg, device);
+  if (cfg.compute_threads > default_compute_threads() && device.device == Device::cpu &&
+      (!device.mpi || device.mpi->root()))
+    std::fprintf(stderr, "cutrain: --compute-threads %d is more than the %d cores this process "
+                         "may use; %s\n", cfg.compute_threads, default_compute_threads(),
+                 cfg.resume.empty()
+                     ? "the threads will take turns"
+                     : "the run was started with that many (a resumed run keeps its count, "
+                       "which keeps oneDNN's sums in the same order); --compute-threads "
+                       "changes it");
   if (cfg.cuda_graph && device.device == Device::cpu && (!device.mpi || device.mpi->root()))
     std::fprintf(stderr, "cutrain: --cuda-graph has no effect on the CPU\n");
   if (cfg.sync_bn && replica_count(cfg) == 1 && !device.mpi)

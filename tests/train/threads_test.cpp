@@ -1,0 +1,123 @@
+// The threads of a run (train/run/device.h): the compute threads of the CPU kernels (OpenMP's,
+// which oneDNN shares; kernels/parallel.h), how a run's default shares the cores out among
+// the replicas that compute at once, that the run's threads really get its count (the
+// engine's thread while the engine lives, each --sync-bn replica's thread), and the default
+// number of decode threads.
+#include <omp.h>
+
+#include <algorithm>
+#include <thread>
+#include <vector>
+
+#include "kernels/parallel.h"
+#include "tests/data/temp_dir.h"
+#include "tests/test_util.h"
+#include "tests/train/replica_fixture.h"
+#include "train/engine/trainer.h"
+#include "train/replicas/replica.h"
+#include "train/run/config.h"
+#include "train/run/device.h"
+
+using namespace cutrain;
+using namespace cutrain_test;
+
+namespace {
+
+// The team a parallel region started on this thread gets.
+int team_size() {
+  int team = 0;
+#pragma omp parallel
+  {
+#pragma omp single
+    team = omp_get_num_threads();
+  }
+  return team;
+}
+
+}  // namespace
+
+TEST_CASE("compute threads: a scope sets the calling thread's count and puts it back") {
+  omp_set_dynamic(0);  // 3 means 3: the runtime may not hand out fewer
+  const int before = compute_threads();
+  {
+    const ComputeThreadsScope scope(3);
+    REQUIRE(compute_threads() == 3);
+    REQUIRE(team_size() == 3);
+    // The count is the thread's own: a thread started now begins with the process's default.
+    int other = 0;
+    std::thread([&] { other = compute_threads(); }).join();
+    REQUIRE(other == default_compute_threads());
+  }
+  REQUIRE(compute_threads() == before);
+}
+
+TEST_CASE("compute threads: a run's, as given or the cores shared out among the replicas "
+          "computing at once") {
+  const int all = default_compute_threads();
+  const RunDevice cpu = run_on(Device::cpu, DType::f32), gpu = run_on(Device::cuda, DType::f16);
+  TrainConfig c;
+  REQUIRE(run_compute_threads(c, cpu) == all);
+  c.devices = "cpu,cpu";
+  REQUIRE(run_compute_threads(c, cpu) == all);  // without --sync-bn they take turns
+  c.sync_bn = true;
+  REQUIRE(run_compute_threads(c, cpu) == std::max(1, all / 2));  // side by side
+  c.devices = "cpu,cpu,cpu,cpu,cpu,cpu,cpu,cpu,cpu,cpu,cpu,cpu,cpu,cpu,cpu,cpu,cpu";
+  REQUIRE(run_compute_threads(c, cpu) == std::max(1, all / 17));  // at least 1
+  c.devices = "0,0";
+  REQUIRE(run_compute_threads(c, gpu) == all);  // the GPUs compute
+  c.compute_threads = 5;
+  REQUIRE(run_compute_threads(c, cpu) == 5);  // given: as given
+
+  // eval and predict: the run's count, at most the default here.
+  c.compute_threads = 1;
+  REQUIRE(inference_compute_threads(c) == 1);
+  c.compute_threads = kMaxThreads;
+  REQUIRE(inference_compute_threads(c) == std::min(kMaxThreads, all));
+  c.compute_threads = 0;  // a checkpoint from before the option
+  REQUIRE(inference_compute_threads(c) == all);
+}
+
+TEST_CASE("decode threads: every hardware thread on the CPU, one fewer on a GPU, shared out "
+          "among the loaders") {
+  const int hw = std::max(1, int(std::thread::hardware_concurrency()));
+  const RunDevice cpu = run_on(Device::cpu, DType::f32), gpu = run_on(Device::cuda, DType::f16);
+  REQUIRE(run_decode_threads(0, cpu, 1) == hw);
+  REQUIRE(run_decode_threads(0, gpu, 1) == std::max(1, hw - 1));
+  REQUIRE(run_decode_threads(0, cpu, 2) == std::max(1, hw / 2));
+  REQUIRE(run_decode_threads(0, cpu, 1000) == 1);
+  REQUIRE(run_decode_threads(6, cpu, 2) == 3);  // --threads: the machine's, shared out
+  REQUIRE(run_decode_threads(6, gpu, 1) == 6);
+  REQUIRE(run_decode_threads(1, cpu, 4) == 1);
+}
+
+TEST_CASE("ReplicaThreads: the threads it starts compute on the count it was given") {
+  const ComputeThreadsScope mine(1);
+  ReplicaThreads threads(3, nullptr, 2);
+  std::vector<int> seen(3, -1);
+  threads.run([&](int r) { seen[size_t(r)] = compute_threads(); });
+  REQUIRE(seen == std::vector<int>{1, 2, 2});  // rank 0 runs on the caller's thread: its own
+}
+
+TEST_CASE("a trainer computes on the run's count: its thread while it lives, --sync-bn's "
+          "replica threads, and says so") {
+  TempDir dir;
+  TrainConfig c = replica_config(dir / "run", 2);
+  c.sync_bn = true, c.compute_threads = 1;
+  const int before = compute_threads();
+  {
+    Trainer t(c, run_on(Device::cpu, DType::f32));
+    REQUIRE(compute_threads() == 1);
+    REQUIRE(t.threads_description() ==
+            "threads: 1 decoding each, 1 computing each (--threads, --compute-threads)");
+    t.step();  // forward and backward on both replicas' threads
+  }
+  REQUIRE(compute_threads() == before);
+
+  c.sync_bn = false, c.devices = "", c.compute_threads = 0, c.threads = 0;
+  Trainer one(c, run_on(Device::cpu, DType::f32));
+  REQUIRE(compute_threads() == default_compute_threads());
+  REQUIRE(one.threads_description() ==
+          "threads: " + std::to_string(std::max(1, int(std::thread::hardware_concurrency()))) +
+              " decoding, " + std::to_string(default_compute_threads()) +
+              " computing (--threads, --compute-threads)");
+}
