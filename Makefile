@@ -48,7 +48,8 @@ MPI_LIBS   := $(shell pkg-config --libs ompi-c 2>/dev/null)
 
 # -fopenmp: the CPU kernels split their outer loops over threads (conv2d, linear, batchnorm,
 # pooling; see kernels/README.md). Each thread owns whole outputs, so results are the same
-# bit for bit whatever the thread count; OMP_NUM_THREADS caps it.
+# bit for bit whatever the thread count: a run's --compute-threads, by default the cores (or
+# OMP_NUM_THREADS).
 CXXFLAGS += -std=c++17 -O2 -g -Wall -Wextra -pthread -fopenmp -MMD -MP -I. $(PKG_CFLAGS) \
             $(MPI_CFLAGS)
 # -ffp-contract=off: never fuse a*b + c into an fma (g++ does so by default in C++ on targets

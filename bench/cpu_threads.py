@@ -12,7 +12,7 @@ compute threads) and the default (neither option given) train in fresh processes
 Each cell is the median over the rounds of "images/s in the steps" (cutrain's own summary:
 the steps, their waits for data included, start-up and the checkpoint left out), and its
 ratio to the best cell of the workload; the line under each table is the default's ratio.
-The splits: D in {1, N-1, N} and C in {1, N/2, N} for N = os.cpu_count().
+The splits: D in {1, N-1, N} and C in {1, N/2, N} for N cores (this process's affinity).
 
   bench/cpu_threads.py                       # 3 rounds, report to bench/results/
   bench/cpu_threads.py --rounds 1 --dry-run  # the plan
@@ -136,7 +136,7 @@ def run_one(argv, out):
 
 def main():
     args = parse_args()
-    cores = os.cpu_count()
+    cores = len(os.sched_getaffinity(0))  # what the program's default follows
     plan = [(name, split) for name, _ in workloads(args) for split in splits(cores)]
     out = os.path.join(args.work, "run")
     if args.dry_run:

@@ -31,9 +31,11 @@ void set_compute_threads(int n);
 // The process's default: OMP_NUM_THREADS, else the cores it may run on (its CPU affinity), as
 // the OpenMP runtime worked it out when the program started.
 int default_compute_threads();
+// The cores this process may run on (its CPU affinity), whatever OMP_NUM_THREADS says.
+int available_cores();
 
-// Sets the calling thread's compute threads for its lifetime, then puts the count back. A
-// training run's Engine holds one (train/engine/engine.h), so the count it was given stays its.
+// Sets the calling thread's compute threads for its lifetime, then puts the count back (n >= 1).
+// A training run's Engine holds one (train/engine/engine.h), so the count it was given stays its.
 class ComputeThreadsScope {
  public:
   explicit ComputeThreadsScope(int n) : saved_(compute_threads()) { set_compute_threads(n); }

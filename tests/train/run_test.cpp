@@ -23,6 +23,7 @@
 #include "train/cli/predict.h"
 #include "train/engine/trainer.h"
 #include "train/run/checkpoint.h"
+#include "train/run/device.h"
 #include "train/run/run.h"
 
 using namespace cutrain;
@@ -184,6 +185,7 @@ TEST_CASE("CPU run: 5,000 Fashion-MNIST training images reach >= 80% on 2,000 te
   const Checkpoint c = read_checkpoint(s.last_checkpoint);
   const TrainConfig saved = config_from_json_text(c.config_json, s.last_checkpoint);
   REQUIRE(saved.compute_threads == default_compute_threads());  // resolved: a resume keeps it
+  const ComputeThreadsScope threads(inference_compute_threads(saved));  // as `cutrain eval`
   Context on_cpu = Context::cpu();  // the run's kernels, as `cutrain eval` picks them
   on_cpu.conv = parse_conv_impl(saved.conv, false);
   on_cpu.linear = parse_linear_impl(saved.linear, false);

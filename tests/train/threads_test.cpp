@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "train/replicas/replica.h"
 #include "train/run/config.h"
 #include "train/run/device.h"
+#include "train/run/run.h"
 
 using namespace cutrain;
 using namespace cutrain_test;
@@ -37,18 +39,20 @@ int team_size() {
 }  // namespace
 
 TEST_CASE("compute threads: a scope sets the calling thread's count and puts it back") {
-  omp_set_dynamic(0);  // 3 means 3: the runtime may not hand out fewer
-  const int before = compute_threads();
+  const int dynamic = omp_get_dynamic();
+  omp_set_dynamic(0);  // n means n: the runtime may not hand out fewer
+  const int before = compute_threads(), n = default_compute_threads() + 1;
   {
-    const ComputeThreadsScope scope(3);
-    REQUIRE(compute_threads() == 3);
-    REQUIRE(team_size() == 3);
+    const ComputeThreadsScope scope(n);
+    REQUIRE(compute_threads() == n);
+    REQUIRE(team_size() == n);
     // The count is the thread's own: a thread started now begins with the process's default.
     int other = 0;
     std::thread([&] { other = compute_threads(); }).join();
     REQUIRE(other == default_compute_threads());
   }
   REQUIRE(compute_threads() == before);
+  omp_set_dynamic(dynamic);
 }
 
 TEST_CASE("compute threads: a run's, as given or the cores shared out among the replicas "
@@ -67,6 +71,8 @@ TEST_CASE("compute threads: a run's, as given or the cores shared out among the 
   REQUIRE(run_compute_threads(c, gpu) == all);  // the GPUs compute
   c.compute_threads = 5;
   REQUIRE(run_compute_threads(c, cpu) == 5);  // given: as given
+  c.compute_threads = 0, c.devices = "", c.sync_bn = false;
+  REQUIRE(run_compute_threads(c, cpu) <= kMaxThreads);  // what validate_config allows
 
   // eval and predict: the run's count, at most the default here.
   c.compute_threads = 1;
@@ -91,25 +97,38 @@ TEST_CASE("decode threads: every hardware thread on the CPU, one fewer on a GPU,
 }
 
 TEST_CASE("ReplicaThreads: the threads it starts compute on the count it was given") {
+  const int n = default_compute_threads() + 1;  // not what a new thread would have anyway
   const ComputeThreadsScope mine(1);
-  ReplicaThreads threads(3, nullptr, 2);
+  ReplicaThreads threads(3, nullptr, n);
   std::vector<int> seen(3, -1);
   threads.run([&](int r) { seen[size_t(r)] = compute_threads(); });
-  REQUIRE(seen == std::vector<int>{1, 2, 2});  // rank 0 runs on the caller's thread: its own
+  REQUIRE(seen == std::vector<int>{1, n, n});  // rank 0 runs on the caller's thread: its own
 }
 
 TEST_CASE("a trainer computes on the run's count: its thread while it lives, --sync-bn's "
           "replica threads, and says so") {
   TempDir dir;
-  TrainConfig c = replica_config(dir / "run", 2);
-  c.sync_bn = true, c.compute_threads = 1;
+  TrainConfig c = replica_config(dir / "run", 2, kTinyModel);  // BatchNorm: --sync-bn matters
+  const int n = default_compute_threads() + 1;  // not what a new thread would have anyway
+  c.sync_bn = true, c.compute_threads = n;
   const int before = compute_threads();
   {
     Trainer t(c, run_on(Device::cpu, DType::f32));
-    REQUIRE(compute_threads() == 1);
-    REQUIRE(t.threads_description() ==
-            "threads: 1 decoding each, 1 computing each (--threads, --compute-threads)");
-    t.step();  // forward and backward on both replicas' threads
+    REQUIRE(compute_threads() == n);
+    REQUIRE(t.threads_description() == "threads: 1 decoding each, " + std::to_string(n) +
+                                           " computing each (--threads, --compute-threads)");
+    std::mutex mu;
+    std::vector<std::thread::id> thread_of(2);
+    std::vector<int> threads_of(2, -1);
+    t.on_forward_backward = [&](int rank) {
+      const std::lock_guard<std::mutex> lock(mu);
+      thread_of[size_t(rank)] = std::this_thread::get_id();
+      threads_of[size_t(rank)] = compute_threads();
+    };
+    t.step();
+    REQUIRE(thread_of[0] == std::this_thread::get_id());
+    REQUIRE(thread_of[1] != std::this_thread::get_id());  // --sync-bn: a thread of its own
+    REQUIRE(threads_of == std::vector<int>{n, n});
   }
   REQUIRE(compute_threads() == before);
 
@@ -120,4 +139,27 @@ TEST_CASE("a trainer computes on the run's count: its thread while it lives, --s
           "threads: " + std::to_string(std::max(1, int(std::thread::hardware_concurrency()))) +
               " decoding, " + std::to_string(default_compute_threads()) +
               " computing (--threads, --compute-threads)");
+}
+
+TEST_CASE("resume: a run keeps its compute threads unless they are given or the replicas "
+          "changed") {
+  TempDir dir;
+  const std::string run = dir / "run";
+  const int n = default_compute_threads() + 1;  // not what the default would give
+  TrainConfig c = tiny_run_config(run, 64, 1);  // 2 steps of 32 an epoch
+  c.val.clear(), c.limit_val = 0, c.log_every = 1000, c.compute_threads = n;
+  RunLog log(dir / "log");
+  REQUIRE(run_training(c, {}, log.f).config.compute_threads == n);
+  auto resume = [&](int epochs, std::vector<std::string> given, auto&& change) {
+    TrainConfig r;
+    r.resume = run, r.epochs = epochs;
+    change(r);
+    given.insert(given.end(), {"resume", "epochs"});
+    return run_training(r, given, log.f).config.compute_threads;
+  };
+  REQUIRE(resume(2, {}, [](TrainConfig&) {}) == n);  // kept: oneDNN's sums in the same order
+  REQUIRE(resume(3, {"compute_threads"}, [](TrainConfig& r) { r.compute_threads = 1; }) == 1);
+  // Other replicas: worked out again (the shards, so oneDNN's bits, change anyway).
+  REQUIRE(resume(4, {"devices"}, [](TrainConfig& r) { r.devices = "cpu,cpu"; }) ==
+          default_compute_threads());
 }

@@ -25,6 +25,8 @@ const char* kCsvColumnsHelp =
 const char* kDecodeThreadsHelp =
     "Decode threads (0: every hardware thread on the CPU, one fewer on a GPU; shared among the "
     "replicas)";
+const char* kEvalDecodeThreadsHelp =
+    "Decode threads (0: every hardware thread on the CPU, one fewer on a GPU)";
 }  // namespace
 
 CLI::Option* add_csv_columns_option(CLI::App* cmd, std::string& columns) {
@@ -234,7 +236,7 @@ CLI::App* add_eval_command(CLI::App& app, EvalArgs& a) {
   e->add_option("--limit", a.limit, "Only the first N images (0: all)")
       ->check(CLI::NonNegativeNumber);
   e->add_option("--batch", a.batch, "Images per batch")->check(CLI::Range(1, kMaxBatch));
-  e->add_option("--threads", a.threads, kDecodeThreadsHelp)
+  e->add_option("--threads", a.threads, kEvalDecodeThreadsHelp)
       ->check(CLI::Range(0, kMaxThreads));
   e->add_option("--device", a.device, "auto, cpu or cuda");
   e->add_option("--precision", a.precision, "auto, fp16 or fp32");
@@ -288,7 +290,7 @@ CLI::App* add_predict_command(CLI::App& app, PredictArgs& a) {
   p->add_option("--top", a.top, "How many classes to show per image")
       ->check(CLI::Range(1, 1000));
   p->add_option("--batch", a.batch, "Images per batch")->check(CLI::Range(1, kMaxBatch));
-  p->add_option("--threads", a.threads, kDecodeThreadsHelp)
+  p->add_option("--threads", a.threads, kEvalDecodeThreadsHelp)
       ->check(CLI::Range(0, kMaxThreads));
   p->add_option("--device", a.device, "auto, cpu or cuda");
   p->add_option("--precision", a.precision, "auto, fp16 or fp32");

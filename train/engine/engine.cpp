@@ -306,6 +306,7 @@ std::pair<Tensor, Tensor> Engine::micro_batch(const Replica& rep, int begin, int
 }
 
 void Engine::forward_backward(Replica& rep, int images, StepRecord* rec) {
+  if (on_forward_backward) on_forward_backward(rep.rank);
   const int R = world_;
   const Batch& batch = rep.batch;
   if (rep.grads) rep.grads->arm();

@@ -125,6 +125,8 @@ class Engine {
   Tracer* tracer = nullptr;                          // the step's spans; null: none
   std::function<void()> after_backward;              // tests: between backward and the update
   std::function<void(int replica, const Batch&)> on_shard;  // tests: each shard as it arrives
+  std::function<void(int rank)> on_forward_backward;  // tests: on the thread of a replica's
+                                                      //   forward and backward, before them
   std::function<void(const std::string&)> notice;    // one-line messages (--cuda-graph)
 
   static constexpr int kSlots = Lane::kSlots;
@@ -197,7 +199,10 @@ class Engine {
   TrainConfig cfg_;                            // batch, accum, size, label smoothing, ...
   RunDevice device_;
   int compute_threads_;                        // per replica (run_compute_threads)
-  ComputeThreadsScope compute_scope_;          // this thread's, while the engine lives
+  // The compute threads of the thread that made the engine, while it lives: an engine is used
+  // on that thread (one at a time: a second engine there would set its own count, and the
+  // first's destruction put back the count from before it).
+  ComputeThreadsScope compute_scope_;
   int world_ = 1;                              // replicas in all processes
   LossScalerConfig scaler_config_;
   std::vector<std::unique_ptr<Replica>> replicas_;

@@ -36,6 +36,9 @@ Trainer::Trainer(const TrainConfig& cfg, const RunDevice& device) : cfg_(cfg), d
   engine_->on_shard = [this](int r, const Batch& b) {
     if (on_shard) on_shard(r, b);
   };
+  engine_->on_forward_backward = [this](int rank) {
+    if (on_forward_backward) on_forward_backward(rank);
+  };
   engine_->notice = [this](const std::string& line) {
     if (notice) notice(line);
   };
@@ -51,13 +54,16 @@ Trainer::Trainer(const TrainConfig& cfg, const RunDevice& device) : cfg_(cfg), d
 
 Trainer::~Trainer() = default;
 
+int Trainer::loaders_here() const {
+  return replicas() * (device_.mpi ? device_.mpi->local_size() : 1);
+}
+
 void Trainer::start_loaders() {
   const int R = replicas();  // in this process
   const int world = engine_->world();
   // The decode threads are shared out among the loaders of this machine's replicas (those of
   // this process, and under mpirun the processes beside it).
-  const int threads =
-      run_decode_threads(cfg_.threads, device_, R * (device_.mpi ? device_.mpi->local_size() : 1));
+  const int threads = run_decode_threads(cfg_.threads, device_, loaders_here());
   for (int r = 0; r < R; r++) {
     Replica* rep = &engine_->replica(r);
     const OnDevice on(rep->lane->context());  // a GPU loader's stream and memory
@@ -88,7 +94,7 @@ void Trainer::start_loaders() {
 }
 
 std::string Trainer::threads_description() const {
-  const int loaders = replicas() * (device_.mpi ? device_.mpi->local_size() : 1);
+  const int loaders = loaders_here();
   const std::string each = loaders > 1 ? " each" : "";
   std::string d = "threads: " + std::to_string(run_decode_threads(cfg_.threads, device_, loaders)) +
                   " decoding" + each;

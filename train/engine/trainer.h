@@ -200,6 +200,9 @@ class Trainer {
   std::function<void(Trainer&)> after_backward;
   // Called in launch() with each replica's shard once the loader has delivered it. For tests.
   std::function<void(int replica, const Batch&)> on_shard;
+  // Called on the thread that runs a replica's forward and backward (with --sync-bn, its own),
+  // before them, with the replica's rank. For tests.
+  std::function<void(int rank)> on_forward_backward;
   // One-line messages for the user while training (run.cpp prints them): the CUDA graph was
   // captured (--cuda-graph), or why CUDA refused it. Null: not said.
   std::function<void(const std::string&)> notice;
@@ -209,6 +212,7 @@ class Trainer {
 
  private:
   void start_loaders();  // every replica's, at cursor_
+  int loaders_here() const;  // on this machine: this process's replicas', mpirun's neighbours'
   void restore_state(const Checkpoint& c);  // restore()'s checks and state
 
   TrainConfig cfg_;

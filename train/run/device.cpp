@@ -42,13 +42,19 @@ RunDevice choose_device(const std::string& device, const std::string& precision)
 
 int run_compute_threads(const TrainConfig& cfg, const RunDevice& device) {
   if (cfg.compute_threads > 0) return cfg.compute_threads;
-  int at_once = device.mpi ? device.mpi->local_size() : 1;
-  if (cfg.sync_bn && device.device == Device::cpu) at_once *= replica_count(cfg);
-  return std::max(1, default_compute_threads() / at_once);
+  int n = default_compute_threads();
+  // mpirun's processes on this machine: their share of its hardware threads, or fewer when
+  // mpirun bound this one to fewer cores (the default follows the affinity).
+  if (device.mpi) {
+    const int hw = std::max(1, int(std::thread::hardware_concurrency()));
+    n = std::min(n, hw / std::max(1, device.mpi->local_size()));
+  }
+  if (cfg.sync_bn && device.device == Device::cpu) n /= replica_count(cfg);
+  return std::clamp(n, 1, kMaxThreads);
 }
 
 int inference_compute_threads(const TrainConfig& cfg) {
-  const int here = default_compute_threads();
+  const int here = std::min(default_compute_threads(), kMaxThreads);
   return cfg.compute_threads > 0 ? std::min(cfg.compute_threads, here) : here;
 }
 

@@ -35,7 +35,7 @@ struct TrainConfig;
 // else (0) the process's default (OMP_NUM_THREADS, else its cores) shared out among the
 // replicas of this machine that compute on the CPU at the same time: the processes mpirun
 // started beside this one, and with --sync-bn this process's CPU replicas, each on a thread
-// of its own (without it they take turns on one). At least 1.
+// of its own (without it they take turns on one). In [1, kMaxThreads].
 int run_compute_threads(const TrainConfig& cfg, const RunDevice& device);
 // The compute threads of `cutrain eval` and `predict` on a run's checkpoint: the run's count
 // (so that on its machine they repeat its evaluation bit for bit), at most the default here.

@@ -22,6 +22,12 @@ Checkpoint load_resume_point(TrainConfig& cfg, const std::vector<std::string>& g
   Checkpoint c = read_checkpoint(path);
   const TrainConfig saved = config_from_json_text(c.config_json, path);
   cfg = resume_config(saved, cfg, given);
+  // The compute threads are the run's unless the replicas changed (their shards, and so
+  // oneDNN's bits, change anyway): then they are worked out again for the new layout.
+  const bool threads_given =
+      std::find(given.begin(), given.end(), "compute_threads") != given.end();
+  if (!threads_given && (cfg.devices != saved.devices || cfg.device != saved.device))
+    cfg.compute_threads = 0;
   // Checkpoints go on where they were unless --out says otherwise.
   if (std::find(given.begin(), given.end(), "out") == given.end()) cfg.out = dir;
   cfg.resume = dir;
@@ -62,15 +68,21 @@ std::vector<std::string> resolve_run_config(TrainConfig& cfg, const RunDevice& d
       resolve_config(cfg, [&](const TrainConfig& c) { check_run_memory(c, device); });
   // Saved resolved, so a resumed run keeps its count (and oneDNN its bits) on another machine.
   cfg.compute_threads = run_compute_threads(cfg, device);
-  if (cfg.compute_threads > default_compute_threads() && device.device == Device::cpu &&
-      (!device.mpi || device.mpi->root()))
-    std::fprintf(stderr, "cutrain: --compute-threads %d is more than the %d cores this process "
-                         "may use; %s\n", cfg.compute_threads, default_compute_threads(),
-                 cfg.resume.empty()
-                     ? "the threads will take turns"
-                     : "the run was started with that many (a resumed run keeps its count, "
-                       "which keeps oneDNN's sums in the same order); --compute-threads "
-                       "changes it");
+  // This process's replicas computing side by side (--sync-bn), against the cores it may use.
+  const int at_once = cfg.sync_bn ? replica_count(cfg) : 1, cores = available_cores();
+  if (device.device == Device::cpu && int64_t(cfg.compute_threads) * at_once > cores &&
+      (!device.mpi || device.mpi->root())) {
+    auto count = [](int n, const std::string& what) {
+      return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+    };
+    std::string say = "cutrain: " + count(cfg.compute_threads, "compute thread");
+    if (at_once > 1) say += " for each of " + std::to_string(at_once) + " replicas";
+    say += " on " + count(cores, "core") + ": the threads will take turns";
+    if (!cfg.resume.empty())
+      say += " (a resumed run keeps the count it started with, which keeps oneDNN's sums in the "
+             "same order; --compute-threads changes it)";
+    std::fprintf(stderr, "%s\n", say.c_str());
+  }
   if (cfg.cuda_graph && device.device == Device::cpu && (!device.mpi || device.mpi->root()))
     std::fprintf(stderr, "cutrain: --cuda-graph has no effect on the CPU\n");
   if (cfg.sync_bn && replica_count(cfg) == 1 && !device.mpi)
