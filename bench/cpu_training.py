@@ -29,6 +29,7 @@ stdout and to --out.
 
   bench/cpu_training.py                 # default and resnet, batch 64 and 128, 1 and 2 threads
   bench/cpu_training.py --quick         # the default model, batch 64 only: a check
+  bench/cpu_training.py --models default --no-layers --rounds 3   # the target, medians
   bench/cpu_training.py --dry-run       # print the plan, run nothing
   bench/cpu_training.py --no-layers --models default --batches 128 --threads 2
 """
@@ -71,6 +72,8 @@ def parse_args():
     a.add_argument("--timed", type=int, default=12, help="onednn and torch: steps timed")
     a.add_argument("--ref-warmup", type=int, default=1, help="reference: steps left out")
     a.add_argument("--ref-timed", type=int, default=4, help="reference: steps timed")
+    a.add_argument("--rounds", type=int, default=1,
+                   help="run every process this many times, round-robin; report medians")
     a.add_argument("--decode-threads", type=int, default=1, help="cutrain's --threads")
     a.add_argument("--workers", type=int, default=1, help="torch's DataLoader processes")
     a.add_argument("--python", default="/usr/bin/python3", help="the Python that has torch")
@@ -97,6 +100,8 @@ def parse_args():
         args.batches = [64]
     if min(args.warmup, args.ref_warmup) < 1 or min(args.timed, args.ref_timed) < 1:
         a.error("every program needs at least 1 warm-up step and 1 timed step")
+    if args.rounds < 1:
+        a.error("--rounds must be at least 1")
     return args
 
 
@@ -109,6 +114,7 @@ class Run:
         self.model, self.batch, self.threads, self.program = model, batch, threads, program
         self.argv, self.out, self.warmup, self.timed = argv, out, warmup, timed
         self.env = {"OMP_NUM_THREADS": str(threads)}
+        self.rates, self.busy = [], []  # per round: images/s, cores busy
 
     def shell(self):
         return " ".join(f"{k}={v}" for k, v in self.env.items()) + " " + shlex.join(self.argv)
@@ -173,22 +179,32 @@ def steady_rate(run):
     return run.timed * run.batch / (times[b] - times[a])
 
 
-def train_all(runs):
-    for i, run in enumerate(runs, 1):
-        shutil.rmtree(run.out, ignore_errors=True)  # torch_reference appends to metrics.jsonl
-        wall, cpu = run_logged(run.argv, run.env, run.out + ".log")
-        run.images_per_s, run.cores = steady_rate(run), cpu / wall
-        print(f"[{i}/{len(runs)}] {run.model} batch {run.batch} T={run.threads} "
-              f"{run.program}: {run.images_per_s:.1f} images/s ({wall:.0f} s)",
-              file=sys.stderr, flush=True)
+def train_all(runs, rounds):
+    """Every run once per round, in plan order (each torch run right after the cutrain runs it
+    is compared with), so a machine that gets busier slows both sides of a ratio alike."""
+    for k in range(rounds):
+        for i, run in enumerate(runs, 1):
+            shutil.rmtree(run.out, ignore_errors=True)  # torch_reference appends to metrics
+            wall, cpu = run_logged(run.argv, run.env, run.out + ".log")
+            run.rates.append(steady_rate(run))
+            run.busy.append(cpu / wall)
+            print(f"[round {k + 1}/{rounds}, {i}/{len(runs)}] {run.model} batch {run.batch} "
+                  f"T={run.threads} {run.program}: {run.rates[-1]:.1f} images/s ({wall:.0f} s)",
+                  file=sys.stderr, flush=True)
+    for run in runs:
+        run.images_per_s, run.cores = statistics.median(run.rates), statistics.median(run.busy)
 
 
 def training_report(runs):
     by = {(r.model, r.batch, r.threads, r.program): r for r in runs}
-    out = ["## Training, steady-state images/s", "",
+    rounds = len(runs[0].rates)
+    out = ["## Training, steady-state images/s" +
+           (f" (medians of {rounds} rounds)" if rounds > 1 else ""), "",
            "| model | batch | threads | reference | onednn | torch | onednn / reference | "
-           "onednn / torch | target onednn / torch >= 1 |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+           "onednn / torch | target onednn / torch >= 1 |" +
+           (" onednn / torch, each round |" if rounds > 1 else ""),
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- |" +
+           (" --- |" if rounds > 1 else "")]
     for r in runs:
         if r.program != "torch":
             continue
@@ -196,9 +212,11 @@ def training_report(runs):
         ref, dnn = by[key + ("reference",)], by[key + ("onednn",)]
         vs_torch = dnn.images_per_s / r.images_per_s
         target = ("PASS" if vs_torch >= 1.0 else "FAIL") if r.model == "default" else "-"
+        each = " ".join(f"{d / t:.2f}" for d, t in zip(dnn.rates, r.rates))
         out.append(f"| {r.model} | {r.batch} | {r.threads} | {ref.images_per_s:.1f} | "
                    f"{dnn.images_per_s:.1f} | {r.images_per_s:.1f} | "
-                   f"{dnn.images_per_s / ref.images_per_s:.2f} | {vs_torch:.2f} | {target} |")
+                   f"{dnn.images_per_s / ref.images_per_s:.2f} | {vs_torch:.2f} | {target} |" +
+                   (f" {each} |" if rounds > 1 else ""))
     out += ["", "Each run: steps warm-up + timed, and cores busy = the process's CPU time "
             "(children included) / its wall time, start-up included.", "",
             "| model | batch | threads | program | steps | cores busy |",
@@ -380,8 +398,10 @@ METHOD = """Method: each number is one fresh process training one epoch on the f
 (warm-up + timed) x batch training images, no evaluation, a step record every step. Images/s
 = timed steps x batch / the time between the records of step `warm-up` and step `warm-up +
 timed` (each program's "time"), so start-up, the first steps (oneDNN plans, caches) and the
-final checkpoint are left out. One run each, no repeats: on a shared machine read the load
-averages and cores busy with them."""
+final checkpoint are left out. With --rounds N every process runs N times, round-robin, and
+each cell is the median (the ratios of each round are listed too: a torch run follows the
+cutrain runs it is compared with); with one round, on a shared machine read the load averages
+and cores busy with the numbers."""
 
 
 def main():
@@ -418,7 +438,7 @@ def main():
     torch_version, torch_dnnl = probe_torch(args)
     run_logged([args.cutrain, "import-fashion-mnist", "--out", args.data], {},
                os.path.join(args.work, "import.log"))
-    train_all(runs)
+    train_all(runs, args.rounds)
     body = training_report(runs) + ["", METHOD, ""] + layers_all(args, layer_plans)
     report = "\n".join(header(args, commit, torch_version, torch_dnnl, load_start) +
                        body).rstrip()

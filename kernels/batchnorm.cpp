@@ -31,9 +31,13 @@ namespace {
 // writes its sums once at the end. On one thread that is one pass over x, every channel at
 // once. Which thread sums a channel does not change its order, so the bits do not depend on
 // the thread count.
+//
+// K sums per channel in the same pass (the backward's two): out[k * C + c] is the sum of the
+// k-th terms, and add(m, c, b, n) adds the K terms of (m, c) into b[0], b[n], ..., b[(K-1) n].
+// Each is a lane of its own, summed in the same order as alone: the same bits.
 constexpr int kGroup = 16;
-template <typename A, typename Term>
-void channel_sums(int64_t M, int C, A* out, Term term) {
+template <int K, typename A, typename Add>
+void channel_sums_k(int64_t M, int C, A* out, Add add) {
   const int groups = (C + kGroup - 1) / kGroup;
 #pragma omp parallel if (worth_threads(M * C))
   {
@@ -45,18 +49,27 @@ void channel_sums(int64_t M, int C, A* out, Term term) {
     const int c0 = std::min(C, groups * t / T * kGroup);
     const int c1 = std::min(C, groups * (t + 1) / T * kGroup);
     if (c0 < c1) {
-      BlockedSums<A> sums(size_t(c1 - c0), M);
-      std::vector<A> block(size_t(c1 - c0), A(0));  // one block's sums (add() zeroes them)
-      A* b = block.data();                          // b[c - c0]: channel c's
+      const size_t n = size_t(c1 - c0);
+      BlockedSums<A> sums(K * n, M);
+      std::vector<A> block(K * n, A(0));  // one block's sums (add() zeroes them)
+      A* b = block.data();                // b[k * n + c - c0]: channel c's k-th
       for (int64_t m0 = 0; m0 < M; m0 += kSumBlock) {
         for (int64_t m = m0; m < std::min(M, m0 + kSumBlock); m++)
 #pragma omp simd
-          for (int c = c0; c < c1; c++) b[c - c0] += term(m, c);  // lanes: channels
+          for (int c = c0; c < c1; c++) add(m, c, b + (c - c0), n);  // lanes: channels
         sums.add(block.data());
       }
-      sums.total(out + c0);
+      sums.total(block.data());
+      for (int k = 0; k < K; k++)
+        std::copy(b + k * n, b + (k + 1) * n, out + size_t(k) * size_t(C) + size_t(c0));
     }
   }
+}
+
+// One sum per channel: out[c] = sum over m of term(m, c).
+template <typename A, typename Term>
+void channel_sums(int64_t M, int C, A* out, Term term) {
+  channel_sums_k<1>(M, C, out, [&](int64_t m, int c, A* b, size_t) { b[0] += term(m, c); });
 }
 }  // namespace
 
@@ -137,9 +150,10 @@ std::vector<acc_t<T>> sum_dy_dyxhat(int64_t M, int C, const T* x, const T* dy,
                                     const acc_t<T>* mean, const acc_t<T>* invstd) {
   using A = acc_t<T>;
   std::vector<A> sums(2 * size_t(C));
-  channel_sums(M, C, sums.data(), [&](int64_t m, int c) { return A(dy[m * C + c]); });
-  channel_sums(M, C, sums.data() + C, [&](int64_t m, int c) {
-    return A(dy[m * C + c]) * ((A(x[m * C + c]) - mean[c]) * invstd[c]);
+  channel_sums_k<2>(M, C, sums.data(), [&](int64_t m, int c, A* b, size_t n) {  // one pass
+    const A g = A(dy[m * C + c]);
+    b[0] += g;
+    b[n] += g * ((A(x[m * C + c]) - mean[c]) * invstd[c]);
   });
   return sums;
 }
