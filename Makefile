@@ -245,7 +245,8 @@ FUZZ_LIB_CPP  := $(addprefix data/,atomic_file.cpp image_list.cpp image_decode.c
                    autograd.cpp layers.cpp model.cpp model_spec.cpp ops_basic.cpp ops_conv.cpp \
                    ops_norm.cpp ops_pool.cpp) \
                  $(addprefix kernels/,cast.cpp gpu.cpp batchnorm.cpp conv2d.cpp elementwise.cpp \
-                   linear.cpp matmul_cpu.cpp onednn.cpp impl.cpp pool.cpp xxhash64.cpp) \
+                   linear.cpp matmul_cpu.cpp onednn.cpp impl.cpp parallel.cpp pool.cpp \
+                   xxhash64.cpp) \
                  $(addprefix train/run/,checkpoint.cpp config.cpp)
 # The readers behind image_list.cpp: the labels of any list (list_rows), CSV lists (libcsv).
 FUZZ_LIB_CPP  += data/list_rows.cpp data/csv_list.cpp
