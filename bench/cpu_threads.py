@@ -27,7 +27,7 @@ import subprocess
 import sys
 import time
 
-from cpu_training import cpu_name, load_average
+from cpu_training import cpu_name, git_commit, load_average, write_report
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -162,8 +162,7 @@ def main():
                     default_split[name] = used
                 print(f"round {r + 1}/{args.rounds} {name} {split or 'default'}: {rate:.0f} "
                       f"images/s", file=sys.stderr)
-    commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT,
-                            capture_output=True, text=True).stdout.strip() or "unknown"
+    commit = git_commit()
     lines = [f"# CPU training: decode and compute threads, {DATE}", "",
              f"host: {cpu_name()}, {cores} cores; load average at the start {load_start}, at "
              f"the end {load_average()}  ",
@@ -178,12 +177,7 @@ def main():
             dd, cc = s if s else (f"default ({d})", f"default ({c})")
             lines.append(f"| {dd} | {cc} | {med[s]:.0f} | {med[s] / best:.2f} |")
         lines += ["", f"default / best: {med[None] / best:.2f}", ""]
-    report = "\n".join(lines).rstrip()
-    print(report)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        f.write(report + "\n")
-    print(f"\nreport: {args.out}", file=sys.stderr)
+    write_report(lines, args.out, "")
     return 0
 
 

@@ -352,6 +352,22 @@ def load_average():
         return " ".join(f.read().split()[:3])
 
 
+def git_commit():
+    """The checkout's commit, -dirty with uncommitted changes."""
+    return subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT,
+                          capture_output=True, text=True).stdout.strip() or "unknown"
+
+
+def write_report(lines, out, where):
+    """The report (markdown lines) to stdout and to `out`; where it went to stderr."""
+    report = "\n".join(lines).rstrip()
+    print(report)
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    with open(out, "w") as f:
+        f.write(report + "\n")
+    print(f"\nreport: {out}{where}", file=sys.stderr)
+
+
 def cutrain_onednn(cutrain):
     """The oneDNN version cutrain loads: dnnl_version() of the libdnnl that ldd names."""
     ldd = subprocess.run(["ldd", cutrain], capture_output=True, text=True).stdout
@@ -430,8 +446,7 @@ def main():
         print(f"# report: {args.out}")
         return 0
     load_start = load_average()
-    commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT,
-                            capture_output=True, text=True).stdout.strip() or "unknown"
+    commit = git_commit()
     os.makedirs(snapshot, exist_ok=True)
     for p in programs:
         shutil.copy2(p, snapshot)
@@ -440,13 +455,8 @@ def main():
                os.path.join(args.work, "import.log"))
     train_all(runs, args.rounds)
     body = training_report(runs) + ["", METHOD, ""] + layers_all(args, layer_plans)
-    report = "\n".join(header(args, commit, torch_version, torch_dnnl, load_start) +
-                       body).rstrip()
-    print(report)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        f.write(report + "\n")
-    print(f"\nreport: {args.out}; runs and logs: {args.work}", file=sys.stderr)
+    write_report(header(args, commit, torch_version, torch_dnnl, load_start) + body, args.out,
+                 f"; runs and logs: {args.work}")
     return 0
 
 

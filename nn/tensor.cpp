@@ -69,10 +69,9 @@ void* host_alloc(size_t n) {
 }  // namespace
 
 // The bytes behind a tensor: 64-byte aligned host memory (host_alloc), or a block of a device's
-// caching
-// allocator (returned to the pool, not to cudaFree, when the last tensor lets go) ordered on the
-// stream it was made for, or a part of another Storage (flat_view), which it keeps alive and
-// does not free.
+// caching allocator (returned to the pool, not to cudaFree, when the last tensor lets go) ordered
+// on the stream it was made for, or a part of another Storage (flat_view), which it keeps alive
+// and does not free.
 struct Storage {
   void* ptr = nullptr;
   size_t bytes = 0;

@@ -71,8 +71,6 @@ TEST_CASE("compute threads: a run's, as given or the cores shared out among the 
   REQUIRE(run_compute_threads(c, gpu) == all);  // the GPUs compute
   c.compute_threads = 5;
   REQUIRE(run_compute_threads(c, cpu) == 5);  // given: as given
-  c.compute_threads = 0, c.devices = "", c.sync_bn = false;
-  REQUIRE(run_compute_threads(c, cpu) <= kMaxThreads);  // what validate_config allows
 
   // eval and predict: the run's count, at most the default here.
   c.compute_threads = 1;
@@ -81,6 +79,17 @@ TEST_CASE("compute threads: a run's, as given or the cores shared out among the 
   REQUIRE(inference_compute_threads(c) == std::min(kMaxThreads, all));
   c.compute_threads = 0;  // a checkpoint from before the option
   REQUIRE(inference_compute_threads(c) == all);
+}
+
+TEST_CASE("compute threads: the sharing rule on machines this one is not") {
+  // cores (the process's default), hardware threads, mpirun's processes here, side by side
+  REQUIRE(share_compute_threads(16, 16, 1, 1) == 16);
+  REQUIRE(share_compute_threads(16, 16, 4, 1) == 4);  // 4 unbound processes on 16
+  REQUIRE(share_compute_threads(8, 16, 4, 1) == 4);   // each bound to an 8-core package
+  REQUIRE(share_compute_threads(1, 16, 2, 1) == 1);   // each bound to one core
+  REQUIRE(share_compute_threads(16, 16, 1, 3) == 5);  // --sync-bn, 3 replicas
+  REQUIRE(share_compute_threads(2, 2, 4, 2) == 1);    // never 0
+  REQUIRE(share_compute_threads(384, 384, 1, 1) == kMaxThreads);  // what validate_config takes
 }
 
 TEST_CASE("decode threads: every hardware thread on the CPU, one fewer on a GPU, shared out "

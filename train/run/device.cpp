@@ -40,17 +40,21 @@ RunDevice choose_device(const std::string& device, const std::string& precision)
   return r;
 }
 
+int share_compute_threads(int cores, int hw, int processes, int side_by_side) {
+  const int n = std::min(cores, hw / std::max(1, processes)) / std::max(1, side_by_side);
+  return std::clamp(n, 1, kMaxThreads);
+}
+
+int cpu_replicas_side_by_side(const TrainConfig& cfg, const RunDevice& device) {
+  return cfg.sync_bn && device.device == Device::cpu ? replica_count(cfg) : 1;
+}
+
 int run_compute_threads(const TrainConfig& cfg, const RunDevice& device) {
   if (cfg.compute_threads > 0) return cfg.compute_threads;
-  int n = default_compute_threads();
-  // mpirun's processes on this machine: their share of its hardware threads, or fewer when
-  // mpirun bound this one to fewer cores (the default follows the affinity).
-  if (device.mpi) {
-    const int hw = std::max(1, int(std::thread::hardware_concurrency()));
-    n = std::min(n, hw / std::max(1, device.mpi->local_size()));
-  }
-  if (cfg.sync_bn && device.device == Device::cpu) n /= replica_count(cfg);
-  return std::clamp(n, 1, kMaxThreads);
+  return share_compute_threads(default_compute_threads(),
+                               std::max(1, int(std::thread::hardware_concurrency())),
+                               device.mpi ? device.mpi->local_size() : 1,
+                               cpu_replicas_side_by_side(cfg, device));
 }
 
 int inference_compute_threads(const TrainConfig& cfg) {

@@ -37,6 +37,13 @@ struct TrainConfig;
 // started beside this one, and with --sync-bn this process's CPU replicas, each on a thread
 // of its own (without it they take turns on one). In [1, kMaxThreads].
 int run_compute_threads(const TrainConfig& cfg, const RunDevice& device);
+// Its rule on plain numbers: `cores` (the process's default), at most the machine's `hw`
+// hardware threads shared among mpirun's `processes` here (a process mpirun bound to fewer
+// cores has fewer already), then shared among `side_by_side` replicas; in [1, kMaxThreads].
+int share_compute_threads(int cores, int hw, int processes, int side_by_side);
+// This process's replicas that compute on the CPU at the same moment: with --sync-bn each on
+// a thread of its own, else one (they take turns).
+int cpu_replicas_side_by_side(const TrainConfig& cfg, const RunDevice& device);
 // The compute threads of `cutrain eval` and `predict` on a run's checkpoint: the run's count
 // (so that on its machine they repeat its evaluation bit for bit), at most the default here.
 int inference_compute_threads(const TrainConfig& cfg);

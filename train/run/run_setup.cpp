@@ -69,7 +69,7 @@ std::vector<std::string> resolve_run_config(TrainConfig& cfg, const RunDevice& d
   // Saved resolved, so a resumed run keeps its count (and oneDNN its bits) on another machine.
   cfg.compute_threads = run_compute_threads(cfg, device);
   // This process's replicas computing side by side (--sync-bn), against the cores it may use.
-  const int at_once = cfg.sync_bn ? replica_count(cfg) : 1, cores = available_cores();
+  const int at_once = cpu_replicas_side_by_side(cfg, device), cores = available_cores();
   if (device.device == Device::cpu && int64_t(cfg.compute_threads) * at_once > cores &&
       (!device.mpi || device.mpi->root())) {
     auto count = [](int n, const std::string& what) {
