@@ -63,7 +63,12 @@ CXXFLAGS += -ffp-contract=off
 CXXFLAGS += -fno-trapping-math
 LDFLAGS  += -pthread -fopenmp
 # oneDNN (Debian's libdnnl, built on OpenMP): the CPU's fast conv2d and linear (kernels/onednn.h).
-LDLIBS   := $(PKG_LIBS) -ldnnl $(MPI_LIBS)
+# ONNX (Debian's libonnx-dev, on protobuf): `cutrain export` writes its graphs with the ONNX
+# library's own classes and checks them with its checker (train/export/onnx_export.h). Its
+# headers want the two definitions its CMake package gives (ONNX_ML: the onnx-ml protos).
+ONNX_CFLAGS := -DONNX_NAMESPACE=onnx -DONNX_ML=1
+ONNX_LIBS   := -lonnx -lonnx_proto $(shell pkg-config --libs protobuf 2>/dev/null)
+LDLIBS   := $(PKG_LIBS) -ldnnl $(ONNX_LIBS) $(MPI_LIBS)
 
 ifeq ($(USE_CUDA),1)
   MODE      := cuda
@@ -125,6 +130,8 @@ TEST_OBJ := $(call obj,$(TEST_CPP) $(TEST_CU))
 # built -O2 above; the test files only call it and compare. That is about 40% less compile
 # time for them (half of a build's) at no cost in test time, and they step well in gdb.
 $(call obj,$(TEST_CPP)): CXXFLAGS += -Og
+# Only the files that include ONNX's headers need its definitions.
+$(call obj,$(wildcard train/export/*.cpp tests/export/*.cpp)): CXXFLAGS += $(ONNX_CFLAGS)
 
 # Relink when the mode changes (the objects of the other mode are older than the binary).
 MODE_STAMP := build/mode
@@ -137,7 +144,7 @@ COMMIT_STAMP := build/commit
 $(shell [ "$$(cat $(COMMIT_STAMP) 2>/dev/null)" = "$(GIT_COMMIT)" ] || \
         echo $(GIT_COMMIT) > $(COMMIT_STAMP))
 
-.PHONY: all test clean deps demo bench bundle fuzz
+.PHONY: all test clean deps deps-debian deps-python demo bench bundle fuzz
 all: bin/cutrain bin/cutrain_tests $(BENCH_BIN)
 
 # The GPU architectures the .cu objects were built for: another CUDA_ARCH rebuilds them (and
@@ -200,10 +207,11 @@ test: all
 DEBIAN_PACKAGES := libturbojpeg0-dev libstb-dev libhdf5-dev zlib1g-dev doctest-dev \
                    libcli11-dev nlohmann-json3-dev dataset-fashion-mnist pkg-config \
                    libwebp-dev libexif-dev libcsv-dev libunistring-dev \
-                   libopenmpi-dev openmpi-bin libdnnl-dev \
-                   clang libclang-rt-dev
+                   libopenmpi-dev openmpi-bin libdnnl-dev libonnx-dev libprotobuf-dev \
+                   chromium clang libclang-rt-dev
 # Installs only what is missing; apt-get update first, sudo when not root.
-deps:
+deps: deps-debian deps-python
+deps-debian:
 	@missing=""; \
 	for p in $(DEBIAN_PACKAGES); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
@@ -213,6 +221,22 @@ deps:
 	echo "deps: installing$$missing"; \
 	$$sudo apt-get update -q && \
 	$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing
+
+# The tests' Python clients, from PyPI into the project's own virtual environment .venv/:
+# onnxruntime and onnx run `cutrain export`'s graphs (tests/export/). When PyPI cannot be
+# reached this says so and goes on; those tests then skip, printing why (.venv/pip.log).
+VENV := .venv
+PY_CLIENTS := onnxruntime onnx numpy
+deps-python:
+	@if $(VENV)/bin/python -c "import onnxruntime, onnx, numpy" 2>/dev/null; then \
+	  echo "deps: $(VENV) has $(PY_CLIENTS)"; exit 0; fi; \
+	if ! [ -x $(VENV)/bin/python ] && ! python3 -m venv $(VENV); then \
+	  echo "deps: python3 -m venv failed: the ONNX runtime tests will be skipped"; exit 0; fi; \
+	echo "deps: installing $(PY_CLIENTS) into $(VENV) (PyPI)"; \
+	if $(VENV)/bin/pip install -q --disable-pip-version-check $(PY_CLIENTS) > $(VENV)/pip.log 2>&1; \
+	then echo "deps: $(VENV) ready"; \
+	else echo "deps: could not install $(PY_CLIENTS) from PyPI ($(VENV)/pip.log says why): the ONNX runtime tests will be skipped"; \
+	  tail -3 $(VENV)/pip.log; fi
 
 # The main job on the embedded default: deps, build, Fashion-MNIST import, training, a summary.
 # GPU when usable, else a CPU subset (train/cli/demo.sh says which and why).

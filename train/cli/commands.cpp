@@ -2,14 +2,19 @@
 
 #include <CLI/CLI.hpp>
 
-#include <cstdio>
+#include <csv.h>
 
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "data/atomic_file.h"
 #include "data/fingerprint.h"
 #include "data/text_width.h"
 #include "kernels/check.h"
 #include "kernels/parallel.h"
 #include "train/cli/predict.h"
 #include "train/engine/trainer.h"
+#include "train/export/onnx_export.h"
 #include "train/run/checkpoint.h"
 #include "train/run/dataset.h"
 #include "train/run/device.h"
@@ -294,8 +299,46 @@ CLI::App* add_predict_command(CLI::App& app, PredictArgs& a) {
       ->check(CLI::Range(0, kMaxThreads));
   p->add_option("--device", a.device, "auto, cpu or cuda");
   p->add_option("--precision", a.precision, "auto, fp16 or fp32");
+  p->add_option("--csv", a.csv, "Also write every class's probability of every image to this "
+                                "CSV file (columns path, label, predicted, then one per class)");
   return p;
 }
+
+namespace {
+
+// One CSV field, quoted by libcsv (quotes inside doubled).
+std::string csv_field(const std::string& s) {
+  std::string out(2 * s.size() + 2, '\0');
+  out.resize(csv_write(out.data(), out.size(), s.data(), s.size()));
+  return out;
+}
+
+// predict --csv: a header, then a row per image: path, label name (lists only), top-1 class
+// name, and every class's probability (%.9g: enough digits to compare with another runtime).
+std::string predictions_csv(const std::vector<Prediction>& preds, const ImageList& list,
+                            bool labelled, const std::vector<std::string>& names) {
+  auto name = [&](int k) {
+    return size_t(k) < names.size() ? names[size_t(k)] : std::to_string(k);
+  };
+  std::string out = "path,label,predicted";
+  const size_t K = preds.empty() ? names.size() : preds[0].all.size();
+  for (size_t k = 0; k < K; k++) out += "," + csv_field(name(int(k)));
+  out += "\n";
+  char num[32];
+  for (const Prediction& p : preds) {
+    const Sample& s = list.samples[size_t(p.index)];
+    out += csv_field(s.path) + "," + (labelled ? csv_field(name(s.label)) : "") + "," +
+           csv_field(name(p.classes[0]));
+    for (double v : p.all) {
+      std::snprintf(num, sizeof num, ",%.9g", v);
+      out += num;
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace
 
 int cmd_predict(const PredictArgs& a) {
   USER_CHECK(a.images.empty() != a.list.empty(), "predict: give image files or --list, not "
@@ -318,8 +361,8 @@ int cmd_predict(const PredictArgs& a) {
     list.source = "the command line";
   }
   const auto data = std::make_shared<ListSource>(list, eval_image_spec(l.cfg));
-  const std::vector<Prediction> preds =
-      predict(*l.model, data, eval_options(l, a.batch, a.threads, false), a.top);
+  const std::vector<Prediction> preds = predict(
+      *l.model, data, eval_options(l, a.batch, a.threads, false), a.top, !a.csv.empty());
   auto name = [&](int k) {
     return size_t(k) < l.cfg.class_names.size() ? l.cfg.class_names[size_t(k)] : std::to_string(k);
   };
@@ -334,9 +377,56 @@ int cmd_predict(const PredictArgs& a) {
       std::printf("  %zu. %s %6.2f%%\n", i + 1, fit_to_width(name(p.classes[i]), width).c_str(),
                   100 * p.probs[i]);
   }
+  if (!a.csv.empty()) {
+    write_file_atomically(a.csv, predictions_csv(preds, list, labelled, l.cfg.class_names));
+    std::printf("wrote every class's probability of %zu images to %s\n", preds.size(),
+                a.csv.c_str());
+  }
   const size_t bad = list.samples.size() - preds.size();
   if (bad) std::printf("%zu image%s could not be read (see above)\n", bad, bad == 1 ? "" : "s");
   return bad ? 2 : 0;
+}
+
+// ---- export ------------------------------------------------------------------------------
+
+CLI::App* add_export_command(CLI::App& app, ExportArgs& a) {
+  auto* e = app.add_subcommand("export", "Write a checkpoint's model as an ONNX graph, its "
+                                         "input normalisation and class names included");
+  e->option_defaults()->always_capture_default();
+  e->add_option("--checkpoint", a.checkpoint, "A checkpoint file, or a run folder (its best.h5, "
+                                              "else its newest checkpoint)")->required();
+  e->add_option("--onnx", a.onnx, "The .onnx file to write")->required();
+  e->add_option("--input", a.input, "What the graph takes, NHWC: uint8 (pixels 0..255) or "
+                                    "float (pixels/255 in [0,1])")
+      ->check(CLI::IsMember({"uint8", "float"}));
+  e->add_flag("--softmax", a.softmax, "Output the probabilities (softmax) instead of the logits");
+  return e;
+}
+
+int cmd_export(const ExportArgs& a) {
+  // The fp32 weights on the CPU: the master weights of a run trained in fp16.
+  const Loaded l = load_for_inference(a.checkpoint, "cpu", "fp32");
+  OnnxOptions o;
+  o.input = parse_onnx_input(a.input);
+  o.softmax = a.softmax;
+  o.mean = l.cfg.mean;
+  o.std = l.cfg.std;
+  o.class_names = l.cfg.class_names;
+  o.metadata = {{"checkpoint", l.path},
+                {"step", std::to_string(l.ckpt.step)},
+                {"epoch", std::to_string(l.ckpt.epoch)},
+                {"model", l.cfg.model},
+                {"training_config", l.ckpt.config_json}};
+  const OnnxGraph g = onnx_model(*l.model, o);
+  write_file_atomically(a.onnx, g.bytes);
+  std::printf("export: %s -> %s (%.2f MB): %d nodes, %lld parameters, opset 13\n"
+              "  input  %s, normalised in the graph (mean %s, std %s)\n"
+              "  output %s; class names in the metadata\n"
+              "  checked by ONNX's checker and shape inference\n",
+              l.path.c_str(), a.onnx.c_str(), double(g.bytes.size()) / 1e6, g.nodes,
+              (long long)g.parameters, g.input.c_str(), nlohmann::json(o.mean).dump().c_str(),
+              nlohmann::json(o.std).dump().c_str(), g.output.c_str());
+  return 0;
 }
 
 }  // namespace cutrain

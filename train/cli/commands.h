@@ -3,7 +3,8 @@
 //
 //   cutrain train --train LIST|FOLDER|PACK.h5 [--val ...] [options]      train/run/run.h
 //   cutrain eval --checkpoint FILE|DIR --data LIST|FOLDER|PACK.h5          loss, top-1/5, per class
-//   cutrain predict --checkpoint FILE|DIR (IMAGE... | --list LIST) [--top K]
+//   cutrain predict --checkpoint FILE|DIR (IMAGE... | --list LIST) [--top K] [--csv FILE]
+//   cutrain export --checkpoint FILE|DIR --onnx MODEL.onnx    train/export/onnx_export.h
 //
 // eval and predict read class names in their lists as the run's classes (the checkpoint's),
 // by name (train/run/dataset.h, run_list_options).
@@ -48,11 +49,20 @@ int cmd_eval(const EvalArgs& a);
 
 struct PredictArgs {
   std::string checkpoint, list, csv_columns;
+  std::string csv;  // every class's probability of every image, as CSV
   std::vector<std::string> images;
   std::string device = "auto", precision = "auto";
   int top = 5, batch = 256, threads = 0;
 };
 CLI::App* add_predict_command(CLI::App& app, PredictArgs& a);
 int cmd_predict(const PredictArgs& a);
+
+struct ExportArgs {
+  std::string checkpoint, onnx;
+  std::string input = "uint8";  // or "float" (train/export/onnx_export.h: OnnxInput)
+  bool softmax = false;
+};
+CLI::App* add_export_command(CLI::App& app, ExportArgs& a);
+int cmd_export(const ExportArgs& a);
 
 }  // namespace cutrain

@@ -9,7 +9,7 @@
 namespace cutrain {
 
 std::vector<Prediction> predict(Model& model, std::shared_ptr<const SampleSource> data,
-                                const EvalOptions& opt, int k) {
+                                const EvalOptions& opt, int k, bool all_probs) {
   USER_CHECK(k >= 1, "predict: --top must be >= 1, got " << k);
   const ModelOptions& mo = model.options();
   const ImageSpec& spec = data->spec();
@@ -40,8 +40,9 @@ std::vector<Prediction> predict(Model& model, std::shared_ptr<const SampleSource
         Prediction p;
         p.index = batch.indices[i];
         p.classes = top_k(row, mo.classes, k);
-        const std::vector<double> prob = softmax_row(row, mo.classes);
+        std::vector<double> prob = softmax_row(row, mo.classes);
         for (int c : p.classes) p.probs.push_back(prob[size_t(c)]);
+        if (all_probs) p.all = std::move(prob);
         out.push_back(std::move(p));
       }
     }

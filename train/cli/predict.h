@@ -17,11 +17,13 @@ struct Prediction {
   int64_t index = 0;            // the sample, in the source
   std::vector<int> classes;     // the k best, best first (ties: lower class first)
   std::vector<double> probs;    // their probabilities
+  std::vector<double> all;      // every class's probability, when predict() was asked for them
 };
 
 // In source order; samples that fail to load are left out (and reported by the loader).
+// all_probs: fill Prediction::all too (K doubles an image).
 std::vector<Prediction> predict(Model& model, std::shared_ptr<const SampleSource> data,
-                                const EvalOptions& opt, int k);
+                                const EvalOptions& opt, int k, bool all_probs = false);
 
 // --checkpoint: a file is taken as it is; a run folder means its best.h5 when there is one
 // (the best validation top-1), else its newest complete checkpoint.
