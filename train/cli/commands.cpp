@@ -412,7 +412,14 @@ int cmd_export(const ExportArgs& a) {
   o.mean = l.cfg.mean;
   o.std = l.cfg.std;
   o.class_names = l.cfg.class_names;
-  o.metadata = {{"checkpoint", l.path},
+  // What cutrain's loader does before the graph's input, for a caller to do the same.
+  const int resize = l.cfg.resize > 0 ? l.cfg.resize : l.cfg.size;
+  const std::string preprocess =
+      "decode as " + std::string(l.cfg.channels == 1 ? "grayscale" : "RGB") +
+      ", resize the shorter side to " + std::to_string(resize) + " pixels, crop the centre " +
+      std::to_string(l.cfg.size) + "x" + std::to_string(l.cfg.size);
+  o.metadata = {{"preprocess", preprocess},
+                {"checkpoint", l.path},
                 {"step", std::to_string(l.ckpt.step)},
                 {"epoch", std::to_string(l.ckpt.epoch)},
                 {"model", l.cfg.model},
@@ -421,11 +428,12 @@ int cmd_export(const ExportArgs& a) {
   write_file_atomically(a.onnx, g.bytes);
   std::printf("export: %s -> %s (%.2f MB): %d nodes, %lld parameters, opset 13\n"
               "  input  %s, normalised in the graph (mean %s, std %s)\n"
+              "         before it, as cutrain's loader: %s\n"
               "  output %s; class names in the metadata\n"
               "  checked by ONNX's checker and shape inference\n",
               l.path.c_str(), a.onnx.c_str(), double(g.bytes.size()) / 1e6, g.nodes,
               (long long)g.parameters, g.input.c_str(), nlohmann::json(o.mean).dump().c_str(),
-              nlohmann::json(o.std).dump().c_str(), g.output.c_str());
+              nlohmann::json(o.std).dump().c_str(), preprocess.c_str(), g.output.c_str());
   return 0;
 }
 
