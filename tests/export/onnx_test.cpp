@@ -242,6 +242,11 @@ TEST_CASE("onnx export: onnxruntime gives cutrain predict's top-1 and probabilit
   check_against_onnxruntime({}, {"--softmax"}, 1);
 }
 
+TEST_CASE("onnx export: a run trained in fp16 exports its fp32 master weights, which "
+          "onnxruntime runs as cutrain predict does") {
+  check_against_onnxruntime({"--precision", "fp16"}, {}, 1);
+}
+
 TEST_CASE("onnx export: onnxruntime agrees on a resnet with 3 channels of their own "
           "normalisation, float input, logits output") {
   check_against_onnxruntime({"--model", "resnet", "--channels", "3", "--mean", "0.28,0.29,0.3",
