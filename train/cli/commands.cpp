@@ -13,6 +13,7 @@
 #include "train/run/checkpoint.h"
 #include "train/run/dataset.h"
 #include "train/run/device.h"
+#include "train/run/report.h"
 #include "train/run/run.h"
 
 namespace cutrain {
@@ -337,6 +338,21 @@ int cmd_predict(const PredictArgs& a) {
   const size_t bad = list.samples.size() - preds.size();
   if (bad) std::printf("%zu image%s could not be read (see above)\n", bad, bad == 1 ? "" : "s");
   return bad ? 2 : 0;
+}
+
+// ---- report ------------------------------------------------------------------------------
+
+CLI::App* add_report_command(CLI::App& app, ReportArgs& a) {
+  auto* r = app.add_subcommand("report", "Write a run's report page (RUN/report.html: charts, "
+                                         "per-class accuracy, confusion matrix, configuration)");
+  r->add_option("run", a.run, "The run folder (the --out of cutrain train)")->required();
+  r->add_option("--out", a.out, "Write the page here instead (its links are relative to it)");
+  return r;
+}
+
+int cmd_report(const ReportArgs& a) {
+  std::printf("%s\n", write_report(a.run, a.out).c_str());
+  return 0;
 }
 
 }  // namespace cutrain

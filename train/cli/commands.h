@@ -1,9 +1,10 @@
-// defines: the train, eval and predict subcommands of the cutrain program: their options
-// (CLI11) and what each runs. main.cpp adds them and dispatches.
+// defines: the train, eval, predict and report subcommands of the cutrain program: their
+// options (CLI11) and what each runs. main.cpp adds them and dispatches.
 //
 //   cutrain train --train LIST|FOLDER|PACK.h5 [--val ...] [options]      train/run/run.h
 //   cutrain eval --checkpoint FILE|DIR --data LIST|FOLDER|PACK.h5          loss, top-1/5, per class
 //   cutrain predict --checkpoint FILE|DIR (IMAGE... | --list LIST) [--top K]
+//   cutrain report RUN [--out FILE]                  RUN/report.html, train/run/report.h
 //
 // eval and predict read class names in their lists as the run's classes (the checkpoint's),
 // by name (train/run/dataset.h, run_list_options).
@@ -54,5 +55,11 @@ struct PredictArgs {
 };
 CLI::App* add_predict_command(CLI::App& app, PredictArgs& a);
 int cmd_predict(const PredictArgs& a);
+
+struct ReportArgs {
+  std::string run, out;  // out "": RUN/report.html
+};
+CLI::App* add_report_command(CLI::App& app, ReportArgs& a);
+int cmd_report(const ReportArgs& a);
 
 }  // namespace cutrain

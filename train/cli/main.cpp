@@ -236,6 +236,8 @@ int main(int argc, char** argv) {
   auto* eval = add_eval_command(app, eval_args);
   PredictArgs predict_args;
   auto* predict = add_predict_command(app, predict_args);
+  ReportArgs report_args;
+  auto* report = add_report_command(app, report_args);
 
   const int parsed = parse_command_line(app, argc, argv);
   if (parsed >= 0) return parsed;
@@ -248,6 +250,7 @@ int main(int argc, char** argv) {
     if (*train) return cmd_train(train_args);
     if (*eval) return cmd_eval(eval_args);
     if (*predict) return cmd_predict(predict_args);
+    if (*report) return cmd_report(report_args);
     return 0;
   });
   // A rank that failed (its error printed above) stops every rank: the others would wait for
