@@ -89,7 +89,8 @@ table{border-collapse:collapse;width:100%;font-variant-numeric:tabular-nums}
 td,th{padding:4px 10px;border-bottom:1px solid var(--line);text-align:left;vertical-align:top}
 th{font-weight:600;color:var(--muted);font-size:12px}
 .n{text-align:right}
-.cfg{display:grid;grid-template-columns:1fr 1fr;gap:0 24px}
+.cfg{display:grid;grid-template-columns:1fr 1fr;gap:0 24px;align-items:start}
+.card p{margin:0 0 6px}.muted{color:var(--muted)}
 .cfg td:first-child{color:var(--muted);white-space:nowrap;width:1%}
 pre,code{font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
 pre{margin:0;white-space:pre-wrap}
@@ -216,7 +217,7 @@ std::string skipped_and_bad(const ReportInput& in) {
   std::string s = "<div class=\"grid\">\n<div><h2>Skipped steps (" +
                   std::to_string(r.skips.size()) + ")</h2><div class=\"card\">";
   if (r.skips.empty()) {
-    s += "None: every step updated the weights.";
+    s += "<p>None: every step updated the weights.</p>";
   } else {
     s += "<table><tr><th class=\"n\">step</th><th>first inf/NaN gradient</th><th class=\"n\">"
          "loss scale after</th></tr>\n";
@@ -231,7 +232,7 @@ std::string skipped_and_bad(const ReportInput& in) {
   }
   const int64_t val_bad = r.evals.empty() ? 0 : r.evals.back().bad_files;
   s += "</div></div>\n<div><h2>Bad files (" + std::to_string(in.bad_files.size() + val_bad) +
-       ")</h2><div class=\"card\"><p class=\"note\">Training data: " +
+       ")</h2><div class=\"card\"><p>Training data: " +
        (in.bad_files.empty() ? std::string("none skipped")
                              : std::to_string(in.bad_files.size()) + " skipped (bad_files.txt)") +
        ". Validation data: " +
@@ -272,21 +273,30 @@ std::string files_and_config(const ReportInput& in) {
                   (in.checkpoints.empty() ? std::string("None yet.") : links(in.checkpoints)) +
                   "</div></div>\n<div><h2>Files</h2><div class=\"card\">" + links(in.files) +
                   "</div></div>\n</div>\n";
-  // The configuration as two tables side by side; long values (the model) in <pre>.
-  s += "<h2>Configuration</h2>\n<div class=\"card cfg\">";
-  const size_t half = (in.config.size() + 1) / 2;
+  // The configuration: the one-line values in two tables side by side, then each value of
+  // several lines (the model's description) in a column of its own.
+  std::vector<std::pair<std::string, std::string>> rows, blocks;
+  for (const auto& [key, value] : in.config)
+    (value.find('\n') != std::string::npos ? blocks : rows).emplace_back(key, value);
+  std::string columns = "1fr 1fr";
+  for (size_t i = 0; i < blocks.size(); i++) columns += " auto";
+  s += "<h2>Configuration</h2>\n<div class=\"card cfg\" style=\"grid-template-columns:" +
+       columns + "\">";
+  const size_t half = (rows.size() + 1) / 2;
   for (size_t part = 0; part < 2; part++) {
     s += "<table>";
-    for (size_t i = part * half; i < std::min(in.config.size(), (part + 1) * half); i++) {
-      const auto& [key, value] = in.config[i];
-      std::string v = value.size() > 600 ? value.substr(0, 600) + " ..." : value;
-      s += "<tr><td>" + html_escape(key) + "</td><td>" +
-           (v.find('\n') != std::string::npos ? "<pre>" + html_escape(v) + "</pre>"
-                                              : html_escape(v)) +
+    for (size_t i = part * half; i < std::min(rows.size(), (part + 1) * half); i++) {
+      const std::string& v = rows[i].second;
+      s += "<tr><td>" + html_escape(rows[i].first) + "</td><td>" +
+           (v.empty() ? "<span class=\"muted\">&ndash;</span>"
+                      : html_escape(v.size() > 600 ? v.substr(0, 600) + " ..." : v)) +
            "</td></tr>\n";
     }
     s += "</table>";
   }
+  for (const auto& [key, value] : blocks)
+    s += "<div><p class=\"muted\">" + html_escape(key) + "</p><pre>" + html_escape(value) +
+         "</pre></div>";
   return s + "</div>\n";
 }
 
