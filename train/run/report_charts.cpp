@@ -80,9 +80,9 @@ std::string training_charts(const ReportInput& in, const std::vector<EpochTrain>
   }
   legend = legend_item(kTrainStep, "train, per record") + legend_item(kTrain, "train, epoch mean") +
            (val ? legend_item(kVal, "val top-1") + legend_item(kVal5, "val top-5", true) : "");
-  s += figure("Accuracy", legend, line_chart(acc), no_val + "Train: top-1 on the training batches "
-                                                            "(augmented); validation: top-1 and "
-                                                            "top-5 after each epoch.");
+  s += figure("Accuracy", legend, line_chart(acc),
+              no_val + "Train: top-1 on the training batches (augmented)" +
+                  (val ? "; validation: top-1 and top-5 after each epoch." : "."));
 
   LineChart lr;
   lr.label = "learning rate", lr.y_label = "learning rate", lr.y_from_zero = true;

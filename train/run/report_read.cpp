@@ -275,8 +275,10 @@ ReportInput read_report_input(const std::string& run_dir, const std::string& rep
   }
 
   const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);  // not std::localtime: the checkpoint writer's thread calls this
   char when[32];
-  std::strftime(when, sizeof when, "%Y-%m-%d %H:%M", std::localtime(&now));
+  std::strftime(when, sizeof when, "%Y-%m-%d %H:%M", &local);
   in.generated = when;
   return in;
 }
