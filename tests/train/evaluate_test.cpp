@@ -1,5 +1,6 @@
 // evaluate(): the ranking rules by hand, and the metrics over real Fashion-MNIST images equal
-// what one forward over all of them in a single batch gives, whatever the batch size.
+// what one forward over all of them in a single batch gives, whatever the batch size; the
+// confusion matrix agrees with the per-class counts.
 #include <cmath>
 
 #include "data/image_list.h"
@@ -76,6 +77,14 @@ TEST_CASE("evaluate: batches of 7 (a short last one) give the metrics of one for
   int64_t sum = 0;
   for (int64_t n : r.class_images) sum += n;
   REQUIRE(sum == 61);
+  // The confusion matrix: each row sums to its class's images, the diagonal is per-class top-1.
+  REQUIRE(r.confusion.size() == 100);
+  for (size_t y = 0; y < 10; y++) {
+    int64_t row = 0;
+    for (size_t p = 0; p < 10; p++) row += r.confusion[y * 10 + p];
+    REQUIRE(row == r.class_images[y]);
+    REQUIRE(r.confusion[y * 10 + y] == r.class_top1[y]);
+  }
   const std::string report = per_class_report(r, fashion_mnist_classes());
   REQUIRE(report.find("Ankle boot") != std::string::npos);
   REQUIRE(eval_summary(r).find("(61 images") != std::string::npos);
@@ -98,6 +107,10 @@ TEST_CASE("EvalAccumulator: ranks each row, counts per class, weighs the loss by
   REQUIRE(r.top5 == 3);
   REQUIRE(r.class_images == std::vector<int64_t>{2, 1, 0});
   REQUIRE(r.class_top1 == std::vector<int64_t>{1, 0, 0});
+  // Rows are the labels, columns the top-1 class (a tie goes to the lower class).
+  REQUIRE(r.confusion == std::vector<int64_t>{1, 0, 1,    // label 0: predicted 0, then 2
+                                              1, 0, 0,    // label 1: tied 0.5 -> class 0
+                                              0, 0, 0});
   REQUIRE(std::abs(r.loss - (0.5 * 2 + 2.0 * 1) / 3) < 1e-12);  // per image, not per batch
   REQUIRE(EvalAccumulator(4).result().loss == 0);
   REQUIRE(EvalAccumulator(4).result().class_images.size() == 4);

@@ -18,6 +18,7 @@
 #include "train/run/checkpoint.h"
 #include "train/run/dataset.h"
 #include "train/run/device.h"
+#include "train/run/report.h"
 #include "train/run/run.h"
 
 namespace cutrain {
@@ -434,6 +435,21 @@ int cmd_export(const ExportArgs& a) {
               l.path.c_str(), a.onnx.c_str(), double(g.bytes.size()) / 1e6, g.nodes,
               (long long)g.parameters, g.input.c_str(), nlohmann::json(o.mean).dump().c_str(),
               nlohmann::json(o.std).dump().c_str(), preprocess.c_str(), g.output.c_str());
+  return 0;
+}
+
+// ---- report ------------------------------------------------------------------------------
+
+CLI::App* add_report_command(CLI::App& app, ReportArgs& a) {
+  auto* r = app.add_subcommand("report", "Write a run's report page (RUN/report.html: charts, "
+                                         "per-class accuracy, confusion matrix, configuration)");
+  r->add_option("run", a.run, "The run folder (the --out of cutrain train)")->required();
+  r->add_option("--out", a.out, "Write the page here instead (its links are relative to it)");
+  return r;
+}
+
+int cmd_report(const ReportArgs& a) {
+  std::printf("%s\n", write_report(a.run, a.out).c_str());
   return 0;
 }
 

@@ -1,10 +1,11 @@
-// defines: the train, eval and predict subcommands of the cutrain program: their options
-// (CLI11) and what each runs. main.cpp adds them and dispatches.
+// defines: the train, eval, predict, export and report subcommands of the cutrain program:
+// their options (CLI11) and what each runs. main.cpp adds them and dispatches.
 //
 //   cutrain train --train LIST|FOLDER|PACK.h5 [--val ...] [options]      train/run/run.h
 //   cutrain eval --checkpoint FILE|DIR --data LIST|FOLDER|PACK.h5          loss, top-1/5, per class
 //   cutrain predict --checkpoint FILE|DIR (IMAGE... | --list LIST) [--top K] [--csv FILE]
 //   cutrain export --checkpoint FILE|DIR --onnx MODEL.onnx    train/export/onnx_export.h
+//   cutrain report RUN [--out FILE]                  RUN/report.html, train/run/report.h
 //
 // eval and predict read class names in their lists as the run's classes (the checkpoint's),
 // by name (train/run/dataset.h, run_list_options).
@@ -64,5 +65,11 @@ struct ExportArgs {
 };
 CLI::App* add_export_command(CLI::App& app, ExportArgs& a);
 int cmd_export(const ExportArgs& a);
+
+struct ReportArgs {
+  std::string run, out;  // out "": RUN/report.html
+};
+CLI::App* add_report_command(CLI::App& app, ReportArgs& a);
+int cmd_report(const ReportArgs& a);
 
 }  // namespace cutrain

@@ -238,6 +238,8 @@ int main(int argc, char** argv) {
   auto* predict = add_predict_command(app, predict_args);
   ExportArgs export_args;
   auto* export_cmd = add_export_command(app, export_args);
+  ReportArgs report_args;
+  auto* report = add_report_command(app, report_args);
 
   const int parsed = parse_command_line(app, argc, argv);
   if (parsed >= 0) return parsed;
@@ -251,6 +253,7 @@ int main(int argc, char** argv) {
     if (*eval) return cmd_eval(eval_args);
     if (*predict) return cmd_predict(predict_args);
     if (*export_cmd) return cmd_export(export_args);
+    if (*report) return cmd_report(report_args);
     return 0;
   });
   // A rank that failed (its error printed above) stops every rank: the others would wait for

@@ -46,6 +46,7 @@ EvalAccumulator::EvalAccumulator(int classes) {
   CHECK(classes >= 1, "evaluate: " << classes << " classes");
   r_.class_images.assign(size_t(classes), 0);
   r_.class_top1.assign(size_t(classes), 0);
+  r_.confusion.assign(size_t(classes) * size_t(classes), 0);
 }
 
 void EvalAccumulator::add(const float* logits, const int32_t* labels, int n, double loss) {
@@ -54,11 +55,16 @@ void EvalAccumulator::add(const float* logits, const int32_t* labels, int n, dou
   for (int i = 0; i < n; i++) {
     const int y = labels[i];
     USER_CHECK(y >= 0 && y < K, "evaluate: label " << y << " is outside the " << K << " classes");
-    const int rank = label_rank(&logits[size_t(i) * size_t(K)], K, y);
+    const float* row = &logits[size_t(i) * size_t(K)];
+    const int rank = label_rank(row, K, y);
     r_.top1 += rank < 1;
     r_.top5 += rank < k5;
     r_.class_images[size_t(y)]++;
     r_.class_top1[size_t(y)] += rank < 1;
+    int predicted = 0;  // the top-1 class: the first of the largest logits, as label_rank ranks
+    for (int k = 1; k < K; k++)
+      if (row[k] > row[predicted]) predicted = k;
+    r_.confusion[size_t(y) * size_t(K) + size_t(predicted)]++;
   }
   r_.images += n;
   loss_sum_ += loss * n;

@@ -1,5 +1,6 @@
-// defines: EvalResult and evaluate(): loss, top-1 and top-5 accuracy and per-class accuracy
-// of a model over every sample of a data set, on the CPU or a GPU; EvalAccumulator, the
+// defines: EvalResult and evaluate(): loss, top-1 and top-5 accuracy, per-class accuracy and
+// the confusion matrix of a model over every sample of a data set, on the CPU or a GPU;
+// EvalAccumulator, the
 // host-side tally both share; top_k and label_rank, the ranking rules; the reports printed
 // after each epoch and at the end.
 //
@@ -30,6 +31,9 @@ struct EvalResult {
   double loss = 0;                // mean cross-entropy
   int64_t top1 = 0, top5 = 0;     // correct within the first 1 / 5 (of min(5, classes))
   std::vector<int64_t> class_images, class_top1;  // per class (the label)
+  // (K,K) row-major: confusion[y * K + p] images of class y whose top-1 class is p, so row y
+  // sums to class_images[y] and (for finite logits) the diagonal is class_top1.
+  std::vector<int64_t> confusion;
   int64_t bad_files = 0;
   double seconds = 0;
 
@@ -52,7 +56,8 @@ class EvalAccumulator {
   explicit EvalAccumulator(int classes);
   // logits (n,K) f32 on the host, labels (n) in [0, K), loss: the batch's mean cross-entropy.
   void add(const float* logits, const int32_t* labels, int n, double loss);
-  // images, loss (the mean over images), top1, top5 and the per-class counts, so far.
+  // images, loss (the mean over images), top1, top5, the per-class counts and the confusion
+  // matrix, so far.
   EvalResult result() const;
 
  private:

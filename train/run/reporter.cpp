@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "train/run/report.h"
+
 namespace cutrain {
 
 namespace {
@@ -35,11 +37,19 @@ StepMetrics RunReporter::Window::take(int64_t step, int epoch, double lr, double
 
 RunReporter::RunReporter(const TrainConfig& cfg, int64_t first_step, int64_t total_steps,
                          FILE* out)
-    : cfg_(cfg), out_(out), total_steps_(total_steps), metrics_(metrics_file(cfg)),
-      progress_(cfg.epochs, total_steps, cfg.log_every), line_(first_step, total_steps),
-      record_(first_step, total_steps), last_line_(Clock::now()), epoch_start_(Clock::now()), start_(Clock::now()) {}
+    : cfg_(cfg), out_(out), first_step_(first_step), total_steps_(total_steps),
+      metrics_(metrics_file(cfg)), progress_(cfg.epochs, total_steps, cfg.log_every),
+      line_(first_step, total_steps), record_(first_step, total_steps), last_line_(Clock::now()),
+      epoch_start_(Clock::now()), start_(Clock::now()) {}
+
+void RunReporter::start(int64_t steps_per_epoch, const std::string& device) {
+  metrics_.write("start", {{"step", first_step_}, {"total_steps", total_steps_},
+                           {"steps_per_epoch", steps_per_epoch}, {"epochs", cfg_.epochs},
+                           {"device", device}});
+}
 
 void RunReporter::step(const StepResult& r, int64_t steps_done, double loss_scale) {
+  say_report_failures();
   images_total_ += r.images;
   wait_total_ += r.data_wait_s;
   if (r.sync_s >= 0) synced_ = true, sync_total_ += r.sync_s;
@@ -93,6 +103,7 @@ void RunReporter::step(const StepResult& r, int64_t steps_done, double loss_scal
 void RunReporter::epoch(int epoch, int epochs, int64_t step, const EvalResult* e,
                         const std::vector<std::string>& class_names) {
   progress_.end_line();
+  say_report_failures();
   const double seconds = std::chrono::duration<double>(Clock::now() - epoch_start_).count();
   std::fprintf(out_, "epoch %d/%d  train loss %.4f  acc %.2f%%", epoch, epochs,
                epoch_images_ ? epoch_loss_ / double(epoch_images_) : 0,
@@ -107,11 +118,21 @@ void RunReporter::epoch(int epoch, int epochs, int64_t step, const EvalResult* e
                            {"top1", e->class_images[k] ? double(e->class_top1[k]) /
                                                              double(e->class_images[k])
                                                        : 0.0}});
-    metrics_.write("eval", {{"epoch", epoch}, {"step", step}, {"loss", e->loss},
-                            {"top1", e->top1_accuracy()}, {"top5", e->top5_accuracy()},
-                            {"images", e->images}, {"seconds", e->seconds},
-                            {"time", std::chrono::duration<double>(Clock::now() - start_).count()},
-                            {"per_class", per_class}});
+    nlohmann::json record = {
+        {"epoch", epoch}, {"step", step}, {"loss", e->loss}, {"top1", e->top1_accuracy()},
+        {"top5", e->top5_accuracy()}, {"images", e->images}, {"bad_files", e->bad_files},
+        {"seconds", e->seconds},
+        {"time", std::chrono::duration<double>(Clock::now() - start_).count()},
+        {"per_class", per_class}};
+    const size_t K = e->class_images.size();
+    if (K <= kMaxConfusionClasses && e->confusion.size() == K * K) {
+      nlohmann::json rows = nlohmann::json::array();
+      for (size_t y = 0; y < K; y++)
+        rows.push_back(std::vector<int64_t>(e->confusion.begin() + long(y * K),
+                                            e->confusion.begin() + long((y + 1) * K)));
+      record["confusion"] = rows;
+    }
+    metrics_.write("eval", record);
   }
   std::fprintf(out_, "  |  %.1f s\n", seconds);
   std::fflush(out_);
@@ -122,6 +143,36 @@ void RunReporter::epoch(int epoch, int epochs, int64_t step, const EvalResult* e
 
 void RunReporter::checkpoint(int64_t step, const std::string& path, bool best) {
   metrics_.write("checkpoint", {{"step", step}, {"path", path}, {"best", best}});
+}
+
+bool RunReporter::refresh_report(bool say_now) {
+  std::string failure;
+  {
+    std::lock_guard<std::mutex> lock(report_mu_);
+    try {
+      write_report(cfg_.out);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    } catch (...) {
+      failure = "an unknown exception";
+    }
+  }
+  if (!failure.empty()) {
+    std::lock_guard<std::mutex> lock(failures_mu_);
+    report_failures_.push_back(failure);
+  }
+  if (say_now) say_report_failures();
+  return failure.empty();
+}
+
+void RunReporter::say_report_failures() {
+  std::vector<std::string> failures;
+  {
+    std::lock_guard<std::mutex> lock(failures_mu_);  // not report_mu_: never wait for a write
+    failures.swap(report_failures_);
+  }
+  for (const std::string& why : failures)
+    note("cutrain: could not write " + cfg_.out + "/report.html (training goes on): " + why);
 }
 
 void RunReporter::note(const std::string& line) {

@@ -1,21 +1,33 @@
 // defines: RunReporter, what a training run tells while it runs: the progress line
 // (data/progress_line.h: redrawn in place on a terminal, a plain line every --log-every steps
-// in a log), the metrics file (data/metrics.h: JSON lines), one line per epoch, and a line for
-// each skipped step naming the parameter whose gradient overflowed.
+// in a log), the metrics file (data/metrics.h: JSON lines), one line per epoch, a line for
+// each skipped step naming the parameter whose gradient overflowed, and the run's report page
+// (train/run/report.h: OUT/report.html, rewritten after each epoch's checkpoint and at the end).
 //
 // Metrics records, besides the "step" records of StepMetrics (one every --log-every steps and
 // at the last step; loss and accuracy averaged over the steps since the previous record):
+//   {"kind":"start","step":S,"total_steps":T,"steps_per_epoch":P,"epochs":E,
+//    "device":"cpu fp32"}                              each process of the run, before its steps
 //   {"kind":"skip","step":S,"parameter":"conv3.w","loss_scale":32768}    a skipped step
 //   {"kind":"eval","epoch":E,"step":S,"loss":..,"top1":..,"top5":..,"images":N,
-//    "seconds":..,"time":T,"per_class":[..]}                             after each epoch
+//    "bad_files":B,"seconds":..,"time":T,"per_class":[{"class":"Shirt","images":..,"top1":..},..],
+//    "confusion":[[..],..]}                                               after each epoch
 // "time" is seconds since the reporter started, the clock of the step records' "time" (the
-// evaluation included): time-to-accuracy reads straight off the eval records.
+// evaluation included): time-to-accuracy reads straight off the eval records. "bad_files":
+// the validation data's bad files (skipped; the training data's are listed in OUT/bad_files.txt).
+// "confusion": K rows of K counts, row = the true class, column = the top-1 class (so row y
+// sums to per_class[y].images); left out above kMaxConfusionClasses classes, where a line of
+// K^2 numbers per epoch would outweigh the rest of the file. A "start" record at step S says
+// that the records after it continue from step S: a resume from an earlier checkpoint makes
+// the records of steps after S before it obsolete (the report drops them).
 //   {"kind":"checkpoint","step":S,"path":"..","best":true}               each checkpoint
 #pragma once
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "data/metrics.h"
 #include "data/progress_line.h"
@@ -25,18 +37,30 @@
 
 namespace cutrain {
 
+constexpr size_t kMaxConfusionClasses = 100;
+
 class RunReporter {
  public:
   // Metrics go to cfg.metrics, or OUT/metrics.jsonl (appended: a resumed run continues it).
   // Lines about epochs go to `out`; the progress line and notes to stderr.
   RunReporter(const TrainConfig& cfg, int64_t first_step, int64_t total_steps, FILE* out);
 
+  // The "start" record: where this process starts (first_step), the epoch's length, and the
+  // device as RunDevice::describe() says it ("cpu fp32"; with replicas, how many).
+  void start(int64_t steps_per_epoch, const std::string& device);
   // After each step. loss_scale: the scaler's scale now (0 when there is no scaling, fp32).
   void step(const StepResult& r, int64_t steps_done, double loss_scale);
   // After the evaluation at the end of an epoch (e null: no validation data).
   void epoch(int epoch, int epochs, int64_t step, const EvalResult* e,
              const std::vector<std::string>& class_names);
   void checkpoint(int64_t step, const std::string& path, bool best);
+  // OUT/report.html rewritten from the metrics file and the folder (train/run/report.h). A
+  // failure never stops the run: it is a note on stderr, at once when `say_now` (the main
+  // thread), else kept for the next step, epoch or say_now to say (the checkpoint writer's
+  // thread calls this, and only the main thread may print between progress lines); each
+  // failure is said once. Thread-safe.
+  // Returns whether the page was written.
+  bool refresh_report(bool say_now);
   // One line on stderr, after ending a drawn progress line.
   void note(const std::string& line);
   // Ends a drawn progress line (on a terminal), before printing anything else.
@@ -58,9 +82,12 @@ class RunReporter {
                      double wait_total, double sync_total);
   };
 
+  // Says the failures of refresh_report on another thread, once the main thread may.
+  void say_report_failures();
+
   const TrainConfig& cfg_;
   FILE* out_;
-  int64_t total_steps_;
+  int64_t first_step_, total_steps_;
   MetricsWriter metrics_;
   TrainProgress progress_;
   Window line_, record_;
@@ -75,6 +102,9 @@ class RunReporter {
   int64_t epoch_images_ = 0;
   std::chrono::steady_clock::time_point epoch_start_;
   std::chrono::steady_clock::time_point start_;  // the eval records' "time" counts from here
+  std::mutex report_mu_;        // one report written at a time
+  std::mutex failures_mu_;      // guards report_failures_
+  std::vector<std::string> report_failures_;  // not yet said
 };
 
 }  // namespace cutrain

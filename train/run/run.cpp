@@ -109,10 +109,14 @@ double saved_best_top1(const Checkpoint& resume_point) {
   return it == resume_point.scalars.end() ? -1 : it->second;
 }
 
-// The trainer's notes and the writer's finished checkpoints go to the reporter.
+// The trainer's notes and the writer's finished checkpoints go to the reporter; once an
+// epoch's checkpoint is on disk (its evaluation already in the metrics), the report page is
+// rewritten, on the writer's thread, so that training does not wait for it.
 void connect_reports(Trainer& t, CheckpointWriter& writer, RunReporter& report) {
-  writer.on_written = [&report](int64_t step, const std::string& path, bool is_best) {
+  const int64_t per_epoch = t.steps_per_epoch();
+  writer.on_written = [&report, per_epoch](int64_t step, const std::string& path, bool is_best) {
     report.checkpoint(step, path, is_best);  // the metrics file takes lines from any thread
+    if (per_epoch > 0 && step % per_epoch == 0) report.refresh_report(/*say_now=*/false);
   };
   t.notice = [&report](const std::string& line) { report.note(line); };
 }
@@ -133,6 +137,7 @@ struct Run {
   double best_top1;  // the best validation top-1 so far (-1: none), kept in each checkpoint
   std::set<std::string> bad_seen;  // the bad files found so far, by any rank
   int bad_named = 0;               // of them, named by rank 0 for the other ranks
+  bool report_page = false;        // OUT/report.html written at the end
 };
 
 // The bad files found since the last call, by any rank, into the run's count; under mpirun
@@ -321,14 +326,15 @@ void final_report(Run& run) {
                  cfg.out.c_str(), t.world() > 1 ? "bad_files.replica<rank>.txt" : "bad_files.txt");
   const std::string best = best_checkpoint_path(cfg.out);
   std::fprintf(run.out, "trained %lld steps in %.1f s (%.0f images/s in the steps); checkpoints in "
-                        "%s%s; metrics: %s\n",
+                        "%s%s; metrics: %s%s\n",
                (long long)(t.steps_done() - sum.first_step), sum.seconds,
                sum.train_seconds > 0
                    ? double((t.steps_done() - sum.first_step) * cfg.batch) / sum.train_seconds
                    : 0.0,
                cfg.out.c_str(),
                std::filesystem::exists(best) ? (" (best: " + best + ")").c_str() : "",
-               run.report->metrics_path().c_str());
+               run.report->metrics_path().c_str(),
+               run.report_page ? ("; report: " + cfg.out + "/report.html").c_str() : "");
 }
 
 }  // namespace
@@ -372,18 +378,27 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
   std::optional<CheckpointWriter> writer;
   if (root) {
     report.emplace(cfg, t.steps_done(), t.total_steps(), out);
+    report->start(t.steps_per_epoch(), device.describe() + (t.world() > 1 ? ", " +
+                  std::to_string(t.world()) + " replicas" : ""));
     writer.emplace(cfg.out, cfg.keep, tracer.get());  // its row in the trace
     connect_reports(t, *writer, *report);
   }
   StopSignals signals;  // SIGINT/SIGTERM, until the run returns
   Run run{cfg,   device, t,   report ? &*report : nullptr, writer ? &*writer : nullptr,
-          tracer.get(), out, sum, saved_best_top1(resume_point), {}, 0};
-  train_loop(run, signals);
+          tracer.get(), out, sum, saved_best_top1(resume_point), {}, 0, false};
+  try {
+    train_loop(run, signals);
+  } catch (...) {  // a run that fails (diverged, the disk) still gets its page, up to the failure
+    if (report) report->refresh_report(/*say_now=*/true);
+    throw;
+  }
 
-  // The end: the trace; the final report unless a signal stopped the run.
+  // The end: the trace, the report page (linking the trace); the final report unless a signal
+  // stopped the run.
   sum.steps = t.steps_done();
   sum.seconds = seconds_since(t_start);
   write_trace(run);
+  if (report) run.report_page = report->refresh_report(/*say_now=*/true);
   if (sum.exit_code == 0 && root) final_report(run);
   return sum;
 }
