@@ -3,8 +3,8 @@
 # GPU host with CUDA but without cutrain's Debian packages needs to run the tests, the
 # sanitizers and the benchmarks, small enough to carry (the device tool takes 64 MiB at most).
 #
-#   DEST/payload.tar.xz  bin/ and lib/, compressed (40 MiB -> 10): run.sh unpacks them into a
-#                        temporary folder at each run
+#   DEST/payload.tar.xz  bin/, lib/ and openmpi/, compressed (176 MiB -> 26): run.sh unpacks
+#                        them into a temporary folder at each run
 #     bin/               the binaries, debug info stripped (symbols and the device code's line
 #                        table stay, for compute-sanitizer's reports)
 #     lib/               the shared libraries they load, except those every such host has
@@ -70,8 +70,11 @@ else
   echo "make.sh: could not download OpenMPI's packages (apt-get download): the bundle goes" \
        "without mpirun, and its mpirun tests will skip" >&2
 fi
-# -3 on all cores: a few seconds more to unpack than -6, a minute less to pack on 2 cores
-tar -cf - -C "$stage" "${payload[@]}" | xz -T0 -3 >"$dest/payload.tar.xz"
+# -9: its 64 MiB window spans several binaries, which are mostly the same library code, so
+# each after the first costs little (2026-11-27, with oneDNN's 38 MiB and ONNX's libraries:
+# 27 MB against -3's 40, which put the bundle over the 64 MiB the device tool carries). It
+# takes about 50 s more to pack on 2 cores; unpacking stays a few seconds (65 MiB of memory).
+tar -cf - -C "$stage" "${payload[@]}" | xz -T0 -9 >"$dest/payload.tar.xz"
 
 idx=${CUTRAIN_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz \

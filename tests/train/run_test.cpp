@@ -149,10 +149,12 @@ TEST_CASE("SIGINT during training: the process saves, exits 130, and the run res
   for (std::string line; std::getline(lines, line);) {
     const nlohmann::json j = nlohmann::json::parse(line);
     kinds[j["kind"]]++;
+    if (j["kind"] == "start") last_step_time = 0;  // a process's clock starts at its start
     if (j["kind"] == "step") last_step = j["step"], last_step_time = j["time"];
     // An evaluation's "time" is on the step records' clock, after the epoch's last step.
     if (j["kind"] == "eval") REQUIRE(j["time"].get<double>() >= last_step_time);
   }
+  REQUIRE(kinds["start"] == 2);  // the interrupted process and the resumed one
   REQUIRE(kinds["step"] == c.step + 1);  // every step before the signal (--log-every 1), then the last
   REQUIRE(last_step == 60);
   REQUIRE(kinds["eval"] == 3);

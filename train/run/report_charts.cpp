@@ -34,6 +34,13 @@ ChartSeries epoch_series(const std::string& name, const char* color,
   return s;
 }
 
+// Whether the run trained on augmented images (config.json's "augment").
+bool augmented(const ReportInput& in) {
+  for (const auto& [key, value] : in.config)
+    if (key == "augment") return value == "true";
+  return false;
+}
+
 }  // namespace
 
 std::string training_charts(const ReportInput& in, const std::vector<EpochTrain>& epochs) {
@@ -81,7 +88,8 @@ std::string training_charts(const ReportInput& in, const std::vector<EpochTrain>
   legend = legend_item(kTrainStep, "train, per record") + legend_item(kTrain, "train, epoch mean") +
            (val ? legend_item(kVal, "val top-1") + legend_item(kVal5, "val top-5", true) : "");
   s += figure("Accuracy", legend, line_chart(acc),
-              no_val + "Train: top-1 on the training batches (augmented)" +
+              no_val + "Train: top-1 on the training batches" +
+                  (augmented(in) ? " (augmented)" : "") +
                   (val ? "; validation: top-1 and top-5 after each epoch." : "."));
 
   LineChart lr;
