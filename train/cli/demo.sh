@@ -103,4 +103,5 @@ if [ -s "$OUT/trace.json" ]; then
 else
   echo "trace          none: this build's cutrain train has no --trace yet"
 fi
+[ -s "$OUT/report.html" ] && echo "report         $OUT/report.html (open it in a browser: the run at a glance)"
 echo "log            $OUT/train.log; configuration $OUT/config.json"
