@@ -28,9 +28,9 @@ namespace fs = std::filesystem;
 namespace {
 
 const char* kAllLayers = R"(# every kind of layer, with the options that change the graph
-conv 12 3x3 stride=2 pad=1 bias
+conv 12 3x5 stride=2x1 pad=1x2 bias
 relu
-maxpool 3x3 stride=2 pad=1
+maxpool 3x2 stride=2x1 pad=1x0
 resblock 16 stride=2
 conv 8 1x1
 bn
@@ -96,19 +96,27 @@ TEST_CASE("onnx export: every layer kind as ONNX nodes, weights in ONNX's layout
   REQUIRE(in.shape().dim(0).dim_param() == "N");
   REQUIRE(m.graph().output(0).name() == "logits");
 
-  // conv1.w: cutrain's (K,R,S,C) as ONNX's (K,C,R,S)
+  // conv1.w: cutrain's (K,R,S,C) as ONNX's (K,C,R,S); pads and strides as (H,W)
   const onnx::TensorProto& w = initializer(m, "conv1.w");
   REQUIRE(w.dims_size() == 4);
-  REQUIRE((w.dims(0) == 12 && w.dims(1) == 3 && w.dims(2) == 3 && w.dims(3) == 3));
+  REQUIRE((w.dims(0) == 12 && w.dims(1) == 3 && w.dims(2) == 3 && w.dims(3) == 5));
+  const onnx::NodeProto& conv1 = m.graph().node(5);
+  REQUIRE(conv1.name() == "conv1");
+  for (const auto& a : conv1.attribute()) {
+    const std::vector<int64_t> v(a.ints().begin(), a.ints().end());
+    if (a.name() == "kernel_shape") REQUIRE(v == std::vector<int64_t>{3, 5});
+    if (a.name() == "strides") REQUIRE(v == std::vector<int64_t>{2, 1});
+    if (a.name() == "pads") REQUIRE(v == std::vector<int64_t>{1, 2, 1, 2});  // top left bottom right
+  }
   std::vector<float> oihw(w.raw_data().size() / 4);
   std::memcpy(oihw.data(), w.raw_data().data(), w.raw_data().size());
   const std::vector<float> krsc = model->parameters()[0]->value.to_floats();
   for (int k : {0, 5, 11})
     for (int r = 0; r < 3; r++)
-      for (int s = 0; s < 3; s++)
+      for (int s = 0; s < 5; s++)
         for (int c = 0; c < 3; c++)
-          REQUIRE(oihw[size_t(((k * 3 + c) * 3 + r) * 3 + s)] ==
-                  krsc[size_t(((k * 3 + r) * 3 + s) * 3 + c)]);
+          REQUIRE(oihw[size_t(((k * 3 + c) * 3 + r) * 5 + s)] ==
+                  krsc[size_t(((k * 3 + r) * 5 + s) * 3 + c)]);
   REQUIRE(initializer(m, "conv1.b").dims(0) == 12);
   bool has_linear1_bias = false;
   for (const auto& t : m.graph().initializer()) has_linear1_bias |= t.name() == "linear1.b";
@@ -254,8 +262,9 @@ TEST_CASE("onnx export: onnxruntime agrees on a resnet with 3 channels of their 
                             {"--input", "float"}, 3);
 }
 
-TEST_CASE("onnx export: onnxruntime agrees on a model of every layer kind (conv bias and "
-          "stride, padded maxpool, flatten, BatchNorm after a linear layer)") {
+TEST_CASE("onnx export: onnxruntime agrees on a model of every layer kind (conv with bias, "
+          "unequal sides, strides and pads, padded maxpool, flatten, BatchNorm after a linear "
+          "layer)") {
   TempDir dir;
   const std::string model = (dir.path() / "all.model").string();
   std::ofstream(model) << kAllLayers;
