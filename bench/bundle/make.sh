@@ -70,11 +70,13 @@ else
   echo "make.sh: could not download OpenMPI's packages (apt-get download): the bundle goes" \
        "without mpirun, and its mpirun tests will skip" >&2
 fi
-# -9: its 64 MiB window spans several binaries, which are mostly the same library code, so
-# each after the first costs little (2026-11-27, with oneDNN's 38 MiB and ONNX's libraries:
-# 27 MB against -3's 40, which put the bundle over the 64 MiB the device tool carries). It
-# takes about 50 s more to pack on 2 cores; unpacking stays a few seconds (65 MiB of memory).
-tar -cf - -C "$stage" "${payload[@]}" | xz -T0 -9 >"$dest/payload.tar.xz"
+# -9 on one thread: its 64 MiB window spans several binaries, which are mostly the same
+# library code, so each after the first costs little (2026-11-27, with oneDNN's 38 MiB and
+# ONNX's libraries: 26 MiB against -3's 39, which put the bundle over the 64 MiB the device tool
+# carries). One thread, because a threaded xz cuts its input into blocks that share no window
+# (at -9, 192 MiB ones: the payload is 176 MiB now). About 50 s more to pack; unpacking stays
+# under 2 s (65 MiB of memory).
+tar -cf - -C "$stage" "${payload[@]}" | xz -T1 -9 >"$dest/payload.tar.xz"
 
 idx=${CUTRAIN_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz \

@@ -59,7 +59,8 @@ inline const ReportedRun& reported_run() {
                            "100", "--model", dir / "tiny.model", "--batch", "32", "--epochs",
                            "2", "--lr", "0.05", "--seed", "7", "--threads", "2",
                            "--log-every", "2", "--device", "cpu", "--trace",
-                           dir / "trace.json", "--out", r.dir},
+                           // relative, from here: config.json must say where it went
+                           std::filesystem::relative(dir / "trace.json").string(), "--out", r.dir},
                           dir / "train.log");
     return r;
   }();

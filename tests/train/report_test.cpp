@@ -263,6 +263,12 @@ TEST_CASE("report: cutrain train writes RUN/report.html, cutrain report writes i
   }
   REQUIRE(evals == 2);
   REQUIRE(starts == 1);
+  // --trace was given relative to the working folder: config.json holds it absolute, so that
+  // `cutrain report` finds it from anywhere.
+  const std::string trace = nlohmann::json::parse(read_text(run.dir + "/config.json"))["trace"];
+  REQUIRE(std::filesystem::path(trace).is_absolute());
+  REQUIRE(std::filesystem::equivalent(trace, std::filesystem::path(run.dir).parent_path() /
+                                                 "trace.json"));
 
   // to_run: the run folder from the page's folder; the trace is beside the run folder.
   auto require_page = [&](const std::string& html, const std::string& to_run,

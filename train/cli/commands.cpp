@@ -5,6 +5,7 @@
 #include <csv.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "data/atomic_file.h"
@@ -419,11 +420,14 @@ int cmd_export(const ExportArgs& a) {
       "decode as " + std::string(l.cfg.channels == 1 ? "grayscale" : "RGB") +
       ", resize the shorter side to " + std::to_string(resize) + " pixels, crop the centre " +
       std::to_string(l.cfg.size) + "x" + std::to_string(l.cfg.size);
+  // Where it came from: file names, not the folders they were in (a model file is shared);
+  // the run's configuration whole, which does name its data (say so in the README).
+  auto file_name = [](const std::string& p) { return std::filesystem::path(p).filename().string(); };
   o.metadata = {{"preprocess", preprocess},
-                {"checkpoint", l.path},
+                {"checkpoint", file_name(l.path)},
                 {"step", std::to_string(l.ckpt.step)},
                 {"epoch", std::to_string(l.ckpt.epoch)},
-                {"model", l.cfg.model},
+                {"model", file_name(l.cfg.model)},
                 {"training_config", l.ckpt.config_json}};
   const OnnxGraph g = onnx_model(*l.model, o);
   write_file_atomically(a.onnx, g.bytes);

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <set>
 
@@ -129,7 +130,13 @@ class Weights {
     for (const auto& [name, bn] : m.batchnorm_states()) {
       tensors_[name + ".running_mean"] = &bn->running_mean;
       tensors_[name + ".running_var"] = &bn->running_var;
+      bn_eps_[name] = bn->eps;
     }
+  }
+  double bn_eps(const std::string& name) const {
+    auto it = bn_eps_.find(name);
+    CHECK(it != bn_eps_.end(), "onnx: the model has no BatchNorm " << name);
+    return it->second;
   }
   bool has(const std::string& name) const { return tensors_.count(name) > 0; }
   const Tensor& tensor(const std::string& name) const {
@@ -141,6 +148,7 @@ class Weights {
 
  private:
   std::map<std::string, const Tensor*> tensors_;
+  std::map<std::string, double> bn_eps_;
 };
 
 // conv (K,R,S,C) KRSC -> OIHW (K,C,R,S).
@@ -183,7 +191,7 @@ class Emitter {
          b_.weight(name + ".running_mean", {C}, w_.floats(name + ".running_mean")),
          b_.weight(name + ".running_var", {C}, w_.floats(name + ".running_var"))},
         {name});
-    set_float(n, "epsilon", float(BatchNormState().eps));
+    set_float(n, "epsilon", float(w_.bn_eps(name)));
     return out_value(name, x.shape);
   }
 
@@ -225,6 +233,24 @@ class Emitter {
     onnx::NodeProto* n = b_.node("Gemm", name, in, {name});
     set_int(n, "transB", 1);  // y = x W^T + b: W is (K,C)
     return out_value(name, out);
+  }
+
+  // One line of the description. No default case: a LayerKind added to nn/ and not here is
+  // a compiler warning (-Wswitch), and refused at run time should one get through.
+  Value layer(const LayerSpec& l, const std::string& where, const std::string& name,
+              const Value& v, const FeatureShape& out) {
+    switch (l.kind) {
+      case LayerKind::conv: return conv(name, l, v, out);
+      case LayerKind::bn: return batchnorm(name, v);
+      case LayerKind::relu: return relu(name, v);
+      case LayerKind::maxpool: return maxpool(name, l, v, out);
+      case LayerKind::gap: return gap(name, v);
+      case LayerKind::flatten: return flatten(name, v, out);
+      case LayerKind::linear: return linear(name, v, out);
+      case LayerKind::resblock: return resblock(name, l, v, out);
+    }
+    throw UserError(where + ": " + layer_kind_name(l.kind) +
+                    " layers cannot be exported to ONNX yet");
   }
 
   // nn/layers.h's ResBlock: relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x)).
@@ -346,22 +372,9 @@ OnnxGraph onnx_model(const Model& model, const OnnxOptions& o) {
         "onnx: " << rows.size() << " rows for " << spec.layers.size() << " layers");
   Emitter e(b, weights);
   for (size_t i = 0; i < rows.size(); i++) {
-    const LayerSpec& l = spec.layers[i];
     const std::string& name = rows[i].name;
     const FeatureShape& out = rows[i].out;
-    switch (l.kind) {
-      case LayerKind::conv: v = e.conv(name, l, v, out); break;
-      case LayerKind::bn: v = e.batchnorm(name, v); break;
-      case LayerKind::relu: v = e.relu(name, v); break;
-      case LayerKind::maxpool: v = e.maxpool(name, l, v, out); break;
-      case LayerKind::gap: v = e.gap(name, v); break;
-      case LayerKind::flatten: v = e.flatten(name, v, out); break;
-      case LayerKind::linear: v = e.linear(name, v, out); break;
-      case LayerKind::resblock: v = e.resblock(name, l, v, out); break;
-      default:  // a kind added to the description language but not here
-        throw UserError(spec.where(l) + ": " + layer_kind_name(l.kind) +
-                        " layers cannot be exported to ONNX yet");
-    }
+    v = e.layer(spec.layers[i], spec.where(spec.layers[i]), name, v, out);
     CHECK(v.shape == out, "onnx: " << name << " gives " << v.shape.str() << ", the model "
                                    << out.str());
   }
@@ -395,7 +408,8 @@ OnnxGraph onnx_model(const Model& model, const OnnxOptions& o) {
   meta("mean", nlohmann::json(o.mean).dump());
   meta("std", nlohmann::json(o.std).dump());
   for (const auto& [k, val] : o.metadata) meta(k, val);
-  g->set_doc_string("cutrain model " + spec.source + ": image " + input_text + " -> " +
+  g->set_doc_string("cutrain model " + std::filesystem::path(spec.source).filename().string() +
+                    ": image " + input_text + " -> " +
                     (o.softmax ? "probabilities" : "logits") + " over " +
                     std::to_string(mo.classes) + " classes");
 

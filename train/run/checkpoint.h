@@ -171,6 +171,10 @@ class CheckpointWriter {
   // when is_best): a record of it written now never names a file that is not there. Set it
   // before the first submit(); what it throws counts as that write's failure.
   std::function<void(int64_t step, const std::string& path, bool is_best)> on_written;
+  // Called on the writer's thread after a checkpoint is written and the older ones pruned,
+  // outside the write's trace span: for work that reads the folder as the run leaves it (the
+  // report page). Not called when the write failed. wait() waits for it too.
+  std::function<void(int64_t step)> after_write;
 
  private:
   struct Job {

@@ -209,6 +209,7 @@ void CheckpointWriter::run() {
     bool internal = true;
     try {
       write(*job);
+      if (after_write) after_write(job->step);
     } catch (const UserError& e) {  // the disk, the folder: the message says it all
       error = e.what();
       internal = false;

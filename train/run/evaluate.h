@@ -1,8 +1,7 @@
 // defines: EvalResult and evaluate(): loss, top-1 and top-5 accuracy, per-class accuracy and
 // the confusion matrix of a model over every sample of a data set, on the CPU or a GPU;
-// EvalAccumulator, the
-// host-side tally both share; top_k and label_rank, the ranking rules; the reports printed
-// after each epoch and at the end.
+// EvalAccumulator, the host-side tally both share; top_k and label_rank, the ranking rules;
+// the reports printed after each epoch and at the end.
 //
 // Evaluation runs the model in inference mode (BatchNorm uses its running statistics), records
 // nothing on the tape, and visits the samples in order, each once (the last batch may be

@@ -14,8 +14,9 @@
 // and at the end (train/run/reporter.h, refresh_report).
 //
 // What it reads, all written by the run:
-//   the metrics file (config.json's "metrics", a path from where the run was started, else
-//     RUN/metrics.jsonl; train/run/reporter.h has the records): "start", "step", "eval", "skip";
+//   the metrics file: config.json's "metrics" (saved absolute; in older runs relative to where
+//     the run was started), else RUN/metrics.jsonl (train/run/reporter.h has the records):
+//     "start", "step", "eval", "skip";
 //   RUN/config.json (the table, the class names, the trace's path);
 //   the folder: step-*.h5 and best.h5 (and which step file best.h5 is), bad_files.txt and
 //     bad_files.replica<r>.txt (the loader's list of the training data's bad files: path, kind,

@@ -110,12 +110,15 @@ double saved_best_top1(const Checkpoint& resume_point) {
 }
 
 // The trainer's notes and the writer's finished checkpoints go to the reporter; once an
-// epoch's checkpoint is on disk (its evaluation already in the metrics), the report page is
-// rewritten, on the writer's thread, so that training does not wait for it.
+// epoch's checkpoint is on disk and the older ones pruned (its evaluation already in the
+// metrics), the report page is rewritten, on the writer's thread, so that training does not
+// wait for it.
 void connect_reports(Trainer& t, CheckpointWriter& writer, RunReporter& report) {
-  const int64_t per_epoch = t.steps_per_epoch();
-  writer.on_written = [&report, per_epoch](int64_t step, const std::string& path, bool is_best) {
+  writer.on_written = [&report](int64_t step, const std::string& path, bool is_best) {
     report.checkpoint(step, path, is_best);  // the metrics file takes lines from any thread
+  };
+  const int64_t per_epoch = t.steps_per_epoch();
+  writer.after_write = [&report, per_epoch](int64_t step) {
     if (per_epoch > 0 && step % per_epoch == 0) report.refresh_report(/*say_now=*/false);
   };
   t.notice = [&report](const std::string& line) { report.note(line); };
@@ -389,6 +392,7 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
   try {
     train_loop(run, signals);
   } catch (...) {  // a run that fails (diverged, the disk) still gets its page, up to the failure
+    writer.reset();  // its last job done (and its own page, whose failure it keeps), then ours
     if (report) report->refresh_report(/*say_now=*/true);
     throw;
   }

@@ -68,6 +68,10 @@ std::vector<std::string> resolve_run_config(TrainConfig& cfg, const RunDevice& d
       resolve_config(cfg, [&](const TrainConfig& c) { check_run_memory(c, device); });
   // Saved resolved, so a resumed run keeps its count (and oneDNN its bits) on another machine.
   cfg.compute_threads = run_compute_threads(cfg, device);
+  // The metrics and trace files as absolute paths: config.json then says where they are for
+  // `cutrain report RUN` run from any folder (train/run/report.h).
+  for (std::string* path : {&cfg.metrics, &cfg.trace})
+    if (!path->empty()) *path = std::filesystem::absolute(*path).lexically_normal().string();
   // This process's replicas computing side by side (--sync-bn), against the cores it may use.
   const int at_once = cpu_replicas_side_by_side(cfg, device), cores = available_cores();
   if (device.device == Device::cpu && int64_t(cfg.compute_threads) * at_once > cores &&
