@@ -3,8 +3,8 @@
 # GPU host with CUDA but without cutrain's Debian packages needs to run the tests, the
 # sanitizers and the benchmarks, small enough to carry (the device tool takes 64 MiB at most).
 #
-#   DEST/payload.tar.xz  bin/, lib/ and openmpi/, compressed (about 180 MiB -> 27): run.sh unpacks
-#                        them into a temporary folder at each run
+#   DEST/payload.tar.xz  bin/, lib/ and openmpi/, compressed (about 180 MiB -> 27): run.sh
+#                        unpacks them into a temporary folder at each run
 #     bin/               the binaries, debug info stripped (symbols and the device code's line
 #                        table stay, for compute-sanitizer's reports)
 #     lib/               the shared libraries they load, except those every such host has
@@ -72,10 +72,10 @@ else
 fi
 # -9 on one thread: its 64 MiB window spans several binaries, which are mostly the same
 # library code, so each after the first costs little (2026-11-27, with oneDNN's 38 MiB and
-# ONNX's libraries: 27 MiB against -3's 39, which put the bundle over the 64 MiB the device tool
-# carries). One thread, because a threaded xz cuts its input into blocks that share no window
-# (at -9, 192 MiB ones: the payload is about 180 MiB now). About 50 s more to pack; unpacking stays
-# under 2 s (65 MiB of memory).
+# ONNX's libraries: 27 MiB against -3's 39, which put the bundle over the 64 MiB the device
+# tool carries). One thread, because a threaded xz cuts its input into blocks that share no
+# window (at -9, 192 MiB ones: the payload is about 180 MiB now). About 50 s more to pack;
+# unpacking stays under 2 s (65 MiB of memory).
 tar -cf - -C "$stage" "${payload[@]}" | xz -T1 -9 >"$dest/payload.tar.xz"
 
 idx=${CUTRAIN_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}

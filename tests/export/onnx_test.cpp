@@ -183,7 +183,8 @@ std::string onnx_python(std::string& why) {
     return py.string();
   }
   const fs::path log = repo_root() / ".venv" / "pip.log";
-  if (fs::exists(log)) why += " (" + log.string() + ": " + read_text(log.string()).substr(0, 300) + ")";
+  if (fs::exists(log))
+    why += " (" + log.string() + ": " + read_text(log.string()).substr(0, 300) + ")";
   return "";
 }
 

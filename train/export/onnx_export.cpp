@@ -170,7 +170,8 @@ class Emitter {
  public:
   Emitter(GraphBuilder& b, const Weights& w) : b_(b), w_(w) {}
 
-  Value conv(const std::string& name, const LayerSpec& l, const Value& x, const FeatureShape& out) {
+  Value conv(const std::string& name, const LayerSpec& l, const Value& x,
+             const FeatureShape& out) {
     const Tensor& w = w_.tensor(name + ".w");
     const int K = w.dim(0), R = w.dim(1), S = w.dim(2), C = w.dim(3);
     std::vector<std::string> in = {x.name, b_.weight(name + ".w", {K, C, R, S}, krsc_to_kcrs(w))};
@@ -401,7 +402,8 @@ OnnxGraph onnx_model(const Model& model, const OnnxOptions& o) {
     names.push_back(o.class_names.empty() ? std::to_string(k) : o.class_names[size_t(k)]);
   meta("class_names", names.dump());
   const std::string input_text =
-      std::string(o.input == OnnxInput::uint8 ? "uint8 pixels 0..255" : "float pixels/255 in [0,1]") +
+      std::string(o.input == OnnxInput::uint8 ? "uint8 pixels 0..255"
+                                              : "float pixels/255 in [0,1]") +
       ", NHWC " + shape_text(image_dims) + ", normalised in the graph";
   meta("input", input_text);
   meta("output", o.softmax ? "probabilities (N,classes), softmax" : "logits (N,classes)");
