@@ -18,6 +18,12 @@ void skip_gpu() {
   skip(gpu_unavailable_reason());
 }
 
+size_t count_of(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) n++;
+  return n;
+}
+
 bool names_source_location(const std::string& message) {
   static const std::regex location(R"([A-Za-z0-9_]\.(cpp|cu|h):[0-9]+)");
   return std::regex_search(message, location);

@@ -149,4 +149,6 @@ void require_close(const cutrain::Tensor& got, const std::vector<double>& want,
 namespace cutrain_test {
 // Whether a message holds a source location: "something.cpp:123" or ".h:12" or ".cu:7".
 bool names_source_location(const std::string& message);
+// How many times `needle` occurs in `text` (overlapping occurrences counted).
+size_t count_of(const std::string& text, const std::string& needle);
 }  // namespace cutrain_test

@@ -51,12 +51,6 @@ long images_of(const std::string& out, const std::string& name) {
   return -1;
 }
 
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) n++;
-  return n;
-}
-
 }  // namespace
 
 TEST_CASE("cutrain: train on a CSV of class names; val, eval and predict map names by name") {
@@ -119,9 +113,9 @@ TEST_CASE("cutrain: train on a CSV of class names; val, eval and predict map nam
                    "cpu", "--top", "3"},
                   log);
   REQUIRE(r.status == 0);
-  REQUIRE(count(r.output, "[label shoe") == 3);
-  REQUIRE(count(r.output, "[label bag") == 1);
-  REQUIRE(count(r.output, "ankle boot") == 4);  // among each image's top 3
+  REQUIRE(count_of(r.output, "[label shoe") == 3);
+  REQUIRE(count_of(r.output, "[label bag") == 1);
+  REQUIRE(count_of(r.output, "ankle boot") == 4);  // among each image's top 3
 
   // A name the run does not know: every such line, the unknown names and the known classes.
   write_text(dir / "data/bad.txt", "img/shoe, 0.jpg\tshoe\nimg/bag, 1.jpg\that\n"

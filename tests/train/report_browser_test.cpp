@@ -19,12 +19,6 @@ using namespace cutrain_test;
 
 namespace {
 
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) n++;
-  return n;
-}
-
 // `chromium --headless ... <what> file://page`, its output (stdout and stderr) to `log`. A
 // browser of its own (--user-data-dir) in `profile`. Killed only if it runs for 5 minutes:
 // a start on a busy machine takes seconds, never that.
@@ -57,7 +51,7 @@ TEST_CASE("report: headless Chromium renders a real run's report.html") {
     INFO(dom.output);  // the DOM, after Chromium's harmless warnings (no D-Bus, ...)
     REQUIRE(dom.status == 0);
     REQUIRE(dom.output.find("<title>cutrain report: run</title>") != std::string::npos);
-    REQUIRE(count(dom.output, "<svg ") == 8);
+    REQUIRE(count_of(dom.output, "<svg ") == 8);
     REQUIRE(dom.output.find("Confusion matrix") != std::string::npos);
   }
 

@@ -23,12 +23,6 @@ using namespace cutrain_test;
 
 namespace {
 
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) n++;
-  return n;
-}
-
 // A page loads nothing from elsewhere and runs nothing.
 void require_self_contained(const std::string& html) {
   REQUIRE(html.find("http://") == std::string::npos);
@@ -147,7 +141,7 @@ TEST_CASE("report: a run without validation, with a null loss and a skipped step
       step_line(6, 2, "0.7", 6);
   const std::string html = report_html(hand_made(text));
   require_self_contained(html);
-  REQUIRE(count(html, "<svg") == 6);  // loss, accuracy, lr, loss scale, images/s, data wait
+  REQUIRE(count_of(html, "<svg") == 6);  // loss, accuracy, lr, loss scale, images/s, data wait
   REQUIRE(html.find("no validation data") != std::string::npos);
   REQUIRE(html.find("color:#ea580c") == std::string::npos);  // no validation series in a legend
   REQUIRE(html.find("val loss,") == std::string::npos);          // ... nor points
@@ -173,7 +167,7 @@ TEST_CASE("report: one epoch with validation: single points, per class, the conf
                     {"best.h5", "best.h5", "1.0 kB, the best validation top-1: step-00000003.h5"}};
   const std::string html = report_html(in);
   require_self_contained(html);
-  REQUIRE(count(html, "<svg") == 8);  // the 6 charts, per class, the confusion matrix
+  REQUIRE(count_of(html, "<svg") == 8);  // the 6 charts, per class, the confusion matrix
   REQUIRE(html.find("no validation data") == std::string::npos);
   REQUIRE(html.find("<title>val top-1, epoch 1 (step 3): 66.67%</title>") != std::string::npos);
   REQUIRE(html.find("Per-class accuracy") != std::string::npos);
@@ -181,7 +175,7 @@ TEST_CASE("report: one epoch with validation: single points, per class, the conf
   REQUIRE(html.find("Confusion matrix") != std::string::npos);
   REQUIRE(html.find("<title>true dog, predicted cat: 6 (60.0% of the row)</title>") !=
           std::string::npos);
-  REQUIRE(count(html, "<rect") >= 3 + 9);  // 3 bars, 9 cells
+  REQUIRE(count_of(html, "<rect") >= 3 + 9);  // 3 bars, 9 cells
   REQUIRE(html.find("<a href=\"best.h5\">best.h5</a><span class=\"best\">best</span>") !=
           std::string::npos);
   REQUIRE(html.find("66.67%") != std::string::npos);  // the header's best top-1
@@ -193,7 +187,7 @@ TEST_CASE("report: thousands of step records are drawn as at most 600 points a s
     text += step_line(s, 1 + (s - 1) / 1000, s == 2500 ? "9.5" : std::to_string(1.0 / s), s);
   const std::string html = report_html(hand_made(text));
   REQUIRE(html.size() < 400 * 1000);
-  REQUIRE(count(html, "<circle") <= 6 * 200);  // hover targets: at most 200 a line
+  REQUIRE(count_of(html, "<circle") <= 6 * 200);  // hover targets: at most 200 a line
 
   std::vector<ChartPoint> p;
   for (int i = 0; i < 10000; i++) p.push_back({double(i), std::sin(i * 0.01)});
@@ -274,7 +268,7 @@ TEST_CASE("report: cutrain train writes RUN/report.html, cutrain report writes i
   auto require_page = [&](const std::string& html, const std::string& to_run,
                           const std::string& trace_href) {
     require_self_contained(html);
-    REQUIRE(count(html, "<svg") == 8);
+    REQUIRE(count_of(html, "<svg") == 8);
     REQUIRE(html.find("<h1>run</h1>") != std::string::npos);
     REQUIRE(html.find("2 / 2") != std::string::npos);         // epochs
     REQUIRE(html.find("cpu fp32") != std::string::npos);      // the device, from "start"
@@ -288,7 +282,7 @@ TEST_CASE("report: cutrain train writes RUN/report.html, cutrain report writes i
     // Links relative to the page: every checkpoint, best.h5 marked, the trace.
     REQUIRE(html.find("<a href=\"" + to_run + "best.h5\">best.h5</a><span class=\"best\">best"
                       "</span>") != std::string::npos);
-    REQUIRE(count(html, "<span class=\"best\">best</span>") == 2);  // and the step file it is
+    REQUIRE(count_of(html, "<span class=\"best\">best</span>") == 2);  // and the step file it is
     REQUIRE(html.find("<a href=\"" + to_run + "step-00000010.h5\">") != std::string::npos);
     REQUIRE(html.find("<a href=\"" + to_run + "step-00000020.h5\">") != std::string::npos);
     REQUIRE(html.find("<a href=\"" + trace_href + "\">trace.json</a>") != std::string::npos);
@@ -325,7 +319,7 @@ TEST_CASE("report: a report that cannot be written is a note each epoch; trainin
                             dir / "log");
   INFO(r.output);
   REQUIRE(r.status == 0);
-  REQUIRE(count(r.output, "cutrain: could not write " + dir / "run" +
+  REQUIRE(count_of(r.output, "cutrain: could not write " + dir / "run" +
                               "/report.html (training goes on): ") == 3);
   REQUIRE(r.output.find("; report: ") == std::string::npos);  // the summary names no page
   REQUIRE(std::filesystem::exists(dir / "run/step-00000004.h5"));

@@ -22,12 +22,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-size_t count_of(const std::string& text, const std::string& needle) {
-  size_t n = 0;
-  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) n++;
-  return n;
-}
-
 // No file may grow past 32 KiB, and the signal that would kill the process for trying is
 // ignored, so write() fails with EFBIG ("File too large") the way a full disk fails with
 // ENOSPC. Runs in the child between fork and exec: async-signal-safe calls only.

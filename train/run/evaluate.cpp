@@ -61,9 +61,7 @@ void EvalAccumulator::add(const float* logits, const int32_t* labels, int n, dou
     r_.top5 += rank < k5;
     r_.class_images[size_t(y)]++;
     r_.class_top1[size_t(y)] += rank < 1;
-    int predicted = 0;  // the top-1 class: the first of the largest logits, as label_rank ranks
-    for (int k = 1; k < K; k++)
-      if (row[k] > row[predicted]) predicted = k;
+    const int predicted = top_k(row, K, 1)[0];  // the ranking rule predict shows
     r_.confusion[size_t(y) * size_t(K) + size_t(predicted)]++;
   }
   r_.images += n;

@@ -17,10 +17,7 @@ namespace cutrain {
 namespace report_page {
 
 std::string fmt(const char* format, double v) {
-  if (!std::isfinite(v)) return "&ndash;";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
+  return std::isfinite(v) ? printf_str(format, v) : "&ndash;";
 }
 
 std::string duration(double s) {

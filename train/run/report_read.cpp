@@ -15,6 +15,7 @@
 
 #include "data/atomic_file.h"
 #include "kernels/check.h"
+#include "train/run/memory_plan.h"
 #include "train/run/report.h"
 
 namespace cutrain {
@@ -79,15 +80,6 @@ std::string relative_href(const fs::path& file, const fs::path& from) {
     }
   }
   return out;
-}
-
-std::string size_text(uintmax_t bytes) {
-  char buf[32];
-  if (bytes >= 1000 * 1000)
-    std::snprintf(buf, sizeof buf, "%.1f MB", double(bytes) / 1e6);
-  else
-    std::snprintf(buf, sizeof buf, "%.1f kB", double(bytes) / 1e3);
-  return buf;
 }
 
 // config.json's value as table text: strings as they are, arrays joined by ", ".
@@ -225,7 +217,7 @@ ReportInput read_report_input(const std::string& run_dir, const std::string& rep
     if (fs::exists(best, ec) && fs::equivalent(p, best, ec)) best_of = p.filename().string();
   auto size_of = [&](const fs::path& p) {
     const uintmax_t n = fs::file_size(p, ec);
-    return ec ? std::string("?") : size_text(n);
+    return ec ? std::string("?") : bytes_str(int64_t(n));
   };
   for (const fs::path& p : h5)
     in.checkpoints.push_back({p.filename().string(), relative_href(p, from),

@@ -17,12 +17,6 @@ constexpr double kW = 600, kH = 250, kLeft = 60, kRight = 16, kTop = 12, kBottom
 constexpr double kPlotW = kW - kLeft - kRight, kPlotH = kH - kTop - kBottom;
 constexpr size_t kMaxHoverPoints = 200;  // hover targets per line series (every k-th point)
 
-std::string printf_str(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
-
 // A coordinate: one decimal is a tenth of a pixel, enough and short.
 std::string px(double v) { return printf_str("%.1f", v); }
 
@@ -105,6 +99,12 @@ Axis x_axis(const LineChart& c) {
 }
 
 }  // namespace
+
+std::string printf_str(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
 
 std::string html_escape(const std::string& text) {
   // Line breaks and tabs stay (a <pre> shows them); each stretch between them made printable.

@@ -21,6 +21,9 @@ namespace cutrain {
 // as U+FFFD (data/text_width.h: printable), so any run's names make valid HTML and SVG.
 std::string html_escape(const std::string& text);
 
+// printf of one number ("%.1f", v): the numbers of the charts and of the page.
+std::string printf_str(const char* format, double v);
+
 struct ChartPoint {
   double x = 0, y = 0;  // y NaN: no value (a null in the metrics): the line breaks there
 };
