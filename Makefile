@@ -273,7 +273,7 @@ FUZZ_LIB_CPP  := $(addprefix data/,atomic_file.cpp image_list.cpp image_decode.c
                  $(addprefix kernels/,cast.cpp gpu.cpp batchnorm.cpp conv2d.cpp elementwise.cpp \
                    linear.cpp matmul_cpu.cpp onednn.cpp impl.cpp parallel.cpp pool.cpp \
                    xxhash64.cpp) \
-                 $(addprefix train/run/,checkpoint.cpp config.cpp)
+                 train/checkpoint/checkpoint.cpp train/setup/config.cpp
 # The readers behind image_list.cpp: the labels of any list (list_rows), CSV lists (libcsv).
 FUZZ_LIB_CPP  += data/list_rows.cpp data/csv_list.cpp
 FUZZ_LIB      := $(FUZZ_BUILD)/libcutrain_fuzz.a

@@ -23,7 +23,7 @@
 
 #include "data/fashion_mnist.h"
 #include "train/engine/trainer.h"
-#include "train/run/dataset.h"
+#include "train/setup/resolve.h"
 
 namespace cutrain {
 

@@ -32,7 +32,6 @@
 #include "nn/model.h"
 #include "train/engine/trainer.h"
 #include "train/replicas/ring.h"
-#include "train/run/dataset.h"
 
 #include "bench/host_timing.h"
 #include "bench/replica_training.h"

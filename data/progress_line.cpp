@@ -9,14 +9,6 @@
 
 namespace cutrain {
 
-std::string format_hms(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "-:--:--";
-  const long long s = std::llround(seconds);
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", s / 3600, s / 60 % 60, s % 60);
-  return buf;
-}
-
 std::string format_train_progress(const StepMetrics& m, int epochs, int64_t steps, double eta_s) {
   char buf[256];
   int n = std::snprintf(buf, sizeof buf,

@@ -1,6 +1,6 @@
 // defines: StatusLine (one line of progress: redrawn in place on a terminal, plain lines in a
-// log), format_hms(), format_train_progress() (the training progress line, a pure function)
-// and TrainProgress (which decides when to print it).
+// log), format_train_progress() (the training progress line, a pure function) and
+// TrainProgress (which decides when to print it). Its times are format_hms's (data/units.h).
 //
 // The progress line of long commands (train/cli/progress.h) draws with StatusLine too: one way of
 // printing progress in the whole program. Why in data/: see data/metrics.h.
@@ -14,12 +14,9 @@
 #include <string>
 
 #include "data/metrics.h"
+#include "data/units.h"
 
 namespace cutrain {
-
-// "h:mm:ss" of a number of seconds, rounded to the second: 0 -> "0:00:00", 3725.4 ->
-// "1:02:05", 360000 -> "100:00:00". Negative, NaN or infinite (no estimate yet): "-:--:--".
-std::string format_hms(double seconds);
 
 // The training progress line, without a line end. epochs and steps are the run's totals.
 // The loss scale is left out when m.loss_scale is 0 (fp32: no scaling) and the ETA shows

@@ -1,4 +1,4 @@
-// Fuzz target: the training configuration a checkpoint carries (train/run/config.h: the JSON of
+// Fuzz target: the training configuration a checkpoint carries (train/setup/config.h: the JSON of
 // its config_json attribute, which `--resume`, `cutrain eval` and `cutrain predict` trust to
 // rebuild the run). The checkpoint's checksum guards against damage, not against a file made
 // on purpose, so the text is fed here directly:
@@ -9,7 +9,7 @@
 
 #include "fuzz/feed.h"
 #include "nn/model_spec.h"
-#include "train/run/config.h"
+#include "train/setup/config.h"
 
 namespace cutrain_fuzz {
 

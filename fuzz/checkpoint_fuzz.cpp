@@ -1,4 +1,4 @@
-// Fuzz target: HDF5 checkpoints (train/run/checkpoint.h), as `--resume`, `cutrain eval` and
+// Fuzz target: HDF5 checkpoints (train/checkpoint/checkpoint.h), as `--resume`, `cutrain eval` and
 // `cutrain predict` read them: read_checkpoint (the validated open, every attribute, the
 // scalars, every tensor's type and shape checked before its allocation, the checksum), then,
 // for a checkpoint that verifies, its configuration (config_from_json_text, validate_config).
@@ -15,8 +15,8 @@
 #include "data/hdf5_handle.h"
 #include "fuzz/feed.h"
 #include "fuzz/hdf5_guard.h"
-#include "train/run/checkpoint.h"
-#include "train/run/config.h"
+#include "train/checkpoint/checkpoint.h"
+#include "train/setup/config.h"
 
 namespace cutrain_fuzz {
 

@@ -8,14 +8,14 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "data/image.h"
 #include "data/idx.h"
+#include "data/image.h"
 #include "data/image_list.h"
 #include "data/pack.h"
 #include "nn/model_spec.h"
 #include "tests/data/test_images.h"
-#include "train/run/checkpoint.h"
-#include "train/run/config.h"
+#include "train/checkpoint/checkpoint.h"
+#include "train/setup/config.h"
 
 namespace cutrain_fuzz {
 

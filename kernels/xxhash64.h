@@ -1,7 +1,7 @@
 // defines: xxh64, the 64-bit xxHash of a byte buffer (Yann Collet's XXH64, seed 0 by default).
 //
-// Used for checkpoint checksums (train/run/checkpoint.h) and to compare replicas' weights
-// (train/replicas/replica.h): it reads 32 bytes per round in four independent lanes, so it runs at
+// Used for checkpoint checksums (train/checkpoint/checkpoint.h) and to compare replicas' weights
+// (train/engine/replica.h): it reads 32 bytes per round in four independent lanes, so it runs at
 // memory speed (several GB/s on one core) where a byte-at-a-time hash like FNV-1a does about
 // 1 GB/s, and a flipped bit anywhere changes the result. Not cryptographic: it finds damage,
 // not tampering. Matches the reference implementation (tests/kernels/xxhash64_test.cpp checks

@@ -47,7 +47,7 @@ struct ModelOptions {
   Context context;
   // Shapes only: the layers, their output shapes and parameter counts (rows(), table()), but
   // no parameter memory. For memory plans made before a run allocates anything
-  // (train/run/memory_plan.h); such a model cannot run forward().
+  // (train/setup/memory_plan.h); such a model cannot run forward().
   bool shapes_only = false;
 };
 

@@ -108,7 +108,7 @@ TEST_CASE("include direction: each rule broken is reported with file:line and th
     // train/'s subfolders are train/: a file beside, or one in a sibling subfolder
     REQUIRE(include_violations("train/engine/trainer.cpp",
                                "#include \"kernels/gpu.h\"\n#include \"nn/model.h\"\n"
-                               "#include \"data/loader.h\"\n#include \"train/run/config.h\"\n"
+                               "#include \"data/loader.h\"\n#include \"train/setup/config.h\"\n"
                                "#include \"lane.h\"\n#include \"../replicas/ring.h\"\n")
                 .empty());
     // not an include: a comment, a string; and folders without a rule
@@ -116,7 +116,7 @@ TEST_CASE("include direction: each rule broken is reported with file:line and th
                                "// #include \"train/x.h\"\nf(\"#include \\\"data/x.h\\\"\");\n")
                 .empty());
     REQUIRE(include_violations("tests/x.cpp", "#include \"train/engine/trainer.h\"\n").empty());
-    REQUIRE(include_violations("fuzz/x.cpp", "#include \"train/run/config.h\"\n").empty());
+    REQUIRE(include_violations("fuzz/x.cpp", "#include \"train/setup/config.h\"\n").empty());
   }
   SUBCASE("kernels/ includes only kernels/") {
     const auto v = include_violations("kernels/x.cu",
@@ -130,23 +130,23 @@ TEST_CASE("include direction: each rule broken is reported with file:line and th
   SUBCASE("nn/ includes nothing of data/ or train/") {
     const auto v = include_violations("nn/checkpoint.h",
                                       "#pragma once\n#include \"data/sampler.h\"\n"
-                                      "  #  include \"train/run/config.h\"  // why\n"
+                                      "  #  include \"train/setup/config.h\"  // why\n"
                                       "#include \"../train/run.h\"\n");
     REQUIRE(v.size() == 3);
     REQUIRE(v[0] ==
             "nn/checkpoint.h:2: includes data/sampler.h: nn/ may include kernels/ and nn/ only");
-    REQUIRE(v[1].rfind("nn/checkpoint.h:3: includes train/run/config.h: ", 0) == 0);
+    REQUIRE(v[1].rfind("nn/checkpoint.h:3: includes train/setup/config.h: ", 0) == 0);
     REQUIRE(v[2].rfind("nn/checkpoint.h:4: includes ../train/run.h: ", 0) == 0);
   }
   SUBCASE("data/ includes nothing of nn/ or train/, also from a subfolder") {
     const auto v = include_violations("data/sub/x.cpp",
                                       "#include \"nn/tensor.h\"\n"
                                       "#include \"data/x.h\"\n"
-                                      "#include \"train/run/config.h\"\n");
+                                      "#include \"train/setup/config.h\"\n");
     REQUIRE(v.size() == 2);
     REQUIRE(v[0] ==
             "data/sub/x.cpp:1: includes nn/tensor.h: data/ may include kernels/ and data/ only");
-    REQUIRE(v[1].rfind("data/sub/x.cpp:3: includes train/run/config.h: ", 0) == 0);
+    REQUIRE(v[1].rfind("data/sub/x.cpp:3: includes train/setup/config.h: ", 0) == 0);
   }
   SUBCASE("train/ includes none of tests/, bench/, fuzz/, also from a subfolder") {
     const auto v = include_violations("train/run/run.cpp", "#include \"tests/test_util.h\"\n"

@@ -1,6 +1,6 @@
 """cutrain's data path in PyTorch: the image list, decoding, crop/flip, normalisation.
 
-As data/image.h and train/run/dataset.cpp:
+As data/image.h and train/setup/sources.cpp:
   - a list line is "path<TAB>label" or "path label"; '#' comments and blank lines skipped;
     relative paths are relative to the list's folder; --limit-* keeps the first N samples;
   - decode to 1 (luma) or 3 channels, shorter side to `resize` (or `size`) when it differs

@@ -1,4 +1,4 @@
-// The progress lines: exact strings from format_hms() and format_train_progress(); when
+// The progress lines: exact strings from format_train_progress(); when
 // TrainProgress prints (every N steps in a log, throttled redraws on a terminal); how
 // StatusLine draws on a terminal (carriage return, erase to the end, clipping in columns,
 // line ends).
@@ -38,17 +38,6 @@ StepMetrics metrics(int64_t step) {
   return m;
 }
 }  // namespace
-
-TEST_CASE("progress: format_hms rounds to the second and says when there is no estimate") {
-  REQUIRE(format_hms(0) == "0:00:00");
-  REQUIRE(format_hms(59.4) == "0:00:59");
-  REQUIRE(format_hms(59.5) == "0:01:00");
-  REQUIRE(format_hms(3725.4) == "1:02:05");
-  REQUIRE(format_hms(360000) == "100:00:00");
-  REQUIRE(format_hms(-1) == "-:--:--");
-  REQUIRE(format_hms(std::nan("")) == "-:--:--");
-  REQUIRE(format_hms(HUGE_VAL) == "-:--:--");
-}
 
 TEST_CASE("progress: the training line, exactly") {
   REQUIRE(format_train_progress(metrics(1200), 10, 4690, 723.4) ==

@@ -1,4 +1,4 @@
-// --balance sampler|loss (train/run/balance.h) on an imbalanced subset of Fashion-MNIST made here:
+// --balance sampler|loss (train/setup/balance.h) on an imbalanced subset of Fashion-MNIST made here:
 // the weights and the run's lines; a sampler epoch's exact class counts as the trainer draws
 // them; weighted losses; resume of a balanced run bit for bit; the option checked, kept on
 // resume, and named by check-data.
@@ -13,11 +13,11 @@
 #include "tests/test_util.h"
 #include "tests/train/cli_fixture.h"
 #include "tests/train/train_fixture.h"
+#include "train/checkpoint/checkpoint.h"
 #include "train/engine/batch_input.h"
 #include "train/engine/trainer.h"
-#include "train/run/balance.h"
-#include "train/run/checkpoint.h"
 #include "train/run/run.h"
+#include "train/setup/balance.h"
 
 using namespace cutrain;
 using namespace cutrain_test;

@@ -17,7 +17,7 @@
 #include "tests/train/batch_input_fixture.h"
 #include "tests/train/fashion_mnist_data.h"
 #include "train/engine/batch_input.h"
-#include "train/run/dataset.h"
+#include "train/setup/sources.h"
 
 using namespace cutrain;
 using namespace cutrain_test;

@@ -12,7 +12,7 @@
 
 #include "tests/data/temp_dir.h"
 #include "tests/test_util.h"
-#include "train/run/checkpoint.h"
+#include "train/checkpoint/checkpoint.h"
 
 namespace cutrain_test {
 

@@ -10,8 +10,9 @@
 #include "tests/test_util.h"
 #include "tests/train/cli_fixture.h"
 #include "tests/train/train_fixture.h"
-#include "train/run/dataset.h"
 #include "train/run/run.h"
+#include "train/setup/classes.h"
+#include "train/setup/resolve.h"
 
 using namespace cutrain;
 using namespace cutrain_test;

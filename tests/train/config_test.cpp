@@ -11,9 +11,10 @@
 #include "nn/model_spec.h"
 #include "tests/test_util.h"
 #include "tests/train/fashion_mnist_data.h"
-#include "train/run/config.h"
-#include "train/run/dataset.h"
-#include "train/run/device.h"
+#include "train/setup/config.h"
+#include "train/setup/device.h"
+#include "train/setup/resolve.h"
+#include "train/setup/sources.h"
 
 using namespace cutrain;
 using namespace cutrain_test;

@@ -9,8 +9,8 @@
 #include "tests/test_util.h"
 #include "tests/train/fashion_mnist_data.h"
 #include "train/engine/batch_input.h"
-#include "train/run/dataset.h"
-#include "train/run/evaluate.h"
+#include "train/engine/evaluate.h"
+#include "train/setup/sources.h"
 
 using namespace cutrain;
 using namespace cutrain_test;

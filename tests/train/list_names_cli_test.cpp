@@ -11,9 +11,9 @@
 #include "tests/test_util.h"
 #include "tests/train/cli_fixture.h"
 #include "tests/train/train_fixture.h"
+#include "train/checkpoint/checkpoint.h"
 #include "train/cli/cli.h"
-#include "train/run/checkpoint.h"
-#include "train/run/config.h"
+#include "train/setup/config.h"
 
 using namespace cutrain;
 using namespace cutrain_test;

@@ -1,5 +1,6 @@
-// The memory plan (train/run/memory_plan.h): its numbers from the shapes, a run too big for the
+// The memory plan (train/setup/memory_plan.h): its numbers from the shapes, a run too big for the
 // machine refused before it allocates (in the library and by the program), and the messages.
+#include "data/units.h"
 #include "nn/model.h"
 #include "nn/model_spec.h"
 #include "tests/data/temp_dir.h"
@@ -7,7 +8,7 @@
 #include "tests/train/cli_fixture.h"
 #include "tests/train/train_fixture.h"
 #include "train/cli/cli.h"
-#include "train/run/memory_plan.h"
+#include "train/setup/memory_plan.h"
 
 using namespace cutrain;
 using namespace cutrain_test;
@@ -80,11 +81,4 @@ TEST_CASE("cutrain train: a run too big for memory exits 2 at once, before it al
   REQUIRE(r.output.find("the run needs about") != std::string::npos);
   REQUIRE(r.output.find("lower --batch or --size") != std::string::npos);
   REQUIRE(!names_source_location(r.output));
-}
-
-TEST_CASE("bytes_str") {
-  REQUIRE(bytes_str(512) == "512 bytes");
-  REQUIRE(bytes_str(3 << 10) == "3.0 KiB");
-  REQUIRE(bytes_str(int64_t(5) << 20) == "5.0 MiB");
-  REQUIRE(bytes_str(int64_t(41) << 30) == "41.0 GiB");
 }

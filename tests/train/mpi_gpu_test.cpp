@@ -12,7 +12,7 @@
 #include "tests/train/cli_fixture.h"
 #include "tests/train/mpi_fixture.h"
 #include "tests/train/train_fixture.h"
-#include "train/run/checkpoint.h"
+#include "train/checkpoint/checkpoint.h"
 
 using namespace cutrain;
 using namespace cutrain_test;

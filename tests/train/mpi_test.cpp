@@ -21,8 +21,8 @@
 #include "tests/train/cli_fixture.h"
 #include "tests/train/mpi_fixture.h"
 #include "tests/train/train_fixture.h"
+#include "train/checkpoint/checkpoint.h"
 #include "train/replicas/mpi_gpu.h"
-#include "train/run/checkpoint.h"
 
 using namespace cutrain;
 using namespace cutrain_test;

@@ -1,4 +1,4 @@
-// The run report (train/run/report.h): the builder on records made by hand (a resume from an
+// The run report (train/report/report.h): the builder on records made by hand (a resume from an
 // earlier checkpoint, nulls, skipped steps, no validation, one epoch, thousands of records),
 // its drawing helpers, its refusals; then a real `cutrain train` process writing
 // RUN/report.html, `cutrain report` writing it again, and a run whose report cannot be written
@@ -15,8 +15,8 @@
 #include "tests/test_util.h"
 #include "tests/train/cli_fixture.h"
 #include "tests/train/report_fixture.h"
-#include "train/run/report.h"
-#include "train/run/report_svg.h"
+#include "train/report/report.h"
+#include "train/report/report_svg.h"
 
 using namespace cutrain;
 using namespace cutrain_test;

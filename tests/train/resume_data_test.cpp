@@ -6,7 +6,7 @@
 #include "tests/data/temp_dir.h"
 #include "tests/test_util.h"
 #include "tests/train/train_fixture.h"
-#include "train/run/checkpoint.h"
+#include "train/checkpoint/checkpoint.h"
 #include "train/run/run.h"
 
 using namespace cutrain;

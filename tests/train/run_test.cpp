@@ -20,11 +20,12 @@
 #include "tests/test_util.h"
 #include "tests/train/cli_fixture.h"
 #include "tests/train/train_fixture.h"
+#include "train/checkpoint/checkpoint.h"
 #include "train/cli/predict.h"
 #include "train/engine/trainer.h"
-#include "train/run/checkpoint.h"
-#include "train/run/device.h"
 #include "train/run/run.h"
+#include "train/setup/device.h"
+#include "train/setup/sources.h"
 
 using namespace cutrain;
 using namespace cutrain_test;

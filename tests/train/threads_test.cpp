@@ -1,4 +1,4 @@
-// The threads of a run (train/run/device.h): the compute threads of the CPU kernels (OpenMP's,
+// The threads of a run (train/setup/device.h): the compute threads of the CPU kernels (OpenMP's,
 // which oneDNN shares; kernels/parallel.h), how a run's default shares the cores out among
 // the replicas that compute at once, that the run's threads really get its count (the
 // engine's thread while the engine lives, each --sync-bn replica's thread), and the default
@@ -14,11 +14,11 @@
 #include "tests/data/temp_dir.h"
 #include "tests/test_util.h"
 #include "tests/train/replica_fixture.h"
+#include "train/engine/replica.h"
 #include "train/engine/trainer.h"
-#include "train/replicas/replica.h"
-#include "train/run/config.h"
-#include "train/run/device.h"
 #include "train/run/run.h"
+#include "train/setup/config.h"
+#include "train/setup/device.h"
 
 using namespace cutrain;
 using namespace cutrain_test;

@@ -7,11 +7,11 @@
 #include <string>
 
 #include "tests/test_util.h"
-#include "train/run/checkpoint.h"
+#include "train/checkpoint/checkpoint.h"
 
 #include "tests/train/fashion_mnist_data.h"
-#include "train/run/config.h"
-#include "train/run/dataset.h"
+#include "train/setup/config.h"
+#include "train/setup/resolve.h"
 
 namespace cutrain_test {
 

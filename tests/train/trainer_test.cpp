@@ -8,8 +8,8 @@
 
 #include "tests/test_util.h"
 #include "tests/train/train_fixture.h"
+#include "train/checkpoint/checkpoint.h"
 #include "train/engine/trainer.h"
-#include "train/run/checkpoint.h"
 
 using namespace cutrain;
 using namespace cutrain_test;

@@ -8,8 +8,10 @@
 #include "tests/test_util.h"
 #include "tests/train/cli_fixture.h"
 #include "tests/train/train_fixture.h"
-#include "train/run/dataset.h"
 #include "train/run/run.h"
+#include "train/setup/resolve.h"
+#include "train/setup/sources.h"
+#include "train/setup/val_split.h"
 
 using namespace cutrain;
 using namespace cutrain_test;

@@ -14,12 +14,15 @@
 #include "data/text_width.h"
 #include "kernels/check.h"
 #include "kernels/parallel.h"
+#include "train/checkpoint/checkpoint.h"
 #include "train/cli/predict.h"
 #include "train/engine/trainer.h"
 #include "train/export/onnx_export.h"
-#include "train/run/checkpoint.h"
-#include "train/run/dataset.h"
-#include "train/run/device.h"
+#include "train/setup/classes.h"
+#include "train/setup/device.h"
+#include "train/setup/resolve.h"
+#include "train/setup/sources.h"
+#include "train/setup/val_split.h"
 
 namespace cutrain {
 

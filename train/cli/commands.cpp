@@ -7,8 +7,7 @@
 #include <cstdio>
 
 #include "kernels/check.h"
-#include "train/run/dataset.h"
-#include "train/run/report.h"
+#include "train/report/report.h"
 #include "train/run/run.h"
 
 namespace cutrain {

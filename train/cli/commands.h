@@ -5,16 +5,16 @@
 //   cutrain eval --checkpoint FILE|DIR --data LIST|FOLDER|PACK.h5          loss, top-1/5, per class
 //   cutrain predict --checkpoint FILE|DIR (IMAGE... | --list LIST) [--top K] [--csv FILE]
 //   cutrain export --checkpoint FILE|DIR --onnx MODEL.onnx    train/export/onnx_export.h
-//   cutrain report RUN [--out FILE]                  RUN/report.html, train/run/report.h
+//   cutrain report RUN [--out FILE]                  RUN/report.html, train/report/report.h
 //
 // eval and predict read class names in their lists as the run's classes (the checkpoint's),
-// by name (train/run/dataset.h, run_list_options).
+// by name (train/setup/classes.h, run_list_options).
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "train/run/config.h"
+#include "train/setup/config.h"
 
 namespace CLI {
 class App;

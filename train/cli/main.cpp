@@ -22,8 +22,8 @@
 #include "train/cli/progress.h"
 #include "train/replicas/mpi.h"
 #include "train/replicas/peer_access.h"
-#include "train/run/config.h"
-#include "train/run/device.h"
+#include "train/setup/config.h"
+#include "train/setup/device.h"
 
 using namespace cutrain;
 

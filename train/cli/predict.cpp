@@ -4,7 +4,7 @@
 
 #include "data/loader.h"
 #include "kernels/check.h"
-#include "train/run/checkpoint.h"
+#include "train/checkpoint/checkpoint.h"
 
 namespace cutrain {
 

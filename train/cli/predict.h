@@ -9,7 +9,7 @@
 
 #include "data/source.h"
 #include "nn/model.h"
-#include "train/run/evaluate.h"
+#include "train/engine/evaluate.h"
 
 namespace cutrain {
 

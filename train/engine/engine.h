@@ -28,13 +28,14 @@
 #include "data/trace.h"
 #include "kernels/parallel.h"
 #include "nn/loss_scaler.h"
-#include "train/run/balance.h"
-#include "train/run/checkpoint.h"
-#include "train/replicas/collective.h"
-#include "train/run/config.h"
-#include "train/run/device.h"
+#include "train/checkpoint/checkpoint.h"
 #include "train/engine/lane.h"
-#include "train/replicas/replica.h"
+#include "train/engine/replica.h"
+#include "train/replicas/collective.h"
+#include "train/replicas/replica_threads.h"
+#include "train/setup/balance.h"
+#include "train/setup/config.h"
+#include "train/setup/device.h"
 
 namespace cutrain {
 
@@ -50,7 +51,7 @@ struct StepResult {
   double scale_after = 1;     // the loss scale after it (what the next step uses)
   bool taken = true;          // false: an inf/NaN gradient, the step was skipped
   std::string overflow;       // then: the first parameter whose gradient overflowed (with
-                              // replicas, see overflow_name in train/replicas/replica.h)
+                              // replicas, see overflow_name in train/engine/replica.h)
   double data_wait_s = 0;     // waiting for the loader's next batch
   // Replicas (R > 1), means over the replicas:
   double comm_s = 0;          // all-reduce time of the step's buckets (on GPUs: from the first

@@ -1,16 +1,145 @@
-// Engine: what concerns its replicas as a group: describing them and their links, finding where
-// their weights differ (train/replicas/replica.h has the per-replica pieces).
+// Engine: its replicas as a group: building them (each a lane on its device, the model from the
+// seed, its optimizer, step state and buckets) and the collective between them; describing
+// them and their links; finding where their weights differ. train/engine/replica.h has the
+// pieces of one replica.
+#include <exception>
 #include <sstream>
 #include <vector>
 
-#include "train/replicas/peer_access.h"
-#include "train/replicas/replica.h"
-#include "train/engine/engine.h"
+#include "kernels/check.h"
 #include "kernels/xxhash64.h"
+#include "nn/model_spec.h"
+#include "train/engine/engine.h"
+#include "train/engine/engine_graph.h"
+#include "train/engine/replica.h"
 #include "train/replicas/device_ring.h"
 #include "train/replicas/mpi.h"
+#include "train/replicas/mpi_gpu.h"
+#include "train/replicas/peer_access.h"
 
 namespace cutrain {
+
+// Buckets smaller than this take the next layer in too (train/replicas/grad_buckets.h). A collective
+// costs a few thread hand-offs (tens of microseconds on a CPU, ~10 us of launches and events
+// on a GPU), so a bucket should carry at least a few hundred KiB for the copies to dominate.
+constexpr size_t kBucketMinBytes = size_t(256) << 10;
+
+Engine::Engine(const TrainConfig& cfg, const RunDevice& device, const ClassBalance& balance)
+    : cfg_(cfg),
+      device_(device),
+      compute_threads_(run_compute_threads(cfg_, device_)),
+      compute_scope_(compute_threads_) {
+  const int R = replica_count(cfg_);  // in this process
+  // Under mpirun each process is one replica of size() (train/replicas/mpi.h), rank rank(); on
+  // a GPU, that of its local rank (choose_run_device in train/run/run.cpp).
+  const Mpi* mpi = device_.mpi;
+  if (mpi) {
+    USER_CHECK(R == 1, "--devices " << cfg_.devices << " under mpirun: each process is one "
+                                    << "replica; launch more processes instead (mpirun -np N)");
+    USER_CHECK(cfg_.batch % (int64_t(mpi->size()) * cfg_.accum) == 0,
+               "--batch " << cfg_.batch << " is not divisible by the " << mpi->size()
+                          << " processes of mpirun"
+                          << (cfg_.accum > 1 ? " times --accum " + std::to_string(cfg_.accum) : "")
+                          << ": the global batch is split evenly over the replicas");
+  }
+  world_ = mpi ? mpi->size() : R;
+  const int first_rank = mpi ? mpi->rank() : 0;
+  // Each replica's lane: on a GPU its compute stream and device (the model, the optimizer
+  // state, the buckets and every kernel of the replica go there).
+  std::vector<int> devices;
+  if (device_.device == Device::cuda) {
+    devices = gpu_ordinals(cfg_.devices);
+    if (devices.empty()) devices.assign(size_t(R), device_.gpu);
+    for (int d : devices)
+      USER_CHECK(d < gpu_count(), (cfg_.devices.empty() ? "--device cuda" : "--devices " + cfg_.devices)
+                                 << ": GPU " << d << " does not exist (" << gpu_count()
+                                 << " usable)");
+  }
+  scaler_config_ = loss_scaler_config(device_.dtype, cfg_.max_skips);
+  validate_loss_scaler_config(scaler_config_);
+
+  ModelOptions mo;
+  mo.H = mo.W = cfg_.size;
+  mo.C = cfg_.channels;
+  mo.classes = cfg_.classes;
+  mo.dtype = device_.dtype;
+  mo.seed = cfg_.seed;
+  const ModelSpec spec = parse_model_spec(cfg_.model_text, cfg_.model);
+  // Every replica builds the same model from the same seed: identical bits, no broadcast.
+  for (int r = 0; r < R; r++) {
+    auto rep = std::make_unique<Replica>();
+    rep->rank = first_rank + r;
+    const bool gpu = device_.device == Device::cuda;
+    rep->lane = std::make_unique<Lane>(device_.device, devices.empty() ? -1 : devices[size_t(r)],
+                                       parse_conv_impl(cfg_.conv, gpu),
+                                       parse_linear_impl(cfg_.linear, gpu));
+    const Context& ctx = rep->lane->context();
+    const OnDevice on(ctx);
+    mo.context = ctx;  // the model's tensors on the replica's device and stream
+    rep->model = build_model(spec, mo);
+    rep->optimizer = make_optimizer(cfg_.optimizer, rep->model->parameters(), cfg_.lr,
+                                    cfg_.momentum, cfg_.wd);
+    rep->lane->make_step(scaler_config_, int(rep->model->parameters().size()));
+    rep->norm = InputNorm(Normalization{cfg_.mean, cfg_.std}, ctx);
+    if (!balance.weights.empty())  // --balance loss: on the replica's device, once
+      rep->class_weight = Tensor::from_doubles(balance.weights, {cfg_.classes},
+                                               acc_dtype(device_.dtype))
+                              .to(ctx);
+    if (world_ > 1)
+      rep->grads = std::make_unique<GradBuckets>(rep->model->parameters(), kBucketMinBytes);
+    // More than one micro-batch a step: the forwards sum their batch statistics, and the
+    // step's end makes the one update (update_batchnorm). Every layer's sums in one buffer.
+    const auto& bns = rep->model->batchnorm_states();
+    if ((world_ > 1 || cfg_.accum > 1) && !bns.empty()) {
+      int64_t total = 0;
+      for (const auto& [name, st] : bns) total += 2 * st->running_mean.numel();
+      rep->bn_sums = Tensor::zeros({int(total)}, bns[0].second->running_mean.dtype(), ctx);
+      int64_t offset = 0;
+      for (const auto& [name, st] : bns) {
+        const int n = 2 * int(st->running_mean.numel());
+        st->step_sums = rep->bn_sums.flat_view(offset, {n});
+        offset += n;
+      }
+    }
+    replicas_.push_back(std::move(rep));
+  }
+  if (world_ > 1) {
+    if (mpi && device_.device == Device::cuda) {  // NCCL, or the host-staged MPI ring
+      const OnDevice on(replicas_[0]->lane->context());
+      collective_ = make_mpi_gpu_collective(*mpi, devices[0], replicas_[0]->lane->stream());
+    } else if (mpi) {
+      collective_ = make_mpi_ring(*mpi);
+    } else if (device_.device == Device::cuda) {
+      std::vector<cudaStream_t> streams;
+      for (auto& rep : replicas_) streams.push_back(rep->lane->stream());
+      collective_ = make_gpu_ring(devices, streams);
+    } else {
+      collective_ = make_cpu_ring(R);
+    }
+    marked_.assign(replicas_[0]->grads->size(), 0);
+    // --sync-bn's sums go through the gradients' collective. In backward they queue behind
+    // the buckets' all-reduces already started, so a layer may wait for those too; a second
+    // collective of their own (own comm streams) measured slower on one GPU, 2.01x the step
+    // against 1.37x (bench/results/sync-bn-2026-11-26.md), for reasons not yet profiled.
+    if (cfg_.sync_bn && !replicas_[0]->model->batchnorm_states().empty()) start_sync_bn();
+  }
+  if (cfg_.cuda_graph && device_.device == Device::cuda && world_ == 1)
+    graphs_ = std::make_unique<Graphs>();
+}
+
+Engine::~Engine() {
+  // The graphs first (their private pools back to the allocator), then the collective (its
+  // comm streams read the gradient buffers), then each replica's lane waits for its queue
+  // before the loaders and tensors go away.
+  graphs_.reset();
+  try {
+    // Unwinding a failure: collectives queued on other processes' behalf may never complete.
+    if (collective_ && std::uncaught_exceptions() > 0) collective_->abort();
+    for (auto& rep : replicas_) rep->lane->synchronize();
+    collective_.reset();
+  } catch (...) {  // never throw from here (an earlier CUDA error may be unwinding the stack)
+  }
+}
 
 std::string Engine::description() const {
   const int R = world_;

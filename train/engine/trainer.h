@@ -37,7 +37,7 @@
 //     report(r);
 //   trainer.results(true);                        // wait for all (before evaluating or saving)
 //
-// Replicas (--devices cpu,cpu,... or 0,1,...; train/replicas/replica.h): R copies of the model,
+// Replicas (--devices cpu,cpu,... or 0,1,...; train/engine/replica.h): R copies of the model,
 // identical at the start (built from the same seed), each with its own loader of its shard of
 // every global batch, its own optimizer and step state, its own lane. One host thread runs
 // step 2 replica after replica; each replica's backward is seeded with R times its share of
@@ -72,14 +72,14 @@
 #include "nn/model.h"
 #include "nn/optim.h"
 #include "nn/schedule.h"
-#include "train/run/balance.h"
+#include "train/checkpoint/checkpoint.h"
 #include "train/engine/batch_input.h"
-#include "train/run/checkpoint.h"
-#include "train/run/config.h"
-#include "train/run/device.h"
-#include "train/run/evaluate.h"
-#include "train/run/memory_plan.h"
 #include "train/engine/engine.h"
+#include "train/engine/evaluate.h"
+#include "train/setup/balance.h"
+#include "train/setup/config.h"
+#include "train/setup/device.h"
+#include "train/setup/memory_plan.h"
 
 namespace cutrain {
 
@@ -149,7 +149,7 @@ class Trainer {
   SamplerCursor cursor() const { return cursor_; }  // the batch the next step trains on
   const TrainConfig& config() const { return cfg_; }
   const RunDevice& device() const { return device_; }
-  // What the run allocates, estimated before it did (train/run/memory_plan.h); checked against
+  // What the run allocates, estimated before it did (train/setup/memory_plan.h); checked against
   // the machine's available memory by the constructor.
   const MemoryPlan& memory_plan() const { return memory_; }
   // The step on the replicas (train/engine/engine.h): their models, optimizers, step states.
@@ -178,7 +178,7 @@ class Trainer {
   // --balance: the classes' counts and weights, and the run's line about them ("" for none).
   const ClassBalance& balance() const { return balance_; }
   // "threads: 2 decoding, 2 computing": each loader's decode threads and, on the CPU, each
-  // replica's compute threads (train/run/device.h).
+  // replica's compute threads (train/setup/device.h).
   std::string threads_description() const;
   std::string balance_description() const {
     return cutrain::balance_description(balance_, cfg_.class_names);

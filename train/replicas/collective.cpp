@@ -7,7 +7,7 @@
 
 #include "kernels/check.h"
 #include "train/replicas/device_ring.h"
-#include "train/replicas/replica.h"
+#include "train/replicas/replica_threads.h"
 #include "train/replicas/ring.h"
 
 namespace cutrain {

@@ -21,7 +21,7 @@ const char* DeviceRing::path_name(Path p) {
 
 #if defined(CUTRAIN_CUDA)
 
-struct DeviceRing::Replica {
+struct DeviceRing::Node {
   int device = 0;
   Path in = Path::same_device;  // the link (r-1) -> r
   Stream comm;
@@ -36,7 +36,7 @@ struct DeviceRing::Replica {
   std::unique_ptr<GpuTimeline> timeline;  // with trace(); destroyed before `comm`
 
   // Construct with `dev` current: events belong to the device current at their creation.
-  Replica(int dev, int R) : device(dev), comm(dev) {
+  Node(int dev, int R) : device(dev), comm(dev) {
     for (int t = 0; t < 2 * (R - 1); t++) step_done.emplace_back(false);
   }
 };
@@ -48,11 +48,11 @@ DeviceRing::DeviceRing(std::vector<int> devices, DeviceRingOptions options)
   peers_ = enable_peer_access(devices);  // checks that every device exists
   for (int r = 0; r < R_; r++) {
     DeviceGuard on(devices[size_t(r)]);
-    reps_.push_back(std::make_unique<Replica>(devices[size_t(r)], R_));
+    nodes_.push_back(std::make_unique<Node>(devices[size_t(r)], R_));
   }
   for (int r = 0; r < R_; r++) {
     const int left = devices[size_t((r + R_ - 1) % R_)], me = devices[size_t(r)];
-    Path& p = reps_[size_t(r)]->in;
+    Path& p = nodes_[size_t(r)]->in;
     if (options.force_staged) p = Path::staged;
     else if (left == me) p = Path::same_device;
     else if (peers_.direct(left, me)) p = Path::peer;
@@ -61,15 +61,15 @@ DeviceRing::DeviceRing(std::vector<int> devices, DeviceRingOptions options)
 }
 
 DeviceRing::~DeviceRing() {
-  for (auto& rep : reps_) rep->comm.synchronize();  // the pinned slots may still be read
+  for (auto& node : nodes_) node->comm.synchronize();  // the pinned slots may still be read
 }
 
 int DeviceRing::size() const { return R_; }
-int DeviceRing::device(int r) const { return reps_.at(size_t(r))->device; }
-cudaStream_t DeviceRing::comm_stream(int r) const { return reps_.at(size_t(r))->comm.get(); }
-DeviceRing::Path DeviceRing::link_path(int r) const { return reps_.at(size_t(r))->in; }
+int DeviceRing::device(int r) const { return nodes_.at(size_t(r))->device; }
+cudaStream_t DeviceRing::comm_stream(int r) const { return nodes_.at(size_t(r))->comm.get(); }
+DeviceRing::Path DeviceRing::link_path(int r) const { return nodes_.at(size_t(r))->in; }
 const PeerMatrix& DeviceRing::peers() const { return peers_; }
-int64_t DeviceRing::bytes_received(int r) const { return reps_.at(size_t(r))->bytes; }
+int64_t DeviceRing::bytes_received(int r) const { return nodes_.at(size_t(r))->bytes; }
 
 std::string DeviceRing::describe() const {
   std::ostringstream os;
@@ -87,7 +87,7 @@ std::string DeviceRing::describe() const {
 }
 
 void DeviceRing::wait(int r, cudaStream_t stream) const {
-  reps_.at(size_t(r))->finished.wait(stream);
+  nodes_.at(size_t(r))->finished.wait(stream);
 }
 
 // Receive buffers (device, stream-ordered reuse through the caching allocator: no sync) and
@@ -96,35 +96,35 @@ void DeviceRing::wait(int r, cudaStream_t stream) const {
 void DeviceRing::reserve(size_t chunk_bytes) {
   if (chunk_bytes == 0) return;
   for (int r = 0; r < R_; r++) {
-    Replica& rep = *reps_[size_t(r)];
-    if (rep.recv.bytes() < chunk_bytes)
-      rep.recv = DeviceBuffer(chunk_bytes, rep.device, rep.comm.get());
-    Replica& right = *reps_[size_t((r + 1) % R_)];
-    if (right.in == Path::staged && rep.out_stage.bytes() < chunk_bytes) {
-      rep.comm.synchronize();
+    Node& node = *nodes_[size_t(r)];
+    if (node.recv.bytes() < chunk_bytes)
+      node.recv = DeviceBuffer(chunk_bytes, node.device, node.comm.get());
+    Node& right = *nodes_[size_t((r + 1) % R_)];
+    if (right.in == Path::staged && node.out_stage.bytes() < chunk_bytes) {
+      node.comm.synchronize();
       right.comm.synchronize();
-      rep.out_stage = PinnedBuffer(chunk_bytes);
+      node.out_stage = PinnedBuffer(chunk_bytes);
     }
   }
 }
 
 void DeviceRing::trace(Tracer* tracer) {
   for (int r = 0; r < R_; r++) {
-    Replica& rep = *reps_[size_t(r)];
-    rep.timeline = std::make_unique<GpuTimeline>(
+    Node& node = *nodes_[size_t(r)];
+    node.timeline = std::make_unique<GpuTimeline>(
         tracer,
-        "comm stream (replica " + std::to_string(r) + ", cuda:" + std::to_string(rep.device) + ")",
-        rep.comm.get());
+        "comm stream (replica " + std::to_string(r) + ", cuda:" + std::to_string(node.device) + ")",
+        node.comm.get());
   }
 }
 
 void DeviceRing::collect_trace(bool wait) {
-  for (auto& rep : reps_) {
-    if (!rep->timeline) continue;
+  for (auto& node : nodes_) {
+    if (!node->timeline) continue;
     if (wait)
-      rep->timeline->flush();
+      node->timeline->flush();
     else
-      rep->timeline->collect();
+      node->timeline->collect();
   }
 }
 
@@ -139,11 +139,11 @@ void DeviceRing::run(const char* what, const std::vector<void*>& data, int64_t n
   CHECK(n >= 0, "all-reduce of " << n << " elements");
   for (int r = 0; r < R; r++) CHECK(n == 0 || data[size_t(r)], "all-reduce: null buffer");
   if (R > 1) reserve(size_t((n + R - 1) / R) * es);  // the largest chunk of ring_chunk
-  auto at = [&](int r) -> Replica& { return *reps_[size_t(((r % R) + R) % R)]; };
+  auto at = [&](int r) -> Node& { return *nodes_[size_t(((r % R) + R) % R)]; };
   auto buf = [&](int r) { return static_cast<unsigned char*>(data[size_t(((r % R) + R) % R)]); };
 
   for (int r = 0; r < R; r++) {
-    Replica& me = at(r);
+    Node& me = at(r);
     DeviceGuard on(me.device);
     if (!ready.empty() && ready[size_t(r)])
       CUDA_CHECK(cudaStreamWaitEvent(me.comm.get(), ready[size_t(r)], 0));
@@ -155,8 +155,8 @@ void DeviceRing::run(const char* what, const std::vector<void*>& data, int64_t n
     // A. staged links: the sender puts the chunk it sends at step t into pinned memory. In
     // its stream order this follows its step t-1, which made the chunk final.
     for (int r = 0; r < R; r++) {
-      Replica& me = at(r);
-      Replica& right = at(r + 1);
+      Node& me = at(r);
+      Node& right = at(r + 1);
       if (right.in != Path::staged) continue;
       DeviceGuard on(me.device);
       const auto [b, e] = ring_chunk(n, R, ring_send_chunk(R, r, t));
@@ -169,8 +169,8 @@ void DeviceRing::run(const char* what, const std::vector<void*>& data, int64_t n
     // B. every receiver copies the chunk from its left neighbour. All waits of step t are
     // queued before any event of step t is recorded, so each captures step t-1's record.
     for (int r = 0; r < R; r++) {
-      Replica& me = at(r);
-      Replica& left = at(r - 1);
+      Node& me = at(r);
+      Node& left = at(r - 1);
       DeviceGuard on(me.device);
       cudaStream_t s = me.comm.get();
       const auto [b, e] = ring_chunk(n, R, ring_recv_chunk(R, r, t));
@@ -207,7 +207,7 @@ void DeviceRing::run(const char* what, const std::vector<void*>& data, int64_t n
     // C. reduce-scatter: add the received chunk into r's own (x 1/R at the last step); then
     // step t is done on r.
     for (int r = 0; r < R; r++) {
-      Replica& me = at(r);
+      Node& me = at(r);
       DeviceGuard on(me.device);
       if (t < R - 1) {
         const auto [b, e] = ring_chunk(n, R, ring_recv_chunk(R, r, t));
@@ -219,7 +219,7 @@ void DeviceRing::run(const char* what, const std::vector<void*>& data, int64_t n
   // The right neighbour's last step is its last read of r's buffer: after it, r's compute
   // stream may write the buffer again.
   for (int r = 0; r < R; r++) {
-    Replica& me = at(r);
+    Node& me = at(r);
     DeviceGuard on(me.device);
     if (R > 1) at(r + 1).step_done[size_t(steps - 1)].wait(me.comm.get());
     me.finished.record(me.comm.get());
@@ -265,7 +265,7 @@ void DeviceRing::any(const std::vector<int32_t*>& flags, int64_t n,
 
 #else  // CPU-only build: the type exists, constructing one says why it cannot
 
-struct DeviceRing::Replica {};
+struct DeviceRing::Node {};
 
 DeviceRing::DeviceRing(std::vector<int>, DeviceRingOptions) {
   throw Error("DeviceRing: " + gpu_unavailable_reason());

@@ -102,7 +102,7 @@ class DeviceRing {
   void collect_trace(bool wait);
 
  private:
-  struct Replica;
+  struct Node;  // ring position r: replica r's comm stream, receive buffer, stage and events
   // The ring over data[r] (elem_size bytes an element); reduce(r, dst, src, elems, last)
   // queues the reduce-scatter's reduce on replica r's comm stream.
   template <typename Reduce>
@@ -112,7 +112,7 @@ class DeviceRing {
 
   int R_ = 0;
   PeerMatrix peers_;
-  std::vector<std::unique_ptr<Replica>> reps_;
+  std::vector<std::unique_ptr<Node>> nodes_;
 };
 
 }  // namespace cutrain

@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "train/run/report.h"
+#include "train/report/report.h"
 
 namespace cutrain {
 

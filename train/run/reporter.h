@@ -2,7 +2,7 @@
 // (data/progress_line.h: redrawn in place on a terminal, a plain line every --log-every steps
 // in a log), the metrics file (data/metrics.h: JSON lines), one line per epoch, a line for
 // each skipped step naming the parameter whose gradient overflowed, and the run's report page
-// (train/run/report.h: OUT/report.html, rewritten after each epoch's checkpoint and at the end).
+// (train/report/report.h: OUT/report.html, rewritten after each epoch's checkpoint and at the end).
 //
 // Metrics records, besides the "step" records of StepMetrics (one every --log-every steps and
 // at the last step; loss and accuracy averaged over the steps since the previous record):
@@ -31,9 +31,9 @@
 
 #include "data/metrics.h"
 #include "data/progress_line.h"
+#include "train/engine/evaluate.h"
 #include "train/engine/trainer.h"
-#include "train/run/config.h"
-#include "train/run/evaluate.h"
+#include "train/setup/config.h"
 
 namespace cutrain {
 
@@ -54,7 +54,7 @@ class RunReporter {
   void epoch(int epoch, int epochs, int64_t step, const EvalResult* e,
              const std::vector<std::string>& class_names);
   void checkpoint(int64_t step, const std::string& path, bool best);
-  // OUT/report.html rewritten from the metrics file and the folder (train/run/report.h). A
+  // OUT/report.html rewritten from the metrics file and the folder (train/report/report.h). A
   // failure never stops the run: it is a note on stderr, at once when `say_now` (the main
   // thread), else kept for the next step, epoch or say_now to say (the checkpoint writer's
   // thread calls this, and only the main thread may print between progress lines); each

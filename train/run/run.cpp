@@ -10,18 +10,19 @@
 #include <sstream>
 
 #include "data/loader.h"
+#include "data/trace.h"
+#include "data/units.h"
 #include "kernels/check.h"
 #include "kernels/gpu.h"
-#include "train/run/checkpoint.h"
-#include "train/run/dataset.h"
-#include "data/trace.h"
-#include "train/run/device.h"
-#include "train/run/memory_plan.h"
+#include "train/checkpoint/checkpoint.h"
+#include "train/engine/trainer.h"
+#include "train/replicas/mpi.h"
 #include "train/run/reporter.h"
 #include "train/run/run_setup.h"
-#include "train/replicas/mpi.h"
 #include "train/run/signals.h"
-#include "train/engine/trainer.h"
+#include "train/setup/device.h"
+#include "train/setup/memory_plan.h"
+#include "train/setup/val_split.h"
 
 namespace cutrain {
 

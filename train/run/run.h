@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "train/run/config.h"
-#include "train/run/evaluate.h"
+#include "train/engine/evaluate.h"
+#include "train/setup/config.h"
 
 namespace cutrain {
 
@@ -39,7 +39,7 @@ struct RunSummary {
 };
 
 // `given`: the keys of the options given on the command line (option_key), which a resumed
-// run takes from `cfg` instead of the checkpoint (train/run/config.h: resume_config).
+// run takes from `cfg` instead of the checkpoint (train/setup/config.h: resume_config).
 // Progress and reports go to `out` (stdout) and stderr; errors are thrown as cutrain::Error.
 // allow_data_change (--allow-data-change, with --resume): training data that differ from the
 // checkpoint's are taken, and the run goes on from the next epoch (Trainer::

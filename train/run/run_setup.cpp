@@ -9,8 +9,8 @@
 #include "kernels/gpu.h"
 #include "kernels/parallel.h"
 #include "train/replicas/mpi.h"
-#include "train/run/dataset.h"
-#include "train/run/memory_plan.h"
+#include "train/setup/memory_plan.h"
+#include "train/setup/resolve.h"
 
 namespace cutrain {
 
@@ -69,7 +69,7 @@ std::vector<std::string> resolve_run_config(TrainConfig& cfg, const RunDevice& d
   // Saved resolved, so a resumed run keeps its count (and oneDNN its bits) on another machine.
   cfg.compute_threads = run_compute_threads(cfg, device);
   // The metrics and trace files as absolute paths: config.json then says where they are for
-  // `cutrain report RUN` run from any folder (train/run/report.h).
+  // `cutrain report RUN` run from any folder (train/report/report.h).
   for (std::string* path : {&cfg.metrics, &cfg.trace})
     if (!path->empty()) *path = std::filesystem::absolute(*path).lexically_normal().string();
   // This process's replicas computing side by side (--sync-bn), against the cores it may use.

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "train/run/checkpoint.h"
-#include "train/run/config.h"
-#include "train/run/device.h"
+#include "train/checkpoint/checkpoint.h"
+#include "train/setup/config.h"
+#include "train/setup/device.h"
 
 namespace cutrain {
 

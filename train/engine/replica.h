@@ -1,6 +1,5 @@
 // defines: Replica (one data-parallel copy of a run: its model, optimizer, lane, loader shard and
-// gradient buckets), ReplicaThreads (one thread per replica: how the CPU ring's ranks run),
-// overflow_name and replica_difference (the --check-replicas test).
+// gradient buckets), overflow_name and replica_difference (the --check-replicas test).
 //
 // A step of R replicas (Engine::launch, train/engine/engine.cpp), one host thread queuing replica
 // after replica (with --sync-bn their forward and backward side by side, a thread each):
@@ -13,27 +12,23 @@
 // disjoint, in rank order), seeds backward with its share of the global mean loss, and marks
 // each bucket when backward has completed it (Tape::grad_ready); once every replica has marked
 // bucket k, the Collective (train/replicas/collective.h) averages it. On the CPU that happens at
-// once (the CPU ring's ranks on ReplicaThreads); on GPUs it is queued on comm streams that wait for
-// the marks (events), so it overlaps the layers before.
+// once (the CPU ring's ranks on ReplicaThreads, train/replicas/replica_threads.h); on GPUs it
+// is queued on comm streams that wait for the marks (events), so it overlaps the layers before.
 #pragma once
-#include <condition_variable>
-#include <cstdint>
-#include <exception>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
+#include <utility>
 #include <vector>
 
 #include "data/loader.h"
 #include "nn/context.h"
 #include "nn/model.h"
+#include "nn/ops.h"
 #include "nn/optim.h"
 #include "train/engine/batch_input.h"
 #include "train/engine/lane.h"
 #include "train/replicas/grad_buckets.h"
-#include "train/replicas/ring.h"
 
 namespace cutrain {
 
@@ -56,39 +51,6 @@ struct Replica {
   bool thread_named = false;           // --sync-bn with --trace: its thread's row is named
   Batch batch;                         // this step's shard, from next() to release()
   bool any_ready = false;              // this step: a bucket was marked (Lane::first_ready)
-};
-
-// One thread per replica: run(f) calls f(r) for every replica r at once (r = 0 on the
-// calling thread) and returns when all have; the first exception is rethrown, after on_error
-// was called with its message (it aborts the ring, so the other replicas stop waiting).
-class ReplicaThreads {
- public:
-  // compute_threads > 0: the compute threads (kernels/parallel.h) of each thread started here
-  // (OpenMP keeps the count per thread; rank 0 runs on the caller's, which keeps its own).
-  ReplicaThreads(int replicas, std::function<void(const std::string&)> on_error,
-                 int compute_threads = 0);
-  ~ReplicaThreads();
-  ReplicaThreads(const ReplicaThreads&) = delete;
-  ReplicaThreads& operator=(const ReplicaThreads&) = delete;
-
-  void run(const std::function<void(int)>& f);
-  int size() const { return R_; }
-
- private:
-  void main(int r);
-  void stop();  // and join the threads
-  void call(int r);
-
-  const int R_;
-  std::function<void(const std::string&)> on_error_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  const std::function<void(int)>* job_ = nullptr;
-  int64_t generation_ = 0;
-  int running_ = 0;
-  bool stop_ = false;
-  std::exception_ptr error_;
-  std::vector<std::thread> threads_;
 };
 
 // What a step skipped by R > 1 replicas names: the first replica whose own (averaged)

@@ -1,4 +1,4 @@
-#include "train/run/config.h"
+#include "train/setup/config.h"
 
 #include <algorithm>
 #include <climits>

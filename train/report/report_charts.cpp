@@ -2,8 +2,8 @@
 // records, and the last evaluation's per-class accuracy and confusion matrix.
 #include <algorithm>
 
-#include "train/run/report_page.h"
-#include "train/run/report_svg.h"
+#include "train/report/report_page.h"
+#include "train/report/report_svg.h"
 
 namespace cutrain::report_page {
 

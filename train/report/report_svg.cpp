@@ -1,4 +1,4 @@
-#include "train/run/report_svg.h"
+#include "train/report/report_svg.h"
 
 #include <algorithm>
 #include <cmath>

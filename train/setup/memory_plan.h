@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "nn/tensor.h"
-#include "train/run/config.h"
-#include "train/run/device.h"
+#include "train/setup/config.h"
+#include "train/setup/device.h"
 
 namespace cutrain {
 
@@ -53,8 +53,5 @@ MemoryPlan check_run_memory(const TrainConfig& cfg, const RunDevice& device);
 // to what the process's memory cgroups (v1 or v2, and those above them) still allow: limit -
 // (usage - inactive page cache). -1 when it cannot be told.
 int64_t host_memory_available();
-
-// "41.2 GiB", "12.0 MiB", "512 bytes".
-std::string bytes_str(int64_t bytes);
 
 }  // namespace cutrain

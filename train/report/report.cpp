@@ -8,9 +8,9 @@
 #include <cstdlib>
 #include <map>
 
-#include "train/run/report.h"
-#include "train/run/report_page.h"
-#include "train/run/report_svg.h"
+#include "train/report/report.h"
+#include "train/report/report_page.h"
+#include "train/report/report_svg.h"
 
 namespace cutrain {
 

@@ -1,12 +1,12 @@
 // defines: what the report page's two files share (report.cpp: the page, its header and
 // tables; report_charts.cpp: its charts and the last evaluation's figures): the colours, number
 // and time formats, a chart's figure with its caption and legend, and the two chart sections.
-// Internal to train/run/report*.cpp.
+// Internal to train/report/report*.cpp.
 #pragma once
 #include <string>
 #include <vector>
 
-#include "train/run/report.h"
+#include "train/report/report.h"
 
 namespace cutrain::report_page {
 

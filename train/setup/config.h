@@ -4,7 +4,7 @@
 //
 // A configuration is written twice: as the user gave it, and resolved. Fields left "to be
 // worked out" (size 0, mean/std empty, pad -1, lr 0, wd -1, warmup -1, classes 0) are filled
-// by resolve_config() (train/run/dataset.h) before training starts, and the resolved form is what
+// by resolve_config() (train/setup/resolve.h) before training starts, and the resolved form is what
 // is printed, saved and put in checkpoints. So a checkpoint says exactly how its run was made, and
 // `--resume`, `cutrain eval` and `cutrain predict` rebuild the same model with the same input
 // normalisation without looking at the training data again.
@@ -70,13 +70,13 @@ struct TrainConfig {
                                     //   (every replica's shard), not each replica's own
   double label_smoothing = 0.1;
   std::string balance = "none";     // none | sampler (class-balanced epochs) | loss (inverse-
-                                    //   frequency class weights in the loss); train/run/balance.h
+                                    //   frequency class weights in the loss); train/setup/balance.h
   int max_skips = 30;               // fp16: stop after this many steps in a row skipped for inf/NaN
                                     //   gradients (nothing is being learnt)
   uint64_t seed = 1;                // weights, batch order and augmentation
 
   // ---- the run --------------------------------------------------------------------------
-  int threads = 0;                  // decode threads (0: train/run/device.h, run_decode_threads)
+  int threads = 0;                  // decode threads (0: train/setup/device.h, run_decode_threads)
   int compute_threads = 0;          // OpenMP threads of the CPU kernels, per replica (0: the
                                     //   cores shared out among the replicas computing at once;
                                     //   resolved before the run, so a resume keeps the count)
@@ -107,7 +107,7 @@ std::vector<int> gpu_ordinals(const std::string& devices);
 // The upper bounds are far beyond any sensible run, and keep the data's products of them
 // (size x size x channels x batch x ring slots) well inside int64; the memory a run needs,
 // its model's layers included, is checked against the machine separately
-// (train/run/memory_plan.h).
+// (train/setup/memory_plan.h).
 constexpr int kMaxSize = 4096;      // --size, --resize: 4096x4096 images
 constexpr int kMaxBatch = 1 << 16;  // --batch
 constexpr int kMaxThreads = 256;    // --threads, --compute-threads

@@ -1,4 +1,4 @@
-#include "train/run/memory_plan.h"
+#include "train/setup/memory_plan.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -6,12 +6,14 @@
 #include <fstream>
 #include <sstream>
 
+#include "data/units.h"
 #include "kernels/check.h"
 #include "kernels/gpu.h"
 #include "nn/model.h"
 #include "nn/model_spec.h"
 #include "train/replicas/mpi.h"
-#include "train/run/dataset.h"
+#include "train/setup/resolve.h"
+#include "train/setup/val_split.h"
 
 namespace cutrain {
 
@@ -107,20 +109,6 @@ int64_t MemoryPlan::total(const std::vector<MemoryItem>& items) {
   double n = 0;
   for (const MemoryItem& i : items) n += double(i.bytes);
   return saturated(n);
-}
-
-std::string bytes_str(int64_t bytes) {
-  char buf[64];
-  const double b = double(bytes);
-  if (b >= double(1LL << 30))
-    std::snprintf(buf, sizeof buf, "%.1f GiB", b / double(1LL << 30));
-  else if (b >= double(1LL << 20))
-    std::snprintf(buf, sizeof buf, "%.1f MiB", b / double(1LL << 20));
-  else if (b >= 1024)
-    std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024);
-  else
-    std::snprintf(buf, sizeof buf, "%lld bytes", (long long)bytes);
-  return buf;
 }
 
 MemoryPlan plan_memory(const TrainConfig& cfg, Device device, DType dtype) {

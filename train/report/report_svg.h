@@ -1,4 +1,4 @@
-// defines: the drawings of the run report (train/run/report.h), as inline SVG text: line_chart
+// defines: the drawings of the run report (train/report/report.h), as inline SVG text: line_chart
 // (axes, "nice" ticks, a linear or base-2 log y axis, series as lines or dots, vertical marks,
 // a <title> on points for hovering), bar_chart (horizontal bars, one per class), heat_map (a
 // K x K table of counts coloured by row share); html_escape; downsample (at most n points a

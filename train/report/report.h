@@ -1,5 +1,5 @@
 // defines: the run report, RUN/report.html: one self-contained page (inline CSS and SVG drawn
-// by train/run/report_svg.h; no script, nothing fetched) that says at a glance how a run went:
+// by train/report/report_svg.h; no script, nothing fetched) that says at a glance how a run went:
 // a header (model, data, device, epochs done, best validation top-1, final training loss,
 // wall time, images/s, data wait), loss and accuracy per step and per epoch (train and
 // validation), the learning rate, the loss scale, images/s and data wait per step, skipped

@@ -14,9 +14,9 @@
 #include <sstream>
 
 #include "data/atomic_file.h"
+#include "data/units.h"
 #include "kernels/check.h"
-#include "train/run/memory_plan.h"
-#include "train/run/report.h"
+#include "train/report/report.h"
 
 namespace cutrain {
 

@@ -17,7 +17,7 @@
 #include "data/trace.h"
 #include "kernels/check.h"
 #include "kernels/thread_start.h"
-#include "train/run/checkpoint.h"
+#include "train/checkpoint/checkpoint.h"
 
 namespace cutrain {
 

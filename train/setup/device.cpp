@@ -1,4 +1,4 @@
-#include "train/run/device.h"
+#include "train/setup/device.h"
 
 #include <algorithm>
 #include <string>
@@ -8,7 +8,7 @@
 #include "kernels/gpu.h"
 #include "kernels/parallel.h"
 #include "train/replicas/mpi.h"
-#include "train/run/config.h"
+#include "train/setup/config.h"
 
 namespace cutrain {
 

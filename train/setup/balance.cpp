@@ -1,4 +1,4 @@
-#include "train/run/balance.h"
+#include "train/setup/balance.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "train/run/evaluate.h"
+#include "train/engine/evaluate.h"
 
 #include <algorithm>
 #include <chrono>
