@@ -59,7 +59,7 @@ CXXFLAGS += -ffp-contract=off
 # -fno-trapping-math: floating-point operations raise no trap anyone handles (nothing here reads
 # or enables FP exceptions), so a comparison may run in both arms of a select: that lets the
 # compiler vectorise ReLU's and max pooling's selects. It changes no value: the arithmetic,
-# its order and its rounding stay IEEE's (tests/train/golden_test.cpp pins the bits).
+# its order and its rounding stay IEEE's (tests/train/engine/golden_test.cpp pins the bits).
 CXXFLAGS += -fno-trapping-math
 LDFLAGS  += -pthread -fopenmp
 # oneDNN (Debian's libdnnl, built on OpenMP): the CPU's fast conv2d and linear (kernels/onednn.h).
@@ -109,14 +109,16 @@ LIB_DIRS := kernels nn data train
 APP_CPP  := train/cli/main.cpp
 LIB_CPP  := $(filter-out $(APP_CPP),$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cpp $(d)/*/*.cpp)))
 LIB_CU   := $(if $(filter 1,$(USE_CUDA)),$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cu $(d)/*/*.cu)))
-# tests/*/*_gpu_test.cpp call the CUDA launchers: CUDA builds only (they skip without a device).
-TEST_GPU_CPP := $(wildcard tests/*/*_gpu_test.cpp)
-TEST_CPP := $(filter-out $(if $(filter 1,$(USE_CUDA)),,$(TEST_GPU_CPP)),$(wildcard tests/*.cpp tests/*/*.cpp))
+# The tests mirror the library's folders, down to train/'s (tests/train/engine/, ...): three
+# levels. *_gpu_test.cpp call the CUDA launchers: CUDA builds only (they skip without a device).
+TEST_DIRS := tests tests/* tests/*/*
+TEST_GPU_CPP := $(wildcard $(TEST_DIRS:%=%/*_gpu_test.cpp))
+TEST_CPP := $(filter-out $(if $(filter 1,$(USE_CUDA)),,$(TEST_GPU_CPP)),$(wildcard $(TEST_DIRS:%=%/*.cpp)))
 # The fuzz targets' feeds and seed corpus (fuzz/README.md), built into the tests without the
 # libFuzzer entry point: tests/fuzz/ runs the kept reproducers and the seeds through them.
 FUZZ_FEED_CPP := $(wildcard fuzz/*_fuzz.cpp) fuzz/feed.cpp fuzz/hdf5_guard.cpp fuzz/corpus.cpp
 TEST_CPP += $(FUZZ_FEED_CPP)
-TEST_CU  := $(if $(filter 1,$(USE_CUDA)),$(wildcard tests/*.cu tests/*/*.cu))
+TEST_CU  := $(if $(filter 1,$(USE_CUDA)),$(wildcard $(TEST_DIRS:%=%/*.cu)))
 # bench/*_gpu.cpp time the CUDA kernels: CUDA builds only, like the GPU tests.
 BENCH_GPU_CPP := $(wildcard bench/*_gpu.cpp)
 BENCH_CPP := $(filter-out $(if $(filter 1,$(USE_CUDA)),,$(BENCH_GPU_CPP)),$(wildcard bench/*.cpp))
@@ -131,7 +133,7 @@ TEST_OBJ := $(call obj,$(TEST_CPP) $(TEST_CU))
 # time for them (half of a build's) at no cost in test time, and they step well in gdb.
 $(call obj,$(TEST_CPP)): CXXFLAGS += -Og
 # Only the files that include ONNX's headers need its definitions.
-$(call obj,$(wildcard train/export/*.cpp tests/export/*.cpp)): CXXFLAGS += $(ONNX_CFLAGS)
+$(call obj,$(wildcard train/export/*.cpp tests/train/export/*.cpp)): CXXFLAGS += $(ONNX_CFLAGS)
 
 # Relink when the mode changes (the objects of the other mode are older than the binary).
 MODE_STAMP := build/mode
@@ -223,12 +225,12 @@ deps-debian:
 	$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing
 
 # The tests' Python clients, from PyPI into the project's own virtual environment .venv/:
-# onnxruntime and onnx run `cutrain export`'s graphs (tests/export/), at the versions of
-# tests/export/requirements.txt. Installed again when that file changes (.venv keeps a copy).
+# onnxruntime and onnx run `cutrain export`'s graphs (tests/train/export/), at the versions of
+# tests/train/export/requirements.txt. Installed again when that file changes (.venv keeps a copy).
 # When PyPI cannot be reached this says so and goes on; those tests then skip, saying why
 # (.venv/pip.log).
 VENV := .venv
-PY_REQUIREMENTS := tests/export/requirements.txt
+PY_REQUIREMENTS := tests/train/export/requirements.txt
 deps-python:
 	@if cmp -s $(PY_REQUIREMENTS) $(VENV)/requirements.txt; then \
 	  echo "deps: $(VENV) has $(PY_REQUIREMENTS)"; exit 0; fi; \

@@ -1,11 +1,17 @@
-// The folders' include direction (DESIGN.md, "Folders"): kernels <- nn <- train and
+// The folders' include direction (README.md, "Architecture"): kernels <- nn <- train and
 // kernels <- data -> train. So kernels/ includes only kernels/; nn/ kernels/ and nn/; data/
 // kernels/ and data/; train/ all four. tests/, bench/ and fuzz/ may include anything.
+//
+// Inside train/, its folders stand on floors (train/README.md), from the bottom:
+//   replicas < setup, checkpoint, report, export < engine < run < cli
+// A file may include its own folder and the folders on the floors below its own; never a
+// folder on its own floor or above. So the include graph between train/'s folders has no
+// cycle, and a folder's README can say what it may use.
 //
 // Every .h/.cpp/.cu/.cuh/.inc under the four folders (subfolders too) is read for its
 // `#include "..."` lines, and every line against the direction is reported as file:line with
 // the rule it breaks, all of them at once. include_violations() is the check itself, tested
-// first on texts that break each rule, then on a tree written for the purpose, so the scan of
+// first on texts that break each rule, then on trees written for the purpose, so the scan of
 // the repository is known to be able to fail.
 #include <algorithm>
 #include <filesystem>
@@ -30,43 +36,117 @@ const std::map<std::string, std::vector<std::string>> kAllowed = {
     {"data", {"kernels", "data"}},
     {"train", {"kernels", "nn", "data", "train"}}};
 
-// "nn/ may include kernels/ and nn/ only"
-std::string rule_of(const std::string& folder) {
-  const std::vector<std::string>& ok = kAllowed.at(folder);
-  std::string r = folder + "/ may include ";
-  for (size_t i = 0; i < ok.size(); i++)
-    r += ok[i] + "/" + (i + 2 < ok.size() ? ", " : i + 1 < ok.size() ? " and " : "");
-  return r + " only";
+// train/'s folders, floor by floor from the bottom (see the top of this file).
+const std::vector<std::vector<std::string>> kTrainFloors = {
+    {"replicas"}, {"setup", "checkpoint", "report", "export"}, {"engine"}, {"run"}, {"cli"}};
+
+// "a, b and c"
+std::string and_list(const std::vector<std::string>& items) {
+  std::string r;
+  for (size_t i = 0; i < items.size(); i++)
+    r += items[i] + (i + 2 < items.size() ? ", " : i + 1 < items.size() ? " and " : "");
+  return r;
 }
 
-// The top folder of the file an include names, as the compiler finds it from `file` (both
-// relative to the repository): a name with a folder is looked up from the repository root
-// (-I.), unless it walks up with "..", which starts from the including file's folder; a bare
-// name is a file beside the including one.
-std::string target_folder(const fs::path& file, const std::string& name) {
+// "nn/ may include kernels/ and nn/ only"
+std::string rule_of(const std::string& folder) {
+  std::vector<std::string> ok;
+  for (const std::string& f : kAllowed.at(folder)) ok.push_back(f + "/");
+  return folder + "/ may include " + and_list(ok) + " only";
+}
+
+// The floor of train/'s folder `name` (0 at the bottom); -1 for a folder on no floor.
+int train_floor(const std::string& name) {
+  for (size_t f = 0; f < kTrainFloors.size(); f++)
+    for (const std::string& n : kTrainFloors[f])
+      if (n == name) return int(f);
+  return -1;
+}
+
+// "replicas < setup, checkpoint, report, export < engine < run < cli"
+std::string train_floors() {
+  std::string r;
+  for (size_t f = 0; f < kTrainFloors.size(); f++) {
+    r += f ? " < " : "";
+    for (size_t i = 0; i < kTrainFloors[f].size(); i++) r += (i ? ", " : "") + kTrainFloors[f][i];
+  }
+  return r;
+}
+
+// "train/engine/ may include train/replicas/, train/setup/, ... and itself only (train/'s
+// floors: ...)"
+std::string train_rule_of(const std::string& folder) {
+  std::vector<std::string> below;
+  for (int f = 0; f < train_floor(folder); f++)
+    for (const std::string& n : kTrainFloors[size_t(f)]) below.push_back("train/" + n + "/");
+  below.push_back("itself");
+  return "train/" + folder + "/ may include " + and_list(below) + " only (train/'s floors: " +
+         train_floors() + ")";
+}
+
+// The file an include names, as the compiler finds it from `file` (both relative to the
+// repository): a name with a folder is looked up from the repository root (-I.), unless it
+// walks up with "..", which starts from the including file's folder; a bare name is a file
+// beside the including one.
+fs::path include_target(const fs::path& file, const std::string& name) {
   const bool from_file = name.find('/') == std::string::npos || name.rfind("..", 0) == 0;
-  const fs::path target =
-      (from_file ? file.parent_path() / name : fs::path(name)).lexically_normal();
-  return target.empty() ? "" : target.begin()->string();
+  return (from_file ? file.parent_path() / name : fs::path(name)).lexically_normal();
+}
+
+// The top folder of a path ("train" of train/run/run.h), and the one below it ("run").
+std::string top_folder(const fs::path& p) { return p.empty() ? "" : p.begin()->string(); }
+std::string train_folder(const fs::path& p) {
+  auto it = p.begin();
+  if (it == p.end() || *it != "train" || ++it == p.end()) return "";
+  return std::next(it) == p.end() ? "" : it->string();  // "" for a file in train/ itself
+}
+
+// Where a source in train/ may be: in a folder on a floor. "" when it is; else why not.
+std::string train_placement(const fs::path& file) {
+  const std::string from = train_folder(file);
+  if (from.empty()) return "train/ holds no sources of its own: move it into one of its folders";
+  if (train_floor(from) < 0)
+    return "train/" + from + "/ is on no floor: add it to kTrainFloors in "
+           "tests/include_direction_test.cpp, and to train/README.md";
+  return "";
+}
+
+// Within train/: may `file` (train/X/..., placed) include `target`? "" when it may; else the
+// rule it breaks.
+std::string train_violation(const fs::path& file, const fs::path& target) {
+  if (top_folder(target) != "train") return "";
+  const std::string from = train_folder(file), to = train_folder(target);
+  if (to == from) return "";
+  if (to.empty() || train_floor(to) < 0 || train_floor(to) >= train_floor(from))
+    return train_rule_of(from);
+  return "";
 }
 
 // Each `#include "..."` of `text` (the contents of `file`, a path relative to the repository)
-// against its folder's rule: "file:line: includes NAME: RULE" per offending line.
+// against its folder's rule: "file:line: includes NAME: RULE" per offending line; for a file
+// of train/ outside its floors, "file: WHY" (its includes then have no train/ rule to break).
 std::vector<std::string> include_violations(const std::string& file, const std::string& text) {
   const fs::path path(file);
-  const auto rule = kAllowed.find(path.empty() ? "" : path.begin()->string());
+  const auto rule = kAllowed.find(top_folder(path));
   if (rule == kAllowed.end()) return {};
-  static const std::regex include(R"re(^\s*#\s*include\s*"([^"]+)")re");
   std::vector<std::string> found;
+  const bool in_train = rule->first == "train";
+  const std::string placement = in_train ? train_placement(path) : "";
+  if (!placement.empty()) found.push_back(file + ": " + placement);
+  static const std::regex include(R"re(^\s*#\s*include\s*"([^"]+)")re");
   std::istringstream lines(text);
   std::string line;
   for (int n = 1; std::getline(lines, line); n++) {
     std::smatch m;
     if (!std::regex_search(line, m, include)) continue;
     const std::vector<std::string>& ok = rule->second;
-    if (std::find(ok.begin(), ok.end(), target_folder(path, m[1].str())) == ok.end())
-      found.push_back(file + ":" + std::to_string(n) + ": includes " + m[1].str() + ": " +
-                      rule_of(rule->first));
+    const fs::path target = include_target(path, m[1].str());
+    const std::string where = file + ":" + std::to_string(n) + ": includes " + m[1].str() + ": ";
+    if (std::find(ok.begin(), ok.end(), top_folder(target)) == ok.end())
+      found.push_back(where + rule_of(rule->first));
+    else if (in_train && placement.empty())
+      if (const std::string why = train_violation(path, target); !why.empty())
+        found.push_back(where + why);
   }
   return found;
 }
@@ -105,7 +185,7 @@ TEST_CASE("include direction: each rule broken is reported with file:line and th
                                "#include \"nn/tensor.h\"\n#include \"local.h\"\n")
                 .empty());
     REQUIRE(include_violations("data/loader.h", "#include \"kernels/gpu.h\"\n").empty());
-    // train/'s subfolders are train/: a file beside, or one in a sibling subfolder
+    // within train/: a file beside, or one in a folder on a lower floor
     REQUIRE(include_violations("train/engine/trainer.cpp",
                                "#include \"kernels/gpu.h\"\n#include \"nn/model.h\"\n"
                                "#include \"data/loader.h\"\n#include \"train/setup/config.h\"\n"
@@ -156,6 +236,49 @@ TEST_CASE("include direction: each rule broken is reported with file:line and th
                     "kernels/, nn/, data/ and train/ only");
     REQUIRE(v[1].rfind("train/run/run.cpp:2: includes ../../bench/x.h: ", 0) == 0);
   }
+  SUBCASE("train/'s folders include only the floors below their own") {
+    const std::string engine_rule =
+        "train/engine/ may include train/replicas/, train/setup/, train/checkpoint/, "
+        "train/report/, train/export/ and itself only (train/'s floors: replicas < setup, "
+        "checkpoint, report, export < engine < run < cli)";
+    // upward, by path and by "..": engine below run, replicas below engine
+    auto v = include_violations("train/engine/x.cpp", "#include \"train/engine/engine.h\"\n"
+                                                      "#include \"train/run/run.h\"\n");
+    REQUIRE(v.size() == 1);
+    REQUIRE(v[0] == "train/engine/x.cpp:2: includes train/run/run.h: " + engine_rule);
+    v = include_violations("train/replicas/ring.h", "#include \"../engine/replica.h\"\n");
+    REQUIRE(v.size() == 1);
+    REQUIRE(v[0] == "train/replicas/ring.h:1: includes ../engine/replica.h: train/replicas/ may "
+                    "include itself only (train/'s floors: replicas < setup, checkpoint, report, "
+                    "export < engine < run < cli)");
+    // sideways: folders on one floor include none of each other (so no cycle either way)
+    v = include_violations("train/setup/x.cpp", "#include \"train/report/report.h\"\n"
+                                                "#include \"train/replicas/mpi.h\"\n");
+    REQUIRE(v.size() == 1);
+    REQUIRE(v[0].rfind("train/setup/x.cpp:1: includes train/report/report.h: train/setup/ may "
+                       "include train/replicas/ and itself only", 0) == 0);
+    // a header in train/ itself, and sources outside the floors
+    v = include_violations("train/cli/x.cpp", "#include \"train/x.h\"\n");
+    REQUIRE(v.size() == 1);
+    REQUIRE(v[0].rfind("train/cli/x.cpp:1: includes train/x.h: train/cli/ may include", 0) == 0);
+    v = include_violations("train/tools/x.cpp", "#include \"train/run/run.h\"\n");
+    REQUIRE(v.size() == 1);
+    REQUIRE(v[0] == "train/tools/x.cpp: train/tools/ is on no floor: add it to kTrainFloors in "
+                    "tests/include_direction_test.cpp, and to train/README.md");
+    v = include_violations("train/x.cpp", "");
+    REQUIRE(v.size() == 1);
+    REQUIRE(v[0] == "train/x.cpp: train/ holds no sources of its own: move it into one of its "
+                    "folders");
+    // the top floor may include every floor below
+    REQUIRE(include_violations("train/cli/main.cpp",
+                               "#include \"train/run/run.h\"\n#include \"train/engine/engine.h\"\n"
+                               "#include \"train/export/onnx_export.h\"\n"
+                               "#include \"train/report/report.h\"\n"
+                               "#include \"train/checkpoint/checkpoint.h\"\n"
+                               "#include \"train/setup/config.h\"\n"
+                               "#include \"train/replicas/mpi.h\"\n#include \"progress.h\"\n")
+                .empty());
+  }
 }
 
 TEST_CASE("include direction: a tree with offending files fails, naming each of them") {
@@ -165,7 +288,8 @@ TEST_CASE("include direction: a tree with offending files fails, naming each of 
                            "#pragma once\n#include \"nn/a.h\"\n#include \"data/sampler.h\"\n");
   cutrain_test::write_text(dir / "data/deep/bad.cu", "#include \"train/engine/trainer.h\"\n");
   cutrain_test::write_text(dir / "train/engine/ok.cpp",
-                           "#include \"nn/a.h\"\n#include \"data/b.h\"\n#include \"../run/c.h\"\n");
+                           "#include \"nn/a.h\"\n#include \"data/b.h\"\n"
+                           "#include \"../replicas/c.h\"\n");
   cutrain_test::write_text(dir / "nn/README.md", "#include \"train/x.h\"\n");  // not a source
   const TreeCheck check = check_tree(dir.path());
   REQUIRE(check.files == 4);
@@ -173,6 +297,22 @@ TEST_CASE("include direction: a tree with offending files fails, naming each of 
   REQUIRE(check.violations[0].rfind("data/deep/bad.cu:1: includes train/engine/trainer.h: ", 0) ==
           0);
   REQUIRE(check.violations[1].rfind("nn/bad.h:3: includes data/sampler.h: ", 0) == 0);
+}
+
+TEST_CASE("include direction: a cycle between train/'s folders fails, naming the edges") {
+  cutrain_test::TempDir dir;
+  // engine <-> run: run may include engine, so the edge engine -> run is the one reported
+  cutrain_test::write_text(dir / "train/engine/a.h", "#pragma once\n#include \"train/run/b.h\"\n");
+  cutrain_test::write_text(dir / "train/run/b.h", "#pragma once\n#include \"train/engine/a.h\"\n");
+  // setup <-> checkpoint, one floor: both edges
+  cutrain_test::write_text(dir / "train/setup/c.h", "#include \"../checkpoint/d.h\"\n");
+  cutrain_test::write_text(dir / "train/checkpoint/d.h", "#include \"train/setup/c.h\"\n");
+  const TreeCheck check = check_tree(dir.path());
+  REQUIRE(check.files == 4);
+  REQUIRE(check.violations.size() == 3);
+  REQUIRE(check.violations[0].rfind("train/checkpoint/d.h:1: includes train/setup/c.h: ", 0) == 0);
+  REQUIRE(check.violations[1].rfind("train/engine/a.h:2: includes train/run/b.h: ", 0) == 0);
+  REQUIRE(check.violations[2].rfind("train/setup/c.h:1: includes ../checkpoint/d.h: ", 0) == 0);
 }
 
 TEST_CASE("include direction: kernels <- nn <- train, kernels <- data -> train in the repository") {

@@ -49,7 +49,7 @@ ldd "$stage"/bin/* | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u |
     if [[ $name =~ $skip ]]; then continue; fi
     cp -L "$path" "$stage/lib/$name"
   done
-# OpenMPI for the mpirun tests (tests/train/mpi_gpu_test.cpp): the GPU image has none. Debian's
+# OpenMPI for the mpirun tests (tests/train/replicas/mpi_gpu_test.cpp): the GPU image has none. Debian's
 # packages, unpacked into openmpi/ (6 MB of packages); run.sh points OPAL_PREFIX there when the
 # host has no mpirun (OpenMPI is relocatable that way). Without Debian's archive the bundle
 # goes without, and those tests skip.

@@ -38,7 +38,7 @@
 // Numbers: the weights are the model's fp32 values (a model trained in fp16 is exported from
 // its fp32 master weights, as `cutrain predict` on the CPU runs it). A runtime computes the
 // convolutions in its own order of additions, so its logits differ from cutrain's by rounding
-// (tests/export/onnx_test.cpp: probabilities within 1e-5, the same top-1).
+// (tests/train/export/onnx_test.cpp: probabilities within 1e-5, the same top-1).
 #pragma once
 #include <cstdint>
 #include <string>

@@ -10,7 +10,7 @@
 #include "kernels/gpu.h"
 #include "tests/test_util.h"
 #include "tests/train/cli_fixture.h"
-#include "tests/train/mpi_fixture.h"
+#include "tests/train/replicas/mpi_fixture.h"
 #include "tests/train/train_fixture.h"
 #include "train/checkpoint/checkpoint.h"
 

@@ -26,7 +26,7 @@
 
 #include "kernels/xxhash64.h"
 #include "tests/test_util.h"
-#include "tests/train/replica_fixture.h"
+#include "tests/train/engine/replica_fixture.h"
 #include "tests/train/train_fixture.h"
 #include "train/checkpoint/checkpoint.h"
 #include "train/engine/trainer.h"
@@ -178,7 +178,7 @@ Run run_variant(const std::string& name, const std::string& dir) {
 // in evaluation.
 const std::vector<Golden>& goldens() {
   static const std::vector<Golden> g = {
-#include "tests/train/golden_values.inc"
+#include "tests/train/engine/golden_values.inc"
   };
   return g;
 }

@@ -122,7 +122,7 @@ TEST_CASE("EvalAccumulator: ranks each row, counts per class, weighs the loss by
 
 TEST_CASE("evaluate: without a usable GPU a model on cuda cannot be built, saying why") {
   if (gpu_usable()) {
-    skip("a GPU is usable here: tests/train/evaluate_gpu_test.cpp evaluates on it");
+    skip("a GPU is usable here: tests/train/engine/evaluate_gpu_test.cpp evaluates on it");
     return;
   }
   // A model on cuda cannot even be built, so evaluate() never gets that far.

@@ -14,7 +14,7 @@
 #include "tests/data/pack_fixture.h"
 #include "tests/kernels/gpu_compare.h"
 #include "tests/test_util.h"
-#include "tests/train/batch_input_fixture.h"
+#include "tests/train/engine/batch_input_fixture.h"
 #include "tests/train/fashion_mnist_data.h"
 #include "train/engine/batch_input.h"
 #include "train/setup/sources.h"

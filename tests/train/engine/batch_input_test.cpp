@@ -3,7 +3,7 @@
 // bits as the path before it (the loader cut each window out on the host with zeros beyond the
 // image, then the input was normalised without a crop), in f32, f16 and f64, for random crops
 // with and without padding, --resize, and centred crops; the errors; and, without a GPU, the
-// refusals that say why. tests/train/batch_input_gpu_test.cpp compares the GPU with the CPU.
+// refusals that say why. tests/train/engine/batch_input_gpu_test.cpp compares the GPU with the CPU.
 #include <cstring>
 #include <memory>
 #include <string>
@@ -13,7 +13,7 @@
 #include "kernels/input.h"
 #include "tests/data/pack_fixture.h"
 #include "tests/test_util.h"
-#include "tests/train/batch_input_fixture.h"
+#include "tests/train/engine/batch_input_fixture.h"
 #include "tests/train/fashion_mnist_data.h"
 #include "train/engine/batch_input.h"
 #include "train/setup/sources.h"
@@ -199,7 +199,7 @@ TEST_CASE("model_input: real Fashion-MNIST through the loader gives the old path
 
 TEST_CASE("model_input: without a usable GPU the GPU path refuses, saying why") {
   if (gpu_usable()) {
-    skip("a GPU is usable here: tests/train/batch_input_gpu_test.cpp runs the GPU path");
+    skip("a GPU is usable here: tests/train/engine/batch_input_gpu_test.cpp runs the GPU path");
     return;
   }
   const Normalization norm{{0.5}, {0.5}};

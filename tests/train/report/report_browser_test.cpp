@@ -13,7 +13,7 @@
 #include "tests/data/temp_dir.h"
 #include "tests/test_util.h"
 #include "tests/train/cli_fixture.h"
-#include "tests/train/report_fixture.h"
+#include "tests/train/report/report_fixture.h"
 
 using namespace cutrain_test;
 

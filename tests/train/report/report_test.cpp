@@ -2,7 +2,7 @@
 // earlier checkpoint, nulls, skipped steps, no validation, one epoch, thousands of records),
 // its drawing helpers, its refusals; then a real `cutrain train` process writing
 // RUN/report.html, `cutrain report` writing it again, and a run whose report cannot be written
-// training on regardless. tests/train/report_browser_test.cpp renders the page in Chromium.
+// training on regardless. tests/train/report/report_browser_test.cpp renders the page in Chromium.
 #include <cctype>
 #include <cmath>
 #include <filesystem>
@@ -14,7 +14,7 @@
 #include "tests/data/temp_dir.h"
 #include "tests/test_util.h"
 #include "tests/train/cli_fixture.h"
-#include "tests/train/report_fixture.h"
+#include "tests/train/report/report_fixture.h"
 #include "train/report/report.h"
 #include "train/report/report_svg.h"
 

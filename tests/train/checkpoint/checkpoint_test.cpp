@@ -13,7 +13,7 @@
 
 #include "data/hdf5_io.h"
 #include "kernels/xxhash64.h"
-#include "tests/train/checkpoint_fixture.h"
+#include "tests/train/checkpoint/checkpoint_fixture.h"
 
 using namespace cutrain;
 using namespace cutrain_test;

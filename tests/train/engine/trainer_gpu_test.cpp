@@ -71,7 +71,7 @@ TEST_CASE("trainer [gpu]: fp16 with dynamic loss scaling trains, and stays near 
     worst = std::max(worst, std::abs(rh.loss - rf.loss));
   }
   INFO("largest loss difference fp16 - fp32: " << worst);
-  REQUIRE(worst < 0.02);  // the CPU's fp16-vs-fp32 bound (tests/train/trainer_test.cpp)
+  REQUIRE(worst < 0.02);  // the CPU's fp16-vs-fp32 bound (tests/train/engine/trainer_test.cpp)
   REQUIRE(h.step_state().scaler.scale == 65536);
 }
 

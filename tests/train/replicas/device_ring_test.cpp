@@ -66,7 +66,7 @@ TEST_CASE("peer matrix: the table, direct links, unknown devices") {
 }
 
 TEST_CASE("device ring: without a usable GPU it refuses, saying why") {
-  if (gpu_usable()) return;  // tests/train/device_ring_gpu_test.cpp covers that case
+  if (gpu_usable()) return;  // tests/train/replicas/device_ring_gpu_test.cpp covers that case
   REQUIRE_ERROR(DeviceRing({0, 0}), "DeviceRing: ");
   REQUIRE_ERROR(enable_peer_access({0}), "peer access: ");
   REQUIRE(std::string(DeviceRing::path_name(DeviceRing::Path::staged)) == "staged");

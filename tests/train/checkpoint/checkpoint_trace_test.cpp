@@ -5,7 +5,7 @@
 
 #include "data/trace.h"
 #include "tests/data/trace_json.h"
-#include "tests/train/checkpoint_fixture.h"
+#include "tests/train/checkpoint/checkpoint_fixture.h"
 
 using namespace cutrain;
 using namespace cutrain_test;

@@ -10,7 +10,7 @@ the same top-1 for every image and every probability within 1e-5. Also checks th
 onnx.checker (full check: strict shape inference) and that a single image gives what the batch
 gave it (the batch dimension is free). Prints a summary; exits 1 on any difference.
 
-Run by tests/export/onnx_test.cpp with the project's virtual environment (make deps).
+Run by tests/train/export/onnx_test.cpp with the project's virtual environment (make deps).
 """
 import argparse
 import csv

@@ -1,4 +1,4 @@
-# A check of DeviceRing's event orderings without a GPU: `python3 tests/train/device_ring_sim.py`
+# A check of DeviceRing's event orderings without a GPU: `python3 tests/train/replicas/device_ring_sim.py`
 # (not part of `make test`). It queues exactly what DeviceRing::run queues (train/replicas/device_ring.cpp:
 # entered, phases A/B/C per step, the final wait; same-device and staged links), two training
 # steps of two buckets with compute streams that overwrite the buffers after waiting, then runs

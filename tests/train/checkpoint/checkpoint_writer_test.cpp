@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "data/hdf5_handle.h"
-#include "tests/train/checkpoint_fixture.h"
+#include "tests/train/checkpoint/checkpoint_fixture.h"
 
 using namespace cutrain;
 using namespace cutrain_test;

@@ -1,6 +1,6 @@
 // cutrain export (train/export/onnx_export.h): the graph's structure read back with ONNX's own
 // classes, the refusals; then the real client: models trained on real Fashion-MNIST images,
-// exported, and run by onnxruntime on 1,000 test images (tests/export/onnx_client.py), which
+// exported, and run by onnxruntime on 1,000 test images (tests/train/export/onnx_client.py), which
 // must give `cutrain predict`'s top-1 for every image and its probabilities within 1e-5.
 //
 // The images go to cutrain as PGM files (lossless) written from the IDX files of the Debian
@@ -243,7 +243,7 @@ void check_against_onnxruntime(const std::vector<std::string>& train_args,
                   (d / "predict.log").string());
   REQUIRE_MESSAGE(r.status == 0, r.output);
 
-  r = run_process({python, (repo_root() / "tests/export/onnx_client.py").string(), "--model",
+  r = run_process({python, (repo_root() / "tests/train/export/onnx_client.py").string(), "--model",
                    onnx, "--idx", fashion_mnist_idx_dir() + "/t10k-images-idx3-ubyte.gz",
                    "--predictions", csv, "--channels", std::to_string(channels)},
                   (d / "client.log").string());

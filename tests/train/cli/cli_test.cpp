@@ -108,5 +108,5 @@ TEST_CASE("run_reporting_errors: a user's mistake exits 2 as is; a bug exits 1 w
   std::fclose(err);
   const std::string text = read_text(dir / "err");
   REQUIRE(text.find("cutrain: --batch is too big\n") != std::string::npos);
-  REQUIRE(text.find("cutrain: internal error: tests/train/cli_test.cpp:") != std::string::npos);
+  REQUIRE(text.find("cutrain: internal error: tests/train/cli/cli_test.cpp:") != std::string::npos);
 }
