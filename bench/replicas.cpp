@@ -14,7 +14,7 @@
 //
 //   bin/bench_replicas [--steps 6] [--batch 64] [--reps 5]
 //
-// What these numbers predict for GPUs: see train/replicas/README.md ("Replicas"). On a CPU the
+// What these numbers predict for GPUs: see train/README.md ("Replicas"). On a CPU the
 // replicas share the cores and the memory bus, so adding replicas adds no compute.
 #include <CLI/CLI.hpp>
 

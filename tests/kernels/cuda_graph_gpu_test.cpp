@@ -1,7 +1,7 @@
 // CudaGraph (kernels/gpu.h) on the GPU: a captured graph replays its work on what its buffers
 // hold at each launch, its temporaries come from its private pool and stay its own, and a
 // capture CUDA refuses says why and leaves the stream as it was. (The trainer's use of it:
-// tests/train/trainer_gpu_test.cpp.) CUDA builds only; skipped without a device.
+// tests/train/engine/trainer_gpu_test.cpp.) CUDA builds only; skipped without a device.
 #include <string>
 
 #include "kernels/gpu.h"

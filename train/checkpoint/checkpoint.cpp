@@ -1,8 +1,8 @@
 // Checkpoint files: validation, the checksum, writing and reading (the layout is in
-// train/checkpoint/checkpoint.h). The writer and the reader make the HDF5 calls through data/hdf5_io.h,
-// whose helpers each take the process-wide HDF5 lock for one call only: the hashing, the
-// slow part that needs no HDF5, runs without it, so a loader reading a pack on another thread
-// is held up for the file I/O alone.
+// train/checkpoint/checkpoint.h). The writer and the reader make the HDF5 calls through
+// data/hdf5_io.h, whose helpers each take the process-wide HDF5 lock for one call only: the
+// hashing, the slow part that needs no HDF5, runs without it, so a loader reading a pack on another
+// thread is held up for the file I/O alone.
 #include "train/checkpoint/checkpoint.h"
 
 #include <sys/stat.h>

@@ -2,12 +2,14 @@
 // optimizers, lanes and gradient buckets, the collective between them, and the step protocol
 // that drives them; StepResult, what one step did.
 //
-// The Engine does a step (train/replicas/README.md, "One step's journey"): the shards from the
+// The Engine does a step (train/README.md, "One step's journey"): the shards from the
 // replicas' loaders (which the Trainer makes), forward and backward, the collective, the
-// optimizer step, the records, and later their results. The same code for
-// every device: what differs is behind Lane (train/engine/lane.h) and Collective
-// (train/replicas/collective.h). It knows nothing of data sets, epochs, schedules or checkpoints' files
-// (train/engine/trainer.h has those).
+// optimizer step, the records, and later their results. The same code for every device: what
+// differs is behind Lane (train/engine/lane.h) and Collective (train/replicas/collective.h). It
+// knows nothing of data sets, epochs, schedules or checkpoints' files (train/engine/trainer.h
+// has those). Its files, one concern each: engine.cpp queues a step, engine_replicas.cpp builds
+// the replicas and describes them, engine_results.cpp reads results back, engine_state.cpp
+// snapshots and restores, engine_sync.cpp is --sync-bn, engine_graph.cpp --cuda-graph.
 //
 //   Engine e(cfg, device, balance);
 //   ... the Trainer makes each e.replica(r).loader ...

@@ -1,5 +1,5 @@
 // Lane: one replica's queue on the CPU (everything at once) or on a GPU (streams, events, a
-// ring of records copied to pinned host memory). See train/lane.h.
+// ring of records copied to pinned host memory). See train/engine/lane.h.
 #include "train/engine/lane.h"
 
 #include <chrono>

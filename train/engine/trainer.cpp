@@ -29,7 +29,7 @@ Trainer::Trainer(const TrainConfig& cfg, const RunDevice& device) : cfg_(cfg), d
   steps_per_epoch_ = train_->size() / cfg_.batch;  // the last partial batch is dropped
   fingerprint_ = fingerprint_of(*train_);
   fingerprint_json_ = fingerprint_.to_json();  // once: each checkpoint keeps it
-  balance_ = class_balance(cfg_.balance, *train_, cfg_.classes);  // --balance (train/setup/balance.h)
+  balance_ = class_balance(cfg_.balance, *train_, cfg_.classes);  // --balance (setup/balance.h)
   engine_ = std::make_unique<Engine>(cfg_, device_, balance_);
   engine_->after_backward = [this] {
     if (after_backward) after_backward(*this);

@@ -1,6 +1,6 @@
 // evaluate() on the GPU: a model on cuda gives the metrics of the same model on the CPU, in
 // f32 and f16, whatever the batch size. (Its input, model_input on the device:
-// tests/train/batch_input_gpu_test.cpp.)
+// tests/train/engine/batch_input_gpu_test.cpp.)
 #include <cmath>
 #include <cstdlib>
 #include <vector>

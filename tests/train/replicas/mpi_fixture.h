@@ -1,5 +1,5 @@
-// What the mpirun tests share (tests/train/replicas/mpi_test.cpp on the CPU, mpi_gpu_test.cpp on GPUs):
-// starting `mpirun --oversubscribe -np N cutrain ...` as a user does, and reading its metrics.
+// What the mpirun tests share (mpi_test.cpp on the CPU, mpi_gpu_test.cpp on GPUs): starting
+// `mpirun --oversubscribe -np N cutrain ...` as a user does, and reading its metrics.
 #pragma once
 #include <unistd.h>
 

@@ -1,7 +1,7 @@
-// --balance sampler|loss (train/setup/balance.h) on an imbalanced subset of Fashion-MNIST made here:
-// the weights and the run's lines; a sampler epoch's exact class counts as the trainer draws
-// them; weighted losses; resume of a balanced run bit for bit; the option checked, kept on
-// resume, and named by check-data.
+// --balance sampler|loss (train/setup/balance.h) on an imbalanced subset of Fashion-MNIST made
+// here: the weights and the run's lines; a sampler epoch's exact class counts as the trainer draws
+// them; weighted losses; resume of a balanced run bit for bit; the option checked, kept on resume,
+// and named by check-data.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
