@@ -22,7 +22,7 @@ namespace cutrain {
 void Engine::launch(const StepResult& host) {
   CHECK(!broken_, "Trainer: an earlier step failed partway (a replica, or a GPU step), so "
                   "the model's state is unknown; restart from the last checkpoint");
-  CHECK(launched_.size() < size_t(kSlots), "Engine::launch: " << launched_.size()
+  CHECK(launched_.size() < size_t(kMaxInFlight), "Engine::launch: " << launched_.size()
                                                << " steps in flight: collect first");
   const OnDevice on = on_device();
   try {
@@ -37,7 +37,7 @@ void Engine::launch_step(const StepResult& host) {
   StepResult r = host;
   TraceSpan span(tracer, "step", "train");
   const int R = world_;  // replicas in all processes
-  slot_ = int(r.step % kSlots);
+  slot_ = int(r.step % Lane::kRecordSlots);
 
   // 1. Every replica's shard of the batch (on a GPU the compute stream waits for its copy).
   next_shards(r);

@@ -79,7 +79,8 @@ class Engine {
   // Steps 1-5 of step r.step at r.lr, queued: every replica's shard from its loader
   // (replica(i).loader, made by the Trainer), forward, backward, the buckets' all-reduce,
   // after_backward, the optimizer step, the records on their way, every batch released to its
-  // loader. Blocks only for the loaders. At most kSlots steps may be in flight: collect first.
+  // loader. Blocks only for the loaders. At most kMaxInFlight steps may be in flight: collect
+  // first.
   void launch(const StepResult& r);
   // The launched steps whose records have arrived, appended to `done` in step order, after
   // waiting for the oldest `wait_for` of them (SIZE_MAX: all). Throws when the loss scaler
@@ -132,7 +133,7 @@ class Engine {
                                                       //   forward and backward, before them
   std::function<void(const std::string&)> notice;    // one-line messages (--cuda-graph)
 
-  static constexpr int kSlots = Lane::kSlots;
+  static constexpr int kMaxInFlight = Lane::kRecordSlots;  // a record slot each
 
  private:
   struct Graphs;  // --cuda-graph's graphs and buffers (train/engine/engine_graph.h)

@@ -16,9 +16,9 @@ struct Lane::Gpu {
   explicit Gpu(int dev)
       : compute(dev),
         readback(dev),
-        records(sizeof(StepRecord) * kSlots, dev, compute.get()),
-        host(sizeof(StepRecord) * kSlots) {
-    for (int s = 0; s < kSlots; s++) {
+        records(sizeof(StepRecord) * kRecordSlots, dev, compute.get()),
+        host(sizeof(StepRecord) * kRecordSlots) {
+    for (int s = 0; s < kRecordSlots; s++) {
       computed.emplace_back();
       arrived.emplace_back();
       for (auto& m : marks) m.emplace_back(true);  // timing events
@@ -26,7 +26,7 @@ struct Lane::Gpu {
   }
   Stream compute;                  // everything the replica's model does, in order
   Stream readback;                 // the records' copies to the host
-  DeviceBuffer records;            // kSlots StepRecords
+  DeviceBuffer records;            // kRecordSlots StepRecords
   PinnedBuffer host;               // their copies on the host
   std::vector<Event> computed;     // per slot: the compute stream has written the record
   std::vector<Event> arrived;      // per slot: its host copy is complete
@@ -37,8 +37,8 @@ Lane::Lane(Device where, int device, ConvImpl conv, LinearImpl linear) {
   context_.conv = conv;
   context_.linear = linear;
   if (where == Device::cpu) {
-    host_records_.resize(kSlots);
-    host_marks_.assign(kMarks, std::vector<double>(kSlots, 0.0));
+    host_records_.resize(kRecordSlots);
+    host_marks_.assign(kMarks, std::vector<double>(kRecordSlots, 0.0));
     return;
   }
   const DeviceGuard on(device);
@@ -68,7 +68,7 @@ void Lane::make_step(const LossScalerConfig& config, int params) {
 }
 
 StepRecord* Lane::record(int slot) {
-  CHECK(slot >= 0 && slot < kSlots, "Lane: record slot " << slot);
+  CHECK(slot >= 0 && slot < kRecordSlots, "Lane: record slot " << slot);
   if (!gpu_) return &host_records_[size_t(slot)];
   return static_cast<StepRecord*>(gpu_->records.data()) + slot;
 }

@@ -11,10 +11,10 @@
 //   readback stream:                                         wait computed[s] ─► record[s] to host ─► (event arrived[s])
 //   host:             launch(step k+1), launch(step k+2), ...   results(): arrived(s)? host(s)
 //
-// Record slot s = step % kSlots. A slot is written again only after the host has read it
-// (the trainer first takes the oldest step when kSlots are in flight), so no event is needed
-// for that direction. The trainer (train/engine/trainer.cpp) drives every lane with the same code;
-// what differs per device is only behind this interface and in which kernel runs.
+// Record slot s = step % kRecordSlots. A slot is written again only after the host has read it (the
+// trainer first takes the oldest step when kRecordSlots are in flight), so no event is needed for
+// that direction. The trainer (train/engine/trainer.cpp) drives every lane with the same code; what
+// differs per device is only behind this interface and in which kernel runs.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -39,7 +39,7 @@ struct StepRecord {
 
 class Lane {
  public:
-  static constexpr int kSlots = 16;  // steps in flight at most: the ring of records
+  static constexpr int kRecordSlots = 16;  // steps in flight at most: the ring of records
 
   // On the CPU (device = -1), or on GPU `device` (made current for the construction: the
   // streams, events and memory belong to it). conv/linear: the kernels' implementations.

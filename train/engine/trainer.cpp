@@ -129,8 +129,8 @@ void Trainer::launch() {
   const OnDevice on = engine_->on_replica(0);
   if (!engine_->replica(0).loader) start_loaders();
   engine_->tracer = tracer;
-  // At most kSlots steps in flight: the new step's record slot is the oldest one's.
-  if (engine_->in_flight() >= size_t(kSlots)) engine_->collect(1, done_);
+  // At most kMaxInFlight steps in flight: the new step's record slot is the oldest one's.
+  if (engine_->in_flight() >= size_t(kMaxInFlight)) engine_->collect(1, done_);
   StepResult r;  // the host part of the result: the rest comes with the step's records
   r.step = step_;
   r.lr = lr_at(schedule_, step_);

@@ -28,7 +28,7 @@
 // waits for it: the loss scale is a device scalar that seeds backward, the skip decision and
 // the scale's change are kernels, and a side stream copies each step's record to pinned host
 // memory. So on a GPU launch() returns as soon as the step is queued, and the host runs ahead,
-// preparing the next steps, until it is Lane::kSlots steps ahead or, sooner, the loader has no
+// preparing the next steps, until it is kMaxInFlight steps ahead or, sooner, the loader has no
 // batch ready (its slots are refilled only once the GPU has consumed them). The CPU runs the
 // very same protocol, so CI, which has no GPU, checks the control flow the GPU runs.
 //
@@ -94,7 +94,7 @@ class Trainer {
 
   // Starts one optimizer step on the next batch (see the top of this file): on the CPU it is
   // done when launch() returns, on a GPU it is queued. Blocks only for the loader's next batch,
-  // or when kSlots steps are in flight, for the oldest of them.
+  // or when kMaxInFlight steps are in flight, for the oldest of them.
   void launch();
   // The results of launched steps, in step order, each once: those whose device part has
   // arrived (wait = false: never blocks; on the CPU that is every launched step), or all of
@@ -208,7 +208,7 @@ class Trainer {
   std::function<void(const std::string&)> notice;
 
   // Steps a trainer may have in flight: the size of each lane's ring of step records.
-  static constexpr int kSlots = Lane::kSlots;
+  static constexpr int kMaxInFlight = Lane::kRecordSlots;
 
  private:
   void start_loaders();  // every replica's, at cursor_

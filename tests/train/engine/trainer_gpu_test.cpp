@@ -235,14 +235,14 @@ TEST_CASE("trainer [gpu]: many steps in flight come back in order, each once") {
   REQUIRE_GPU();
   TempDir dir;
   // 40 steps: the record slots wrap around twice. (How far the host runs ahead is bounded by
-  // the loader's ring of 4 batches here, below kSlots.)
+  // the loader's ring of 4 batches here, below kMaxInFlight.)
   const TrainConfig cfg = tiny_run_config(dir / "run", 1280, 1);
   Trainer t(cfg, on(Device::cuda, DType::f16)), ref(cfg, on(Device::cuda, DType::f16));
   std::vector<StepResult> got;
   for (int s = 0; s < 40; s++) {
     t.launch();
     for (const StepResult& r : t.results()) got.push_back(r);
-    REQUIRE(t.pending() <= size_t(Trainer::kSlots));  // in flight, after taking the arrived
+    REQUIRE(t.pending() <= size_t(Trainer::kMaxInFlight));  // in flight, after taking the arrived
   }
   for (const StepResult& r : t.results(true)) got.push_back(r);
   REQUIRE(t.pending() == 0);
