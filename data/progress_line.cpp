@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "data/text_width.h"
+#include "data/units.h"
 
 namespace cutrain {
 

@@ -14,7 +14,6 @@
 #include <string>
 
 #include "data/metrics.h"
-#include "data/units.h"
 
 namespace cutrain {
 

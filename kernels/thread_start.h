@@ -4,8 +4,8 @@
 // or processes, or no memory for the stack: EAGAIN). Left alone that is "Resource temporarily
 // unavailable" with no word of which thread or what to do, and a pool half started then
 // destroyed while joinable ends in std::terminate. start_thread names the thread and throws
-// UserError; a pool that starts several (data/loader.cpp, train/engine/replica.cpp) stops and
-// joins the ones already running before it rethrows.
+// UserError; a pool that starts several (data/loader.cpp, train/replicas/replica_threads.cpp)
+// stops and joins the ones already running before it rethrows.
 #pragma once
 #include <system_error>
 #include <thread>

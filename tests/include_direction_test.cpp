@@ -1,4 +1,4 @@
-// The folders' include direction (README.md, "Architecture"): kernels <- nn <- train and
+// The folders' include direction (README.md, "Architecture in brief"): kernels <- nn <- train and
 // kernels <- data -> train. So kernels/ includes only kernels/; nn/ kernels/ and nn/; data/
 // kernels/ and data/; train/ all four. tests/, bench/ and fuzz/ may include anything.
 //
@@ -265,6 +265,10 @@ TEST_CASE("include direction: each rule broken is reported with file:line and th
     REQUIRE(v.size() == 1);
     REQUIRE(v[0] == "train/tools/x.cpp: train/tools/ is on no floor: add it to kTrainFloors in "
                     "tests/include_direction_test.cpp, and to train/README.md");
+    v = include_violations("train/cli/x.cpp", "#include \"train/tools/y.h\"\n");  // on no floor
+    REQUIRE(v.size() == 1);
+    REQUIRE(v[0].rfind("train/cli/x.cpp:1: includes train/tools/y.h: train/cli/ may include", 0) ==
+            0);
     v = include_violations("train/x.cpp", "");
     REQUIRE(v.size() == 1);
     REQUIRE(v[0] == "train/x.cpp: train/ holds no sources of its own: move it into one of its "

@@ -7,7 +7,7 @@
 
 using namespace cutrain;
 
-TEST_CASE("progress: format_hms rounds to the second and says when there is no estimate") {
+TEST_CASE("units: format_hms rounds to the second and says when there is no estimate") {
   REQUIRE(format_hms(0) == "0:00:00");
   REQUIRE(format_hms(59.4) == "0:00:59");
   REQUIRE(format_hms(59.5) == "0:01:00");

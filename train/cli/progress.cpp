@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "data/units.h"
+
 namespace cutrain {
 
 Progress::Progress(std::string verb, std::string unit)

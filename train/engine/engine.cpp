@@ -8,9 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdint>
-#include <exception>
 #include <utility>
 
 #include "kernels/check.h"

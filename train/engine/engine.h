@@ -137,7 +137,7 @@ class Engine {
 
  private:
   struct Graphs;  // --cuda-graph's graphs and buffers (train/engine/engine_graph.h)
-  struct Shard;   // one replica's part of a step's result (engine.cpp)
+  struct Shard;   // one replica's part of a step's result (engine_results.cpp)
   struct Launched {
     StepResult result;     // the host part; the rest comes from the records
     int slot = 0;

@@ -2,6 +2,7 @@
 // seed, its optimizer, step state and buckets) and the collective between them; describing
 // them and their links; finding where their weights differ. train/engine/replica.h has the
 // pieces of one replica.
+#include <cstdio>
 #include <exception>
 #include <sstream>
 #include <vector>
@@ -24,6 +25,19 @@ namespace cutrain {
 // on a GPU), so a bucket should carry at least a few hundred KiB for the copies to dominate.
 constexpr size_t kBucketMinBytes = size_t(256) << 10;
 
+LossScalerConfig loss_scaler_config(DType dtype, int max_skips) {
+  LossScalerConfig c;  // 2^16, x2 after 2000 clean steps, x0.5 on overflow, [1, 2^24]
+  c.max_consecutive_skips = max_skips;
+  if (dtype != DType::f16) {
+    c.dynamic = false;  // fp32 gradients do not underflow: no scaling
+    c.init = 1;
+    // ... and an inf/NaN gradient is no scale too large, so no later step can do better:
+    // the run stops at the first (--max-skips is fp16's).
+    c.max_consecutive_skips = 1;
+  }
+  return c;
+}
+
 Engine::Engine(const TrainConfig& cfg, const RunDevice& device, const ClassBalance& balance)
     : cfg_(cfg),
       device_(device),
@@ -31,7 +45,7 @@ Engine::Engine(const TrainConfig& cfg, const RunDevice& device, const ClassBalan
       compute_scope_(compute_threads_) {
   const int R = replica_count(cfg_);  // in this process
   // Under mpirun each process is one replica of size() (train/replicas/mpi.h), rank rank(); on
-  // a GPU, that of its local rank (choose_run_device in train/run/run.cpp).
+  // a GPU, that of its local rank (choose_run_device in train/run/run_setup.cpp).
   const Mpi* mpi = device_.mpi;
   if (mpi) {
     USER_CHECK(R == 1, "--devices " << cfg_.devices << " under mpirun: each process is one "

@@ -1,7 +1,6 @@
 // Engine: the launched steps' results, read back from their lanes' records without waiting
 // (train/engine/engine.h, collect): every replica's part in rank order, under mpirun gathered
-// from every process, the skip decision checked alike everywhere, and the loss scaler's abort
-// (its configuration: loss_scaler_config).
+// from every process, the skip decision checked alike everywhere, and the loss scaler's abort.
 #include <algorithm>
 #include <cstdint>
 
@@ -10,19 +9,6 @@
 #include "train/replicas/mpi.h"
 
 namespace cutrain {
-
-LossScalerConfig loss_scaler_config(DType dtype, int max_skips) {
-  LossScalerConfig c;  // 2^16, x2 after 2000 clean steps, x0.5 on overflow, [1, 2^24]
-  c.max_consecutive_skips = max_skips;
-  if (dtype != DType::f16) {
-    c.dynamic = false;  // fp32 gradients do not underflow: no scaling
-    c.init = 1;
-    // ... and an inf/NaN gradient is no scale too large, so no later step can do better:
-    // the run stops at the first (--max-skips is fp16's).
-    c.max_consecutive_skips = 1;
-  }
-  return c;
-}
 
 void Engine::collect(size_t wait_for, std::deque<StepResult>& done) {
   // How many to take: at least wait_for, and every step after those whose records have

@@ -80,7 +80,7 @@ void Trainer::start_loaders() {
     LoaderConfig lc;
     lc.threads = threads;
     lc.strict = cfg_.strict;
-    // Under mpirun rank 0 names the bad files of every rank, at each epoch's end (run.cpp):
+    // Under mpirun rank 0 names the bad files of every rank, at each epoch's end (run/run.cpp):
     // the other ranks' loaders only list theirs in their file.
     if (device_.mpi && !device_.mpi->root()) lc.print_bad = 0;
     lc.tracer = tracer;

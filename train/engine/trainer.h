@@ -203,7 +203,7 @@ class Trainer {
   // Called on the thread that runs a replica's forward and backward (with --sync-bn, its own),
   // before them, with the replica's rank. For tests.
   std::function<void(int rank)> on_forward_backward;
-  // One-line messages for the user while training (run.cpp prints them): the CUDA graph was
+  // One-line messages for the user while training (run/run.cpp prints them): the CUDA graph was
   // captured (--cuda-graph), or why CUDA refused it. Null: not said.
   std::function<void(const std::string&)> notice;
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -230,7 +229,7 @@ MemoryPlan check_run_memory(const TrainConfig& cfg, const RunDevice& device) {
   if (mpi && host > 0) host /= mpi->local_size();
   if (device.device == Device::cuda) {
     gpus = gpu_ordinals(cfg.devices);
-    if (mpi) {  // this rank's GPU, once for each local rank on it (run.cpp: choose_run_device)
+    if (mpi) {  // this rank's GPU, once for each local rank on it (run/run_setup.cpp: choose_run_device)
       int sharing = 0;
       for (int r = 0; r < mpi->local_size(); r++)
         sharing += !gpus.empty() || r % std::max(1, gpu_count()) == device.gpu;

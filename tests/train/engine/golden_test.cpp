@@ -26,7 +26,7 @@
 
 #include "kernels/xxhash64.h"
 #include "tests/test_util.h"
-#include "tests/train/engine/replica_fixture.h"
+#include "tests/train/replica_fixture.h"
 #include "tests/train/train_fixture.h"
 #include "train/checkpoint/checkpoint.h"
 #include "train/engine/trainer.h"

@@ -15,7 +15,7 @@
 
 #include "nn/model_spec.h"
 #include "tests/test_util.h"
-#include "tests/train/engine/replica_fixture.h"
+#include "tests/train/replica_fixture.h"
 #include "train/engine/trainer.h"
 
 using namespace cutrain;

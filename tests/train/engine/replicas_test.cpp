@@ -10,7 +10,7 @@
 #include <set>
 
 #include "tests/test_util.h"
-#include "tests/train/engine/replica_fixture.h"
+#include "tests/train/replica_fixture.h"
 #include "train/engine/trainer.h"
 
 using namespace cutrain;

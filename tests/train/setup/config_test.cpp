@@ -95,7 +95,7 @@ TEST_CASE("config: the defaults are valid once --train is given; every problem i
   REQUIRE_ERROR(validate_config(g), "--conv winograd: expected auto, direct, tc, cudnn or onednn");
   g.conv = "cudnn", g.linear = "cudnn";
   REQUIRE_ERROR(validate_config(g), "--linear cudnn: expected auto, direct, tc, cublas or onednn");
-  // --cuda-graph: one GPU replica. On the CPU it does nothing (run.cpp says so), so a run
+  // --cuda-graph: one GPU replica. On the CPU it does nothing (run_setup.cpp says so), so a run
   // that used it can be resumed there.
   TrainConfig h;
   h.train = "x", h.cuda_graph = true;

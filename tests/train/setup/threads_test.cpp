@@ -13,7 +13,7 @@
 #include "kernels/parallel.h"
 #include "tests/data/temp_dir.h"
 #include "tests/test_util.h"
-#include "tests/train/engine/replica_fixture.h"
+#include "tests/train/replica_fixture.h"
 #include "train/engine/replica.h"
 #include "train/engine/trainer.h"
 #include "train/run/run.h"
