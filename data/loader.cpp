@@ -41,6 +41,10 @@ struct Loader::Slot {
   DeviceBuffer d_images, d_crops, d_labels;
   std::unique_ptr<Event> copied, consumed, copy_start;  // GPU mode
   bool consumed_pending = false;     // a release recorded `consumed`; wait before writing
+  // When the device gave the slot back, as a worker waiting for `consumed` saw it: the epoch
+  // (long ago) when no worker had to wait. Batch::wait_held_s is the next() wait before it.
+  std::chrono::steady_clock::time_point freed_at{};
+  double load_s = 0;                 // the workers' read + decode + augment seconds on it
   bool copy_timed = false;           // copy_start/copied hold a copy not yet added to stats
 
   int64_t seq = -1;
@@ -153,6 +157,8 @@ void Loader::assign_locked(int slot) {
   s.good.assign(s.indices.size(), 0);
   s.remaining = int(s.indices.size());
   s.state = Slot::State::filling;
+  s.freed_at = {};
+  s.load_s = 0;
   slot_of_seq_[s.seq] = slot;
   if (s.remaining == 0) {  // an empty shard (tiny last batch split over many replicas)
     s.n = 0;
@@ -190,11 +196,13 @@ void Loader::worker_main(int index) {
       wait_consumed = slots_[size_t(task.slot)]->consumed_pending;
     }
     Slot& s = *slots_[size_t(task.slot)];
-    if (wait_consumed) {  // the batch this slot held may still be read by the GPU
+    std::chrono::steady_clock::time_point freed{};  // when the device gave the slot back
+    if (wait_consumed && !s.consumed->done()) {  // the batch it held is still read by the GPU
       TraceSpan span(cfg_.tracer, "wait for slot", "loader");
       const auto t0 = std::chrono::steady_clock::now();
       s.consumed->synchronize();
-      slot_wait += seconds_since(t0);
+      freed = std::chrono::steady_clock::now();
+      slot_wait += std::chrono::duration<double>(freed - t0).count();
     }
     try {
       TraceSpan span(cfg_.tracer, "decode", "loader");  // read + decode + augment of the run
@@ -230,6 +238,8 @@ void Loader::worker_main(int index) {
       std::lock_guard<std::mutex> lock(mu_);
       s.remaining -= task.end - task.begin;
       last = s.remaining == 0;
+      s.freed_at = std::max(s.freed_at, freed);
+      s.load_s += times.read_s + times.decode_s + times.augment_s;
       stats_.stages.read_s += times.read_s;
       stats_.stages.decode_s += times.decode_s;
       stats_.stages.augment_s += times.augment_s;
@@ -301,12 +311,19 @@ Batch Loader::next(cudaStream_t compute) {
     return it != slot_of_seq_.end() && slots_[size_t(it->second)]->state == Slot::State::full;
   };
   full_cv_.wait(lock, ready);
-  stats_.consumer_wait_s += seconds_since(t0);
+  const auto t1 = std::chrono::steady_clock::now();
   if (error_) std::rethrow_exception(error_);
   CHECK(!stop_, "loader: next() after the loader was stopped");
   const int slot = slot_of_seq_[seq];
   slot_of_seq_.erase(seq);
   Slot& s = *slots_[size_t(slot)];
+  // The wait, and the part of it before the device gave the slot back (no worker could write
+  // the batch yet). Its workers are done, so they have all said when that was.
+  const double wait_s = std::chrono::duration<double>(t1 - t0).count();
+  const double held_s =
+      std::clamp(std::chrono::duration<double>(s.freed_at - t0).count(), 0.0, wait_s);
+  stats_.consumer_wait_s += wait_s;
+  stats_.consumer_wait_held_s += held_s;
   s.state = Slot::State::in_use;
   next_deliver_seq_++;
   deliver_cursor_ = sampler_.next(deliver_cursor_);
@@ -332,6 +349,9 @@ Batch Loader::next(cudaStream_t compute) {
     b.d_labels = static_cast<const int32_t*>(s.d_labels.data());
   }
   b.slot = slot;
+  b.load_s = s.load_s;
+  b.wait_s = wait_s;
+  b.wait_held_s = held_s;
   return b;
 }
 

@@ -88,6 +88,13 @@ struct Batch {
   const InputCrop* d_crops = nullptr; //   batch on the copy stream, ready on the compute
   const int32_t* d_labels = nullptr;  //   stream given to next()
   int slot = -1;
+  // What it cost, for the run's pipeline figures (train/engine/engine.h, StepResult):
+  double load_s = 0;       // the workers' seconds reading, decoding and augmenting it (summed
+                           //   over the workers that shared it; waits not included)
+  double wait_s = 0;       // how long next() blocked for it
+  double wait_held_s = 0;  // of wait_s, the part in which its slot was still held by the
+                           //   device (GPU: the batch before it in the slot not yet consumed,
+                           //   so no worker could write it): back-pressure, not slow decoding
 };
 
 struct LoaderStats {
@@ -96,6 +103,8 @@ struct LoaderStats {
   double slot_wait_s = 0;        // workers waiting for a released slot's consumption event
   double copy_ms = 0;            // host-to-device copies, timed with events (gpu only)
   double consumer_wait_s = 0;    // next() blocked because the batch was not ready
+  double consumer_wait_held_s = 0;  // of it, while the batch's slot was still held by the
+                                    //   device (Batch::wait_held_s): the rest is decoding
   double mean_full_slots = 0;    // ring occupancy seen by next(): near `ring` = data is ahead
   int64_t batches = 0, samples = 0, bad_files = 0;
 };

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -62,6 +63,29 @@ void MetricsWriter::write_line(const std::string& line) {
   lines_++;
 }
 
+Bound run_bound(const DeviceTime& t) {
+  const double wall = t.wall_s();
+  if (!(wall > 0)) return Bound::unknown;
+  if (100 * t.wait_s > kBoundPct * wall) return Bound::loader;
+  if (100 * t.idle_s > kBoundPct * wall) return Bound::host;
+  return Bound::compute;
+}
+
+const char* bound_name(Bound b) {
+  switch (b) {
+    case Bound::loader: return "loader";
+    case Bound::host: return "host";
+    case Bound::compute: return "compute";
+    case Bound::unknown: break;
+  }
+  return "";
+}
+
+double pipeline_ratio(double wall_s, double loader_alone_s, double compute_s) {
+  const double longer = std::max(loader_alone_s, compute_s);
+  return longer > 0 ? wall_s / longer : std::numeric_limits<double>::quiet_NaN();
+}
+
 void MetricsWriter::write(const StepMetrics& m) {
   // Field by field in a fixed order (nlohmann::ordered_json), so the file reads the same way
   // on every line; doubles print with the fewest digits that read back exactly.
@@ -75,6 +99,17 @@ void MetricsWriter::write(const StepMetrics& m) {
   j["loss_scale"] = m.loss_scale;
   j["images_per_s"] = m.images_per_s;
   j["data_wait_pct"] = m.data_wait_pct;
+  j["data_wait_held_pct"] = m.data_wait_held_pct;
+  // The device's clock: null when it measured nothing in the window.
+  auto known = [](double v) -> nlohmann::ordered_json {
+    return v >= 0 ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr);
+  };
+  j["busy_pct"] = known(m.busy_pct);
+  j["device_wait_pct"] = known(m.device_wait_pct);
+  j["idle_pct"] = known(m.idle_pct);
+  j["bound"] = m.bound == Bound::unknown ? nlohmann::ordered_json(nullptr)
+                                         : nlohmann::ordered_json(bound_name(m.bound));
+  j["pipeline_ratio"] = known(m.pipeline_ratio);
   if (m.sync_bn_pct >= 0) j["sync_bn_pct"] = m.sync_bn_pct;
   j["time"] = m.time_s;
   write_line(j.dump() + "\n");  // NaN and Infinity dump as null

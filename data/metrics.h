@@ -10,7 +10,9 @@
 //
 // A metrics file reads like this (one object a line; "kind" says which record it is):
 //   {"kind":"step","step":100,"epoch":1,"loss":0.6128,"accuracy":0.7832,"lr":0.05,
-//    "loss_scale":65536,"images_per_s":11520.4,"data_wait_pct":1.3,"time":2.61}
+//    "loss_scale":65536,"images_per_s":11520.4,"data_wait_pct":1.3,"data_wait_held_pct":1.2,
+//    "busy_pct":96.1,"device_wait_pct":0.4,"idle_pct":3.5,"bound":"compute",
+//    "pipeline_ratio":1.04,"time":2.61}
 //   {"kind":"eval","epoch":1,"loss":0.41,"top1":0.851}      <- any other record: write(kind, json)
 // Non-finite numbers (an overflowed loss) are written as null: JSON has no NaN or Infinity.
 #pragma once
@@ -23,6 +25,34 @@
 
 namespace cutrain {
 
+// The bound of a run over some steps, read off the device's own clock (GPU: events on the
+// compute stream; the CPU: the host's clock around the same points of each step):
+//   wait    the device waited for a batch (its decode and its copy): the loader is late;
+//   idle    the device had nothing queued (the host had not launched the step yet);
+//   compute the step's kernels, from its batch ready to its last kernel.
+// One rule names the bound: loader-bound when the device waited for batches more than
+// kBoundPct of the wall time (wait + idle + compute); else host-bound when it idled more than
+// kBoundPct; else compute-bound (the GPU's kernels, or on the CPU the CPU's). Busy = compute /
+// wall.
+constexpr double kBoundPct = 5;
+struct DeviceTime {
+  double idle_s = 0, wait_s = 0, compute_s = 0;
+  double wall_s() const { return idle_s + wait_s + compute_s; }
+  DeviceTime& operator+=(const DeviceTime& o) {
+    idle_s += o.idle_s, wait_s += o.wait_s, compute_s += o.compute_s;
+    return *this;
+  }
+};
+enum class Bound { unknown, loader, host, compute };  // unknown: no device time measured
+Bound run_bound(const DeviceTime& t);
+const char* bound_name(Bound b);  // "loader", "host", "compute"; "" for unknown
+
+// The pipeline ratio: the wall time over the longer of the two things that had to happen, the
+// loader's work alone and the device's compute alone. 1.00: decoding hid entirely behind
+// compute (or compute behind decoding); above it, time neither of them explains. NaN when
+// neither was measured.
+double pipeline_ratio(double wall_s, double loader_alone_s, double compute_s);
+
 struct StepMetrics {
   int64_t step = 0;            // optimizer steps done, counting those before a resume
   int epoch = 1;               // the epoch being trained, counting from 1
@@ -32,6 +62,14 @@ struct StepMetrics {
   double loss_scale = 0;       // the dynamic loss scale; 0 when there is none (fp32)
   double images_per_s = 0;     // since the last record (RateMeter)
   double data_wait_pct = 0;    // % of that wall time the loop spent waiting for data
+  double data_wait_held_pct = 0;  // of it, % while the device still held the batch's slot (the
+                                  //   host ahead of the device: back-pressure, not the loader)
+  // The device's clock over the same steps (DeviceTime); < 0 (null in the file): not measured.
+  double busy_pct = -1;        // compute / wall
+  double device_wait_pct = -1; // waiting for a batch
+  double idle_pct = -1;        // nothing queued
+  Bound bound = Bound::unknown;
+  double pipeline_ratio = -1;  // wall / max(the loader alone, compute)
   double sync_bn_pct = -1;     // --sync-bn: % of it the replicas spent in BatchNorm's
                                //   synchronisation, as the host sees it; < 0: no --sync-bn
   double time_s = 0;           // seconds since the run (this process) started -> "time"

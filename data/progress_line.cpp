@@ -13,10 +13,15 @@ namespace cutrain {
 std::string format_train_progress(const StepMetrics& m, int epochs, int64_t steps, double eta_s) {
   char buf[256];
   int n = std::snprintf(buf, sizeof buf,
-                        "epoch %d/%d  step %lld/%lld  loss %.4f  acc %.2f%%  %.0f img/s  "
-                        "data wait %.1f%%",
+                        "epoch %d/%d  step %lld/%lld  loss %.4f  acc %.2f%%  %.0f img/s",
                         m.epoch, epochs, (long long)m.step, (long long)steps, m.loss,
-                        100 * m.accuracy, m.images_per_s, m.data_wait_pct);
+                        100 * m.accuracy, m.images_per_s);
+  // The device's clock: busy %, the bound and the pipeline ratio (left out when not measured).
+  if (m.bound != Bound::unknown && n > 0 && size_t(n) < sizeof buf)
+    n += std::snprintf(buf + n, sizeof buf - size_t(n), "  busy %.0f%%  %s-bound", m.busy_pct,
+                       bound_name(m.bound));
+  if (m.pipeline_ratio >= 0 && n > 0 && size_t(n) < sizeof buf)
+    n += std::snprintf(buf + n, sizeof buf - size_t(n), "  pipeline %.2f", m.pipeline_ratio);
   if (m.sync_bn_pct >= 0 && n > 0 && size_t(n) < sizeof buf)
     n += std::snprintf(buf + n, sizeof buf - size_t(n), "  sync-bn %.1f%%", m.sync_bn_pct);
   if (m.loss_scale != 0 && n > 0 && size_t(n) < sizeof buf) {

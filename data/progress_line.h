@@ -6,7 +6,8 @@
 // printing progress in the whole program. Why in data/: see data/metrics.h.
 //
 // The training line, on a terminal redrawn about 10 times a second, in a log every N steps:
-//   epoch 2/10  step 1200/4690  loss 0.4312  acc 84.38%  12345 img/s  data wait 2.1%  scale 65536  ETA 0:12:03
+//   epoch 2/10  step 1200/4690  loss 0.4312  acc 84.38%  12345 img/s  busy 96%  compute-bound  pipeline 1.04  scale 65536  ETA 0:12:03
+// (busy, the bound and the pipeline ratio: data/metrics.h, read off the device's clock).
 #pragma once
 #include <chrono>
 #include <cstdint>

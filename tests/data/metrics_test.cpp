@@ -51,8 +51,15 @@ TEST_CASE("metrics: step and other records read back exactly, one JSON object a 
   const std::string path = dir.file("metrics.jsonl");
   {
     MetricsWriter w(path);
-    w.write(example(100));
-    w.write(example(200));
+    StepMetrics known = example(100);  // the device's clock measured the window
+    known.data_wait_held_pct = 1.0;
+    known.busy_pct = 96.5;
+    known.device_wait_pct = 0.5;
+    known.idle_pct = 3.0;
+    known.bound = Bound::compute;
+    known.pipeline_ratio = 1.25;
+    w.write(known);
+    w.write(example(200));  // it did not: nulls
     w.write("eval", {{"epoch", 2}, {"top1", 0.875}, {"per_class", {0.5, 1.0}}});
     REQUIRE(w.lines() == 3);
   }
@@ -60,9 +67,13 @@ TEST_CASE("metrics: step and other records read back exactly, one JSON object a 
   REQUIRE(lines.size() == 3);
   REQUIRE(lines[0] ==
           R"({"kind":"step","step":100,"epoch":2,"loss":0.6128,"accuracy":0.78125,"lr":0.05,)"
-          R"("loss_scale":65536.0,"images_per_s":11520.5,"data_wait_pct":1.25,"time":2.5})");
+          R"("loss_scale":65536.0,"images_per_s":11520.5,"data_wait_pct":1.25,)"
+          R"("data_wait_held_pct":1.0,"busy_pct":96.5,"device_wait_pct":0.5,"idle_pct":3.0,)"
+          R"("bound":"compute","pipeline_ratio":1.25,"time":2.5})");
   const json a = json::parse(lines[1]);
   REQUIRE(a.at("step") == 200);
+  for (const char* key : {"busy_pct", "device_wait_pct", "idle_pct", "bound", "pipeline_ratio"})
+    REQUIRE(a.at(key).is_null());
   REQUIRE(a.at("loss").get<double>() == 0.6128);  // the shortest digits that read back exactly
   REQUIRE(a.at("time").get<double>() == 2.5);
   const json e = json::parse(lines[2]);
@@ -164,4 +175,34 @@ TEST_CASE("metrics: RateMeter gives images/s, data wait and sync-bn time over ea
   RateMeter resumed(50, 100, t0);  // a resumed run: its pace counts from step 50
   REQUIRE(std::isnan(resumed.update(50, 0, 0, 0, t0 + seconds(1)).eta_s));
   REQUIRE(resumed.update(60, 640, 0, 0, t0 + seconds(3)).eta_s == 40 * 3.0 / 10);
+}
+
+TEST_CASE("metrics: the bound of a run is read off the device's clock, by one rule") {
+  DeviceTime t;
+  REQUIRE(run_bound(t) == Bound::unknown);  // nothing measured
+  REQUIRE(std::string(bound_name(Bound::unknown)).empty());
+  t.compute_s = 90, t.wait_s = 5, t.idle_s = 5;  // at the threshold, not above: compute
+  REQUIRE(t.wall_s() == 100);
+  REQUIRE(run_bound(t) == Bound::compute);
+  REQUIRE(std::string(bound_name(run_bound(t))) == "compute");
+  t.wait_s = 5.5;  // the device waited for batches more than 5% of the time
+  REQUIRE(run_bound(t) == Bound::loader);
+  REQUIRE(std::string(bound_name(Bound::loader)) == "loader");
+  t.idle_s = 8;  // waiting for batches is named first, even when the host is late too
+  REQUIRE(run_bound(t) == Bound::loader);
+  t.wait_s = 0;  // idle with every batch ready: the host did not launch fast enough
+  REQUIRE(run_bound(t) == Bound::host);
+  REQUIRE(std::string(bound_name(Bound::host)) == "host");
+  DeviceTime sum;  // windows add up
+  sum += t;
+  sum += t;
+  REQUIRE(sum.wall_s() == 2 * t.wall_s());
+  REQUIRE(sum.idle_s == 16);
+}
+
+TEST_CASE("metrics: the pipeline ratio is the wall time over the longer of loading alone and computing") {
+  REQUIRE(pipeline_ratio(10, 4, 8) == 1.25);   // compute is the longer
+  REQUIRE(pipeline_ratio(10, 10, 2) == 1.0);   // the loader is, and the wall time equals it
+  REQUIRE(pipeline_ratio(12, 10, 2) == 1.2);
+  REQUIRE(std::isnan(pipeline_ratio(1, 0, 0)));  // neither measured
 }

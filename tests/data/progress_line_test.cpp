@@ -34,6 +34,11 @@ StepMetrics metrics(int64_t step) {
   m.accuracy = 0.84375;
   m.images_per_s = 12345.4;
   m.data_wait_pct = 2.06;
+  m.busy_pct = 96.4;
+  m.device_wait_pct = 0.4;
+  m.idle_pct = 3.2;
+  m.bound = Bound::compute;
+  m.pipeline_ratio = 1.0372;
   m.loss_scale = 65536;
   return m;
 }
@@ -41,25 +46,31 @@ StepMetrics metrics(int64_t step) {
 
 TEST_CASE("progress: the training line, exactly") {
   REQUIRE(format_train_progress(metrics(1200), 10, 4690, 723.4) ==
-          "epoch 2/10  step 1200/4690  loss 0.4312  acc 84.38%  12345 img/s  data wait 2.1%  "
-          "scale 65536  ETA 0:12:03");
+          "epoch 2/10  step 1200/4690  loss 0.4312  acc 84.38%  12345 img/s  busy 96%  "
+          "compute-bound  pipeline 1.04  scale 65536  ETA 0:12:03");
   StepMetrics fp32 = metrics(7);
   fp32.loss_scale = 0;  // no scaling: no scale shown
+  fp32.bound = Bound::loader;
+  fp32.busy_pct = 31.6;
+  fp32.pipeline_ratio = 1.5;
   REQUIRE(format_train_progress(fp32, 1, 10, std::nan("")) ==
-          "epoch 2/1  step 7/10  loss 0.4312  acc 84.38%  12345 img/s  data wait 2.1%  ETA -:--:--");
+          "epoch 2/1  step 7/10  loss 0.4312  acc 84.38%  12345 img/s  busy 32%  loader-bound  "
+          "pipeline 1.50  ETA -:--:--");
   StepMetrics odd = metrics(7);
   odd.loss_scale = 0.5;
   odd.loss = HUGE_VAL;
+  // the device's clock measured nothing in the window: no busy, bound or ratio
+  odd.bound = Bound::unknown;
+  odd.busy_pct = odd.pipeline_ratio = -1;
   REQUIRE(format_train_progress(odd, 3, 10, 5) ==
-          "epoch 2/3  step 7/10  loss inf  acc 84.38%  12345 img/s  data wait 2.1%  scale 0.5  "
-          "ETA 0:00:05");
+          "epoch 2/3  step 7/10  loss inf  acc 84.38%  12345 img/s  scale 0.5  ETA 0:00:05");
   odd.loss_scale = 16777216;  // 2^24: whole, not 1.67772e+07
   REQUIRE(format_train_progress(odd, 3, 10, 5).find("scale 16777216  ") != std::string::npos);
-  StepMetrics synced = metrics(1200);  // --sync-bn: its share of the time after the data wait
+  StepMetrics synced = metrics(1200);  // --sync-bn: its share of the time after the pipeline
   synced.sync_bn_pct = 12.5;
   REQUIRE(format_train_progress(synced, 10, 4690, 723.4) ==
-          "epoch 2/10  step 1200/4690  loss 0.4312  acc 84.38%  12345 img/s  data wait 2.1%  "
-          "sync-bn 12.5%  scale 65536  ETA 0:12:03");
+          "epoch 2/10  step 1200/4690  loss 0.4312  acc 84.38%  12345 img/s  busy 96%  "
+          "compute-bound  pipeline 1.04  sync-bn 12.5%  scale 65536  ETA 0:12:03");
 }
 
 TEST_CASE("progress: in a log, a plain line at each multiple of N steps and at the last step") {

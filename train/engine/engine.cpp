@@ -133,10 +133,12 @@ void Engine::launch_step(const StepResult& host) {
     StepRecord* rec = lane.record(slot_);
     if (recs[i] != rec) lane.copy(rec, recs[i], sizeof(StepRecord));  // the graphs' own
     if (lane.timeline) lane.timeline->end();
+    lane.mark(Lane::step_end, slot_);  // (the record's copy to the host waits for it)
     lane.publish(slot_);
     rep.loader->release(rep.batch, lane.stream());
   }
-  launched_.push_back(Launched{r, slot_, stepped});
+  launched_.push_back(Launched{r, slot_, clock_slot_, stepped});
+  clock_slot_ = slot_;
 }
 
 void Engine::next_shards(StepResult& r) {
@@ -145,8 +147,13 @@ void Engine::next_shards(StepResult& r) {
   step_batches_ = 0;
   const int micro = cfg_.batch / world_ / cfg_.accum;  // forward_backward's
   for (auto& rep : replicas_) {
-    const OnDevice on(rep->lane->context());  // a GPU's compute stream waits for the copy
-    rep->batch = rep->loader->next(rep->lane->stream());
+    Lane& lane = *rep->lane;
+    const OnDevice on(lane.context());  // a GPU's compute stream waits for the copy
+    lane.mark(Lane::step_begin, slot_);
+    rep->batch = rep->loader->next(lane.stream());
+    lane.mark(Lane::batch_ready, slot_);
+    r.data_wait_held_s += rep->batch.wait_held_s;
+    r.loader_s = std::max(r.loader_s, rep->batch.load_s / rep->loader->threads());
     r.images += rep->batch.n;
     step_batches_ += (rep->batch.n + micro - 1) / micro;
     if (on_shard) on_shard(rep->rank, rep->batch);

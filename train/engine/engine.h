@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "data/metrics.h"
 #include "data/sampler.h"
 #include "data/trace.h"
 #include "kernels/parallel.h"
@@ -54,7 +55,16 @@ struct StepResult {
   bool taken = true;          // false: an inf/NaN gradient, the step was skipped
   std::string overflow;       // then: the first parameter whose gradient overflowed (with
                               // replicas, see overflow_name in train/engine/replica.h)
-  double data_wait_s = 0;     // waiting for the loader's next batch
+  double data_wait_s = 0;     // the host waiting for the loaders' next batches (Loader::next)
+  double data_wait_held_s = 0;  // of it, while the device still held a batch's slot (the host
+                                //   ahead of the device, Batch::wait_held_s): back-pressure
+  // The step on the device's clock (data/metrics.h, DeviceTime; GPU: events on each replica's
+  // compute stream, the CPU: the host's clock), means over the replicas. idle is the gap since
+  // the previous step's end, 0 for the first step and after other work on the lanes (an
+  // evaluation, a snapshot: see interrupt_clock).
+  DeviceTime device;
+  double loader_s = 0;        // the loader alone: the batch's load seconds over its workers
+                              //   (Batch::load_s / threads), the slowest replica's
   // Replicas (R > 1), means over the replicas:
   double comm_s = 0;          // all-reduce time of the step's buckets (on GPUs: from the first
                               // bucket ready to the last bucket reduced, idle gaps included)
@@ -133,6 +143,10 @@ class Engine {
                                                       //   forward and backward, before them
   std::function<void(const std::string&)> notice;    // one-line messages (--cuda-graph)
 
+  // Work other than steps ran on the lanes since the last launched step (an evaluation, a
+  // snapshot): the next step's device clock starts afresh, its idle time not counted.
+  void interrupt_clock() { clock_slot_ = -1; }
+
   static constexpr int kMaxInFlight = Lane::kRecordSlots;  // a record slot each
 
  private:
@@ -141,6 +155,8 @@ class Engine {
   struct Launched {
     StepResult result;     // the host part; the rest comes from the records
     int slot = 0;
+    int prev_slot = -1;    // the step just before on the lanes (its end starts this one's idle
+                           //   time); -1: none, or other work in between
     bool stepped = false;  // the optimizer ran (false for a batch whose files were all bad)
   };
 
@@ -220,6 +236,8 @@ class Engine {
   std::vector<int> marked_;                    // R > 1, this step: per bucket, replicas marked
   size_t reduced_ = 0;                         // buckets averaged this step (a prefix)
   int slot_ = 0;                               // the record slot of the step being queued
+  int clock_slot_ = -1;                        // the last launched step's slot, while nothing
+                                               //   else ran on the lanes since (interrupt_clock)
   std::deque<Launched> launched_;              // queued, records not yet read, in step order
   // --sync-bn with world_ > 1 (engine_sync.cpp):
   bool sync_bn_ = false;

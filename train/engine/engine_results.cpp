@@ -43,10 +43,13 @@ void Engine::collect(size_t wait_for, std::deque<StepResult>& done) {
   }
 }
 
-// One replica's part of a step's result: its record and its communication times.
+// One replica's part of a step's result: its record, its communication times, its device's
+// clock, and its process's loader-alone time.
 struct Engine::Shard {
   StepRecord rec;
   double comm_s = 0, comm_exposed_s = 0;
+  DeviceTime device;
+  double loader_s = 0;
 };
 
 StepResult Engine::result_of(const Launched& l) {
@@ -58,11 +61,17 @@ StepResult Engine::result_of(const Launched& l) {
   for (auto& rep : replicas_) {
     Lane& lane = *rep->lane;
     Shard s;
-    s.rec = lane.host(l.slot);
+    s.rec = lane.host(l.slot);  // (its arrival means every mark of the step has been passed)
     if (R > 1) {
       s.comm_s = lane.seconds(Lane::first_ready, Lane::reduced, l.slot);
       s.comm_exposed_s = lane.seconds(Lane::backward_done, Lane::reduced, l.slot);
     }
+    if (l.prev_slot >= 0)
+      s.device.idle_s = std::max(0.0, lane.seconds(Lane::step_end, l.prev_slot,
+                                                   Lane::step_begin, l.slot));
+    s.device.wait_s = lane.seconds(Lane::step_begin, Lane::batch_ready, l.slot);
+    s.device.compute_s = lane.seconds(Lane::batch_ready, Lane::step_end, l.slot);
+    s.loader_s = l.result.loader_s;
     shards.push_back(s);
   }
   if (device_.mpi) {
@@ -81,6 +90,13 @@ StepResult Engine::result_of(const Launched& l) {
       r.comm_s += s.comm_s / R;
       r.comm_exposed_s += s.comm_exposed_s / R;
     }
+  r.device = DeviceTime();
+  for (const Shard& s : shards) {  // means over the replicas; the slowest loader
+    r.device.idle_s += s.device.idle_s / R;
+    r.device.wait_s += s.device.wait_s / R;
+    r.device.compute_s += s.device.compute_s / R;
+    r.loader_s = std::max(r.loader_s, s.loader_s);
+  }
   const StepState& state = recs[0]->state;
   r.scale_after = state.scaler.scale;
   if (!l.stepped) {  // no images: nothing was decided, the scale stays

@@ -63,6 +63,7 @@ double scalar(const Checkpoint& c, const char* name) {
 
 void Engine::snapshot(Checkpoint& c) {
   CHECK(!broken_, "snapshot: an earlier step failed partway, so the state is unknown");
+  interrupt_clock();  // the copies go on the lanes between two steps
   const OnDevice on = on_device();
   // Copies the caller may keep while training goes on (the HDF5 write and the fsync happen on
   // the writer's thread). On a GPU, clones on the device, on the stream the tensors were made
@@ -108,6 +109,7 @@ void Engine::snapshot(Checkpoint& c) {
 }
 
 void Engine::restore(const Checkpoint& c) {
+  interrupt_clock();
   CHECK(launched_.empty(), "restore: " << launched_.size() << " launched steps are pending");
   CHECK(!c.pending, "restore: the checkpoint is still pending (on its way from a GPU): "
                     "complete() it first");

@@ -135,9 +135,13 @@ void Lane::mark(Mark m, int slot) {
 }
 
 double Lane::seconds(Mark from, Mark to, int slot) const {
-  const size_t s = size_t(slot);
-  if (gpu_) return gpu_->marks[to][s].ms_since(gpu_->marks[from][s]) * 1e-3;
-  return host_marks_[to][s] - host_marks_[from][s];
+  return seconds(from, slot, to, slot);
+}
+
+double Lane::seconds(Mark from, int from_slot, Mark to, int to_slot) const {
+  const size_t a = size_t(from_slot), b = size_t(to_slot);
+  if (gpu_) return gpu_->marks[to][b].ms_since(gpu_->marks[from][a]) * 1e-3;
+  return host_marks_[to][b] - host_marks_[from][a];
 }
 
 void Lane::synchronize() {

@@ -74,10 +74,16 @@ class Lane {
   bool arrived(int slot) const;          // has it reached the host? (never blocks)
   const StepRecord& host(int slot);      // waits until it has, then the host's copy
 
-  // Time marks of a step (slot s): what the replicas' all-reduce took.
-  enum Mark { first_ready, backward_done, reduced, kMarks };
+  // Time marks of a step (slot s), on the device's clock (GPU: timing events on the compute
+  // stream; the CPU: the host's clock): where the step began, before the wait for its batch
+  // (step_begin), the batch ready (batch_ready), the step's last kernel done (step_end); and
+  // what the replicas' all-reduce took (first_ready, backward_done, reduced).
+  enum Mark { step_begin, batch_ready, first_ready, backward_done, reduced, step_end, kMarks };
   void mark(Mark m, int slot);
   double seconds(Mark from, Mark to, int slot) const;
+  // From mark `from` of slot from_slot to mark `to` of slot to_slot (an earlier step's end to
+  // this one's begin). Both must have been recorded, the first before the second.
+  double seconds(Mark from, int from_slot, Mark to, int to_slot) const;
 
   // With --trace: the compute stream's row (GPU lanes; made by the trainer at the first step).
   std::unique_ptr<GpuTimeline> timeline;

@@ -168,6 +168,7 @@ StepResult Trainer::step() {
 EvalResult Trainer::evaluate() {
   USER_CHECK(val_, "evaluate: no validation data (--val)");
   TraceSpan span(tracer, "evaluate", "train");
+  engine_->interrupt_clock();  // the next step's idle time is not the evaluation's
   EvalOptions opt;
   opt.batch = std::max(cfg_.batch, 256);
   opt.threads = run_decode_threads(cfg_.threads, device_, 1);  // the training loaders wait

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <map>
 
+#include "data/metrics.h"
 #include "train/report/report.h"
 #include "train/report/report_page.h"
 #include "train/report/report_svg.h"
@@ -125,12 +126,21 @@ std::string header(const ReportInput& in, const std::vector<EpochTrain>& epochs)
   for (const MetricsEval& e : r.evals)
     if (std::isfinite(e.top1) && (!best || e.top1 > best->top1)) best = &e;
   // The steady state: the step records from epoch 2 on, or all of a 1-epoch run.
-  std::vector<double> ips, wait;
+  std::vector<double> ips, wait, busy, device_wait, idle, ratio;
   const bool later = std::any_of(r.steps.begin(), r.steps.end(),
                                  [](const MetricsStep& s) { return s.epoch >= 2; });
   for (const MetricsStep& s : r.steps)
-    if (!later || s.epoch >= 2) ips.push_back(s.images_per_s), wait.push_back(s.data_wait_pct);
-  const double w = median(wait);
+    if (!later || s.epoch >= 2) {
+      ips.push_back(s.images_per_s), wait.push_back(s.data_wait_pct);
+      busy.push_back(s.busy_pct), device_wait.push_back(s.device_wait_pct);
+      idle.push_back(s.idle_pct), ratio.push_back(s.pipeline_ratio);
+    }
+  // The bound: the rule of data/metrics.h on the medians (in % of the wall time).
+  DeviceTime median_time;
+  median_time.compute_s = median(busy), median_time.wait_s = median(device_wait);
+  median_time.idle_s = median(idle);
+  const Bound bound = std::isfinite(median_time.wall_s()) ? run_bound(median_time)
+                                                          : Bound::unknown;
   std::string device = r.starts.empty() ? "" : r.starts.back().device;
   if (device.empty())
     device = config_value(in, "devices").empty() ? config_value(in, "device")
@@ -175,8 +185,12 @@ std::string header(const ReportInput& in, const std::vector<EpochTrain>& epochs)
   h += kpi("wall time", duration(r.wall_s), "training and evaluation");
   h += kpi("images/s", fmt("%.0f", median(ips)),
            later ? "median, epoch 2 on" : "median of the records");
-  h += kpi("data wait", fmt("%.1f%%", w),
-           "pipeline ratio " + fmt("%.2f", w < 100 ? 1 / (1 - w / 100) : NAN));
+  if (bound == Bound::unknown)  // records without the device's clock: the host's wait alone
+    h += kpi("data wait", fmt("%.1f%%", median(wait)), "the host in Loader::next()");
+  else
+    h += kpi(std::string(bound_name(bound)) + "-bound", fmt("busy %.0f%%", median_time.compute_s),
+             "pipeline ratio " + fmt("%.2f", median(ratio)) + " &middot; waits for data " +
+                 fmt("%.1f%%", median_time.wait_s));
   return h + "</div></header>\n";
 }
 

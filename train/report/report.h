@@ -1,8 +1,9 @@
 // defines: the run report, RUN/report.html: one self-contained page (inline CSS and SVG drawn
 // by train/report/report_svg.h; no script, nothing fetched) that says at a glance how a run went:
 // a header (model, data, device, epochs done, best validation top-1, final training loss,
-// wall time, images/s, data wait), loss and accuracy per step and per epoch (train and
-// validation), the learning rate, the loss scale, images/s and data wait per step, skipped
+// wall time, images/s, the bound with busy % and the pipeline ratio), loss and accuracy per
+// step and per epoch (train and validation), the learning rate, the loss scale, images/s and
+// the pipeline (busy, the device's waits, the host's data wait) per step, skipped
 // steps, per-class accuracy and the confusion matrix of the last evaluation, bad files, links
 // to the checkpoints and the trace, and the configuration.
 //
@@ -31,17 +32,18 @@
 //   - Per-epoch training loss and accuracy: the mean of the epoch's step records, each weighted
 //     by the steps it covers (since the previous record), which is the image-weighted mean when
 //     every batch is full; a record belongs to the epoch of its last step ("epoch").
-//   - Images/s and data wait in the header: the median of the step records from epoch 2 on (the
-//     first epoch's records hold the start-up), of all of them for a 1-epoch run.
-//   - Pipeline ratio = 1 / (1 - data wait): a step's wall time over its compute time (the wall
-//     time less the time in Loader::next()). 1.00: the data never kept the step waiting. It is
-//     bench/torch_ref/report.py's "pipeline / max(load, compute)" without the loader-alone rate
-//     (a report has no load-only measurement), so an upper bound of that.
+//   - Images/s, busy %, the device's waits and the pipeline ratio in the header: the median of
+//     the step records from epoch 2 on (the first epoch's records hold the start-up), of all of
+//     them for a 1-epoch run. The bound is data/metrics.h's rule (run_bound) on those medians.
+//     The pipeline ratio is the records' own: the wall time over the longer of the loader alone
+//     and the device's compute (data/metrics.h). Records without the device's clock (files
+//     from before cutrain recorded it) show the host's data wait alone.
 //   - Wall time: the sum over the run's processes of each one's last "time" (seconds since it
 //     started training).
 //   - null in a record (JSON has no NaN: an overflowed loss) is NaN here, a gap in the chart.
 //   - At most kMaxChartPoints points a series are drawn (report_svg.h: downsample).
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -55,6 +57,9 @@ struct MetricsStep {
   int64_t step = 0;
   int epoch = 0;
   double loss = 0, accuracy = 0, lr = 0, loss_scale = 0, images_per_s = 0, data_wait_pct = 0;
+  // The device's clock (data/metrics.h); NaN where the record has none (null, or a file from
+  // before cutrain recorded it).
+  double busy_pct = NAN, device_wait_pct = NAN, idle_pct = NAN, pipeline_ratio = NAN;
   double time = 0;
 };
 

@@ -1,6 +1,7 @@
 // The report page's charts (report_page.h): the training curves from the step and eval
 // records, and the last evaluation's per-class accuracy and confusion matrix.
 #include <algorithm>
+#include <cmath>
 
 #include "train/report/report_page.h"
 #include "train/report/report_svg.h"
@@ -119,15 +120,31 @@ std::string training_charts(const ReportInput& in, const std::vector<EpochTrain>
   s += figure("Throughput", legend_item("#16a34a", "images/s since the previous record"),
               line_chart(ips));
 
-  LineChart wait;
-  wait.label = "data wait", wait.y_label = "data wait (%)", wait.y_from_zero = true;
-  wait.series = {step_series(r, &MetricsStep::data_wait_pct, "data wait", "#64748b")};
-  wait.series[0].format = "%.1f%%";
-  s += figure("Data wait", legend_item("#64748b", "% of the wall time in Loader::next()"),
-              line_chart(wait),
-              "Pipeline ratio = 1 / (1 &minus; data wait): a step's wall time over its compute "
-              "time; 1.00 when the data never kept the step waiting (the header's is from the "
-              "median wait).");
+  // The pipeline: the device's clock (busy, waiting for a batch, idle) and the host's wait.
+  const bool clocked = std::any_of(r.steps.begin(), r.steps.end(), [](const MetricsStep& st) {
+    return std::isfinite(st.busy_pct);
+  });
+  LineChart pipe;
+  pipe.label = "pipeline", pipe.y_label = "% of the wall time", pipe.y_from_zero = true;
+  pipe.series = {step_series(r, &MetricsStep::data_wait_pct, "host waits for data", kPipeHost)};
+  std::string pipe_legend = legend_item(kPipeHost, "host in Loader::next()");
+  if (clocked) {
+    pipe.series.push_back(step_series(r, &MetricsStep::busy_pct, "device busy", kPipeBusy));
+    pipe.series.push_back(
+        step_series(r, &MetricsStep::device_wait_pct, "device waits for a batch", kPipeWait));
+    pipe.series.push_back(step_series(r, &MetricsStep::idle_pct, "device idle", kPipeIdle));
+    pipe_legend = legend_item(kPipeBusy, "device busy") +
+                  legend_item(kPipeWait, "device waits for a batch") +
+                  legend_item(kPipeIdle, "device idle (nothing queued)") + pipe_legend;
+  }
+  for (ChartSeries& series : pipe.series) series.format = "%.1f%%";
+  s += figure("Pipeline", pipe_legend, line_chart(pipe),
+              clocked ? "On the device's clock (GPU: events on the compute stream; CPU: the "
+                        "host's). Loader-bound when the device waits for batches more than 5% "
+                        "of the time, host-bound when it idles more than 5%, else compute-bound. "
+                        "The host's wait includes waiting for the device to give a slot back."
+                      : "These records have no device clock (a run before cutrain recorded "
+                        "it): the host's wait in Loader::next() alone.");
   return s + "</div>\n";
 }
 

@@ -138,6 +138,8 @@ RunRecords parse_metrics(const std::string& jsonl) {
       s.loss = number(j, "loss"), s.accuracy = number(j, "accuracy"), s.lr = number(j, "lr");
       s.loss_scale = number(j, "loss_scale"), s.images_per_s = number(j, "images_per_s");
       s.data_wait_pct = number(j, "data_wait_pct"), s.time = time;
+      s.busy_pct = number(j, "busy_pct"), s.device_wait_pct = number(j, "device_wait_pct");
+      s.idle_pct = number(j, "idle_pct"), s.pipeline_ratio = number(j, "pipeline_ratio");
       steps[s.step] = s;
     } else if (kind == "eval") {
       MetricsEval e = eval_record(j);

@@ -27,11 +27,23 @@ StepMetrics RunReporter::Window::take(int64_t step, int epoch, double lr, double
   m.loss_scale = scale;
   m.images_per_s = rates.images_per_s;
   m.data_wait_pct = rates.data_wait_pct;
+  m.data_wait_held_pct = wait_s > 0 ? rates.data_wait_pct * held_s / wait_s : 0;
+  // The device's clock (data/metrics.h: the bound and the pipeline ratio).
+  const double wall = device.wall_s();
+  if (wall > 0) {
+    m.busy_pct = 100 * device.compute_s / wall;
+    m.device_wait_pct = 100 * device.wait_s / wall;
+    m.idle_pct = 100 * device.idle_s / wall;
+    m.bound = run_bound(device);
+    m.pipeline_ratio = pipeline_ratio(wall, loader_s, device.compute_s);
+  }
   m.sync_bn_pct = sync_total >= 0 ? rates.sync_pct : -1;
   m.time_s = rates.elapsed_s;
   eta_s = rates.eta_s;
   loss = correct = 0;
   images = steps = 0;
+  device = DeviceTime();
+  loader_s = wait_s = held_s = 0;
   return m;
 }
 
@@ -59,6 +71,10 @@ void RunReporter::step(const StepResult& r, int64_t steps_done, double loss_scal
     w->correct += double(r.correct);
     w->images += r.images;
     w->steps++;
+    w->device += r.device;
+    w->loader_s += r.loader_s;
+    w->wait_s += r.data_wait_s;
+    w->held_s += r.data_wait_held_s;
   }
   epoch_loss_ += r.loss * r.images;
   epoch_correct_ += double(r.correct);

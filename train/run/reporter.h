@@ -77,6 +77,9 @@ class RunReporter {
     RateMeter meter;
     double loss = 0, correct = 0;
     int64_t images = 0, steps = 0;
+    DeviceTime device;                 // the steps' device clocks (StepResult::device)
+    double loader_s = 0;               // the loader alone
+    double wait_s = 0, held_s = 0;     // the host's wait for batches, and its held part
     double eta_s = 0;  // from the last take()
     StepMetrics take(int64_t step, int epoch, double lr, double scale, int64_t images_total,
                      double wait_total, double sync_total);

@@ -76,7 +76,7 @@ TEST_CASE("mpirun: 2 and 3 processes train exactly as --devices cpu,cpu(,cpu), a
 
     // --sync-bn's share of the time: on the progress lines and in the step records.
     for (const Ran* r : {&ran, &local})
-      REQUIRE((r->output.find("%  sync-bn ") != std::string::npos) == sync_bn);
+      REQUIRE((r->output.find("  sync-bn ") != std::string::npos) == sync_bn);
     std::stringstream records;
     records << std::ifstream(a + "/metrics.jsonl").rdbuf();
     REQUIRE((records.str().find("\"sync_bn_pct\":") != std::string::npos) == sync_bn);

@@ -133,6 +133,36 @@ TEST_CASE("report: per-epoch training values weigh each record by the steps it c
   REQUIRE(e[1].accuracy == 0.5);
 }
 
+TEST_CASE("report: the header names the bound from the device's clock; older records show the host's wait") {
+  // Epoch 2's records (the steady state): busy 60/70/80, waits for batches 30/20/10: the
+  // medians (70, 20, idle 10) are loader-bound by data/metrics.h's rule.
+  auto clocked = [](int64_t step, double busy, double wait, double ratio) {
+    std::string line = step_line(step, 2, "1", double(step));
+    line.insert(line.rfind(",\"time\""),
+                ",\"busy_pct\":" + std::to_string(busy) + ",\"device_wait_pct\":" +
+                    std::to_string(wait) + ",\"idle_pct\":10,\"bound\":\"loader\","
+                    "\"pipeline_ratio\":" + std::to_string(ratio));
+    return line;
+  };
+  const std::string text = step_line(1, 1, "2", 1) + clocked(2, 60, 30, 1.2) +
+                           clocked(3, 70, 20, 1.1) + clocked(4, 80, 10, 1.05);
+  const RunRecords r = parse_metrics(text);
+  REQUIRE(std::isnan(r.steps[0].busy_pct));  // no clock in the record: NaN, not 0
+  REQUIRE(r.steps[2].busy_pct == 70);
+  REQUIRE(r.steps[2].pipeline_ratio == 1.1);
+  const std::string html = report_html(hand_made(text));
+  REQUIRE(html.find("<div class=\"k\">loader-bound</div><div class=\"v\">busy 70%</div>") !=
+          std::string::npos);
+  REQUIRE(html.find("pipeline ratio 1.10 &middot; waits for data 20.0%") != std::string::npos);
+  REQUIRE(html.find("device waits for a batch") != std::string::npos);  // the chart's series
+  // Records from before the device's clock: the host's data wait alone, and no bound.
+  const std::string old = report_html(hand_made(step_line(1, 1, "2", 1) + step_line(2, 1, "1", 2)));
+  REQUIRE(old.find("<div class=\"k\">data wait</div><div class=\"v\">20.0%</div>") !=
+          std::string::npos);
+  REQUIRE(old.find("-bound</div>") == std::string::npos);
+  REQUIRE(old.find("no device clock") != std::string::npos);
+}
+
 TEST_CASE("report: a run without validation, with a null loss and a skipped step") {
   const std::string text =
       start_line(0) + step_line(1, 1, "2.0", 1) + step_line(2, 1, "null", 2) +
@@ -272,6 +302,8 @@ TEST_CASE("report: cutrain train writes RUN/report.html, cutrain report writes i
     REQUIRE(html.find("<h1>run</h1>") != std::string::npos);
     REQUIRE(html.find("2 / 2") != std::string::npos);         // epochs
     REQUIRE(html.find("cpu fp32") != std::string::npos);      // the device, from "start"
+    REQUIRE(html.find("-bound</div>") != std::string::npos);  // the bound, from the clock
+    REQUIRE(html.find("pipeline ratio ") != std::string::npos);
     REQUIRE(html.find("Per-class accuracy") != std::string::npos);
     REQUIRE(html.find("Confusion matrix") != std::string::npos);
     REQUIRE(html.find("Ankle boot") != std::string::npos);    // the class names
