@@ -1,13 +1,15 @@
 // defines: tiny_run_config(), a resolved configuration for short training runs on real
 // Fashion-MNIST images (a small CNN, a few hundred images, batches of 32), for the trainer's
 // tests; kTinyModel and kSmallModel, the model descriptions they use; require_same_state(),
-// two trainers' snapshots equal bit for bit.
+// two trainers' snapshots equal bit for bit; require_device_clock(), a trainer's steps timed on
+// its device's clock.
 #pragma once
 #include <cstring>
 #include <string>
 
 #include "tests/test_util.h"
 #include "train/checkpoint/checkpoint.h"
+#include "train/engine/trainer.h"
 
 #include "tests/train/fashion_mnist_data.h"
 #include "train/setup/config.h"
@@ -77,6 +79,34 @@ inline void require_same_state(const cutrain::Checkpoint& a, const cutrain::Chec
   REQUIRE(a.scalars == b.scalars);
   REQUIRE(a.step == b.step);
   REQUIRE(a.cursor == b.cursor);
+}
+
+// Steps of `t` (with validation data) launched ahead as a run does, an evaluation after the
+// fifth: every step's device clock is a time (compute > 0, the waits >= 0), the host's held
+// wait is part of its wait, and the first step and the one after the evaluation count no
+// idle time (nothing ran before the first; the evaluation is not idle).
+inline void require_device_clock(cutrain::Trainer& t, int steps = 10) {
+  std::vector<cutrain::StepResult> got;
+  for (int s = 0; s < steps; s++) {
+    t.launch();
+    if (s == 4) {
+      for (const cutrain::StepResult& r : t.results(true)) got.push_back(r);
+      t.evaluate();
+    }
+  }
+  for (const cutrain::StepResult& r : t.results(true)) got.push_back(r);
+  REQUIRE(got.size() == size_t(steps));
+  for (const cutrain::StepResult& r : got) {
+    INFO("step " << r.step);
+    REQUIRE(r.device.compute_s > 0);
+    REQUIRE(r.device.wait_s >= 0);
+    REQUIRE(r.device.idle_s >= 0);
+    REQUIRE(r.data_wait_held_s >= 0);
+    REQUIRE(r.data_wait_held_s <= r.data_wait_s);
+    REQUIRE(r.loader_s > 0);  // the loader decoded each batch
+  }
+  REQUIRE(got[0].device.idle_s == 0);
+  REQUIRE(got[5].device.idle_s == 0);
 }
 
 }  // namespace cutrain_test

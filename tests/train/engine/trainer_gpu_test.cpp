@@ -231,6 +231,13 @@ TEST_CASE("trainer [gpu]: fp32 stops at the first inf/NaN gradient, as on the CP
                                "There is no loss scale to lower in fp32");
 }
 
+TEST_CASE("trainer [gpu]: each step's compute, wait and idle on the compute stream's events") {
+  REQUIRE_GPU();
+  TempDir dir;
+  Trainer t(tiny_run_config(dir / "run", 320, 1), on(Device::cuda, DType::f16));
+  require_device_clock(t);
+}
+
 TEST_CASE("trainer [gpu]: many steps in flight come back in order, each once") {
   REQUIRE_GPU();
   TempDir dir;

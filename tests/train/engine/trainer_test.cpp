@@ -78,6 +78,12 @@ TEST_CASE("resume: losses and final weights after a reload equal those of an unb
   }
 }
 
+TEST_CASE("the device clock: each step's compute, wait and idle on the CPU's clock") {
+  TempDir dir;
+  Trainer t(tiny_run_config(dir / "run", 320, 1), cpu(DType::f32));
+  require_device_clock(t);
+}
+
 TEST_CASE("restore refuses a checkpoint of another model, with the tensor's name") {
   TempDir dir;
   TrainConfig cfg = tiny_run_config(dir / "run");
