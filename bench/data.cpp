@@ -29,6 +29,7 @@
 #include "data/image.h"
 #include "data/loader.h"
 #include "data/pack.h"
+#include "data/photos.h"
 #include "data/source.h"
 #include "kernels/check.h"
 #include "kernels/rng.h"
@@ -41,27 +42,14 @@ static double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Synthetic photos: smooth colour fields plus noise, so JPEG does real work.
+// Synthetic photos (data/photos.h) of side x side at quality 90: JPEG does real work.
 static ImageList synthesize(const std::string& dir, int n, int side) {
-  fs::create_directories(dir);
-  ImageList list;
-  list.source = dir;
-  std::vector<uint8_t> px(size_t(side) * side * 3);
-  for (int i = 0; i < n; i++) {
-    for (int y = 0; y < side; y++)
-      for (int x = 0; x < side; x++)
-        for (int c = 0; c < 3; c++) {
-          const uint64_t r = rng_u64(uint64_t(i), uint64_t(y * side + x), uint64_t(c));
-          px[(size_t(y) * side + x) * 3 + c] =
-              uint8_t((x * (c + 1) + y * (3 - c) + i * 7) % 200 + int(r % 56));
-        }
-    const std::vector<uint8_t> jpg = encode_jpeg(px.data(), side, side, 3, 90);
-    const std::string path = dir + "/" + std::to_string(i) + ".jpg";
-    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(jpg.data()),
-                                                std::streamsize(jpg.size()));
-    list.samples.push_back(Sample{path, i % 10});
-  }
-  return list;
+  PhotoSetSpec spec;
+  spec.train = n, spec.test = 0;
+  spec.min_side = spec.max_side = side;
+  spec.min_quality = spec.max_quality = 90;
+  write_photo_set(dir, spec);
+  return read_image_list(dir + "/train.txt");
 }
 
 // load_sample_uncut (what a loader worker runs per sample) over every image, split evenly
