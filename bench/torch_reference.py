@@ -21,21 +21,39 @@ same model on the same data with the same recipe:
   precision      on CUDA: AMP fp16 autocast with a GradScaler (2^16, x2 per 2000 clean steps,
                  x0.5 on overflow: cutrain's loss scaler), channels_last, cudnn.benchmark
 
-Two ways to feed it:
-  --mode dataloader  torch.utils.data.DataLoader, PIL decode in `--workers` processes (16),
-                     pin_memory, persistent workers: the usual PyTorch setup
-  --mode resident    every image decoded once into a uint8 tensor on the device, crop/flip
-                     on the device, the model under torch.compile: the strongest setting
+The settings (--mode):
+  dataloader     torch.utils.data.DataLoader, PIL decode (JPEG at a DCT scale, as cutrain) in
+                 `--workers` processes (16), pin_memory, persistent workers; AMP with a
+                 GradScaler and torch.optim.SGD: the usual PyTorch setup
+  resident       every image decoded once into a uint8 tensor on the device, crop/flip on the
+                 device, the model under torch.compile (--compile-mode, "default")
+  tuned-graph    PyTorch at its strongest (torch_ref/tuned.py): resident data, channels_last,
+                 fp16 autocast with the GradScaler handing its overflow check to a fused
+                 optimizer on the device (no host read per step), the learning rate a device
+                 tensor, and the whole step captured as one CUDA graph and replayed
+  tuned-compile  the same with the model under torch.compile(mode="max-autotune") instead
+  gpu-decode     the decode-heavy workload's GPU path: DataLoader workers read the files'
+                 bytes, torchvision.io.decode_jpeg decodes them on the GPU (nvJPEG), resize,
+                 crop and flip on the GPU
+The tuned modes warm up, compile or capture before the clock starts, on the first batch, and
+put the model back as it was (their time is the summary's setup_s); a capture or a
+compilation that fails says why and falls back (graph -> compile -> eager).
+
+Every mode times its steps on the device's clock as cutrain does (torch_ref/clock.py: events
+before the wait for the batch, after it and after the step), so its records carry busy_pct,
+device_wait_pct, idle_pct and the bound by cutrain's rule.
 
 Metrics go to OUT/metrics.jsonl in cutrain's keys (data/metrics.h, train/run/reporter.h):
 "step" records every log_every steps (loss, accuracy, lr, loss_scale, images_per_s,
-data_wait_pct, time), "eval" records after each epoch (top1, top5, loss, images, seconds,
-time), and a closing "summary" record (wall time, time to the target accuracy, what ran).
-"time" counts from the first training step, as cutrain's does.
+data_wait_pct, busy_pct, device_wait_pct, idle_pct, bound, time), "eval" records after each
+epoch (top1, top5, loss, images, seconds, time), and a closing "summary" record (wall time,
+time to the target accuracy, what ran, setup_s). "time" counts from the first timed training
+step, as cutrain's does.
 
   bench/torch_reference.py --check --model default           # layer table vs cutrain, exit
   bench/torch_reference.py --config runs/fm/config.json --mode dataloader --out runs/torch-dl
   bench/torch_reference.py --config runs/fm/config.json --mode resident --out runs/torch-res
+  bench/torch_reference.py --config runs/fm/config.json --mode tuned-graph --out runs/torch-g
   bench/torch_reference.py --config ... --device cpu --workers 2 --epochs 1   # a CPU check
 """
 import argparse
@@ -54,6 +72,11 @@ import torch.nn.functional as F  # noqa: E402
 
 from torch_ref import data as tdata  # noqa: E402
 from torch_ref import model as tmodel  # noqa: E402
+from torch_ref.clock import DeviceClock  # noqa: E402
+from torch_ref.tuned import TunedStep  # noqa: E402
+
+MODES = ["dataloader", "resident", "tuned-graph", "tuned-compile", "gpu-decode"]
+RESIDENT = ("resident", "tuned-graph", "tuned-compile")  # data decoded once onto the device
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -96,7 +119,7 @@ def parse_args():
     a.add_argument("--config", help="cutrain's resolved config.json (OUT/config.json of a run)")
     a.add_argument("--cutrain", default=os.path.join(HERE, "..", "bin", "cutrain"),
                    help="the cutrain program, for `describe --json`")
-    a.add_argument("--mode", choices=["dataloader", "resident"], default="dataloader")
+    a.add_argument("--mode", choices=MODES, default="dataloader")
     a.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     a.add_argument("--workers", type=int, default=16, help="DataLoader / decode processes")
     a.add_argument("--out", help="folder for metrics.jsonl (default: none written)")
@@ -107,7 +130,8 @@ def parse_args():
     a.add_argument("--target", type=float, default=0.93, help="time-to-accuracy target (top-1)")
     a.add_argument("--no-amp", action="store_true", help="fp32 on CUDA too")
     a.add_argument("--no-compile", action="store_true", help="resident mode without torch.compile")
-    a.add_argument("--compile-mode", default="default", help="torch.compile mode")
+    a.add_argument("--compile-mode", help="torch.compile mode (resident: default, "
+                   "tuned-compile: max-autotune)")
     a.add_argument("--check", action="store_true",
                    help="print the layer table against cutrain's and exit (1 on a difference)")
     a.add_argument("--model", default="default", help="--check without --config: the model")
@@ -152,8 +176,21 @@ class Feeder:
         val = tdata.read_list(cfg["val"], cfg.get("limit_val", 0)) if cfg.get("val") else []
         self.n_train, self.n_val = len(train), len(val)
         self.eval_batch = max(cfg["batch"], 256)
-        self.mode = args.mode
-        if args.mode == "dataloader":
+        self.mode = ("resident" if args.mode in RESIDENT else args.mode)
+        self.seed = cfg["seed"]
+        if args.mode == "gpu-decode":
+            kw = dict(num_workers=args.workers, pin_memory=False, collate_fn=tdata.bytes_collate,
+                      persistent_workers=args.workers > 0)
+            g = torch.Generator().manual_seed(cfg["seed"])
+            self.train_dl = torch.utils.data.DataLoader(
+                tdata.BytesDataset(train), batch_size=cfg["batch"], shuffle=True, drop_last=True,
+                generator=g, **kw)
+            self.val_dl = torch.utils.data.DataLoader(
+                tdata.BytesDataset(val), batch_size=self.eval_batch, shuffle=False,
+                **kw) if val else None
+            self.side, self.C, self.S, self.pad = cfg["resize"] or S, C, S, pad
+            self.gen = torch.Generator(device=dev).manual_seed(cfg["seed"])
+        elif args.mode == "dataloader":
             pin = dev.type == "cuda"
             g = torch.Generator().manual_seed(cfg["seed"])
             kw = dict(num_workers=args.workers, pin_memory=pin,
@@ -176,7 +213,19 @@ class Feeder:
             self.gen = torch.Generator(device=dev).manual_seed(cfg["seed"])
             self.pad = pad
 
+    def reseed(self):
+        """The augmentation's generator as it was at the start (after a warm-up drew from it)."""
+        self.gen.manual_seed(self.seed)
+
+    def _gpu_decode(self, files, augment):
+        return tdata.gpu_decode(files, self.C, self.side, self.S, self.pad if augment else 0,
+                                augment, self.dev, self.gen)
+
     def train_epoch(self):
+        if self.mode == "gpu-decode":
+            for files, y in self.train_dl:
+                yield self._gpu_decode(files, self.cfg["augment"]), y.to(self.dev)
+            return
         if self.mode == "dataloader":
             for x, y in self.train_dl:
                 yield (x.to(self.dev, non_blocking=True), y.to(self.dev, non_blocking=True))
@@ -191,6 +240,10 @@ class Feeder:
             yield x, self.train_y[idx]
 
     def val_batches(self):
+        if self.mode == "gpu-decode":
+            for files, y in self.val_dl:
+                yield self._gpu_decode(files, False), y.to(self.dev)
+            return
         if self.mode == "dataloader":
             for x, y in self.val_dl:
                 yield (x.to(self.dev, non_blocking=True), y.to(self.dev, non_blocking=True))
@@ -244,22 +297,24 @@ def main():
     model = model.to(dev, memory_format=torch.channels_last if on_cuda else torch.contiguous_format)
     params = list(model.parameters())
     opt_name, lr, wd = cfg["optimizer"], cfg["lr"], cfg["wd"]
-    if opt_name == "adamw":
-        opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=wd)
-    else:
-        opt = torch.optim.SGD(params, lr=lr, momentum=cfg["momentum"], weight_decay=wd,
-                              nesterov=opt_name == "nesterov")
-    scaler = torch.cuda.amp.GradScaler(init_scale=2.0 ** 16, growth_factor=2.0,
-                                       backoff_factor=0.5, growth_interval=2000, enabled=amp)
+    tuned_mode = args.mode.startswith("tuned-")
     compiled = False
     train_model = model
-    if args.mode == "resident" and not args.no_compile:
-        if hasattr(torch, "compile"):
-            train_model = torch.compile(model, mode=args.compile_mode)
-            compiled = True
+    if not tuned_mode:  # the untuned settings: torch.optim as most scripts use it
+        if opt_name == "adamw":
+            opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=wd)
         else:
-            notes.append(f"torch {torch.__version__} has no torch.compile: resident mode runs "
-                         "without it")
+            opt = torch.optim.SGD(params, lr=lr, momentum=cfg["momentum"], weight_decay=wd,
+                                  nesterov=opt_name == "nesterov")
+        scaler = torch.amp.GradScaler(dev.type, init_scale=2.0 ** 16, growth_factor=2.0,
+                                      backoff_factor=0.5, growth_interval=2000, enabled=amp)
+        if args.mode == "resident" and not args.no_compile:
+            if hasattr(torch, "compile"):
+                train_model = torch.compile(model, mode=args.compile_mode or "default")
+                compiled = True
+            else:
+                notes.append(f"torch {torch.__version__} has no torch.compile: resident mode "
+                             "runs without it")
     for n_ in notes:
         print("torch_reference: " + n_, file=sys.stderr)
 
@@ -274,18 +329,34 @@ def main():
     def prep(x):
         return tdata.normalise(x, mean, std, on_cuda)
 
+    tuned = None
+    if tuned_mode:  # warm-up, capture or compilation before the clock, on the first batch
+        tuned = TunedStep(model, cfg, dev, amp, prep,
+                          "graph" if args.mode == "tuned-graph" else "compile",
+                          args.compile_mode or "max-autotune")
+        x0, y0 = next(feeder.train_epoch())
+        tuned.setup(x0, y0, lambda fwd: evaluate(fwd, feeder, prep, amp, dev))
+        feeder.reseed()
+        train_model = tuned.forward
+        notes += tuned.notes
+        compiled = tuned.ran.startswith("compile")
+
     if args.out:
         os.makedirs(args.out, exist_ok=True)
     metrics = Metrics(os.path.join(args.out, "metrics.jsonl") if args.out else None)
+    how = (f"{tuned.ran}, fused {opt_name} with the scaler on the device" if tuned
+           else "compiled" if compiled else "eager")
     print(f"torch_reference: {args.mode} on {dev}, torch {torch.__version__}, "
-          f"{'AMP fp16' if amp else 'fp32'}{', compiled' if compiled else ''}; "
+          f"{'AMP fp16' if amp else 'fp32'}, {how}; "
           f"{feeder.n_train} training images ({steps_per_epoch} steps of {B} per epoch, "
           f"{epochs} epochs), {opt_name} lr {lr} wd {wd}, {cfg['schedule']} with "
           f"{warmup} warm-up steps, label smoothing {cfg['label_smoothing']}, "
-          f"{desc['params']} parameters", flush=True)
+          f"{desc['params']} parameters" +
+          (f"; set-up (warm-up, {tuned.ran}) {tuned.setup_s:.1f} s" if tuned else ""), flush=True)
 
     log_every = cfg.get("log_every", 50)
-    t_start = time.time()  # the clock of "time", as cutrain's: from the first step
+    clock = DeviceClock(on_cuda)
+    t_start = time.time()  # the clock of "time", as cutrain's: from the first timed step
     startup_s = t_start - T_PROCESS
     step = 0
     win_t, win_wait, win_images = t_start, 0.0, 0
@@ -296,40 +367,54 @@ def main():
     for epoch in range(1, epochs + 1):
         batches = feeder.train_epoch()
         while True:
+            clock.begin()  # before the wait for the batch
             t0 = time.time()
             batch = next(batches, None)
             win_wait += time.time() - t0
             if batch is None:
                 break
             x, y = batch
+            clock.ready()
             lr_now = lr_at(cfg["schedule"], lr, warmup, total, step)
-            for g in opt.param_groups:
-                g["lr"] = lr_now
-            for m0 in range(0, B, micro):
-                xm, ym = prep(x[m0:m0 + micro]), y[m0:m0 + micro]
-                with autocast(amp):
-                    z = train_model(xm)
-                    loss = F.cross_entropy(z.float(), ym,
-                                           label_smoothing=cfg["label_smoothing"])
-                scaler.scale(loss * (ym.shape[0] / B)).backward()
-                loss_sum += loss.detach() * ym.shape[0]
-                correct += (z.argmax(1) == ym).sum()
-            scaler.step(opt)
-            scaler.update()
-            opt.zero_grad(set_to_none=True)
+            if tuned:
+                tuned.set_lr(lr_now)
+                loss_b, correct_b = tuned(x, y)
+                loss_sum += loss_b
+                correct += correct_b
+            else:
+                for g in opt.param_groups:
+                    g["lr"] = lr_now
+                for m0 in range(0, B, micro):
+                    xm, ym = prep(x[m0:m0 + micro]), y[m0:m0 + micro]
+                    with autocast(amp):
+                        z = train_model(xm)
+                        loss = F.cross_entropy(z.float(), ym,
+                                               label_smoothing=cfg["label_smoothing"])
+                    scaler.scale(loss * (ym.shape[0] / B)).backward()
+                    loss_sum += loss.detach() * ym.shape[0]
+                    correct += (z.argmax(1) == ym).sum()
+                scaler.step(opt)
+                scaler.update()
+                opt.zero_grad(set_to_none=True)
+            clock.end()
             step += 1
             win_images += B
             if step % log_every == 0 or step == total:
                 now = time.time()
+                w = clock.window()
+                scale = (tuned.scaler.get_scale() if tuned else scaler.get_scale()) if amp else 0
                 metrics.write("step", step=step, epoch=epoch, loss=loss_sum.item() / win_images,
                               accuracy=correct.item() / win_images, lr=lr_now,
-                              loss_scale=scaler.get_scale() if amp else 0,
-                              images_per_s=win_images / (now - win_t),
-                              data_wait_pct=100 * win_wait / (now - win_t), time=now - t_start)
+                              loss_scale=scale, images_per_s=win_images / (now - win_t),
+                              data_wait_pct=100 * win_wait / (now - win_t),
+                              busy_pct=w["busy_pct"], device_wait_pct=w["device_wait_pct"],
+                              idle_pct=w["idle_pct"], bound=w["bound"], pipeline_ratio=None,
+                              time=now - t_start)
                 win_t, win_wait, win_images = now, 0.0, 0
                 loss_sum.zero_()
                 correct.zero_()
         if feeder.n_val:
+            clock.interrupt()
             e = evaluate(train_model, feeder, prep, amp, dev)
             e.update(epoch=epoch, step=step, time=time.time() - t_start)
             evals.append(e)
@@ -343,6 +428,8 @@ def main():
     summary = dict(mode=args.mode, device=str(dev),
                    gpu=torch.cuda.get_device_name(dev) if on_cuda else None,
                    torch=torch.__version__, amp=amp, compiled=compiled,
+                   ran=tuned.ran if tuned else ("compile" if compiled else "eager"),
+                   setup_s=tuned.setup_s if tuned else None,
                    channels_last=on_cuda, workers=args.workers, seed=cfg["seed"],
                    epochs=epochs, steps=step, images=step * B,
                    train_s=t_end - t_start, startup_s=startup_s, wall_s=t_end - T_PROCESS,
