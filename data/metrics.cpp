@@ -110,6 +110,7 @@ void MetricsWriter::write(const StepMetrics& m) {
   j["bound"] = m.bound == Bound::unknown ? nlohmann::ordered_json(nullptr)
                                          : nlohmann::ordered_json(bound_name(m.bound));
   j["pipeline_ratio"] = known(m.pipeline_ratio);
+  j["loader_pct"] = known(m.loader_pct);
   if (m.sync_bn_pct >= 0) j["sync_bn_pct"] = m.sync_bn_pct;
   j["time"] = m.time_s;
   write_line(j.dump() + "\n");  // NaN and Infinity dump as null

@@ -12,7 +12,7 @@
 //   {"kind":"step","step":100,"epoch":1,"loss":0.6128,"accuracy":0.7832,"lr":0.05,
 //    "loss_scale":65536,"images_per_s":11520.4,"data_wait_pct":1.3,"data_wait_held_pct":1.2,
 //    "busy_pct":96.1,"device_wait_pct":0.4,"idle_pct":3.5,"bound":"compute",
-//    "pipeline_ratio":1.04,"time":2.61}
+//    "pipeline_ratio":1.04,"loader_pct":12.5,"time":2.61}
 //   {"kind":"eval","epoch":1,"loss":0.41,"top1":0.851}      <- any other record: write(kind, json)
 // Non-finite numbers (an overflowed loss) are written as null: JSON has no NaN or Infinity.
 #pragma once
@@ -70,6 +70,8 @@ struct StepMetrics {
   double idle_pct = -1;        // nothing queued
   Bound bound = Bound::unknown;
   double pipeline_ratio = -1;  // wall / max(the loader alone, compute)
+  double loader_pct = -1;      // the loader's work alone, % of the wall time (< 100: it keeps
+                               //   ahead; images_per_s / loader_pct x 100: its rate alone)
   double sync_bn_pct = -1;     // --sync-bn: % of it the replicas spent in BatchNorm's
                                //   synchronisation, as the host sees it; < 0: no --sync-bn
   double time_s = 0;           // seconds since the run (this process) started -> "time"

@@ -3,29 +3,35 @@
 
 A run folder (OUT/<setting>-s<seed>/) holds metrics.jsonl (cutrain's, or torch_reference.py's
 in the same keys), wall_s (seconds from process start to exit, measured by the driver) and,
-on a GPU, gpu_util.txt (nvidia-smi utilization.gpu samples, %). OUT/load_only.txt holds the
-loader-only rate of bin/bench_data (images/s) when it was measured.
+on a GPU, gpu_util.txt (nvidia-smi utilization.gpu samples, %).
 
 Per run:
   images/s     steady state: the median of the "step" records' images_per_s from epoch 2 on
                (all records when there is one epoch); the median keeps out the windows that
                contain an evaluation
-  wall         process start to exit
-  time to X    the "time" of the first "eval" record with top1 >= X: from the first training
-               step, each program's own clock
+  wall         process start to exit (compilation, capture and worker start included)
+  set-up       torch_reference.py's tuned modes: warm-up and compilation or capture, before
+               their clock starts (the summary's setup_s)
+  time to X    the "time" of the first "eval" record with top1 >= X: from the first timed
+               training step, each program's own clock
   final top-1  the last "eval" record
-  GPU busy     the mean of the utilization.gpu samples over the run
-  data wait    cutrain only: the median of the step records' data_wait_pct (time in
-               Loader::next()), from epoch 2 on
-  pipeline / max(load, compute)   cutrain only: time per image in the steady state against
-               the larger of the loader's alone (1 / bench_data's rate) and the computation's
-               alone (the step time without the data wait); 1.00 = perfect overlap
-Seeds are shown as the mean and, with several, the range.
+  busy         the device busy, on its own clock (cutrain's step records, and
+               torch_reference.py's from the same marks, torch_ref/clock.py): the median of
+               busy_pct over the steady state; without it, nvidia-smi's utilization (marked ~)
+  bound        the steady state's bound by cutrain's rule (data/metrics.h), applied to the
+               medians of busy, device wait and idle
+  pipeline     cutrain only: the median of its records' pipeline_ratio, wall over the longer
+               of the loader alone and the device's compute
+A setting's cell is the median over its seeds, with the range when there are several.
+"Where cutrain loses" lists every setting whose median beats cutrain's, and by how much.
 """
 import json
 import os
 import statistics
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from torch_ref.clock import run_bound  # noqa: E402
 
 
 def records(path):
@@ -36,34 +42,38 @@ def records(path):
 def steady(recs, key):
     steps = [r for r in recs if r["kind"] == "step"]
     late = [r for r in steps if r["epoch"] >= 2] or steps
-    return statistics.median(r[key] for r in late) if late else None
+    values = [r[key] for r in late if r.get(key) is not None]
+    return statistics.median(values) if values else None
 
 
-def run_numbers(folder, target, load_rate):
+def run_numbers(folder, target):
     recs = records(os.path.join(folder, "metrics.jsonl"))
     evals = [r for r in recs if r["kind"] == "eval"]
+    summary = next((r for r in recs if r["kind"] == "summary"), {})
     n = {"images_per_s": steady(recs, "images_per_s"),
          "final_top1": evals[-1]["top1"] if evals else None,
-         "time_to_target": next((e["time"] for e in evals if e["top1"] >= target), None)}
+         "time_to_target": next((e["time"] for e in evals if e["top1"] >= target), None),
+         "setup_s": summary.get("setup_s"), "ran": summary.get("ran")}
     wall = os.path.join(folder, "wall_s")
     n["wall_s"] = float(open(wall).read()) if os.path.exists(wall) else None
-    util = os.path.join(folder, "gpu_util.txt")
-    if os.path.exists(util):
-        samples = [float(v) for v in open(util).read().split() if v.replace(".", "").isdigit()]
-        n["gpu_busy"] = statistics.mean(samples) if samples else None
-    wait = steady(recs, "data_wait_pct")
-    n["data_wait"] = wait
-    if load_rate and n["images_per_s"] and wait is not None:
-        ips = n["images_per_s"]  # pipeline time per image = 1 / ips
-        n["pipeline_ratio"] = 1.0 / max(ips / load_rate, 1.0 - wait / 100.0)
+    busy, wait, idle = (steady(recs, k) for k in ("busy_pct", "device_wait_pct", "idle_pct"))
+    n["busy"], n["busy_from"] = busy, "clock"
+    if busy is None:
+        util = os.path.join(folder, "gpu_util.txt")
+        if os.path.exists(util):
+            samples = [float(v) for v in open(util).read().split() if v.replace(".", "").isdigit()]
+            n["busy"], n["busy_from"] = (statistics.mean(samples) if samples else None), "smi"
+    n["bound"] = (run_bound(idle or 0.0, wait or 0.0, busy) if busy is not None and
+                  wait is not None else None)
+    n["pipeline_ratio"] = steady(recs, "pipeline_ratio")
     return n
 
 
-def cell(values, fmt, scale=1.0, missing="-"):
+def median_cell(values, fmt, scale=1.0, missing="-"):
     v = [x * scale for x in values if x is not None]
     if not v:
         return missing
-    s = fmt.format(statistics.mean(v))
+    s = fmt.format(statistics.median(v))
     if len(v) > 1:
         s += " (" + fmt.format(min(v)) + "-" + fmt.format(max(v)) + ")"
     if len(v) < len(values):
@@ -71,52 +81,67 @@ def cell(values, fmt, scale=1.0, missing="-"):
     return s
 
 
-def main():
-    out, target = sys.argv[1], float(sys.argv[2])
-    settings = sys.argv[3:]
-    load = os.path.join(out, "load_only.txt")
-    load_rate = float(open(load).read()) if os.path.exists(load) else None
+def text_cell(values):
+    v = sorted({x for x in values if x})
+    return ", ".join(v) if v else "-"
+
+
+def median_of(runs, key):
+    v = [r.get(key) for r in runs if r.get(key) is not None]
+    return statistics.median(v) if v else None
+
+
+def table(out, target, settings):
     rows = {}
     for s in settings:
-        runs = sorted(d for d in os.listdir(out) if d.startswith(s + "-s")
-                      and os.path.exists(os.path.join(out, d, "metrics.jsonl")))
-        rows[s] = [run_numbers(os.path.join(out, d), target, load_rate if s == "cutrain" else None)
-                   for d in runs]
+        runs = sorted(d for d in os.listdir(out) if d.startswith(s + "-s") and
+                      d[len(s) + 2:].isdigit() and
+                      os.path.exists(os.path.join(out, d, "metrics.jsonl")))
+        if runs:
+            rows[s] = [run_numbers(os.path.join(out, d), target) for d in runs]
     pct = f"{100 * target:.0f}%"
-    print(f"| setting | runs | images/s (steady) | wall s | time to {pct} s | final top-1 | "
-          "GPU busy | data wait | pipeline / max(load, compute) |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    lines = [f"| setting | runs | images/s (steady) | wall s | set-up s | time to {pct} s | "
+             "final top-1 | busy | bound | pipeline |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for s, runs in rows.items():
         col = lambda k: [r.get(k) for r in runs]  # noqa: E731
-        is_cut = s == "cutrain"
-        print(f"| {s} | {len(runs)} | {cell(col('images_per_s'), '{:,.0f}')} | "
-              f"{cell(col('wall_s'), '{:.1f}')} | {cell(col('time_to_target'), '{:.1f}', missing='not reached')} | "
-              f"{cell(col('final_top1'), '{:.2f}%', 100)} | {cell(col('gpu_busy'), '{:.0f}%')} | "
-              f"{cell(col('data_wait'), '{:.1f}%') if is_cut else '-'} | "
-              f"{cell(col('pipeline_ratio'), '{:.2f}') if is_cut else '-'} |")
-    if load_rate:
-        print(f"\nLoader alone (bin/bench_data, the same list and threads): {load_rate:,.0f} images/s.")
+        smi = any(r["busy_from"] == "smi" and r["busy"] is not None for r in runs)
+        ran = text_cell(col("ran"))
+        lines.append(
+            f"| {s}{' (' + ran + ')' if ran != '-' else ''} | {len(runs)} | "
+            f"{median_cell(col('images_per_s'), '{:,.0f}')} | {median_cell(col('wall_s'), '{:.1f}')} | "
+            f"{median_cell(col('setup_s'), '{:.1f}')} | "
+            f"{median_cell(col('time_to_target'), '{:.1f}', missing='not reached')} | "
+            f"{median_cell(col('final_top1'), '{:.2f}%', 100)} | "
+            f"{'~' if smi else ''}{median_cell(col('busy'), '{:.0f}%')} | "
+            f"{text_cell(col('bound'))} | {median_cell(col('pipeline_ratio'), '{:.2f}')} |")
 
-    # Where cutrain loses: every measure on which some PyTorch setting does better.
-    if "cutrain" in rows and rows["cutrain"]:
-        def mean(s, k):
-            v = [r.get(k) for r in rows[s] if r.get(k) is not None]
-            return statistics.mean(v) if v else None
-        better = {"images_per_s": max, "wall_s": min, "time_to_target": min, "final_top1": max}
-        names = {"images_per_s": "images/s", "wall_s": "wall time",
-                 "time_to_target": f"time to {pct}", "final_top1": "final top-1"}
+    # Where cutrain loses: every measure on which some other setting does better (medians).
+    base = next((s for s in rows if s == "cutrain"), None)
+    if base:
+        better = {"images_per_s": (max, "images/s"), "wall_s": (min, "wall time"),
+                  "time_to_target": (min, f"time to {pct}"), "final_top1": (max, "final top-1")}
         losses = []
-        for k, pick in better.items():
-            c = mean("cutrain", k)
+        for k, (pick, name) in better.items():
+            c = median_of(rows[base], k)
             for s in rows:
-                t = mean(s, k)
-                if s == "cutrain" or t is None:
+                t = median_of(rows[s], k)
+                if s.startswith("cutrain") or t is None:
                     continue
-                if c is None or pick(c, t) == t and t != c:
-                    losses.append(f"- {names[k]}: {s} {t:,.4g} against cutrain's "
-                                  f"{'not reached' if c is None else f'{c:,.4g}'}")
-        print("\nWhere cutrain loses (a PyTorch setting does better on the mean):")
-        print("\n".join(losses) if losses else "- nowhere in this table")
+                if c is None:
+                    losses.append(f"- {name}: {s} {t:,.4g}; cutrain: not reached")
+                elif pick(c, t) == t and t != c:
+                    ratio = t / c if pick is max else c / t
+                    losses.append(f"- {name}: {s} {t:,.4g} against cutrain's {c:,.4g} "
+                                  f"({ratio:.2f}x cutrain's)")
+        lines.append("\nWhere cutrain loses (another setting's median does better):")
+        lines.append("\n".join(losses) if losses else "- nowhere in this table")
+    return "\n".join(lines)
+
+
+def main():
+    out, target = sys.argv[1], float(sys.argv[2])
+    print(table(out, target, sys.argv[3:]))
 
 
 if __name__ == "__main__":

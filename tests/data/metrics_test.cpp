@@ -58,6 +58,7 @@ TEST_CASE("metrics: step and other records read back exactly, one JSON object a 
     known.idle_pct = 3.0;
     known.bound = Bound::compute;
     known.pipeline_ratio = 1.25;
+    known.loader_pct = 12.5;
     w.write(known);
     w.write(example(200));  // it did not: nulls
     w.write("eval", {{"epoch", 2}, {"top1", 0.875}, {"per_class", {0.5, 1.0}}});
@@ -69,10 +70,11 @@ TEST_CASE("metrics: step and other records read back exactly, one JSON object a 
           R"({"kind":"step","step":100,"epoch":2,"loss":0.6128,"accuracy":0.78125,"lr":0.05,)"
           R"("loss_scale":65536.0,"images_per_s":11520.5,"data_wait_pct":1.25,)"
           R"("data_wait_held_pct":1.0,"busy_pct":96.5,"device_wait_pct":0.5,"idle_pct":3.0,)"
-          R"("bound":"compute","pipeline_ratio":1.25,"time":2.5})");
+          R"("bound":"compute","pipeline_ratio":1.25,"loader_pct":12.5,"time":2.5})");
   const json a = json::parse(lines[1]);
   REQUIRE(a.at("step") == 200);
-  for (const char* key : {"busy_pct", "device_wait_pct", "idle_pct", "bound", "pipeline_ratio"})
+  for (const char* key :
+       {"busy_pct", "device_wait_pct", "idle_pct", "bound", "pipeline_ratio", "loader_pct"})
     REQUIRE(a.at(key).is_null());
   REQUIRE(a.at("loss").get<double>() == 0.6128);  // the shortest digits that read back exactly
   REQUIRE(a.at("time").get<double>() == 2.5);

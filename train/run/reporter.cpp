@@ -36,6 +36,7 @@ StepMetrics RunReporter::Window::take(int64_t step, int epoch, double lr, double
     m.idle_pct = 100 * device.idle_s / wall;
     m.bound = run_bound(device);
     m.pipeline_ratio = pipeline_ratio(wall, loader_s, device.compute_s);
+    m.loader_pct = 100 * loader_s / wall;
   }
   m.sync_bn_pct = sync_total >= 0 ? rates.sync_pct : -1;
   m.time_s = rates.elapsed_s;

@@ -84,7 +84,10 @@ TEST_CASE("bound: one decode thread on large JPEGs and a tiny model: every recor
   const std::vector<json> steps = step_records(dir / "run/metrics.jsonl");
   REQUIRE(steps.size() == 3);
   require_device_clock(steps);
-  for (const json& s : steps) REQUIRE(s.at("bound") == "loader");
+  for (const json& s : steps) {
+    REQUIRE(s.at("bound") == "loader");
+    REQUIRE(s.at("loader_pct").get<double>() > 50);  // the loader alone takes most of the time
+  }
 }
 
 TEST_CASE("bound: the default model fed by a fast loader: every record says compute") {
@@ -100,5 +103,8 @@ TEST_CASE("bound: the default model fed by a fast loader: every record says comp
   const std::vector<json> steps = step_records(dir / "run/metrics.jsonl");
   REQUIRE(steps.size() == 2);
   require_device_clock(steps);
-  for (const json& s : steps) REQUIRE(s.at("bound") == "compute");
+  for (const json& s : steps) {
+    REQUIRE(s.at("bound") == "compute");
+    REQUIRE(s.at("loader_pct").get<double>() < 50);  // ... and here a small part of it
+  }
 }
