@@ -1,44 +1,65 @@
 #!/usr/bin/env bash
-# bench/compare.sh: cutrain against PyTorch on one GPU, in one run (issue [compare]).
+# bench/compare.sh: cutrain against PyTorch at its strongest, on one GPU, in one run ([peer]).
 #
-# Trains, for the same epochs and seeds, on the Fashion-MNIST JPEG list:
-#   cutrain             bin/cutrain train (its defaults, or the options below)
-#   torch-dataloader    bench/torch_reference.py --mode dataloader (16 workers, PIL, pinned,
-#                       persistent; AMP fp16 + GradScaler, channels_last, cudnn.benchmark)
-#   torch-resident      bench/torch_reference.py --mode resident (data decoded once onto the
-#                       GPU, augmentation there, torch.compile): PyTorch at its strongest
-# Both PyTorch runs read cutrain's resolved OUT/config.json of the same seed, so model, recipe
-# and data are cutrain's by construction. While each run trains, nvidia-smi samples the GPU's
-# utilization every 100 ms. bin/bench_data measures the loader alone on the same list, for
-# cutrain's pipeline / max(load, compute). The table (bench/torch_ref/report.py) goes to
-# bench/results/compare-<date>-<gpu>.md with the date, GPU, driver, commit and every setting.
+# Fashion-MNIST (the JPEG list of `cutrain import-fashion-mnist`), for the same epochs and
+# seeds, at each batch of --batches (the learning rate scaled with the batch, 0.1 x B/128, the
+# warm-up one epoch), these settings:
+#   cutrain              bin/cutrain train (its defaults, or the options below)
+#   cutrain-graph        the same with --cuda-graph
+#   torch-dataloader     bench/torch_reference.py --mode dataloader (16 workers, PIL, pinned,
+#                        persistent; AMP + GradScaler, plain SGD): the usual setup
+#   torch-resident       --mode resident (data on the GPU, torch.compile default)
+#   torch-tuned-graph    --mode tuned-graph: resident, channels_last, the scaler's check inside a
+#                        fused SGD, the whole step one CUDA graph: PyTorch at its strongest
+#   torch-tuned-compile  --mode tuned-compile: the same under torch.compile max-autotune
+# The PyTorch runs read cutrain's resolved OUT/config.json of the same seed and batch, so model,
+# recipe and data are cutrain's by construction. Every run times its steps on the device's own
+# clock (busy, the bound); nvidia-smi also samples the GPU every 100 ms. The table
+# (bench/torch_ref/report.py) goes to bench/results/compare-<date>-<gpu>.md with the date, GPU,
+# driver, commit and every setting.
 #
-#   bench/compare.sh                      # 10 epochs (cutrain's default), seed 1
-#   bench/compare.sh --seeds 3            # seeds 0, 1, 2
-#   bench/compare.sh --dry-run            # print the plan, check the scripts; no GPU needed
+# --photos: the decode-heavy workload instead. bin/bench_photos writes 5,000 + 1,000 synthetic
+# photo-like JPEGs (400-600 px, >= 1.5 bits per pixel); a probe times, for each candidate model
+# and size (--photo-candidates), the loader alone and the GPU's compute alone from a short cutrain
+# run's own records, and takes the candidate where the two are closest (within 2x when one is);
+# then cutrain, torch-dataloader (16 workers, PIL at a DCT scale) and torch-gpu-decode
+# (torchvision.io.decode_jpeg on the GPU) train on it, decoding every epoch.
+#
+#   bench/compare.sh                      # batches 128 and 512, 3 seeds, 10 epochs
+#   bench/compare.sh --batches 128 --seeds 1 --settings "cutrain torch-tuned-graph"
+#   bench/compare.sh --photos --seeds 1 --epochs 3
+#   bench/compare.sh --dry-run            # the plan, the scripts and the model checked; no GPU
 #   bench/compare.sh --cpu-check          # the whole chain on the CPU on a tiny subset: a test
 #                                         # of the scripts, NOT a performance comparison
-# Options: --epochs N, --model NAME, --augment, --batch N, --workers N (PyTorch, 16),
-# --threads N (cutrain's decode threads; 0: its default), --data DIR, --out DIR,
-# --results FILE, --target 0.93, --python PY, --jobs N (make -j, 2).
+# Options: --epochs N, --seeds N, --batches "128 512", --settings "...", --model NAME, --augment,
+# --workers N (PyTorch, 16), --threads N (cutrain's decode threads; 0: its default), --data DIR,
+# --photos, --photo-dir DIR, --photo-candidates "default:96:112 default:112:128 resnet:64:72"
+# (model:size:resize), --out DIR, --results FILE, --target 0.93, --python PY, --jobs N (make -j).
 # PyTorch is not a dependency of cutrain (`make deps` leaves it out): install it by hand.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-EPOCHS=10 SEEDS=1 MODEL=default AUGMENT="" BATCH="" WORKERS=16 THREADS=0 TARGET=0.93
+EPOCHS=10 SEEDS=3 BATCHES="128 512" MODEL=default AUGMENT="" WORKERS=16 THREADS=0 TARGET=0.93
 DATA=data-cache/fashion-mnist OUT="" RESULTS="" PY=${PYTHON:-python3} JOBS=2
-DRY=0 CPU_CHECK=0 LIMIT_TRAIN=0 LIMIT_VAL=0
+DRY=0 CPU_CHECK=0 LIMIT_TRAIN=0 LIMIT_VAL=0 SETTINGS="" PHOTOS=0 PHOTO_DIR=data-cache/photos
+PHOTO_CANDIDATES="default:96:112 default:112:128 resnet:64:72"
+PHOTO_TRAIN=5000 PHOTO_TEST=1000
 while [ $# -gt 0 ]; do
   case "$1" in
     --epochs) EPOCHS=$2; shift ;;
     --seeds) SEEDS=$2; shift ;;
+    --batches) BATCHES=$2; shift ;;
+    --batch) BATCHES=$2; shift ;;
+    --settings) SETTINGS=$2; shift ;;
     --model) MODEL=$2; shift ;;
     --augment) AUGMENT=--augment ;;
-    --batch) BATCH=$2; shift ;;
     --workers) WORKERS=$2; shift ;;
     --threads) THREADS=$2; shift ;;
     --target) TARGET=$2; shift ;;
     --data) DATA=$2; shift ;;
+    --photos) PHOTOS=1 ;;
+    --photo-dir) PHOTO_DIR=$2; shift ;;
+    --photo-candidates) PHOTO_CANDIDATES=$2; shift ;;
     --out) OUT=$2; shift ;;
     --results) RESULTS=$2; shift ;;
     --python) PY=$2; shift ;;
@@ -50,30 +71,61 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
+if [ "$PHOTOS" = 1 ]; then
+  SETTINGS=${SETTINGS:-"cutrain torch-dataloader torch-gpu-decode"}
+else
+  SETTINGS=${SETTINGS:-"cutrain cutrain-graph torch-dataloader torch-resident torch-tuned-graph torch-tuned-compile"}
+fi
 if [ "$CPU_CHECK" = 1 ]; then  # small enough for 2 CPU cores in a few minutes
   EPOCHS=${CPU_EPOCHS:-2} SEEDS=1 WORKERS=2 LIMIT_TRAIN=${CPU_TRAIN:-640} LIMIT_VAL=500
-  BATCH=${BATCH:-64}
+  BATCHES=${CPU_BATCHES:-64} PHOTO_TRAIN=320 PHOTO_TEST=100
+  PHOTO_CANDIDATES=${CPU_PHOTO_CANDIDATES:-"default:32:40"}
+  SETTINGS=$(echo " $SETTINGS " | sed 's/ cutrain-graph / /; s/ torch-tuned-graph / /') # CUDA only
 fi
 # One seed: cutrain's default (1). Several: 0, 1, ..., N-1.
 if [ "$SEEDS" = 1 ]; then SEED_LIST=1; else SEED_LIST=$(seq 0 $((SEEDS - 1))); fi
 STAMP=$(date +%Y-%m-%d)
 OUT=${OUT:-runs/compare-$(date +%Y%m%d-%H%M%S)}
-SETTINGS="cutrain torch-dataloader torch-resident"
+LIMITS=""
+[ "$LIMIT_TRAIN" -gt 0 ] && LIMITS="--limit-train $LIMIT_TRAIN --limit-val $LIMIT_VAL"
 
 say() { printf 'compare: %s\n' "$*"; }
+lr_of() { awk "BEGIN { print 0.1 * $1 / 128 }"; }  # the learning rate scaled with the batch
+
+# The command of one run: setting, seed, batch, its folder, the data's train and val lists,
+# and (photos) the size, resize and model.
+cmd_of() {
+  local setting=$1 seed=$2 batch=$3 dir=$4 train=$5 val=$6 model=$7 size=$8 resize=$9
+  local shape="" cpu=""
+  [ -n "$size" ] && shape="--size $size --resize $resize"
+  [ "$CPU_CHECK" = 1 ] && cpu="--device cpu"
+  case $setting in
+    cutrain|cutrain-graph)
+      echo "bin/cutrain train --train $train --val $val --model $model --epochs $EPOCHS" \
+           "--seed $seed --batch $batch --lr $(lr_of "$batch") $shape $AUGMENT --threads $THREADS" \
+           "$LIMITS $cpu $([ "$setting" = cutrain-graph ] && echo --cuda-graph) --out $dir" ;;
+    torch-*)
+      echo "$PY bench/torch_reference.py --config $(dirname "$dir")/cutrain-s$seed/config.json" \
+           "--mode ${setting#torch-} --workers $WORKERS $cpu --target $TARGET --out $dir" ;;
+  esac
+}
+
 plan() {
-  say "plan: $SETTINGS; model $MODEL, $EPOCHS epochs, seeds $(echo $SEED_LIST), batch" \
-      "${BATCH:-cutrain default}${AUGMENT:+, augment}; PyTorch workers $WORKERS;" \
-      "data $DATA; runs in $OUT"
-  for s in $SEED_LIST; do
-    say "  bin/cutrain train --train $DATA/train.txt --val $DATA/test.txt --model $MODEL" \
-        "--epochs $EPOCHS --seed $s ${BATCH:+--batch $BATCH }$AUGMENT --out $OUT/cutrain-s$s"
-    for m in dataloader resident; do
-      say "  $PY bench/torch_reference.py --config $OUT/cutrain-s$s/config.json --mode $m" \
-          "--workers $WORKERS --out $OUT/torch-$m-s$s"
+  say "plan: $SETTINGS; $EPOCHS epochs, seeds $(echo $SEED_LIST), batches $BATCHES" \
+      "${AUGMENT:+, augment}; PyTorch workers $WORKERS; runs in $OUT"
+  if [ "$PHOTOS" = 1 ]; then
+    say "  bin/bench_photos --out $PHOTO_DIR --train $PHOTO_TRAIN --test $PHOTO_TEST"
+    say "  probe, for each of $PHOTO_CANDIDATES: a short cutrain run's loader-alone and" \
+        "compute-alone rates; the closest pair is trained on"
+  fi
+  for b in $BATCHES; do
+    for s in $SEED_LIST; do
+      for setting in $SETTINGS; do
+        say "  $(cmd_of "$setting" "$s" "$b" "$OUT/b$b/$setting-s$s" "$DATA/train.txt" \
+                 "$DATA/test.txt" "$MODEL" "" "" | tr -s ' ')"
+      done
     done
   done
-  say "  bin/bench_data --list $DATA/train.txt (the loader alone); nvidia-smi sampling"
 }
 
 # ---- checks that need no GPU ------------------------------------------------------------
@@ -81,8 +133,8 @@ plan() {
 bash -n "$0"
 "$PY" -m py_compile bench/torch_reference.py bench/torch_ref/*.py
 HAVE_TORCH=$("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null || true)
-[ -n "$HAVE_TORCH" ] || { say "no PyTorch for $PY: install it (pip install torch torchvision," \
-                               "or apt-get install python3-torch python3-pil) or pass --python"; \
+[ -n "$HAVE_TORCH" ] || { say "no PyTorch for $PY: install it (pip install torch torchvision)" \
+                               "or pass --python"; \
                            [ "$DRY" = 1 ] && { plan; exit 0; }; exit 2; }
 "$PY" bench/torch_reference.py --check --model "$MODEL" > /dev/null \
   || { say "the PyTorch model differs from cutrain's:"; "$PY" bench/torch_reference.py --check --model "$MODEL"; exit 1; }
@@ -108,16 +160,11 @@ fi
 
 # ---- the runs ---------------------------------------------------------------------------
 mkdir -p "$OUT"
-bin/cutrain import-fashion-mnist --out "$DATA" > "$OUT/import.log"
-LIMITS=""
-[ "$LIMIT_TRAIN" -gt 0 ] && LIMITS="--limit-train $LIMIT_TRAIN --limit-val $LIMIT_VAL"
-DEVICE_ARGS=""
-[ "$CPU_CHECK" = 1 ] && DEVICE_ARGS="--device cpu"
 
-# run NAME COMMAND...: the command's wall time to NAME/wall_s, its output to NAME/log, and
-# the GPU's utilization samples to NAME/gpu_util.txt while it runs.
+# run DIR COMMAND...: the command's wall time to DIR/wall_s, its output to DIR/log, and the
+# GPU's utilization samples to DIR/gpu_util.txt while it runs.
 run() {
-  local dir=$OUT/$1; shift
+  local dir=$1; shift
   mkdir -p "$dir"
   local sampler=""
   if [ -n "$GPU" ]; then
@@ -131,40 +178,75 @@ run() {
   t1=$(date +%s.%N)
   [ -n "$sampler" ] && kill "$sampler" 2>/dev/null && wait "$sampler" 2>/dev/null || true
   awk "BEGIN { print $t1 - $t0 }" > "$dir/wall_s"  # no bc needed
-  [ "$rc" = 0 ] || { say "$1 failed (exit $rc): see $dir/log"; tail -5 "$dir/log"; exit 1; }
+  [ "$rc" = 0 ] || { say "$(basename "$dir") failed (exit $rc): see $dir/log"; tail -5 "$dir/log"; return 1; }
   say "$(basename "$dir"): $(cat "$dir/wall_s") s"
 }
 
-for s in $SEED_LIST; do
-  run "cutrain-s$s" bin/cutrain train --train "$DATA/train.txt" --val "$DATA/test.txt" \
-    --model "$MODEL" --epochs "$EPOCHS" --seed "$s" ${BATCH:+--batch "$BATCH"} $AUGMENT \
-    --threads "$THREADS" $LIMITS $DEVICE_ARGS --out "$OUT/cutrain-s$s"
-  for m in dataloader resident; do
-    run "torch-$m-s$s" "$PY" bench/torch_reference.py --config "$OUT/cutrain-s$s/config.json" \
-      --mode "$m" --workers "$WORKERS" ${DEVICE_ARGS} --target "$TARGET" --out "$OUT/torch-$m-s$s"
+# The training and validation lists, and the model and shape (photos: the probe's choice).
+P_MODEL=$MODEL P_SIZE="" P_RESIZE="" PROBE=""
+if [ "$PHOTOS" = 1 ]; then
+  bin/bench_photos --out "$PHOTO_DIR" --train "$PHOTO_TRAIN" --test "$PHOTO_TEST" | tee "$OUT/photos.txt"
+  TRAIN_LIST=$PHOTO_DIR/train.txt VAL_LIST=$PHOTO_DIR/test.txt
+  # The probe: one short run per candidate; from its last step record, the loader alone and
+  # the compute alone in images/s (images_per_s over loader_pct and busy_pct).
+  PROBE="| candidate (model:size:resize) | loader alone, images/s | compute alone, images/s | ratio |
+| --- | --- | --- | --- |"
+  best=""
+  for c in $PHOTO_CANDIDATES; do
+    IFS=: read -r m sz rs <<< "$c"
+    d=$OUT/probe-$m-$sz
+    run "$d" bin/cutrain train --train "$TRAIN_LIST" --model "$m" --size "$sz" --resize "$rs" \
+      --epochs 1 --limit-train $((PHOTO_TRAIN < 2048 ? PHOTO_TRAIN : 2048)) --batch 128 \
+      --log-every 4 --threads "$THREADS" $([ "$CPU_CHECK" = 1 ] && echo --device cpu) --out "$d" \
+      || continue
+    read -r lr cr ratio < <("$PY" - "$d/metrics.jsonl" <<'EOF'
+import json, sys
+steps = [r for r in map(json.loads, open(sys.argv[1])) if r["kind"] == "step" and r.get("busy_pct")]
+s = steps[-1]
+loader = s["images_per_s"] * 100 / s["loader_pct"]
+compute = s["images_per_s"] * 100 / s["busy_pct"]
+print(f"{loader:.0f} {compute:.0f} {max(loader, compute) / min(loader, compute):.2f}")
+EOF
+    )
+    PROBE="$PROBE
+| $c | $lr | $cr | $ratio |"
+    if [ -z "$best" ] || awk "BEGIN { exit !($ratio < $best_ratio) }"; then best=$c best_ratio=$ratio; fi
+  done
+  [ -n "$best" ] || { say "every probe run failed: see $OUT/probe-*/log"; exit 1; }
+  IFS=: read -r P_MODEL P_SIZE P_RESIZE <<< "$best"
+  PROBE="$PROBE
+
+Chosen: $best (loader alone and compute alone $best_ratio x apart$(awk "BEGIN { exit !($best_ratio > 2) }" && echo '; no candidate came within 2x'))."
+  say "photos: $best, the loader and the compute ${best_ratio}x apart"
+else
+  bin/cutrain import-fashion-mnist --out "$DATA" > "$OUT/import.log"
+  TRAIN_LIST=$DATA/train.txt VAL_LIST=$DATA/test.txt
+fi
+
+failed=0
+for b in $BATCHES; do
+  for s in $SEED_LIST; do
+    for setting in $SETTINGS; do
+      dir=$OUT/b$b/$setting-s$s
+      # shellcheck disable=SC2046: the command is a word list by construction
+      run "$dir" $(cmd_of "$setting" "$s" "$b" "$dir" "$TRAIN_LIST" "$VAL_LIST" "$P_MODEL" \
+                          "$P_SIZE" "$P_RESIZE") || failed=1
+      [ -f "$OUT/b$b/cutrain-s$s/config.json" ] || break  # the PyTorch runs read it
+    done
   done
 done
 
-# The loader alone on the same list, size and threads: load-only for the pipeline ratio.
-CFG=$OUT/cutrain-s$(echo $SEED_LIST | cut -d' ' -f1)/config.json
-read -r SIZE CH B TH < <("$PY" -c "import json; c=json.load(open('$CFG')); print(c['size'], c['channels'], c['batch'], c['threads'] or 0)")
-CORES=$(getconf _NPROCESSORS_ONLN)  # not nproc: it follows OMP_NUM_THREADS
-[ "$TH" -gt 0 ] || TH=$(( CORES > 1 ? CORES - 1 : 1 ))
-bin/bench_data --list "$DATA/train.txt" --size "$SIZE" --resize "$SIZE" --channels "$CH" \
-  --batch "$B" --threads "$TH" > "$OUT/bench_data.txt"
-grep "| JPEG, $TH threads |" "$OUT/bench_data.txt" | head -1 | awk -F'|' '{gsub(/ /,"",$3); print $3}' \
-  > "$OUT/load_only.txt"
-
 # ---- the results file -------------------------------------------------------------------
+what=$([ "$PHOTOS" = 1 ] && echo "the decode-heavy photos" || echo "Fashion-MNIST")
 if [ "$CPU_CHECK" = 1 ]; then
   RESULTS=${RESULTS:-bench/results/compare-cpu-check-$STAMP.md}
-  TITLE="cutrain vs PyTorch: a CPU check of the scripts (NOT a performance comparison)"
+  TITLE="cutrain vs PyTorch on $what: a CPU check of the scripts (NOT a performance comparison)"
   DEV="none: CPU only ($(getconf _NPROCESSORS_ONLN) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs))"
   DRIVER="n/a"
 else
   GPU_SLUG=$(echo "$GPU" | tr 'A-Z ' 'a-z-' | tr -cd 'a-z0-9-')
-  RESULTS=${RESULTS:-bench/results/compare-$STAMP-$GPU_SLUG.md}
-  TITLE="cutrain vs PyTorch on $GPU"
+  RESULTS=${RESULTS:-bench/results/compare-$([ "$PHOTOS" = 1 ] && echo photos-)$STAMP-$GPU_SLUG.md}
+  TITLE="cutrain vs PyTorch on $GPU, $what"
   DEV="$GPU"
   DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)
 fi
@@ -181,21 +263,34 @@ TORCH_INFO=$("$PY" -c 'import torch; print(torch.__version__, "CUDA", torch.vers
   echo "# $TITLE"
   echo
   echo "Date: $STAMP. Device: $DEV. Driver: $DRIVER. Commit: $COMMIT. PyTorch: $TORCH_INFO."
-  echo "Command: \`bench/compare.sh --epochs $EPOCHS --seeds $SEEDS --model $MODEL${BATCH:+ --batch $BATCH} $AUGMENT --workers $WORKERS$([ "$CPU_CHECK" = 1 ] && echo ' --cpu-check')\`."
-  echo
-  echo "Settings, for every run (cutrain's resolved config.json, which the PyTorch runs read):"
-  "$PY" -c "
+  echo "Command: \`bench/compare.sh --epochs $EPOCHS --seeds $SEEDS --batches \"$BATCHES\" --model $MODEL $AUGMENT --workers $WORKERS$([ "$PHOTOS" = 1 ] && echo ' --photos')$([ "$CPU_CHECK" = 1 ] && echo ' --cpu-check')\`."
+  echo "Seeds: $(echo $SEED_LIST). PyTorch DataLoader workers: $WORKERS."
+  if [ "$PHOTOS" = 1 ]; then
+    echo; echo "Data: $(cat "$OUT/photos.txt")"; echo; echo "$PROBE"
+  else
+    echo "Data: \`$DATA\` (cutrain import-fashion-mnist)."
+  fi
+  for b in $BATCHES; do
+    CFG=$OUT/b$b/cutrain-s$(echo $SEED_LIST | cut -d' ' -f1)/config.json
+    echo
+    echo "## Batch $b"
+    echo
+    if [ -f "$CFG" ]; then
+      echo "Settings, for every run (cutrain's resolved config.json, which the PyTorch runs read):"
+      "$PY" -c "
 import json; c = json.load(open('$CFG'))
-keys = ['model', 'size', 'channels', 'classes', 'epochs', 'batch', 'accum', 'optimizer', 'lr',
-        'momentum', 'wd', 'schedule', 'warmup', 'label_smoothing', 'augment', 'pad', 'mean',
+keys = ['model', 'size', 'resize', 'channels', 'classes', 'epochs', 'batch', 'accum', 'optimizer',
+        'lr', 'momentum', 'wd', 'schedule', 'warmup', 'label_smoothing', 'augment', 'pad', 'mean',
         'std', 'limit_train', 'limit_val', 'threads']
 print('; '.join(f'{k} {json.dumps(c[k])}' for k in keys) + '.')"
-  echo "Seeds: $(echo $SEED_LIST). PyTorch DataLoader workers: $WORKERS. Data: \`$DATA\`" \
-       "(cutrain import-fashion-mnist)."
-  echo
-  "$PY" bench/torch_ref/report.py "$OUT" "$TARGET" $SETTINGS
+      echo
+    fi
+    "$PY" bench/torch_ref/report.py "$OUT/b$b" "$TARGET" $SETTINGS
+  done
   echo
   echo "How each column is measured: bench/torch_ref/report.py. Runs: \`$OUT\`."
+  [ "$failed" = 0 ] || echo "Some runs failed: their logs are in the runs' folders."
 } > "$RESULTS"
 say "wrote $RESULTS"
 cat "$RESULTS"
+exit $failed

@@ -28,7 +28,12 @@
 #               TRAIN_EPOCHS epochs (default 10; quick: 2), with its trace; then the loader
 #               alone (bench_data) for the pipeline ratio
 #   train-graph the same with --cuda-graph
-#   compare     bench/compare.sh (cutrain vs PyTorch) when the host's python has torch
+#   compare     bench/compare.sh (cutrain vs PyTorch at its strongest) when the host's python
+#               has torch: COMPARE_ARGS (default "--batches 128 --seeds 1"; the full table is
+#               "--batches '128 512' --seeds 3")
+#   photos      bench/compare.sh --photos: the decode-heavy workload (its probe, then cutrain,
+#               PyTorch's DataLoader and GPU decoding); PHOTOS_ARGS (default "--seeds 1
+#               --epochs 3"); its table is appended to compare.md
 #   replicas    bin/bench_replicas_gpu --devices ${REPLICA_DEVICES:-0,0}
 #
 # Files in OUTDIR: summary.md (kept current: a row per group and step as each ends, so a run
@@ -407,26 +412,39 @@ train_step() {  # $1: train or train-graph
   fi
 }
 
+# compare_step compare|photos
 compare_step() {
-  local py=python3 cmp=$work/compare
-  if [ -n "$gpu_reason" ]; then step_row compare - 0 "skipped: $gpu_reason"; return; fi
-  if ! "$py" -c 'import torch' 2>/dev/null; then step_row compare - 0 "skipped: no torch in $py"; return; fi
-  if [ ! -f "$here/compare/compare.sh" ]; then step_row compare - 0 "skipped: not in this bundle"; return; fi
-  import_fm || { step_row compare 1 0 "import-fashion-mnist failed"; status=1; return; }
+  local py=python3 cmp=$work/compare name=$1 results=$out/$1.md
+  local -a args
+  if [ -n "$gpu_reason" ]; then step_row "$1" - 0 "skipped: $gpu_reason"; return; fi
+  if ! "$py" -c 'import torch' 2>/dev/null; then step_row "$1" - 0 "skipped: no torch in $py"; return; fi
+  if [ ! -f "$here/compare/compare.sh" ]; then step_row "$1" - 0 "skipped: not in this bundle"; return; fi
+  import_fm || { step_row "$1" 1 0 "import-fashion-mnist failed"; status=1; return; }
   # compare.sh runs from a repository root: its scripts, and bin/ as wrappers that give
   # cutrain's programs the library path (and nothing else)
   mkdir -p "$cmp/bin" "$cmp/bench"
   cp -r "$here/compare/." "$cmp/bench/"
-  for b in cutrain bench_data; do
+  for b in cutrain bench_data bench_photos; do
     printf '#!/bin/sh\nLD_LIBRARY_PATH="%s" exec "%s" "$@"\n' "$lib_dirs" "$work/bin/$b" >"$cmp/bin/$b"
     chmod +x "$cmp/bin/$b"
   done
-  timed compare 400 "$out/compare.log" env CUTRAIN_COMMIT="$commit" "$cmp/bench/compare.sh" \
-    --epochs "$TRAIN_EPOCHS" --data "$fm" --out "$work/compare-runs" --results "$out/compare.md"
+  if [ "$name" = photos ]; then
+    # shellcheck disable=SC2206: the arguments are words by design
+    args=(--photos --photo-dir "$work/photos" ${PHOTOS_ARGS:---seeds 1 --epochs 3})
+  else
+    # shellcheck disable=SC2206
+    args=(--epochs "$TRAIN_EPOCHS" ${COMPARE_ARGS:---batches 128 --seeds 1})
+  fi
+  timed "$name" 400 "$out/$name.log" env CUTRAIN_COMMIT="$commit" "$cmp/bench/compare.sh" \
+    "${args[@]}" --data "$fm" --out "$work/$name-runs" --results "$results"
   [ "$last_rc" = 0 ] || status=1
-  [ -f "$out/compare.md" ] || { echo "# compare.sh did not finish (exit $last_rc)"; echo; echo '```'; tail -40 "$out/compare.log"; echo '```'; } >"$out/compare.md"
-  rm -f "$out/compare.log"
-  step_row compare "$last_rc" "$last_secs" "$(grep -a '^| cutrain\|^| torch' "$out/compare.md" | head -3 | tr '\n' ' ')"
+  [ -f "$results" ] || { echo "# compare.sh $name did not finish (exit $last_rc)"; echo; echo '```'; tail -40 "$out/$name.log"; echo '```'; } >"$results"
+  rm -f "$out/$name.log"
+  step_row "$name" "$last_rc" "$last_secs" "$(grep -a '^| cutrain\|^| torch' "$results" | head -3 | tr '\n' ' ')"
+  if [ "$name" = photos ]; then  # at most 8 files come back: one table file for both
+    { echo; cat "$results"; } >>"$out/compare.md"
+    rm -f "$results"
+  fi
 }
 
 for step in $steps; do
@@ -453,14 +471,14 @@ for step in $steps; do
       step_row bench "$last_rc" "$last_secs" "$(grep -a "^- \(PASS\|FAIL\|NOT\)\|WRONG" "$out/bench.log" | head -4 | tr '\n' ' ')"
       ;;
     train|train-graph) train_step "$step" ;;
-    compare) compare_step ;;
+    compare|photos) compare_step "$step" ;;
     replicas)
       if [ -n "$gpu_reason" ]; then step_row replicas - 0 "skipped: $gpu_reason"; continue; fi
       timed replicas 200 "$out/replicas.md" "${cr[@]}" bin/bench_replicas_gpu --devices "${REPLICA_DEVICES:-0,0}"
       [ "$last_rc" = 0 ] || status=1
       step_row replicas "$last_rc" "$last_secs" "$(grep -a '^| 2 |' "$out/replicas.md" | head -1)"
       ;;
-    *) echo "run.sh: unknown step '$step' (info tests sanitize tests+sanitize bench train train-graph compare replicas)" >&2
+    *) echo "run.sh: unknown step '$step' (info tests sanitize tests+sanitize bench train train-graph compare photos replicas)" >&2
        exit 2 ;;
   esac
 done
