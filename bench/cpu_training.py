@@ -7,7 +7,12 @@ no validation, fp32, a step record every step (--log-every 1):
   reference  bin/cutrain train --device cpu --conv direct --linear direct
   onednn     bin/cutrain train --device cpu --conv onednn --linear onednn   (the CPU default)
   torch      bench/torch_reference.py --device cpu, reading onednn's resolved config.json:
-             the same model, initialisation, recipe and images
+             the same model, initialisation, recipe and images (--python: Debian's PyTorch)
+  tuned      the same in PyTorch 2.x at its strongest on a CPU (--tuned-python, e.g. the
+             .venv-bench of bench/README.md; left out without one): --mode tuned-compile, the
+             data decoded once (resident), channels_last, a fused optimizer, the model under
+             torch.compile(mode="max-autotune"), compiled before its clock starts
+The target compares cutrain's default (onednn) with the stronger of the two PyTorch rows.
 Every process gets OMP_NUM_THREADS=T compute threads (checked: torch.get_num_threads() is T
 under it; torch_reference.py sets no thread count of its own). Decoding runs beside them:
 cutrain on --decode-threads threads (its --threads), torch in --workers DataLoader processes.
@@ -77,6 +82,10 @@ def parse_args():
     a.add_argument("--decode-threads", type=int, default=1, help="cutrain's --threads")
     a.add_argument("--workers", type=int, default=1, help="torch's DataLoader processes")
     a.add_argument("--python", default="/usr/bin/python3", help="the Python that has torch")
+    venv = os.path.join(ROOT, ".venv-bench", "bin", "python")
+    a.add_argument("--tuned-python", default=venv if os.path.exists(venv) else None,
+                   help="a Python with PyTorch 2.x for the tuned row (default: .venv-bench's "
+                   "when there is one); 'none' leaves the row out")
     a.add_argument("--cutrain", default=os.path.join(ROOT, "bin", "cutrain"))
     a.add_argument("--bench-kernels", default=os.path.join(ROOT, "bin", "bench_cpu_kernels"))
     a.add_argument("--data", default=os.path.join(ROOT, "data-cache", "fashion-mnist"),
@@ -96,6 +105,8 @@ def parse_args():
     a.add_argument("--torch-layers", metavar="JSON", help=argparse.SUPPRESS)  # see main()
     args = a.parse_args()
     args.models = ["default"] if args.quick else args.models.split(",")
+    if args.tuned_python == "none":
+        args.tuned_python = None
     if args.quick:
         args.batches = [64]
     if min(args.warmup, args.ref_warmup) < 1 or min(args.timed, args.ref_timed) < 1:
@@ -138,11 +149,16 @@ def plan_training(args):
                             "--out", f"{tag}-{program}"]
                     runs.append(Run(model, B, T, program, argv, f"{tag}-{program}", warm,
                                     timed))
-                argv = [args.python, os.path.join(HERE, "torch_reference.py"), "--config",
-                        f"{tag}-onednn/config.json", "--cutrain", args.cutrain, "--device",
-                        "cpu", "--workers", str(args.workers), "--out", f"{tag}-torch"]
-                runs.append(Run(model, B, T, "torch", argv, f"{tag}-torch", args.warmup,
-                                args.timed))
+                pythons = [("torch", args.python, [])]
+                if args.tuned_python:
+                    pythons.append(("tuned", args.tuned_python, ["--mode", "tuned-compile"]))
+                for program, python, mode in pythons:
+                    argv = [python, os.path.join(HERE, "torch_reference.py"), "--config",
+                            f"{tag}-onednn/config.json", "--cutrain", args.cutrain, "--device",
+                            "cpu", "--workers", str(args.workers), "--out",
+                            f"{tag}-{program}"] + mode
+                    runs.append(Run(model, B, T, program, argv, f"{tag}-{program}",
+                                    args.warmup, args.timed))
     return runs
 
 
@@ -198,25 +214,33 @@ def train_all(runs, rounds):
 def training_report(runs):
     by = {(r.model, r.batch, r.threads, r.program): r for r in runs}
     rounds = len(runs[0].rates)
+    tuned = any(r.program == "tuned" for r in runs)
     out = ["## Training, steady-state images/s" +
            (f" (medians of {rounds} rounds)" if rounds > 1 else ""), "",
-           "| model | batch | threads | reference | onednn | torch | onednn / reference | "
-           "onednn / torch | target onednn / torch >= 1 |" +
-           (" onednn / torch, each round |" if rounds > 1 else ""),
-           "| --- | --- | --- | --- | --- | --- | --- | --- | --- |" +
+           "| model | batch | threads | reference | onednn | torch | " +
+           ("torch tuned | " if tuned else "") + "onednn / reference | onednn / torch | " +
+           ("onednn / tuned | " if tuned else "") + "target onednn / the stronger >= 1 |" +
+           (" onednn / the stronger, each round |" if rounds > 1 else ""),
+           "| --- | --- | --- | --- | --- | --- | --- | --- |" + (" --- | --- |" if tuned else "") +
            (" --- |" if rounds > 1 else "")]
     for r in runs:
         if r.program != "torch":
             continue
         key = (r.model, r.batch, r.threads)
         ref, dnn = by[key + ("reference",)], by[key + ("onednn",)]
-        vs_torch = dnn.images_per_s / r.images_per_s
-        target = ("PASS" if vs_torch >= 1.0 else "FAIL") if r.model == "default" else "-"
-        each = " ".join(f"{d / t:.2f}" for d, t in zip(dnn.rates, r.rates))
+        peers = [r] + ([by[key + ("tuned",)]] if tuned else [])
+        strong = max(peers, key=lambda p: p.images_per_s)
+        vs = dnn.images_per_s / strong.images_per_s
+        target = ("PASS" if vs >= 1.0 else "FAIL") if r.model == "default" else "-"
+        each = " ".join(f"{d / max(p.rates[i] for p in peers):.2f}"
+                        for i, d in enumerate(dnn.rates))
         out.append(f"| {r.model} | {r.batch} | {r.threads} | {ref.images_per_s:.1f} | "
-                   f"{dnn.images_per_s:.1f} | {r.images_per_s:.1f} | "
-                   f"{dnn.images_per_s / ref.images_per_s:.2f} | {vs_torch:.2f} | {target} |" +
-                   (f" {each} |" if rounds > 1 else ""))
+                   f"{dnn.images_per_s:.1f} | {r.images_per_s:.1f} | " +
+                   (f"{peers[1].images_per_s:.1f} | " if tuned else "") +
+                   f"{dnn.images_per_s / ref.images_per_s:.2f} | "
+                   f"{dnn.images_per_s / r.images_per_s:.2f} | " +
+                   (f"{dnn.images_per_s / peers[1].images_per_s:.2f} | " if tuned else "") +
+                   f"{target} |" + (f" {each} |" if rounds > 1 else ""))
     out += ["", "Each run: steps warm-up + timed, and cores busy = the process's CPU time "
             "(children included) / its wall time, start-up included.", "",
             "| model | batch | threads | program | steps | cores busy |",
@@ -384,27 +408,30 @@ def cutrain_onednn(cutrain):
     return f"v{v.major}.{v.minor}.{v.patch}"
 
 
-def probe_torch(args):
-    """torch's version and its oneDNN's; stops unless OMP_NUM_THREADS=T gives T threads."""
+def probe_torch(python, args):
+    """torch's version and its oneDNN's in `python`; stops unless OMP_NUM_THREADS=T gives T
+    threads."""
     for T in args.threads:
-        res = subprocess.run([args.python, "-c", TORCH_PROBE], capture_output=True, text=True,
+        res = subprocess.run([python, "-c", TORCH_PROBE], capture_output=True, text=True,
                              env={**os.environ, "OMP_NUM_THREADS": str(T)})
         if res.returncode != 0:
-            sys.exit(f"cpu_training: no torch in {args.python} (--python names one that has "
-                     f"it; on Debian: apt-get install python3-torch):\n{res.stderr}")
+            sys.exit(f"cpu_training: no torch in {python} (--python and --tuned-python name "
+                     f"ones that have it; on Debian: apt-get install python3-torch):\n"
+                     f"{res.stderr}")
         version, got, dnnl = json.loads(res.stdout)
         if got != T:
             sys.exit(f"cpu_training: torch took {got} threads under OMP_NUM_THREADS={T}")
     return version, dnnl
 
 
-def header(args, commit, torch_version, torch_dnnl, load_start):
+def header(args, commit, torches, load_start):
     return [f"# CPU training: cutrain (reference, oneDNN) against PyTorch, {DATE}"
             + (" (--quick)" if args.quick else ""), "",
             f"host: {cpu_name()}, {os.cpu_count()} cores; load average at the start "
             f"{load_start}, at the end {load_average()}  ",
-            f"cutrain {commit}, oneDNN {cutrain_onednn(args.cutrain)}; torch {torch_version} "
-            f"(its oneDNN {torch_dnnl}) in {args.python}  ",
+            f"cutrain {commit}, oneDNN {cutrain_onednn(args.cutrain)}; " +
+            "; ".join(f"{name} {v} (its oneDNN {dnnl}) in {py}" for name, py, v, dnnl in torches)
+            + "  ",
             f"data: Fashion-MNIST JPEGs, 28x28x1, fp32, no augmentation; decoding: cutrain "
             f"--threads {args.decode_threads}, torch {args.workers} DataLoader worker(s); "
             f"compute threads: OMP_NUM_THREADS = T for all three (torch checked)", ""]
@@ -450,12 +477,14 @@ def main():
     os.makedirs(snapshot, exist_ok=True)
     for p in programs:
         shutil.copy2(p, snapshot)
-    torch_version, torch_dnnl = probe_torch(args)
+    torches = [("torch", args.python) + probe_torch(args.python, args)]
+    if args.tuned_python:
+        torches.append(("tuned: torch", args.tuned_python) + probe_torch(args.tuned_python, args))
     run_logged([args.cutrain, "import-fashion-mnist", "--out", args.data], {},
                os.path.join(args.work, "import.log"))
     train_all(runs, args.rounds)
     body = training_report(runs) + ["", METHOD, ""] + layers_all(args, layer_plans)
-    write_report(header(args, commit, torch_version, torch_dnnl, load_start) + body, args.out,
+    write_report(header(args, commit, torches, load_start) + body, args.out,
                  f"; runs and logs: {args.work}")
     return 0
 

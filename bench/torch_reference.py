@@ -129,6 +129,8 @@ def parse_args():
     a.add_argument("--limit-val", type=int, help="override the config's limit_val")
     a.add_argument("--target", type=float, default=0.93, help="time-to-accuracy target (top-1)")
     a.add_argument("--no-amp", action="store_true", help="fp32 on CUDA too")
+    a.add_argument("--channels-last", action=argparse.BooleanOptionalAction,
+                   help="NHWC activations (default: on CUDA and in the tuned modes)")
     a.add_argument("--no-compile", action="store_true", help="resident mode without torch.compile")
     a.add_argument("--compile-mode", help="torch.compile mode (resident: default, "
                    "tuned-compile: max-autotune)")
@@ -294,7 +296,9 @@ def main():
     notes = []
     if on_cuda:
         torch.backends.cudnn.benchmark = True
-    model = model.to(dev, memory_format=torch.channels_last if on_cuda else torch.contiguous_format)
+    nhwc = (args.channels_last if args.channels_last is not None
+            else on_cuda or args.mode.startswith("tuned-"))
+    model = model.to(dev, memory_format=torch.channels_last if nhwc else torch.contiguous_format)
     params = list(model.parameters())
     opt_name, lr, wd = cfg["optimizer"], cfg["lr"], cfg["wd"]
     tuned_mode = args.mode.startswith("tuned-")
@@ -306,8 +310,11 @@ def main():
         else:
             opt = torch.optim.SGD(params, lr=lr, momentum=cfg["momentum"], weight_decay=wd,
                                   nesterov=opt_name == "nesterov")
-        scaler = torch.amp.GradScaler(dev.type, init_scale=2.0 ** 16, growth_factor=2.0,
-                                      backoff_factor=0.5, growth_interval=2000, enabled=amp)
+        # torch.amp.GradScaler from 2.3 on; Debian's 1.13 has the CUDA one only
+        scaler_kw = dict(init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
+                         growth_interval=2000, enabled=amp)
+        scaler = (torch.amp.GradScaler(dev.type, **scaler_kw) if hasattr(torch.amp, "GradScaler")
+                  else torch.cuda.amp.GradScaler(**scaler_kw))
         if args.mode == "resident" and not args.no_compile:
             if hasattr(torch, "compile"):
                 train_model = torch.compile(model, mode=args.compile_mode or "default")
@@ -327,7 +334,7 @@ def main():
     std = torch.tensor(cfg["std"], device=dev)
 
     def prep(x):
-        return tdata.normalise(x, mean, std, on_cuda)
+        return tdata.normalise(x, mean, std, nhwc)
 
     tuned = None
     if tuned_mode:  # warm-up, capture or compilation before the clock, on the first batch
@@ -430,7 +437,7 @@ def main():
                    torch=torch.__version__, amp=amp, compiled=compiled,
                    ran=tuned.ran if tuned else ("compile" if compiled else "eager"),
                    setup_s=tuned.setup_s if tuned else None,
-                   channels_last=on_cuda, workers=args.workers, seed=cfg["seed"],
+                   channels_last=nhwc, workers=args.workers, seed=cfg["seed"],
                    epochs=epochs, steps=step, images=step * B,
                    train_s=t_end - t_start, startup_s=startup_s, wall_s=t_end - T_PROCESS,
                    decode_s=getattr(feeder, "decode_s", None),
