@@ -221,7 +221,8 @@ def training_report(runs):
            ("torch tuned | " if tuned else "") + "onednn / reference | onednn / torch | " +
            ("onednn / tuned | " if tuned else "") + "target onednn / the stronger >= 1 |" +
            (" onednn / the stronger, each round |" if rounds > 1 else ""),
-           "| --- | --- | --- | --- | --- | --- | --- | --- |" + (" --- | --- |" if tuned else "") +
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- |" +
+           (" --- | --- |" if tuned else "") +
            (" --- |" if rounds > 1 else "")]
     for r in runs:
         if r.program != "torch":

@@ -181,6 +181,11 @@ class Feeder:
         self.mode = ("resident" if args.mode in RESIDENT else args.mode)
         self.seed = cfg["seed"]
         if args.mode == "gpu-decode":
+            try:
+                import torchvision  # noqa: F401
+            except ImportError as e:
+                sys.exit(f"torch_reference: --mode gpu-decode needs torchvision (its "
+                         f"decode_jpeg, nvJPEG on CUDA) in {sys.executable}: {e}")
             kw = dict(num_workers=args.workers, pin_memory=False, collate_fn=tdata.bytes_collate,
                       persistent_workers=args.workers > 0)
             g = torch.Generator().manual_seed(cfg["seed"])
