@@ -276,8 +276,9 @@ FUZZ_LIB_CPP  := $(addprefix data/,atomic_file.cpp image_list.cpp image_decode.c
                    linear.cpp matmul_cpu.cpp onednn.cpp impl.cpp parallel.cpp pool.cpp \
                    xxhash64.cpp) \
                  train/checkpoint/checkpoint.cpp train/setup/config.cpp
-# The readers behind image_list.cpp: the labels of any list (list_rows), CSV lists (libcsv).
-FUZZ_LIB_CPP  += data/list_rows.cpp data/csv_list.cpp
+# The readers behind image_list.cpp: the labels of any list (list_rows), CSV lists (libcsv), and
+# what prints a name that is not UTF-8 (text_width).
+FUZZ_LIB_CPP  += data/list_rows.cpp data/csv_list.cpp data/text_width.cpp
 FUZZ_LIB      := $(FUZZ_BUILD)/libcutrain_fuzz.a
 FUZZ_BINS     := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/bin/%_fuzz)
 FUZZ_CORPUS_CPP := fuzz/make_corpus.cpp fuzz/corpus.cpp tests/data/test_images.cpp

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "data/list_rows.h"
+#include "data/text_width.h"
 #include "kernels/check.h"
 
 namespace fs = std::filesystem;
@@ -83,7 +84,13 @@ std::vector<std::string> read_class_names(const std::string& path) {
   USER_CHECK(in, "cannot read class names '" << path << "'");
   std::vector<std::string> names;
   std::string line;
+  int64_t offset = 0;  // of the line in the file
   for (bool first = true; std::getline(in, line); first = false) {
+    const int64_t bad = first_non_utf8(line);
+    USER_CHECK(bad < 0, path << ":" << names.size() + 1 << ": the class name '" << printable(line)
+                             << "' is not UTF-8 text (byte " << offset + bad << " of the file): "
+                             << "save " << fs::path(path).filename().string() << " as UTF-8");
+    offset += int64_t(line.size()) + 1;
     strip_line_end(line, first);
     names.push_back(trim_list_field(line));
   }
@@ -154,6 +161,11 @@ ImageList scan_class_folders(const std::string& root) {
     std::vector<std::string> empty;
     for (size_t k = 0; k < list.class_names.size(); k++) {
       const std::string& name = list.class_names[k];
+      const int64_t bad = first_non_utf8(name);
+      USER_CHECK(bad < 0, "class folder '" << (base / printable(name)).string()
+                                           << "': its name is not UTF-8 text (byte " << bad
+                                           << " of the name): rename the folder (the run keeps "
+                                           << "class names as UTF-8 text)");
       USER_CHECK(name.find_first_of("\r\n") == std::string::npos && !has_outer_space(name),
             "class folder '" << name << "': a class name cannot hold a line break or begin or "
                                 "end with whitespace (it is written to " << kClassNamesFile

@@ -9,11 +9,18 @@
 
 #include <unistr.h>  // libunistring: u8_check
 
+#include "data/text_width.h"
 #include "kernels/check.h"
 
 namespace fs = std::filesystem;
 
 namespace cutrain {
+
+int64_t first_non_utf8(const std::string& text) {
+  const uint8_t* begin = reinterpret_cast<const uint8_t*>(text.data());
+  const uint8_t* bad = u8_check(begin, text.size());
+  return bad ? int64_t(bad - begin) : -1;
+}
 
 namespace {
 
@@ -64,13 +71,13 @@ bool parse_index(const std::string& text, int num_classes, int32_t* label, std::
 }
 
 // A class name the list itself introduces: "" or why it cannot be one. It must be writable to
-// classes.txt, and UTF-8: the run keeps its class names in JSON (config.json, checkpoints),
-// which holds only UTF-8 text (a list saved as Latin-1 would fail there, after the data).
+// classes.txt, and UTF-8 (first_non_utf8).
 std::string name_problem(const std::string& name) {
   if (name.find_first_of(std::string("\r\n\0", 3)) != std::string::npos)
     return "class name '" + name + "' holds a line break or a NUL byte";
-  if (u8_check(reinterpret_cast<const uint8_t*>(name.data()), name.size()) != nullptr)
-    return "class name '" + name + "' is not UTF-8 text: save the list as UTF-8";
+  if (const int64_t at = first_non_utf8(name); at >= 0)
+    return "class name '" + printable(name) + "' is not UTF-8 text (byte " +
+           std::to_string(at) + " of the name): save the list as UTF-8";
   return "";
 }
 

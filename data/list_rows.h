@@ -13,6 +13,12 @@
 
 namespace cutrain {
 
+// The offset of the first byte of `text` that does not belong to valid UTF-8 (a stray
+// continuation byte, a sequence cut short, an overlong form, a surrogate), or -1 when it is all
+// UTF-8. The run keeps class names in JSON (config.json, checkpoints, packs), which holds only
+// UTF-8: a name that is not is refused where it is read, naming where.
+int64_t first_non_utf8(const std::string& text);
+
 struct ListRow {
   int64_t line;       // 1-based, where the row starts
   std::string path;   // as written (trimmed), relative or absolute, not empty

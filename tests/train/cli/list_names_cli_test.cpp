@@ -181,3 +181,35 @@ TEST_CASE("cutrain: check-data and pack read CSV lists; --csv-columns is checked
   REQUIRE(r.output.find("list.csv:1: no column named 'file' for the path in the header ('path', "
                         "'label')") != std::string::npos);
 }
+
+TEST_CASE("cutrain: train, pack and check-data refuse class names that are not UTF-8, writing nothing") {
+  TempDir dir;
+  // A folder of class folders, one named in Latin-1; and a list of indices whose classes.txt
+  // is Latin-1.
+  write_class_jpeg(dir / "imgs/ok/1.jpg", 0, 0);
+  write_class_jpeg(dir / "imgs/caf\xE9/1.jpg", 1, 0);
+  write_class_jpeg(dir / "list/1.jpg", 0, 1);
+  write_text(dir / "list/list.txt", "1.jpg 0\n1.jpg 1\n");
+  write_text(dir / "list/classes.txt", "tea\ncaf\xE9\n");
+  const std::string log = dir / "log";
+  for (const std::string& data : {dir / "imgs", dir / "list/list.txt"}) {
+    INFO(data);
+    const std::string where = data == dir / "imgs" ? "its name is not UTF-8 text (byte 3 of the name)"
+                                                   : "is not UTF-8 text (byte 7 of the file)";
+    Ran r = run_cutrain({"train", "--train", data, "--epochs", "1", "--device", "cpu", "--out",
+                         dir / "run"},
+                        log);
+    INFO(r.output);
+    REQUIRE(r.status == kExitUsage);
+    REQUIRE(r.output.find(where) != std::string::npos);
+    REQUIRE(!names_source_location(r.output));
+    REQUIRE(!fs::exists(dir / "run/config.json"));
+    r = run_cutrain({"pack", data, dir / "p.h5", "--size", "8"}, log);
+    REQUIRE(r.status == kExitUsage);
+    REQUIRE(r.output.find(where) != std::string::npos);
+    REQUIRE(!fs::exists(dir / "p.h5"));
+    r = run_cutrain({"check-data", data}, log);
+    REQUIRE(r.status == kExitUsage);
+    REQUIRE(r.output.find(where) != std::string::npos);
+  }
+}
