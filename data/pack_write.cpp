@@ -149,9 +149,12 @@ class DecodeWorkers {
 };
 
 // All the HDF5 work: creates `path`, writes everything, closes it (checked). On an exception
-// the handles close in reverse order as the stack unwinds.
-void write_pack_file(const ImageList& list, const std::string& path, const PackOptions& opt,
-                     const PackProgress& progress, PackSummary& summary) {
+// the handles close in reverse order as the stack unwinds. Messages name `shown`, the pack
+// the user asked for (`path` is its temporary name), and the system's reason: a write that
+// fails (a full disk, a file size limit) is a user error saying where and why.
+void write_pack_file(const ImageList& list, const std::string& path, const std::string& shown,
+                     const PackOptions& opt, const PackProgress& progress,
+                     PackSummary& summary) {
   const int64_t n = int64_t(list.samples.size());
   const int S = opt.size, C = opt.channels;
   const int64_t image_bytes = int64_t(S) * S * C;
@@ -164,7 +167,7 @@ void write_pack_file(const ImageList& list, const std::string& path, const PackO
   std::unique_lock<std::recursive_mutex> h5(hdf5_mutex());
   H5Handle fapl = h5_file_access();
   H5Handle file = h5_owned(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()),
-                           H5Fclose, "cannot create '" + path + "'");
+                           H5Fclose, "cannot create '" + shown + "'");
 
   // /images (N, S, S, C) uint8; N is an upper bound, shrunk to the packed count at the end.
   const hsize_t dims[4] = {hsize_t(n), hsize_t(S), hsize_t(S), hsize_t(C)};
@@ -177,7 +180,7 @@ void write_pack_file(const ImageList& list, const std::string& path, const PackO
   H5Handle space = h5_owned(H5Screate_simple(4, dims, max_dims), H5Sclose, "dataspace");
   H5Handle images = h5_owned(H5Dcreate2(file.get(), "images", H5T_STD_U8LE, space.get(),
                                         H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
-                             H5Dclose, "cannot create dataset 'images' in '" + path + "'");
+                             H5Dclose, "cannot create dataset 'images' in '" + shown + "'");
 
   std::vector<uint8_t> staging;  // (batch, S, S, C): the next images to write
   staging.reserve(size_t(batch * image_bytes));
@@ -194,7 +197,7 @@ void write_pack_file(const ImageList& list, const std::string& path, const PackO
              "select images");
     h5_check(H5Dwrite(images.get(), H5T_NATIVE_UINT8, mem.get(), space.get(), H5P_DEFAULT,
                       staging.data()),
-             "cannot write images to '" + path + "'");
+             "cannot write images to '" + shown + "'");
     summary.packed += int64_t(count[0]);
     staging.clear();
   };
@@ -233,33 +236,37 @@ void write_pack_file(const ImageList& list, const std::string& path, const PackO
                                 << ": " << summary.bad[0].message);
 
   const hsize_t final_dims[4] = {hsize_t(summary.packed), hsize_t(S), hsize_t(S), hsize_t(C)};
-  h5_check(H5Dset_extent(images.get(), final_dims), "cannot resize 'images' in '" + path + "'");
-  h5_write_vector(file.get(), "labels", labels.data(), summary.packed, H5T_NATIVE_INT32,
-                  H5T_STD_I32LE);
-  h5_write_vector(file.get(), "source_index", source_index.data(), summary.packed,
-                  H5T_NATIVE_INT64, H5T_STD_I64LE);
-  h5_write_strings(file.get(), "class_names", list.class_names);
-  std::vector<std::string> bad_files, bad_reasons;
-  for (const BadFile& b : summary.bad) {
-    bad_files.push_back(b.name);
-    bad_reasons.push_back(b.message);
-  }
-  h5_write_strings(file.get(), "bad_files", bad_files);
-  h5_write_strings(file.get(), "bad_reasons", bad_reasons);
+  h5_check(H5Dset_extent(images.get(), final_dims), "cannot resize 'images' in '" + shown + "'");
+  try {  // the labels, names and attributes: a failure here is the file's too
+    h5_write_vector(file.get(), "labels", labels.data(), summary.packed, H5T_NATIVE_INT32,
+                    H5T_STD_I32LE);
+    h5_write_vector(file.get(), "source_index", source_index.data(), summary.packed,
+                    H5T_NATIVE_INT64, H5T_STD_I64LE);
+    h5_write_strings(file.get(), "class_names", list.class_names);
+    std::vector<std::string> bad_files, bad_reasons;
+    for (const BadFile& b : summary.bad) {
+      bad_files.push_back(b.name);
+      bad_reasons.push_back(b.message);
+    }
+    h5_write_strings(file.get(), "bad_files", bad_files);
+    h5_write_strings(file.get(), "bad_reasons", bad_reasons);
 
-  const hid_t root = file.get();
-  h5_write_string_attribute(root, "format", kPackFormat);
-  h5_write_int_attribute(root, "version", kPackVersion, H5T_STD_I32LE);
-  h5_write_int_attribute(root, "size", S, H5T_STD_I32LE);
-  h5_write_int_attribute(root, "channels", C, H5T_STD_I32LE);
-  h5_write_string_attribute(root, "source", list.source.empty() ? "" :
-                            fs::absolute(list.source).lexically_normal().string());
-  h5_write_uint_attribute(root, "source_hash", image_list_hash(list));
-  h5_write_int_attribute(root, "source_count", n, H5T_STD_I64LE);
+    const hid_t root = file.get();
+    h5_write_string_attribute(root, "format", kPackFormat);
+    h5_write_int_attribute(root, "version", kPackVersion, H5T_STD_I32LE);
+    h5_write_int_attribute(root, "size", S, H5T_STD_I32LE);
+    h5_write_int_attribute(root, "channels", C, H5T_STD_I32LE);
+    h5_write_string_attribute(root, "source", list.source.empty() ? "" :
+                              fs::absolute(list.source).lexically_normal().string());
+    h5_write_uint_attribute(root, "source_hash", image_list_hash(list));
+    h5_write_int_attribute(root, "source_count", n, H5T_STD_I64LE);
+  } catch (const UserError& e) {
+    throw UserError("cannot write '" + shown + "': " + e.what());
+  }
 
   images.close();
   space.close();
-  USER_CHECK(file.close(), "cannot finish writing '" << path << "': " << h5_error_text());
+  USER_CHECK(file.close(), "cannot finish writing '" << shown << "': " << h5_error_text());
 }
 
 }  // namespace
@@ -283,7 +290,7 @@ PackSummary write_pack(const ImageList& list, const std::string& out_path,
   // Atomic: a reader opening out_path gets the old pack or the new one; one that has the old
   // pack open keeps reading it (its inode lives on until closed). See data/atomic_file.h.
   write_atomically(out_path, [&](const std::string& tmp) {
-    write_pack_file(list, tmp, opt, progress, summary);
+    write_pack_file(list, tmp, out_path, opt, progress, summary);
   });
   summary.bytes_on_disk = int64_t(fs::file_size(out_path));
   summary.seconds =

@@ -1,12 +1,15 @@
-// `cutrain train` when the machine says no: a write that fails (a full disk, met here as the
-// file size limit of RLIMIT_FSIZE, which needs no root and no special file system) ends the
-// run with the path and the system's reason, once, without HDF5's error stack and without a
-// record of a checkpoint that is not there; the final line names best.h5 only when it exists.
+// `cutrain train` and `cutrain pack` when the machine says no: a write that fails (a full
+// disk, met here as the file size limit of RLIMIT_FSIZE, which needs no root and no special file
+// system) ends the run with the path and the system's reason, once, without HDF5's error stack
+// and without a record of a checkpoint that is not there; a pack is one message, exit 2, and
+// nothing left under its name. The final line names best.h5 only when it exists.
 #include <signal.h>
 #include <sys/resource.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "tests/data/temp_dir.h"
@@ -59,6 +62,37 @@ TEST_CASE("cutrain train: a write that fails ends the run with the path and the 
     REQUIRE(e.path().filename().string().find(".h5") == std::string::npos);
   }
   REQUIRE(read_text(run + "/metrics.jsonl").find("\"checkpoint\"") == std::string::npos);
+}
+
+TEST_CASE("cutrain pack: a write that fails is one message with the pack and the reason, exit 2") {
+  const FashionMnistFiles& fm = fashion_mnist_jpegs();
+  TempDir dir;
+  // 2,000 images of 28x28 (1.5 MB) fail in the images; 100 (78 KB) in the file's last writes.
+  for (const char* n : {"2000", "100"}) {
+    INFO(n << " images");
+    write_text(dir / "few.txt", "");
+    {
+      std::ifstream all(fm.train);
+      std::ofstream few(dir / "few.txt");
+      std::string line;
+      for (int i = 0; i < std::atoi(n) && std::getline(all, line); i++)
+        few << fs::path(fm.train).parent_path().string() << "/" << line << "\n";
+    }
+    const std::string pack = dir / "p.h5";
+    const Ran r = run_cutrain({"pack", dir / "few.txt", pack, "--size", "28", "--channels", "1"},
+                              dir / "log", small_files_only);
+    INFO("exit " << r.status << ", printed:\n" << r.output);
+    REQUIRE(r.status == kExitUsage);  // not an internal error, and no crash on the way out
+    REQUIRE(r.output.find("'" + pack + "': File too large") != std::string::npos);
+    REQUIRE(count_of(r.output, "File too large") == 1);
+    REQUIRE(r.output.find(".tmp") == std::string::npos);  // the temporary file is not named
+    REQUIRE(r.output.find("errno") == std::string::npos);  // nor HDF5's stack
+    REQUIRE(!names_source_location(r.output));
+    for (const fs::directory_entry& e : fs::directory_iterator(dir.path())) {
+      INFO(e.path());
+      REQUIRE(e.path().filename().string().find("p.h5") == std::string::npos);
+    }
+  }
 }
 
 TEST_CASE("run_training: the final line names best.h5 only when there is one") {
