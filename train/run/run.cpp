@@ -357,10 +357,19 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
     out = quiet.get();
   }
 
+  // One writer per run folder, before anything in it is read or written: a new run's --out, or
+  // the folder --resume continues, and then its --out if that is another (rank 0's locks).
+  const bool resuming = !cfg.resume.empty();
+  std::vector<std::unique_ptr<FolderLock>> locks;
+  if (root && resuming)
+    lock_run_folder(resume_folder(cfg.resume), "--resume " + cfg.resume, false, locks);
+  else if (root)
+    lock_run_folder(cfg.out, "--out " + cfg.out, true, locks);
+
   // The configuration: the checkpoint's on --resume, checked, completed from the data, saved.
   Checkpoint resume_point;  // empty without --resume
-  const bool resuming = !cfg.resume.empty();
   if (resuming) resume_point = load_resume_point(cfg, given, out);
+  if (root && resuming) lock_run_folder(cfg.out, "--out " + cfg.out, true, locks);
   validate_config(cfg);  // before the device is chosen from --device and --devices
   const RunDevice device = choose_run_device(cfg, mpi);
   const std::vector<std::string> notes = resolve_run_config(cfg, device);

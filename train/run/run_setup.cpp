@@ -14,6 +14,27 @@
 
 namespace cutrain {
 
+void lock_run_folder(const std::string& dir, const std::string& option, bool create,
+                     std::vector<std::unique_ptr<FolderLock>>& locks) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (create) {
+    fs::create_directories(dir, ec);
+    USER_CHECK(!ec, "cannot create the folder '" << dir << "': " << ec.message());
+  }
+  if (!fs::is_directory(dir, ec)) return;
+  for (const auto& held : locks)
+    if (fs::equivalent(held->dir(), dir, ec)) return;
+  locks.push_back(std::make_unique<FolderLock>(dir, "cutrain train", option));
+}
+
+std::string resume_folder(const std::string& resume) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(resume, ec)
+             ? std::filesystem::path(resume).parent_path().string()
+             : resume;
+}
+
 // The checkpoint --resume continues from, and the configuration of the resumed run.
 Checkpoint load_resume_point(TrainConfig& cfg, const std::vector<std::string>& given, FILE* out) {
   const std::string dir = cfg.resume;
