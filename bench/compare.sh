@@ -74,7 +74,9 @@ done
 if [ "$PHOTOS" = 1 ]; then
   SETTINGS=${SETTINGS:-"cutrain torch-dataloader torch-gpu-decode"}
 else
-  SETTINGS=${SETTINGS:-"cutrain cutrain-graph torch-dataloader torch-resident torch-tuned-graph torch-tuned-compile"}
+  # cutrain first (the PyTorch runs read its config.json), then the settings that matter most,
+  # so that a window that runs out of time still has them (the table is rewritten after each run)
+  SETTINGS=${SETTINGS:-"cutrain torch-tuned-graph cutrain-graph torch-dataloader torch-tuned-compile torch-resident"}
 fi
 if [ "$CPU_CHECK" = 1 ]; then  # small enough for 2 CPU cores in a few minutes
   EPOCHS=${CPU_EPOCHS:-2} SEEDS=1 WORKERS=2 LIMIT_TRAIN=${CPU_TRAIN:-640} LIMIT_VAL=500
@@ -199,15 +201,17 @@ if [ "$PHOTOS" = 1 ]; then
       --epochs 1 --limit-train $((PHOTO_TRAIN < 2048 ? PHOTO_TRAIN : 2048)) --batch 128 \
       --log-every 4 --threads "$THREADS" $([ "$CPU_CHECK" = 1 ] && echo --device cpu) --out "$d" \
       || continue
-    read -r lr cr ratio < <("$PY" - "$d/metrics.jsonl" <<'EOF'
+    rates=$("$PY" - "$d/metrics.jsonl" <<'EOF'
 import json, sys
-steps = [r for r in map(json.loads, open(sys.argv[1])) if r["kind"] == "step" and r.get("busy_pct")]
+steps = [r for r in map(json.loads, open(sys.argv[1]))
+         if r["kind"] == "step" and r.get("busy_pct") and r.get("loader_pct")]
 s = steps[-1]
 loader = s["images_per_s"] * 100 / s["loader_pct"]
 compute = s["images_per_s"] * 100 / s["busy_pct"]
 print(f"{loader:.0f} {compute:.0f} {max(loader, compute) / min(loader, compute):.2f}")
 EOF
-    )
+    ) || { say "probe $c: no step record with the device's clock in $d/metrics.jsonl"; continue; }
+    read -r lr cr ratio <<< "$rates"
     PROBE="$PROBE
 | $c | $lr | $cr | $ratio |"
     if [ -z "$best" ] || awk "BEGIN { exit !($ratio < $best_ratio) }"; then best=$c best_ratio=$ratio; fi
@@ -223,6 +227,64 @@ else
   TRAIN_LIST=$DATA/train.txt VAL_LIST=$DATA/test.txt
 fi
 
+# ---- the results file: written after every run, so a run cut short keeps what it measured
+write_results() {
+  what=$([ "$PHOTOS" = 1 ] && echo "the decode-heavy photos" || echo "Fashion-MNIST")
+  if [ "$CPU_CHECK" = 1 ]; then
+    RESULTS=${RESULTS:-bench/results/compare-cpu-check-$STAMP.md}
+    TITLE="cutrain vs PyTorch on $what: a CPU check of the scripts (NOT a performance comparison)"
+    DEV="none: CPU only ($(getconf _NPROCESSORS_ONLN) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs))"
+    DRIVER="n/a"
+  else
+    GPU_SLUG=$(echo "$GPU" | tr 'A-Z ' 'a-z-' | tr -cd 'a-z0-9-')
+    RESULTS=${RESULTS:-bench/results/compare-$([ "$PHOTOS" = 1 ] && echo photos-)$STAMP-$GPU_SLUG.md}
+    TITLE="cutrain vs PyTorch on $GPU, $what"
+    DEV="$GPU"
+    DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)
+  fi
+  # The commit measured: $CUTRAIN_COMMIT (the bundle's, on a GPU host whose copy has no .git), else git's.
+  if [ -n "${CUTRAIN_COMMIT:-}" ]; then
+    COMMIT=$CUTRAIN_COMMIT
+  elif git rev-parse --short HEAD >/dev/null 2>&1; then
+    COMMIT=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!bench/results' || echo "-dirty")
+  else
+    COMMIT=unknown
+  fi
+  TORCH_INFO=$("$PY" -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda, "cuDNN", torch.backends.cudnn.version())')
+  {
+    echo "# $TITLE"
+    echo
+    echo "Date: $STAMP. Device: $DEV. Driver: $DRIVER. Commit: $COMMIT. PyTorch: $TORCH_INFO."
+    echo "Command: \`bench/compare.sh --epochs $EPOCHS --seeds $SEEDS --batches \"$BATCHES\" --model $MODEL $AUGMENT --workers $WORKERS$([ "$PHOTOS" = 1 ] && echo ' --photos')$([ "$CPU_CHECK" = 1 ] && echo ' --cpu-check')\`."
+    echo "Seeds: $(echo $SEED_LIST). PyTorch DataLoader workers: $WORKERS."
+    if [ "$PHOTOS" = 1 ]; then
+      echo; echo "Data: $(cat "$OUT/photos.txt")"; echo; echo "$PROBE"
+    else
+      echo "Data: \`$DATA\` (cutrain import-fashion-mnist)."
+    fi
+    for b in $BATCHES; do
+      CFG=$OUT/b$b/cutrain-s$(echo $SEED_LIST | cut -d' ' -f1)/config.json
+      echo
+      echo "## Batch $b"
+      echo
+      if [ -f "$CFG" ]; then
+        echo "Settings, for every run (cutrain's resolved config.json, which the PyTorch runs read):"
+        "$PY" -c "
+import json; c = json.load(open('$CFG'))
+keys = ['model', 'size', 'resize', 'channels', 'classes', 'epochs', 'batch', 'accum', 'optimizer',
+        'lr', 'momentum', 'wd', 'schedule', 'warmup', 'label_smoothing', 'augment', 'pad', 'mean',
+        'std', 'limit_train', 'limit_val', 'threads']
+print('; '.join(f'{k} {json.dumps(c[k])}' for k in keys) + '.')"
+        echo
+      fi
+      [ -d "$OUT/b$b" ] && "$PY" bench/torch_ref/report.py "$OUT/b$b" "$TARGET" $SETTINGS
+    done
+    echo
+    echo "How each column is measured: bench/torch_ref/report.py. Runs: \`$OUT\`."
+    [ "$failed" = 0 ] || echo "Some runs failed: their logs are in the runs' folders."
+  } > "$RESULTS"
+}
+
 failed=0
 for b in $BATCHES; do
   for s in $SEED_LIST; do
@@ -231,66 +293,13 @@ for b in $BATCHES; do
       # shellcheck disable=SC2046: the command is a word list by construction
       run "$dir" $(cmd_of "$setting" "$s" "$b" "$dir" "$TRAIN_LIST" "$VAL_LIST" "$P_MODEL" \
                           "$P_SIZE" "$P_RESIZE") || failed=1
+      write_results
       [ -f "$OUT/b$b/cutrain-s$s/config.json" ] || break  # the PyTorch runs read it
     done
   done
 done
 
-# ---- the results file -------------------------------------------------------------------
-what=$([ "$PHOTOS" = 1 ] && echo "the decode-heavy photos" || echo "Fashion-MNIST")
-if [ "$CPU_CHECK" = 1 ]; then
-  RESULTS=${RESULTS:-bench/results/compare-cpu-check-$STAMP.md}
-  TITLE="cutrain vs PyTorch on $what: a CPU check of the scripts (NOT a performance comparison)"
-  DEV="none: CPU only ($(getconf _NPROCESSORS_ONLN) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs))"
-  DRIVER="n/a"
-else
-  GPU_SLUG=$(echo "$GPU" | tr 'A-Z ' 'a-z-' | tr -cd 'a-z0-9-')
-  RESULTS=${RESULTS:-bench/results/compare-$([ "$PHOTOS" = 1 ] && echo photos-)$STAMP-$GPU_SLUG.md}
-  TITLE="cutrain vs PyTorch on $GPU, $what"
-  DEV="$GPU"
-  DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)
-fi
-# The commit measured: $CUTRAIN_COMMIT (the bundle's, on a GPU host whose copy has no .git), else git's.
-if [ -n "${CUTRAIN_COMMIT:-}" ]; then
-  COMMIT=$CUTRAIN_COMMIT
-elif git rev-parse --short HEAD >/dev/null 2>&1; then
-  COMMIT=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!bench/results' || echo "-dirty")
-else
-  COMMIT=unknown
-fi
-TORCH_INFO=$("$PY" -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda, "cuDNN", torch.backends.cudnn.version())')
-{
-  echo "# $TITLE"
-  echo
-  echo "Date: $STAMP. Device: $DEV. Driver: $DRIVER. Commit: $COMMIT. PyTorch: $TORCH_INFO."
-  echo "Command: \`bench/compare.sh --epochs $EPOCHS --seeds $SEEDS --batches \"$BATCHES\" --model $MODEL $AUGMENT --workers $WORKERS$([ "$PHOTOS" = 1 ] && echo ' --photos')$([ "$CPU_CHECK" = 1 ] && echo ' --cpu-check')\`."
-  echo "Seeds: $(echo $SEED_LIST). PyTorch DataLoader workers: $WORKERS."
-  if [ "$PHOTOS" = 1 ]; then
-    echo; echo "Data: $(cat "$OUT/photos.txt")"; echo; echo "$PROBE"
-  else
-    echo "Data: \`$DATA\` (cutrain import-fashion-mnist)."
-  fi
-  for b in $BATCHES; do
-    CFG=$OUT/b$b/cutrain-s$(echo $SEED_LIST | cut -d' ' -f1)/config.json
-    echo
-    echo "## Batch $b"
-    echo
-    if [ -f "$CFG" ]; then
-      echo "Settings, for every run (cutrain's resolved config.json, which the PyTorch runs read):"
-      "$PY" -c "
-import json; c = json.load(open('$CFG'))
-keys = ['model', 'size', 'resize', 'channels', 'classes', 'epochs', 'batch', 'accum', 'optimizer',
-        'lr', 'momentum', 'wd', 'schedule', 'warmup', 'label_smoothing', 'augment', 'pad', 'mean',
-        'std', 'limit_train', 'limit_val', 'threads']
-print('; '.join(f'{k} {json.dumps(c[k])}' for k in keys) + '.')"
-      echo
-    fi
-    "$PY" bench/torch_ref/report.py "$OUT/b$b" "$TARGET" $SETTINGS
-  done
-  echo
-  echo "How each column is measured: bench/torch_ref/report.py. Runs: \`$OUT\`."
-  [ "$failed" = 0 ] || echo "Some runs failed: their logs are in the runs' folders."
-} > "$RESULTS"
+write_results
 say "wrote $RESULTS"
 cat "$RESULTS"
 exit $failed

@@ -195,6 +195,16 @@ def steady_rate(run):
     return run.timed * run.batch / (times[b] - times[a])
 
 
+def check_tuned(run):
+    """The tuned row must have run compiled: a fallback (torch_reference.py says why in its
+    summary's notes) would put an eager number under the tuned name."""
+    with open(os.path.join(run.out, "metrics.jsonl")) as f:
+        summary = [json.loads(line) for line in f if '"summary"' in line][-1]
+    if not str(summary.get("ran", "")).startswith("compile"):
+        sys.exit(f"cpu_training: the tuned run {run.out} ran {summary.get('ran')!r}, not "
+                 f"compiled: {summary.get('notes')}")
+
+
 def train_all(runs, rounds):
     """Every run once per round, in plan order (each torch run right after the cutrain runs it
     is compared with), so a machine that gets busier slows both sides of a ratio alike."""
@@ -202,6 +212,8 @@ def train_all(runs, rounds):
         for i, run in enumerate(runs, 1):
             shutil.rmtree(run.out, ignore_errors=True)  # torch_reference appends to metrics
             wall, cpu = run_logged(run.argv, run.env, run.out + ".log")
+            if run.program == "tuned":
+                check_tuned(run)
             run.rates.append(steady_rate(run))
             run.busy.append(cpu / wall)
             print(f"[round {k + 1}/{rounds}, {i}/{len(runs)}] {run.model} batch {run.batch} "

@@ -347,7 +347,8 @@ def main():
                           "graph" if args.mode == "tuned-graph" else "compile",
                           args.compile_mode or "max-autotune")
         x0, y0 = next(feeder.train_epoch())
-        tuned.setup(x0, y0, lambda fwd: evaluate(fwd, feeder, prep, amp, dev))
+        tuned.setup(x0, y0, (lambda fwd: evaluate(fwd, feeder, prep, amp, dev))
+                    if feeder.n_val else None)
         feeder.reseed()
         train_model = tuned.forward
         notes += tuned.notes
@@ -368,6 +369,7 @@ def main():
 
     log_every = cfg.get("log_every", 50)
     clock = DeviceClock(on_cuda)
+    resident = args.mode in RESIDENT
     t_start = time.time()  # the clock of "time", as cutrain's: from the first timed step
     startup_s = t_start - T_PROCESS
     step = 0
@@ -380,13 +382,16 @@ def main():
         batches = feeder.train_epoch()
         while True:
             clock.begin()  # before the wait for the batch
+            if resident:  # on the device already: its crop and flip are compute, as cutrain's
+                clock.ready()
             t0 = time.time()
             batch = next(batches, None)
             win_wait += time.time() - t0
             if batch is None:
                 break
             x, y = batch
-            clock.ready()
+            if not resident:
+                clock.ready()
             lr_now = lr_at(cfg["schedule"], lr, warmup, total, step)
             if tuned:
                 tuned.set_lr(lr_now)
@@ -420,7 +425,8 @@ def main():
                               loss_scale=scale, images_per_s=win_images / (now - win_t),
                               data_wait_pct=100 * win_wait / (now - win_t),
                               busy_pct=w["busy_pct"], device_wait_pct=w["device_wait_pct"],
-                              idle_pct=w["idle_pct"], bound=w["bound"], pipeline_ratio=None,
+                              idle_pct=w["idle_pct"], launch_pct=w["launch_pct"],
+                              bound=w["bound"], pipeline_ratio=None,
                               time=now - t_start)
                 win_t, win_wait, win_images = now, 0.0, 0
                 loss_sum.zero_()

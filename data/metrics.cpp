@@ -68,6 +68,7 @@ Bound run_bound(const DeviceTime& t) {
   if (!(wall > 0)) return Bound::unknown;
   if (100 * t.wait_s > kBoundPct * wall) return Bound::loader;
   if (100 * t.idle_s > kBoundPct * wall) return Bound::host;
+  if (t.launch_s > 0 && 100 * t.launch_s >= kLaunchBoundPct * t.compute_s) return Bound::host;
   return Bound::compute;
 }
 
@@ -107,6 +108,7 @@ void MetricsWriter::write(const StepMetrics& m) {
   j["busy_pct"] = known(m.busy_pct);
   j["device_wait_pct"] = known(m.device_wait_pct);
   j["idle_pct"] = known(m.idle_pct);
+  j["launch_pct"] = known(m.launch_pct);
   j["bound"] = m.bound == Bound::unknown ? nlohmann::ordered_json(nullptr)
                                          : nlohmann::ordered_json(bound_name(m.bound));
   j["pipeline_ratio"] = known(m.pipeline_ratio);

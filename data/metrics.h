@@ -30,16 +30,24 @@ namespace cutrain {
 //   wait    the device waited for a batch (its decode and its copy): the loader is late;
 //   idle    the device had nothing queued (the host had not launched the step yet);
 //   compute the step's kernels, from its batch ready to its last kernel.
+// On a GPU the host's own clock adds one more: launch, the host's time queuing the steps. A
+// device whose compute takes hardly longer than its launches kept pace with the host: it waited
+// for each launch inside the step, gaps its clock counts as compute (only per-kernel times
+// would show them).
 // One rule names the bound: loader-bound when the device waited for batches more than
 // kBoundPct of the wall time (wait + idle + compute); else host-bound when it idled more than
-// kBoundPct; else compute-bound (the GPU's kernels, or on the CPU the CPU's). Busy = compute /
-// wall.
+// kBoundPct, or when the launches took kLaunchBoundPct of the compute time or more (a GPU that
+// waited on the host inside its steps); else compute-bound (the GPU's kernels, or on the CPU
+// the CPU's). Busy = compute / wall (on a launch-bound GPU, an upper bound).
 constexpr double kBoundPct = 5;
+constexpr double kLaunchBoundPct = 95;
 struct DeviceTime {
   double idle_s = 0, wait_s = 0, compute_s = 0;
+  double launch_s = 0;  // the host queuing the work (GPU); 0 on the CPU, whose work is done as
+                        //   it is queued
   double wall_s() const { return idle_s + wait_s + compute_s; }
   DeviceTime& operator+=(const DeviceTime& o) {
-    idle_s += o.idle_s, wait_s += o.wait_s, compute_s += o.compute_s;
+    idle_s += o.idle_s, wait_s += o.wait_s, compute_s += o.compute_s, launch_s += o.launch_s;
     return *this;
   }
 };
@@ -68,6 +76,7 @@ struct StepMetrics {
   double busy_pct = -1;        // compute / wall
   double device_wait_pct = -1; // waiting for a batch
   double idle_pct = -1;        // nothing queued
+  double launch_pct = -1;      // the host queuing the steps (GPU only; < 0 on the CPU)
   Bound bound = Bound::unknown;
   double pipeline_ratio = -1;  // wall / max(the loader alone, compute)
   double loader_pct = -1;      // the loader's work alone, % of the wall time (< 100: it keeps

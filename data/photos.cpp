@@ -68,8 +68,10 @@ Image make_photo(const PhotoSetSpec& spec, int split, int64_t index) {
   float a[3], b[3];
   for (float& v : a) v = float(d.between(20.0, 235.0));
   for (float& v : b) v = float(d.between(20.0, 235.0));
-  // The class's grating: angle k x 180/K degrees, a period of 6 to 24 pixels, any phase.
-  const double angle = M_PI * p.label / spec.classes;
+  // The class's grating: angle k x 90/K degrees, a period of 6 to 24 pixels, any phase. Within
+  // a quarter turn, so a left-right flip (augmentation) maps no class onto another: it turns
+  // angle a into 180 - a, which no class has.
+  const double angle = M_PI / 2 * p.label / spec.classes;
   const double freq = 2 * M_PI / d.between(6.0, 24.0), phase = d.between(0.0, 2 * M_PI);
   const float strength = float(d.between(18.0, 40.0));
   const double cx = std::cos(angle) * freq, cy = std::sin(angle) * freq;
@@ -118,7 +120,7 @@ Image make_photo(const PhotoSetSpec& spec, int split, int64_t index) {
 
 std::string photo_recipe(const PhotoSetSpec& s) {
   std::ostringstream os;
-  os << "cutrain synthetic photos (data/photos.h), generator version 1\n"
+  os << "cutrain synthetic photos (data/photos.h), generator version 2\n"
      << "train " << s.train << "\ntest " << s.test << "\nclasses " << s.classes << "\nsides "
      << s.min_side << ".." << s.max_side << "\nquality " << s.min_quality << ".."
      << s.max_quality << "\nseed " << s.seed << "\n";

@@ -9,10 +9,11 @@
 //   quality    JPEG quality drawn in [min_quality, max_quality]
 //   label      drawn uniformly from the classes
 //   content    what a photo has: a smooth background between two colours; a grating whose
-//              angle is the class's (label k of K: k x 180/K degrees) at a drawn frequency,
-//              phase and strength (what a model can learn); 6 to 14 soft-edged ellipses and
-//              boxes in colours of their own over it; and grain, noise of +-14 on every sample,
-//              the fine detail that makes a decoder do its entropy decoding in earnest
+//              angle is the class's (label k of K: k x 90/K degrees, so that a left-right flip
+//              maps no class onto another) at a drawn frequency, phase and strength (what a
+//              model can learn); 6 to 14 soft-edged ellipses and boxes in colours of their own
+//              over it; and grain, noise of +-14 on every sample, the fine detail that makes a
+//              decoder do its entropy decoding in earnest
 // At these qualities the files average 2 to 4 bits per pixel; write_photo_set measures the
 // set's mean and refuses one below min_bits_per_pixel (1.5).
 //

@@ -30,7 +30,8 @@
 #   train-graph the same with --cuda-graph
 #   compare     bench/compare.sh (cutrain vs PyTorch at its strongest) when the host's python
 #               has torch: COMPARE_ARGS (default "--batches 128 --seeds 1"; the full table is
-#               "--batches '128 512' --seeds 3")
+#               "--batches '128 512' --seeds 3"); COMPARE_TIMEOUT (400 s) bounds each of
+#               compare and photos, whose table is rewritten after every run
 #   photos      bench/compare.sh --photos: the decode-heavy workload (its probe, then cutrain,
 #               PyTorch's DataLoader and GPU decoding); PHOTOS_ARGS (default "--seeds 1
 #               --epochs 3"); its table is appended to compare.md
@@ -435,7 +436,7 @@ compare_step() {
     # shellcheck disable=SC2206
     args=(--epochs "$TRAIN_EPOCHS" ${COMPARE_ARGS:---batches 128 --seeds 1})
   fi
-  timed "$name" 400 "$out/$name.log" env CUTRAIN_COMMIT="$commit" "$cmp/bench/compare.sh" \
+  timed "$name" "${COMPARE_TIMEOUT:-400}" "$out/$name.log" env CUTRAIN_COMMIT="$commit" "$cmp/bench/compare.sh" \
     "${args[@]}" --data "$fm" --out "$work/$name-runs" --results "$results"
   [ "$last_rc" = 0 ] || status=1
   [ -f "$results" ] || { echo "# compare.sh $name did not finish (exit $last_rc)"; echo; echo '```'; tail -40 "$out/$name.log"; echo '```'; } >"$results"

@@ -26,12 +26,13 @@ import torch.nn.functional as F
 WARMUP_STEPS = 3
 
 
-def make_optimizer(params, cfg, lr, fused):
+def make_optimizer(params, cfg, lr, fused, capturable=False):
     kw = dict(lr=lr, weight_decay=cfg["wd"])
     if fused:
         kw["fused"] = True
-    if cfg["optimizer"] == "adamw":
-        return torch.optim.AdamW(params, betas=(0.9, 0.999), eps=1e-8, **kw)
+    if cfg["optimizer"] == "adamw":  # capturable: its step count on the device, for a graph
+        return torch.optim.AdamW(params, betas=(0.9, 0.999), eps=1e-8, capturable=capturable,
+                                 **kw)
     return torch.optim.SGD(params, momentum=cfg["momentum"], nesterov=cfg["optimizer"] == "nesterov",
                            **kw)
 
@@ -43,7 +44,8 @@ class TunedStep:
         self.model, self.cfg, self.dev, self.amp, self.prep = model, cfg, dev, amp, prep
         self.B, self.accum = cfg["batch"], cfg["accum"]
         self.lr = torch.tensor(float(cfg["lr"]), device=dev)  # read by the fused kernel
-        self.opt = make_optimizer(model.parameters(), cfg, self.lr, fused=True)
+        self.opt = make_optimizer(model.parameters(), cfg, self.lr, fused=True,
+                                  capturable=how == "graph" and dev.type == "cuda")
         self.scaler = torch.amp.GradScaler(dev.type, init_scale=2.0 ** 16, growth_factor=2.0,
                                            backoff_factor=0.5, growth_interval=2000,
                                            enabled=amp)
@@ -133,13 +135,15 @@ class TunedStep:
         self.forward = torch.compile(self.model, mode=self.compile_mode)
         for _ in range(WARMUP_STEPS):
             self(x, y)
-        evaluate(self.forward)  # the eval-mode graphs too, before the clock
+        if evaluate:
+            evaluate(self.forward)  # the eval-mode graphs too, before the clock
         if self.dev.type == "cuda":
             torch.cuda.synchronize()
 
     def setup(self, x, y, evaluate):
         """Warm-up, then the capture or the compilation, on batch (x, y); the state put back.
-        evaluate(forward) runs an evaluation pass (compiles the eval-mode graphs)."""
+        evaluate(forward) runs an evaluation pass (compiles the eval-mode graphs); None when
+        the run has no validation data."""
         t0 = time.time()
         saved = self._saved()
         order = ["graph", "compile"] if self.wanted == "graph" else ["compile"]

@@ -70,11 +70,13 @@ TEST_CASE("metrics: step and other records read back exactly, one JSON object a 
           R"({"kind":"step","step":100,"epoch":2,"loss":0.6128,"accuracy":0.78125,"lr":0.05,)"
           R"("loss_scale":65536.0,"images_per_s":11520.5,"data_wait_pct":1.25,)"
           R"("data_wait_held_pct":1.0,"busy_pct":96.5,"device_wait_pct":0.5,"idle_pct":3.0,)"
+          R"("launch_pct":null,)"
           R"("bound":"compute","pipeline_ratio":1.25,"loader_pct":12.5,"time":2.5})");
   const json a = json::parse(lines[1]);
   REQUIRE(a.at("step") == 200);
   for (const char* key :
-       {"busy_pct", "device_wait_pct", "idle_pct", "bound", "pipeline_ratio", "loader_pct"})
+       {"busy_pct", "device_wait_pct", "idle_pct", "launch_pct", "bound", "pipeline_ratio",
+        "loader_pct"})
     REQUIRE(a.at(key).is_null());
   REQUIRE(a.at("loss").get<double>() == 0.6128);  // the shortest digits that read back exactly
   REQUIRE(a.at("time").get<double>() == 2.5);
@@ -195,6 +197,19 @@ TEST_CASE("metrics: the bound of a run is read off the device's clock, by one ru
   t.wait_s = 0;  // idle with every batch ready: the host did not launch fast enough
   REQUIRE(run_bound(t) == Bound::host);
   REQUIRE(std::string(bound_name(Bound::host)) == "host");
+  // A GPU whose compute took hardly longer than the host's launches waited for them inside
+  // its steps: host-bound too (on the CPU launch_s stays 0: its work is done as it is queued).
+  t = DeviceTime();
+  t.compute_s = 100, t.launch_s = 94;
+  REQUIRE(run_bound(t) == Bound::compute);  // the host ran ahead
+  t.launch_s = 95;
+  REQUIRE(run_bound(t) == Bound::host);
+  t.launch_s = 120;  // (the last kernel ends after its launch)
+  REQUIRE(run_bound(t) == Bound::host);
+  t.wait_s = 10;  // waiting for batches is still named first
+  REQUIRE(run_bound(t) == Bound::loader);
+  t = DeviceTime();
+  t.compute_s = 90, t.wait_s = 5, t.idle_s = 8;
   DeviceTime sum;  // windows add up
   sum += t;
   sum += t;

@@ -40,6 +40,7 @@ void Engine::launch_step(const StepResult& host) {
   // 1. Every replica's shard of the batch (on a GPU the compute stream waits for its copy).
   next_shards(r);
   const int images = r.images;
+  const auto launch_start = std::chrono::steady_clock::now();  // the host queuing the step
 
   // 2. Forward and backward, replica after replica; the loss and the top-1 count add up in
   // each replica's record. With replicas, each bucket is averaged once every replica's
@@ -137,6 +138,12 @@ void Engine::launch_step(const StepResult& host) {
     lane.publish(slot_);
     rep.loader->release(rep.batch, lane.stream());
   }
+  // How long the host took to queue the step: on a GPU, a device that keeps pace with the
+  // launches waited for the host inside the step (DeviceTime::launch_s). On the CPU the work
+  // is done as it is queued: nothing to compare.
+  if (device_.device == Device::cuda)
+    r.device.launch_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - launch_start).count();
   launched_.push_back(Launched{r, slot_, clock_slot_, stepped});
   clock_slot_ = slot_;
 }
@@ -146,12 +153,18 @@ void Engine::next_shards(StepResult& r) {
   r.images = 0;
   step_batches_ = 0;
   const int micro = cfg_.batch / world_ / cfg_.accum;  // forward_backward's
+  // The device's clock (lane.h's marks): every lane's step begins before any loader is waited
+  // for, and its batch counts as ready only once every replica's is (and, under mpirun, every
+  // process's count is in): waiting for one replica's loader, or for another rank, is every
+  // replica's wait, not one replica's idle time or another's compute.
+  for (auto& rep : replicas_) {
+    const OnDevice on(rep->lane->context());
+    rep->lane->mark(Lane::step_begin, slot_);
+  }
   for (auto& rep : replicas_) {
     Lane& lane = *rep->lane;
     const OnDevice on(lane.context());  // a GPU's compute stream waits for the copy
-    lane.mark(Lane::step_begin, slot_);
     rep->batch = rep->loader->next(lane.stream());
-    lane.mark(Lane::batch_ready, slot_);
     r.data_wait_held_s += rep->batch.wait_held_s;
     r.loader_s = std::max(r.loader_s, rep->batch.load_s / rep->loader->threads());
     r.images += rep->batch.n;
@@ -162,6 +175,10 @@ void Engine::next_shards(StepResult& r) {
   if (device_.mpi) {
     r.images = int(device_.mpi->sum(r.images));
     step_batches_ = device_.mpi->sum(step_batches_);
+  }
+  for (auto& rep : replicas_) {
+    const OnDevice on(rep->lane->context());
+    rep->lane->mark(Lane::batch_ready, slot_);
   }
   r.data_wait_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();

@@ -147,7 +147,9 @@ class Engine {
   // snapshot): the next step's device clock starts afresh, its idle time not counted.
   void interrupt_clock() { clock_slot_ = -1; }
 
-  static constexpr int kMaxInFlight = Lane::kRecordSlots;  // a record slot each
+  // A record slot each, and one to spare: the slot of the step before the oldest in flight
+  // still holds the step_end mark that the oldest one's idle time is read from.
+  static constexpr int kMaxInFlight = Lane::kRecordSlots - 1;
 
  private:
   struct Graphs;  // --cuda-graph's graphs and buffers (train/engine/engine_graph.h)

@@ -90,7 +90,9 @@ StepResult Engine::result_of(const Launched& l) {
       r.comm_s += s.comm_s / R;
       r.comm_exposed_s += s.comm_exposed_s / R;
     }
+  const double launch_s = r.device.launch_s;  // this process's host (Engine::launch_step)
   r.device = DeviceTime();
+  r.device.launch_s = launch_s;
   for (const Shard& s : shards) {  // means over the replicas; the slowest loader
     r.device.idle_s += s.device.idle_s / R;
     r.device.wait_s += s.device.wait_s / R;

@@ -208,7 +208,7 @@ class Trainer {
   std::function<void(const std::string&)> notice;
 
   // Steps a trainer may have in flight: the size of each lane's ring of step records.
-  static constexpr int kMaxInFlight = Lane::kRecordSlots;
+  static constexpr int kMaxInFlight = Engine::kMaxInFlight;
 
  private:
   void start_loaders();  // every replica's, at cursor_

@@ -34,6 +34,7 @@ StepMetrics RunReporter::Window::take(int64_t step, int epoch, double lr, double
     m.busy_pct = 100 * device.compute_s / wall;
     m.device_wait_pct = 100 * device.wait_s / wall;
     m.idle_pct = 100 * device.idle_s / wall;
+    if (device.launch_s > 0) m.launch_pct = 100 * device.launch_s / wall;
     m.bound = run_bound(device);
     m.pipeline_ratio = pipeline_ratio(wall, loader_s, device.compute_s);
     m.loader_pct = 100 * loader_s / wall;

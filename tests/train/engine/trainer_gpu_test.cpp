@@ -235,7 +235,29 @@ TEST_CASE("trainer [gpu]: each step's compute, wait and idle on the compute stre
   REQUIRE_GPU();
   TempDir dir;
   Trainer t(tiny_run_config(dir / "run", 320, 1), on(Device::cuda, DType::f16));
-  require_device_clock(t);
+  require_device_clock(t, false);
+}
+
+TEST_CASE("trainer [gpu]: the tiny model at batch 8 keeps pace with its launches: host-bound") {
+  REQUIRE_GPU();
+  TempDir dir;
+  // Microsecond kernels: the GPU waits for each launch inside the step, so its compute takes
+  // hardly longer than the host's launches (data/metrics.h, kLaunchBoundPct).
+  TrainConfig c = tiny_run_config(dir / "run", 320, 1);
+  c.batch = 8, c.accum = 1;
+  Trainer t(c, on(Device::cuda, DType::f16));
+  DeviceTime sum;
+  for (int s = 0; s < 30; s++) {
+    t.launch();
+    for (const StepResult& r : t.results())
+      if (r.step >= 5) sum += r.device;  // after the first steps' set-up
+  }
+  for (const StepResult& r : t.results(true))
+    if (r.step >= 5) sum += r.device;
+  INFO("launch " << sum.launch_s << " s, compute " << sum.compute_s << " s, idle " << sum.idle_s
+                 << " s, wait " << sum.wait_s << " s");
+  REQUIRE(sum.launch_s > 0);
+  REQUIRE(run_bound(sum) == Bound::host);
 }
 
 TEST_CASE("trainer [gpu]: many steps in flight come back in order, each once") {

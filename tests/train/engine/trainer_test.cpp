@@ -2,9 +2,11 @@
 // oneDNN and on the reference), an injected inf/NaN gradient skipping the step (scale halved,
 // nothing else changed), fp16 against fp32 training from the same start, and the CPU's oneDNN
 // kernels against the reference over a whole run.
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <thread>
 
 #include "tests/test_util.h"
 #include "tests/train/train_fixture.h"
@@ -81,7 +83,30 @@ TEST_CASE("resume: losses and final weights after a reload equal those of an unb
 TEST_CASE("the device clock: each step's compute, wait and idle on the CPU's clock") {
   TempDir dir;
   Trainer t(tiny_run_config(dir / "run", 320, 1), cpu(DType::f32));
-  require_device_clock(t);
+  require_device_clock(t, true);
+  // Two replicas: both lanes' marks (every step begins on every lane before any loader is
+  // waited for, and is ready once every shard is).
+  TrainConfig two = tiny_run_config(dir / "two", 320, 1);
+  two.devices = "cpu,cpu";
+  Trainer r(two, cpu(DType::f32));
+  require_device_clock(r, true);
+}
+
+TEST_CASE("the device clock: a host that dawdles between steps makes the run host-bound") {
+  TempDir dir;
+  TrainConfig c = tiny_run_config(dir / "run", 320, 1);
+  c.accum = 1;
+  Trainer t(c, cpu(DType::f32));
+  DeviceTime slow;  // steps 4-7, each after the host dawdled
+  for (int s = 0; s < 8; s++) {
+    const StepResult r = t.step();
+    if (s >= 4) slow += r.device;
+    // The host's own work between steps (a report, say): 100 ms against a step of ~20 ms of
+    // the tiny model. (The work is the sleep; nothing waits for anything here.)
+    if (s >= 3) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  INFO("idle " << slow.idle_s << " s, compute " << slow.compute_s << " s");
+  REQUIRE(run_bound(slow) == Bound::host);
 }
 
 TEST_CASE("restore refuses a checkpoint of another model, with the tensor's name") {
