@@ -142,6 +142,12 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
       ->group("Run");
   t->add_option("--checkpoint-every", c.checkpoint_every,
                 "Steps between extra checkpoints (0: after each epoch only)")->group("Run");
+  t->add_option("--collective-timeout", c.collective_timeout,
+                "Seconds a replica or an mpirun rank waits in a collective (the gradients' "
+                "all-reduce, --sync-bn's sums, a count) for the others; past it the run stops "
+                "with one message naming the step, the collective and the ranks it waited for, "
+                "and its newest checkpoint stays for --resume (0: no limit)")
+      ->capture_default_str()->group("Run");
   t->add_option("--check-replicas", c.check_replicas,
                 "Debug: every N steps, check that all replicas hold the same weights bit for "
                 "bit, and stop at the first difference (0: never)")->group("Run");

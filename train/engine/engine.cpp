@@ -36,6 +36,9 @@ void Engine::launch_step(const StepResult& host) {
   TraceSpan span(tracer, "step", "train");
   const int R = world_;  // replicas in all processes
   slot_ = int(r.step % Lane::kRecordSlots);
+  step_now_ = r.step;  // for the collective timeout's message
+  if (device_.mpi) device_.mpi->at_step(r.step);
+  if (collective_) collective_->at_step(r.step);
 
   // 1. Every replica's shard of the batch (on a GPU the compute stream waits for its copy).
   next_shards(r);

@@ -100,6 +100,11 @@ class Engine {
   // A step failed partway (an exception in launch, or the loss scaler gave up): the state is
   // unknown, and launch refuses.
   bool broken() const { return broken_; }
+  // A run that is failing under mpirun: the collective between the processes is aborted
+  // (NCCL's ncclCommAbort), so that the steps queued behind it, and whatever waits for them
+  // (the checkpoint writer's copies), finish instead of waiting for ranks that will not come.
+  // The engine is broken after it. Nothing to do in one process.
+  void abort_collective();
 
   int replicas() const { return int(replicas_.size()); }  // in this process
   // Replicas in all: this process's, or under mpirun one per process (RunDevice::mpi).
@@ -134,7 +139,7 @@ class Engine {
   std::string peer_report() const;
   // "" when all replicas' weights and optimizer state are equal bit for bit, else the first
   // difference (--check-replicas).
-  std::string replicas_difference() const;
+  std::string replicas_difference();
 
   Tracer* tracer = nullptr;                          // the step's spans; null: none
   std::function<void()> after_backward;              // tests: between backward and the update
@@ -146,6 +151,11 @@ class Engine {
   // Work other than steps ran on the lanes since the last launched step (an evaluation, a
   // snapshot): the next step's device clock starts afresh, its idle time not counted.
   void interrupt_clock() { clock_slot_ = -1; }
+  // --sync-bn: a replica's thread failed in this step, and the others stop waiting (tests).
+  bool sync_failed() {
+    const std::lock_guard<std::mutex> lock(comm_mu_);
+    return sync_failed_;
+  }
 
   // A record slot each, and one to spare: the slot of the step before the oldest in flight
   // still holds the step_end mark that the oldest one's idle time is read from.
@@ -171,6 +181,10 @@ class Engine {
   // StepResult of a launched step from its lanes' records; throws when the loss scaler gives
   // up (naming weights that are themselves inf/NaN when they are the cause).
   StepResult result_of(const Launched& l);
+  // Waits until the records of step `l` are on the host. A GPU's queue behind a collective
+  // between processes (NCCL) is watched while the host waits: the collective's own error, or
+  // the collective timeout, aborts it and throws a UserError naming the step.
+  void await_records(const Launched& l);
   // The model's input and labels for images [begin, begin + n) of a replica's batch, in the
   // model's dtype, on the model's device.
   std::pair<Tensor, Tensor> micro_batch(const Replica& rep, int begin, int n) const;
@@ -238,6 +252,7 @@ class Engine {
   std::vector<int> marked_;                    // R > 1, this step: per bucket, replicas marked
   size_t reduced_ = 0;                         // buckets averaged this step (a prefix)
   int slot_ = 0;                               // the record slot of the step being queued
+  int64_t step_now_ = 0;                       // the step being queued (0-based), for messages
   int clock_slot_ = -1;                        // the last launched step's slot, while nothing
                                                //   else ran on the lanes since (interrupt_clock)
   std::deque<Launched> launched_;              // queued, records not yet read, in step order
@@ -248,6 +263,7 @@ class Engine {
                                                //   backward side by side, a thread each
   std::condition_variable sync_cv_;            // with comm_mu_: the replicas meeting in sync_sum
   std::vector<void*> sync_data_;               // the arrived replicas' sums
+  std::vector<bool> sync_here_;                // which replicas arrived in this round
   int sync_arrived_ = 0;
   int sync_n_ = 0;                             // this round's size and type (every replica's)
   DType sync_dtype_ = DType::f32;

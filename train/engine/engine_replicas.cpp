@@ -131,6 +131,7 @@ Engine::Engine(const TrainConfig& cfg, const RunDevice& device, const ClassBalan
       collective_ = make_cpu_ring(R);
     }
     marked_.assign(replicas_[0]->grads->size(), 0);
+    collective_->set_timeout(cfg_.collective_timeout);
     // --sync-bn's sums go through the gradients' collective. In backward they queue behind
     // the buckets' all-reduces already started, so a layer may wait for those too; a second
     // collective of their own (own comm streams) measured slower on one GPU, 2.01x the step
@@ -153,6 +154,12 @@ Engine::~Engine() {
     collective_.reset();
   } catch (...) {  // never throw from here (an earlier CUDA error may be unwinding the stack)
   }
+}
+
+void Engine::abort_collective() {
+  if (!device_.mpi || !collective_) return;
+  broken_ = true;
+  collective_->abort();
 }
 
 std::string Engine::description() const {
@@ -179,10 +186,13 @@ std::string Engine::peer_report() const {
   return format_peer_matrix(m);
 }
 
-std::string Engine::replicas_difference() const {
+std::string Engine::replicas_difference() {
   std::vector<Replica*> all;
   for (auto& rep : replicas_) all.push_back(rep.get());
   if (!device_.mpi) return replica_difference(all);
+  // The copies below wait for the steps in flight, which on GPUs may stand behind an
+  // all-reduce with a rank that stopped: those are waited for first, with the deadline.
+  if (!launched_.empty()) await_records(launched_.back());
   // Under mpirun each process holds one replica: the xxh64 of each of its tensors, gathered,
   // against rank 0's.
   const Mpi& mpi = *device_.mpi;

@@ -2,10 +2,13 @@
 // (train/engine/engine.h, collect): every replica's part in rank order, under mpirun gathered
 // from every process, the skip decision checked alike everywhere, and the loss scaler's abort.
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <thread>
 
 #include "kernels/check.h"
 #include "train/engine/engine.h"
+#include "train/replicas/deadline.h"
 #include "train/replicas/mpi.h"
 
 namespace cutrain {
@@ -52,9 +55,34 @@ struct Engine::Shard {
   double loader_s = 0;
 };
 
+void Engine::await_records(const Launched& l) {
+  const double timeout = cfg_.collective_timeout;
+  if (!device_.mpi || !collective_ || device_.device != Device::cuda) return;  // nothing to watch
+  Deadline deadline(timeout);
+  for (auto& rep : replicas_) {
+    while (!rep->lane->arrived(l.slot)) {
+      const std::string error = collective_->async_error();
+      if (error.empty() && !deadline.passed()) {
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+        continue;
+      }
+      broken_ = true;
+      collective_->abort();  // the queue would otherwise wait for ever for the other ranks
+      USER_CHECK(error.empty(), "step " << l.result.step + 1 << ": the collective between the "
+                                        << "processes failed: " << error);
+      USER_CHECK(false, "collective timeout: rank " << device_.mpi->rank() << "'s step "
+                            << l.result.step + 1 << " did not finish within " << timeout
+                            << " s: its collective (" << collective_->describe()
+                            << ") waits for another rank, stopped or stuck (--collective-timeout "
+                            << timeout << ")");
+    }
+  }
+}
+
 StepResult Engine::result_of(const Launched& l) {
   const int R = world_;
   StepResult r = l.result;
+  await_records(l);
   // Every replica's part, in rank order: this process's replicas, and under mpirun every
   // process's (one replica each, gathered: every rank computes the same result).
   std::vector<Shard> shards;

@@ -13,6 +13,7 @@
 
 #include "kernels/check.h"
 #include "train/engine/engine.h"
+#include "train/replicas/deadline.h"
 #include "train/replicas/mpi.h"
 
 namespace cutrain {
@@ -28,6 +29,7 @@ void Engine::start_sync_bn() {
   }
   if (replicas() == 1) return;  // mpirun: one replica in this process
   sync_data_.assign(replicas_.size(), nullptr);
+  sync_here_.assign(replicas_.size(), false);
   // A replica that fails lets the others stop waiting for it (they throw too).
   threads_ = std::make_unique<ReplicaThreads>(
       replicas(),
@@ -89,13 +91,35 @@ void Engine::sync_sum(Replica& rep, void* data, int n, DType dtype) {
                                 << " sums where another brought " << sync_n_ << " "
                                 << dtype_name(sync_dtype_) << ": a bug in cutrain");
     sync_data_.at(size_t(rep.rank)) = data;
+    sync_here_.at(size_t(rep.rank)) = true;
     if (++sync_arrived_ < replicas()) {
       const int64_t round = sync_round_;
-      sync_cv_.wait(lock, [&] { return sync_round_ != round || sync_failed_; });
+      auto done = [&] { return sync_round_ != round || sync_failed_; };
+      const double timeout = cfg_.collective_timeout;
+      Deadline deadline(timeout);
+      if (timeout <= 0) {
+        sync_cv_.wait(lock, done);
+      } else {
+        while (!sync_cv_.wait_for(lock, std::chrono::duration<double>(Deadline::kPollSeconds),
+                                  done))
+          if (deadline.passed()) break;
+      }
+      if (!done()) {
+        // The collective timeout: the replicas that never brought their sums, named; the
+        // others stop waiting too (ReplicaThreads' on_error sets sync_failed_).
+        std::string missing;
+        for (size_t r = 0; r < sync_here_.size(); r++)
+          if (!sync_here_[r]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+        USER_CHECK(false, "collective timeout: replica " << rep.rank << " waited " << timeout
+                              << " s at step " << step_now_ + 1 << " in --sync-bn's BatchNorm "
+                              << "sums for replica " << missing << ", which never brought "
+                              << "theirs (--collective-timeout " << timeout << ")");
+      }
       CHECK(sync_round_ != round, "--sync-bn: another replica failed in this step");
     } else {  // the last to arrive: every replica's sums are queued
       c.all_reduce(sync_tag(), sync_data_, n, dtype, /*average=*/false);
       sync_arrived_ = 0;
+      std::fill(sync_here_.begin(), sync_here_.end(), false);
       sync_round_++;
       sync_cv_.notify_all();
     }

@@ -40,6 +40,8 @@ class CpuRing : public Collective {
   std::string describe() const override {
     return std::to_string(size()) + " replicas on the CPU ring (a thread each)";
   }
+  void set_timeout(double seconds) override { ring_.set_timeout(seconds); }
+  void at_step(int64_t step) override { ring_.at_step(step); }
 
  private:
   Ring ring_;

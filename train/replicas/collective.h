@@ -58,6 +58,16 @@ class Collective {
   // waiting for the streams cannot hang on ranks that will never join (NCCL). After it, no
   // other call.
   virtual void abort() {}
+  // The collective timeout (--collective-timeout; 0: none): a rank that waits longer than
+  // `seconds` for the others throws a UserError naming the step, the collective and whom it
+  // waited for. Where the host waits: the CPU ring's threads; between processes the waits are
+  // Mpi's (train/replicas/mpi.h), and a GPU's queue is watched by the engine (async_error).
+  virtual void set_timeout(double seconds) { (void)seconds; }
+  // The step being queued (0-based), for that message.
+  virtual void at_step(int64_t step) { (void)step; }
+  // An error the collective found on its own, after it was queued ("" when none): NCCL's
+  // asynchronous one (a peer that left, a network failure). Polled while the host waits.
+  virtual std::string async_error() { return ""; }
 };
 
 // R replicas on the CPU: each collective runs at once, the ring's R ranks on R threads.

@@ -4,12 +4,19 @@
 
 #include <mpi.h>
 
+#include <algorithm>
+#include <chrono>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <thread>
 #include <vector>
 
 #include "kernels/check.h"
 #include "train/replicas/collective.h"
+#include "train/replicas/deadline.h"
 #include "train/replicas/ring.h"
 
 namespace cutrain {
@@ -32,7 +39,24 @@ int env_int(const char* name, int fallback) {
 
 // MPI counts are ints: a buffer is sent in pieces below 1 GiB.
 constexpr size_t kPiece = size_t(1) << 30;
+
+// The timeout's questions and answers (mpi.h), point to point on tags of their own: the
+// collectives' traffic is in another context, and the ring's sends use tag 0.
+constexpr int kAskTag = 31001, kAnswerTag = 31002;
 }  // namespace
+
+struct Mpi::Answer {
+  int64_t nonce = 0;   // the asker's, echoed
+  int64_t step = -1;   // the answering rank's step
+  int64_t calls = 0;   // its blocking calls so far
+  int32_t alone = 0;   // it waits for rank 0, which works alone (Mpi::RootWorksAlone)
+  char in[40] = {};    // the call it waits in ("" : none)
+};
+
+struct Mpi::Sent {     // a question (body.nonce) or an answer (body), kept until its send is done
+  Answer body;
+  MPI_Request request = MPI_REQUEST_NULL;
+};
 
 std::unique_ptr<Mpi> Mpi::start_if_launched(int* argc, char*** argv) {
   if (!std::getenv("OMPI_COMM_WORLD_SIZE")) return nullptr;
@@ -46,12 +70,191 @@ std::unique_ptr<Mpi> Mpi::start_if_launched(int* argc, char*** argv) {
   return m;
 }
 
-Mpi::~Mpi() { MPI_Finalize(); }
+Mpi::Mpi() = default;
+Mpi::~Mpi() {
+  // The questions and answers still unconfirmed (a peer that stopped): let MPI keep them.
+  for (Sent& m : sent_)
+    if (m.request != MPI_REQUEST_NULL) MPI_Request_free(&m.request);
+  MPI_Finalize();
+}
+
+// ---- waiting with a deadline ---------------------------------------------------------------
+
+void Mpi::complete(void* requests, int n, const char* what, int partner) const {
+  MPI_Request* reqs = static_cast<MPI_Request*>(requests);
+  calls_++;
+  in_ = what;
+  // No deadline for a rank that waits for rank 0 working alone (RootWorksAlone).
+  Deadline deadline(alone_ > 0 ? 0 : timeout_s_);
+  for (long spins = 0;; spins++) {
+    int done = 0;
+    mpi_check(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE), what);
+    if (done) break;
+    if (spins % 64 == 0 && timeout_s_ > 0) {
+      answer_questions();
+      // Past the deadline: ask the others where they are; a rank that was only late lets this
+      // call complete meanwhile, and the run goes on.
+      if (deadline.passed()) {
+        std::fprintf(stderr, "cutrain: %s; asking the other ranks where they are (%.0f s)\n",
+                     waited_text(what, partner, deadline).c_str(), kAskSeconds);
+        if (!ask_others(reqs, n)) fail_timed_out(what, partner, deadline);
+        std::fprintf(stderr, "cutrain: rank %d: %s completed after all: a rank was late, not "
+                             "gone; the run goes on\n", rank_, what);
+        break;
+      }
+    }
+    // A spin first (a collective usually completes within microseconds), then short naps (a
+    // rank waiting for a slow one need not hold a core), then, past about 0.1 s, longer ones
+    // (the others at an evaluation: a millisecond late is nothing there).
+    if (spins > 4000)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    else if (spins > 2000)
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  in_ = nullptr;
+}
+
+void Mpi::answer_questions() const {
+  for (;;) {
+    int flag = 0;
+    MPI_Status st;
+    mpi_check(MPI_Iprobe(MPI_ANY_SOURCE, kAskTag, MPI_COMM_WORLD, &flag, &st), "MPI_Iprobe");
+    if (!flag) return;
+    int64_t nonce = 0;
+    mpi_check(MPI_Recv(&nonce, 1, MPI_INT64_T, st.MPI_SOURCE, kAskTag, MPI_COMM_WORLD,
+                       MPI_STATUS_IGNORE),
+              "MPI_Recv");
+    reap_sent();
+    sent_.emplace_back();
+    Answer& a = sent_.back().body;
+    a.nonce = nonce, a.step = step_, a.calls = calls_, a.alone = alone_;
+    std::strncpy(a.in, in_ ? in_ : "", sizeof a.in - 1);
+    // Not waited for: the asker may have given up on it (it then stays unread).
+    mpi_check(MPI_Isend(&a, int(sizeof a), MPI_BYTE, st.MPI_SOURCE, kAnswerTag, MPI_COMM_WORLD,
+                        &sent_.back().request),
+              "MPI_Isend");
+  }
+}
+
+void Mpi::reap_sent() const {
+  sent_.remove_if([](Sent& m) {
+    int done = 0;
+    MPI_Test(&m.request, &done, MPI_STATUS_IGNORE);
+    return done != 0;
+  });
+}
+
+bool Mpi::ask_others(void* requests, int n) const {
+  MPI_Request* reqs = static_cast<MPI_Request*>(requests);
+  const int64_t nonce = (int64_t(rank_) << 40) | ++asked_;
+  answers_.assign(size_t(size_), Answer{});
+  std::vector<bool> answered(size_t(size_), false);
+  std::vector<MPI_Request> recv(size_t(size_), MPI_REQUEST_NULL);
+  auto post = [&](int r) {
+    mpi_check(MPI_Irecv(&answers_[size_t(r)], int(sizeof(Answer)), MPI_BYTE, r, kAnswerTag,
+                        MPI_COMM_WORLD, &recv[size_t(r)]),
+              "MPI_Irecv");
+  };
+  // The questions' sends are not waited for (a stopped rank must not hold the asker up): each
+  // keeps its buffer until it is done (sent_).
+  reap_sent();
+  for (int r = 0; r < size_; r++) {
+    if (r == rank_) continue;
+    post(r);
+    sent_.emplace_back();
+    sent_.back().body.nonce = nonce;
+    mpi_check(MPI_Isend(&sent_.back().body.nonce, 1, MPI_INT64_T, r, kAskTag, MPI_COMM_WORLD,
+                        &sent_.back().request),
+              "MPI_Isend");
+  }
+  bool completed = false;
+  Deadline ask(kAskSeconds);
+  while (!ask.passed()) {
+    int done = 0;
+    mpi_check(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+    if (done) {
+      completed = true;
+      break;
+    }
+    // (A rank that answered may still be on its way into this call: the whole window is its.)
+    for (int r = 0; r < size_; r++) {
+      if (r == rank_ || answered[size_t(r)]) continue;
+      int got = 0;
+      mpi_check(MPI_Test(&recv[size_t(r)], &got, MPI_STATUS_IGNORE), "MPI_Test");
+      if (got && answers_[size_t(r)].nonce != nonce) post(r);  // a late answer to an earlier ask
+      answered[size_t(r)] = got && answers_[size_t(r)].nonce == nonce;
+    }
+    answer_questions();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  // The receives still open are cancelled (a receive's cancel completes at once) before their
+  // buffers are reused; a late answer then waits unread, and the next ask skips it.
+  for (int r = 0; r < size_; r++) {
+    if (recv[size_t(r)] == MPI_REQUEST_NULL) continue;
+    MPI_Cancel(&recv[size_t(r)]);
+    MPI_Status st;
+    MPI_Wait(&recv[size_t(r)], &st);
+    int cancelled = 0;
+    MPI_Test_cancelled(&st, &cancelled);  // else it arrived just now
+    if (!cancelled) answered[size_t(r)] = answers_[size_t(r)].nonce == nonce;
+  }
+  answered_ = answered;
+  return completed;
+}
+
+std::string Mpi::waited_text(const char* what, int partner, const Deadline& waited) const {
+  std::ostringstream os;
+  os << "rank " << rank_ << " waited " << int(waited.waited() + 0.5) << " s";
+  if (step_ >= 0) os << " at step " << step_ + 1;
+  os << " in " << what;
+  if (partner >= 0)
+    os << " with rank " << partner;
+  else
+    os << " for the other ranks";
+  os << " (--collective-timeout " << timeout_s_ << ")";
+  return os.str();
+}
+
+void Mpi::fail_timed_out(const char* what, int partner, const Deadline& waited) const {
+  std::ostringstream os;
+  os << "collective timeout: " << waited_text(what, partner, waited) << ". ";
+  std::vector<std::string> silent, there;
+  for (int r = 0; r < size_; r++) {
+    if (r == rank_) continue;
+    const Answer& a = answers_[size_t(r)];
+    if (!answered_[size_t(r)]) {
+      silent.push_back(std::to_string(r));
+      continue;
+    }
+    std::ostringstream w;
+    w << "rank " << r << " is " << (a.in[0] ? std::string("waiting in ") + a.in : "working");
+    if (a.step >= 0) w << " at step " << a.step + 1;
+    if (a.alone && rank_ != 0) w << " (for rank 0, which works alone there)";
+    there.push_back(w.str());
+  }
+  if (!silent.empty()) {
+    os << (silent.size() == 1 ? "Rank " : "Ranks ");
+    for (size_t i = 0; i < silent.size(); i++)
+      os << (i ? (i + 1 < silent.size() ? ", " : " and ") : "") << silent[i];
+    os << " did not answer within " << int(kAskSeconds) << " s: stopped, or stuck outside the "
+       << "collectives (a hung file read, a stuck driver call). ";
+  }
+  for (const std::string& t : there) os << t << ". ";
+  os << "The run stops here; its newest checkpoint is complete, and --resume continues from it";
+  // The call's own requests stay posted: after this error the process calls nothing of MPI but
+  // MPI_Abort (cli/main.cpp), so their buffers are never read again.
+  throw UserError(os.str());
+}
+
+// ---- the calls ---------------------------------------------------------------------------
 
 void Mpi::all_gather(const void* mine, size_t bytes, void* all) const {
   CHECK(bytes <= size_t(INT_MAX), "Mpi::all_gather: " << bytes << " bytes");
-  mpi_check(MPI_Allgather(mine, int(bytes), MPI_BYTE, all, int(bytes), MPI_BYTE, MPI_COMM_WORLD),
+  MPI_Request q;
+  mpi_check(MPI_Iallgather(mine, int(bytes), MPI_BYTE, all, int(bytes), MPI_BYTE, MPI_COMM_WORLD,
+                           &q),
             "MPI_Allgather");
+  complete(&q, 1, "MPI_Allgather");
 }
 
 std::vector<std::string> Mpi::all_gather_text(const std::string& mine) const {
@@ -67,9 +270,11 @@ std::vector<std::string> Mpi::all_gather_text(const std::string& mine) const {
     counts.push_back(int(sizes[size_t(r)]));
   }
   std::string all(size_t(total), '\0');
-  mpi_check(MPI_Allgatherv(mine.data(), int(n), MPI_CHAR, all.data(), counts.data(),
-                           offsets.data(), MPI_CHAR, MPI_COMM_WORLD),
+  MPI_Request q;
+  mpi_check(MPI_Iallgatherv(mine.data(), int(n), MPI_CHAR, all.data(), counts.data(),
+                            offsets.data(), MPI_CHAR, MPI_COMM_WORLD, &q),
             "MPI_Allgatherv");
+  complete(&q, 1, "MPI_Allgatherv");
   std::vector<std::string> out;
   for (int r = 0; r < size_; r++) out.push_back(all.substr(size_t(offsets[size_t(r)]), size_t(sizes[size_t(r)])));
   return out;
@@ -77,20 +282,29 @@ std::vector<std::string> Mpi::all_gather_text(const std::string& mine) const {
 
 int64_t Mpi::sum(int64_t v) const {
   int64_t out = 0;
-  mpi_check(MPI_Allreduce(&v, &out, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+  MPI_Request q;
+  mpi_check(MPI_Iallreduce(&v, &out, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD, &q),
+            "MPI_Allreduce");
+  complete(&q, 1, "MPI_Allreduce");
   return out;
 }
 
 int64_t Mpi::max(int64_t v) const {
   int64_t out = 0;
-  mpi_check(MPI_Allreduce(&v, &out, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+  MPI_Request q;
+  mpi_check(MPI_Iallreduce(&v, &out, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD, &q),
+            "MPI_Allreduce");
+  complete(&q, 1, "MPI_Allreduce");
   return out;
 }
 
 void Mpi::bitwise_or(int32_t* flags, int64_t n) const {
   CHECK(n >= 0 && n <= INT_MAX, "Mpi::bitwise_or: " << n << " flags");
-  mpi_check(MPI_Allreduce(MPI_IN_PLACE, flags, int(n), MPI_INT32_T, MPI_BOR, MPI_COMM_WORLD),
+  MPI_Request q;
+  mpi_check(MPI_Iallreduce(MPI_IN_PLACE, flags, int(n), MPI_INT32_T, MPI_BOR, MPI_COMM_WORLD,
+                           &q),
             "MPI_Allreduce");
+  complete(&q, 1, "MPI_Allreduce");
 }
 
 void Mpi::send_receive(const void* out, size_t out_bytes, int to, void* in, size_t in_bytes,
@@ -101,19 +315,30 @@ void Mpi::send_receive(const void* out, size_t out_bytes, int to, void* in, size
   // receiver's in_bytes, so every piece has a partner.
   for (size_t done_o = 0, done_i = 0; done_o < out_bytes || done_i < in_bytes;) {
     const size_t no = std::min(kPiece, out_bytes - done_o), ni = std::min(kPiece, in_bytes - done_i);
-    mpi_check(MPI_Sendrecv(o + done_o, int(no), MPI_BYTE, no ? to : MPI_PROC_NULL, 0, i + done_i,
-                           int(ni), MPI_BYTE, ni ? from : MPI_PROC_NULL, 0, MPI_COMM_WORLD,
-                           MPI_STATUS_IGNORE),
+    MPI_Request q[2];
+    mpi_check(MPI_Irecv(i + done_i, int(ni), MPI_BYTE, ni ? from : MPI_PROC_NULL, 0,
+                        MPI_COMM_WORLD, &q[0]),
               "MPI_Sendrecv");
+    mpi_check(MPI_Isend(o + done_o, int(no), MPI_BYTE, no ? to : MPI_PROC_NULL, 0,
+                        MPI_COMM_WORLD, &q[1]),
+              "MPI_Sendrecv");
+    // The rank it waits for: the one whose chunk it receives (its neighbour in the ring).
+    complete(q, 2, "MPI_Sendrecv", ni ? from : to);
     done_o += no, done_i += ni;
   }
 }
 
-void Mpi::barrier() const { mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+void Mpi::barrier() const {
+  MPI_Request q;
+  mpi_check(MPI_Ibarrier(MPI_COMM_WORLD, &q), "MPI_Barrier");
+  complete(&q, 1, "MPI_Barrier");
+}
 
 void Mpi::broadcast(void* data, size_t bytes, int root) const {
   CHECK(bytes <= size_t(INT_MAX), "Mpi::broadcast: " << bytes << " bytes");
-  mpi_check(MPI_Bcast(data, int(bytes), MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
+  MPI_Request q;
+  mpi_check(MPI_Ibcast(data, int(bytes), MPI_BYTE, root, MPI_COMM_WORLD, &q), "MPI_Bcast");
+  complete(&q, 1, "MPI_Bcast");
 }
 
 std::string Mpi::host() const {

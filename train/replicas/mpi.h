@@ -14,14 +14,31 @@
 //
 // Every rank calls the same collectives in the same order. A rank that fails calls abort():
 // mpirun then stops every rank (a rank killed outright is noticed by mpirun the same way).
+//
+// A rank that stops without dying (a hung file read, a stuck driver call, SIGSTOP) would leave
+// the others waiting in a collective for ever. So every blocking call here waits with a
+// deadline, set_timeout (--collective-timeout, 600 s by default; the clock is Deadline's,
+// which does not count time the process was stopped): it polls its requests (non-blocking
+// MPI), and past the deadline it asks every other rank where it is (a small message each; a
+// rank answers from inside its own waits, so a rank that is stopped or stuck outside the
+// collectives does not answer within kAskSeconds). If the call completes meanwhile (a rank
+// that was only late) the wait ends normally; else it throws a UserError naming the step, the
+// call, the partner or the ranks it was waiting for, and each rank's answer. In a
+// RootWorksAlone scope (rank 0 evaluates or writes a checkpoint while the others wait for it)
+// the other ranks wait without a deadline, and still answer questions. Not bounded: the
+// set-up's waits, before set_timeout (rank 0 resolves the data alone), and a rank 0 that hangs
+// while it works alone (the others wait for it without a deadline).
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <list>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace cutrain {
+
+class Deadline;  // train/replicas/deadline.h
 
 class Mpi {
  public:
@@ -61,9 +78,60 @@ class Mpi {
   // Stops every rank of the run (MPI_Abort) with `code`; after printing why.
   [[noreturn]] void abort(int code) const;
 
+  // The collective timeout in seconds (0: none), and the step the run is at, for its message.
+  void set_timeout(double seconds) const { timeout_s_ = seconds; }
+  void at_step(int64_t step) const { step_ = step; }
+  // A phase where rank 0 works alone (it evaluates, writes a checkpoint) while the others wait
+  // for it in the collective that ends the phase: while one lives, the other ranks wait without
+  // a deadline. Rank 0 keeps its own: it arrives last, and a rank missing then is stopped.
+  class RootWorksAlone {
+   public:
+    explicit RootWorksAlone(const Mpi* mpi) : mpi_(mpi && !mpi->root() ? mpi : nullptr) {
+      if (mpi_) mpi_->alone_++;
+    }
+    ~RootWorksAlone() {
+      if (mpi_) mpi_->alone_--;
+    }
+    RootWorksAlone(const RootWorksAlone&) = delete;
+    RootWorksAlone& operator=(const RootWorksAlone&) = delete;
+
+   private:
+    const Mpi* mpi_;
+  };
+  // How long a rank that timed out waits for the others' answers.
+  static constexpr double kAskSeconds = 5;
+
  private:
-  Mpi() = default;
+  struct Answer;  // where a rank is, its answer to one that timed out (mpi.cpp)
+  struct Sent;    // a question or an answer sent, not yet known delivered
+  Mpi();
+  // Waits for the n requests of the call `what`; `partner` >= 0: the rank a point-to-point
+  // call waits for (else every rank may be the one). See the top of this file.
+  void complete(void* requests, int n, const char* what, int partner = -1) const;
+  // Answers the questions other ranks that timed out sent this one.
+  void answer_questions() const;
+  // Forgets the sends of sent_ that are done.
+  void reap_sent() const;
+  // Past the deadline: asks every other rank where it is and collects the answers for
+  // kAskSeconds (answers_, answered_), testing the n requests meanwhile: true when they
+  // completed (a rank that was only late).
+  bool ask_others(void* requests, int n) const;
+  // "rank 0 waited 600 s at step 12 in MPI_Sendrecv with rank 1 (--collective-timeout 600)".
+  std::string waited_text(const char* what, int partner, const Deadline& waited) const;
+  // Throws the timeout's UserError from the answers. After it the process may call nothing of
+  // MPI but abort(): the failed call's requests are still posted.
+  [[noreturn]] void fail_timed_out(const char* what, int partner, const Deadline& waited) const;
+
   int rank_ = 0, size_ = 1, local_size_ = 1, local_rank_ = 0;
+  mutable double timeout_s_ = 0;
+  mutable int64_t step_ = -1;     // -1: before the first step
+  mutable int alone_ = 0;         // RootWorksAlone scopes open (never on rank 0)
+  mutable int64_t calls_ = 0;     // blocking calls entered: where this rank is, for the others
+  mutable const char* in_ = nullptr;  // the call it is waiting in, or null
+  mutable int64_t asked_ = 0;                 // questions asked so far
+  mutable std::list<Sent> sent_;              // questions and answers whose sends may be pending
+  mutable std::vector<Answer> answers_;       // the last ask's, by rank
+  mutable std::vector<bool> answered_;
 };
 
 }  // namespace cutrain

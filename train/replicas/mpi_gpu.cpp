@@ -122,6 +122,7 @@ struct NcclApi {
   decltype(&ncclCommAbort) comm_abort = nullptr;
   decltype(&ncclGetErrorString) error_string = nullptr;
   decltype(&ncclGetVersion) get_version = nullptr;
+  decltype(&ncclCommGetAsyncError) get_async_error = nullptr;
 };
 
 // The API, or null with why it could not be loaded (once per process).
@@ -147,6 +148,7 @@ const NcclApi* nccl_api(std::string* why) {
     load(a.comm_abort, "ncclCommAbort");
     load(a.error_string, "ncclGetErrorString");
     load(a.get_version, "ncclGetVersion");
+    load(a.get_async_error, "ncclCommGetAsyncError");
     return ok ? &a : nullptr;
   }();
   if (!api && why) *why = error;
@@ -229,6 +231,16 @@ class NcclRing : public RankOnGpu {
   std::string describe() const override {
     return std::to_string(size()) + " processes (mpirun), a GPU replica each, on NCCL " +
            version_ + " (a comm stream per process)";
+  }
+  // NCCL's asynchronous error (a peer that left, the network): polled by the engine while the
+  // host waits for a step (Engine::await_records), which then aborts the communicator.
+  std::string async_error() override {
+    if (!comm_) return "";
+    ncclResult_t state = ncclSuccess;
+    if (api_.get_async_error(comm_, &state) != ncclSuccess) return "";
+    if (state == ncclSuccess || state == ncclInProgress) return "";
+    return std::string("NCCL on rank ") + std::to_string(mpi_.rank()) + ": " +
+           api_.error_string(state);
   }
 
  private:

@@ -1,10 +1,13 @@
 // Ring: the CPU ring all-reduce (the algorithm and its synchronisation are in ring.h).
 #include "train/replicas/ring.h"
 
+#include <chrono>
 #include <cstring>
+#include <sstream>
 
 #include "kernels/check.h"
 #include "kernels/ring_reduce.h"
+#include "train/replicas/deadline.h"
 
 namespace cutrain {
 
@@ -38,10 +41,10 @@ int64_t Ring::bytes_sent(int rank) const {
   return l.bytes;
 }
 
-void Ring::abort(const std::string& why) {
+void Ring::abort(const std::string& why, bool users) {
   {
     std::lock_guard<std::mutex> lock(abort_mu_);
-    if (!aborted_) why_ = why;
+    if (!aborted_) why_ = why, users_ = users;
     aborted_ = true;
   }
   // Under each link's mutex, so a rank between its check and its wait cannot miss it.
@@ -54,13 +57,34 @@ void Ring::abort(const std::string& why) {
 void Ring::check_not_aborted() {
   if (!aborted_) return;
   std::lock_guard<std::mutex> lock(abort_mu_);
+  USER_CHECK(!users_, why_);
   CHECK(false, "replica all-reduce aborted: " << why_);
 }
 
 // for_post: wait until a message is there to take (receiver); else until the previous message
-// was taken (sender).
-void Ring::wait(Link& l, std::unique_lock<std::mutex>& lock, bool for_post) {
-  l.cv.wait(lock, [&] { return aborted_ || (for_post ? l.posted > l.taken : l.taken == l.posted); });
+// was taken (sender). Past the timeout the ring is aborted, naming the neighbour.
+void Ring::wait(Link& l, std::unique_lock<std::mutex>& lock, int rank, bool for_post) {
+  auto ready = [&] { return aborted_ || (for_post ? l.posted > l.taken : l.taken == l.posted); };
+  const double timeout = timeout_s_;
+  Deadline deadline(timeout);
+  if (timeout <= 0) {
+    l.cv.wait(lock, ready);
+  } else {
+    while (!l.cv.wait_for(lock, std::chrono::duration<double>(Deadline::kPollSeconds), ready))
+      if (deadline.passed()) break;
+  }
+  if (!ready()) {
+    const int R = R_, other = for_post ? (rank + R - 1) % R : (rank + 1) % R;
+    std::ostringstream why;
+    why << "collective timeout: replica " << rank << " waited " << timeout << " s";
+    if (step_ >= 0) why << " at step " << step_ + 1;
+    why << " in the all-reduce for replica " << other << ", which "
+        << (for_post ? "never sent its chunk" : "never took this replica's")
+        << " (--collective-timeout " << timeout << ")";
+    lock.unlock();
+    abort(why.str(), true);
+    throw UserError(why.str());
+  }
   if (aborted_) {
     lock.unlock();
     check_not_aborted();
@@ -70,7 +94,7 @@ void Ring::wait(Link& l, std::unique_lock<std::mutex>& lock, bool for_post) {
 void Ring::send_staged(int rank, const void* src, size_t bytes) {
   Link& out = *links_[size_t(rank)];
   std::unique_lock<std::mutex> lock(out.mu);
-  wait(out, lock, false);
+  wait(out, lock, rank, false);
   if (out.staging.size() < bytes) out.staging.resize(bytes);  // the receiver is not reading
   lock.unlock();
   if (bytes) std::memcpy(out.staging.data(), src, bytes);
@@ -83,7 +107,7 @@ void Ring::send_staged(int rank, const void* src, size_t bytes) {
 void Ring::send_direct(int rank, int64_t offset_bytes, const void* src, size_t bytes) {
   Link& out = *links_[size_t(rank)];
   std::unique_lock<std::mutex> lock(out.mu);
-  wait(out, lock, false);
+  wait(out, lock, rank, false);
   unsigned char* dst = out.dst;
   lock.unlock();
   if (bytes) std::memcpy(dst + offset_bytes, src, bytes);
@@ -96,7 +120,7 @@ void Ring::send_direct(int rank, int64_t offset_bytes, const void* src, size_t b
 template <typename F> void Ring::receive(int rank, F&& consume) {
   Link& in = *links_[size_t((rank + R_ - 1) % R_)];
   std::unique_lock<std::mutex> lock(in.mu);
-  wait(in, lock, true);
+  wait(in, lock, rank, true);
   lock.unlock();
   consume(in.staging.data());
   lock.lock();

@@ -83,27 +83,35 @@ class Ring {
   bool any(int rank, bool flag);
 
   // Makes every rank waiting in a collective, and every later collective, throw an Error
-  // carrying `why`: a replica that failed would otherwise leave its neighbours waiting for
-  // ever. Permanent.
-  void abort(const std::string& why);
+  // carrying `why` (a UserError saying just `why` when `users`: the timeout's): a replica
+  // that failed would otherwise leave its neighbours waiting for ever. Permanent.
+  void abort(const std::string& why, bool users = false);
 
   // Bytes this rank has sent (copied into a neighbour) since construction.
   int64_t bytes_sent(int rank) const;
+
+  // A rank that waits longer than `seconds` (0: for ever) for its neighbour aborts the ring
+  // with a message naming the step (at_step: 0-based), itself and the neighbour.
+  void set_timeout(double seconds) { timeout_s_ = seconds; }
+  void at_step(int64_t step) { step_ = step; }
 
  private:
   struct Link;
   void send_staged(int rank, const void* src, size_t bytes);
   template <typename F> void receive(int rank, F&& consume);
   void send_direct(int rank, int64_t offset_bytes, const void* src, size_t bytes);
-  void wait(Link& l, std::unique_lock<std::mutex>& lock, bool for_post);
+  void wait(Link& l, std::unique_lock<std::mutex>& lock, int rank, bool for_post);
 
   void check_not_aborted();
 
   int R_;
   std::vector<std::unique_ptr<Link>> links_;  // links_[r]: the link r -> r+1
   std::atomic<bool> aborted_{false};
-  std::mutex abort_mu_;                       // guards why_
+  std::atomic<double> timeout_s_{0};
+  std::atomic<int64_t> step_{-1};
+  std::mutex abort_mu_;                       // guards why_ and users_
   std::string why_;
+  bool users_ = false;
 };
 
 }  // namespace cutrain

@@ -198,22 +198,28 @@ void take_results(Run& run, bool wait) {
 
 // A checkpoint of the steps launched so far, handed to the writer's thread.
 void save_checkpoint(Run& run, bool is_best, std::map<std::string, double> extra) {
+  const Mpi* mpi = run.device.mpi;
+  // Rank 0 may wait here for its writer (a full queue, a slow disk) while the others would go
+  // on: they wait for it at the barrier below, with no deadline, as for its evaluation.
+  const Mpi::RootWorksAlone solo(mpi);
   extra["best_top1"] = run.best_top1;
   double waited = 0;
   {
     TraceSpan span(run.tracer, "checkpoint snapshot", "train");
     // On a GPU: cloned on the device after the queued steps; the writer thread brings it over.
     Checkpoint c = run.t.snapshot_async(extra);
-    if (run.device.mpi) {
+    if (mpi) {
       // Rank 0 writes for all, after every rank's weights and optimizer state were found
       // equal to its own (their hashes, gathered: a collective every rank takes part in).
       const std::string diff = run.t.replicas_difference();
       USER_CHECK(diff.empty(), "the checkpoint of step " << run.t.steps_done() << " is not "
                                    << "written: " << diff << ": the processes have drifted apart");
     }
-    if (!run.writer) return;  // another rank than 0: rank 0 writes (the replicas are equal)
-    waited = run.writer->submit(std::move(c), run.t.steps_done(), is_best);
+    // Rank 0 writes (the replicas are equal).
+    if (run.writer) waited = run.writer->submit(std::move(c), run.t.steps_done(), is_best);
   }
+  if (mpi) mpi->barrier();
+  if (!run.writer) return;
   run.sum.last_checkpoint = checkpoint_path(run.cfg.out, run.t.steps_done());
   if (waited > 1.0)
     run.report->note("cutrain: waited " + std::to_string(waited) + " s for the checkpoint writer");
@@ -224,6 +230,9 @@ void save_checkpoint(Run& run, bool is_best, std::map<std::string, double> extra
 void end_epoch(Run& run) {
   Trainer& t = run.t;
   gather_bad_files(run);
+  // Rank 0 evaluates and reports alone: the others wait for it in the checkpoint's collective,
+  // for as long as that takes (the collective timeout is for collectives, not for its work).
+  const Mpi::RootWorksAlone solo(run.device.mpi);
   std::map<std::string, double> extra;
   bool is_best = false;
   if (t.has_validation()) {
@@ -241,6 +250,7 @@ void end_epoch(Run& run) {
 }
 
 // The clean stop on SIGINT/SIGTERM: the checkpoint on disk, how to go on, exit 128 + signal.
+// After the run's last collective: rank 0 may wait long for its writer.
 void stop_on_signal(Run& run, const StopSignals& signals, int signal) {
   run.sum.exit_code = 128 + signal;
   if (!run.writer) return;  // rank 0 says it
@@ -259,6 +269,7 @@ void stop_on_signal(Run& run, const StopSignals& signals, int signal) {
 // alone does not wait (Trainer::snapshot_async).
 void train_loop(Run& run, const StopSignals& signals) {
   Trainer& t = run.t;
+  int stopped_by = 0;  // the signal
   while (t.steps_done() < t.total_steps()) {
     const auto t_step = Clock::now();
     t.launch();
@@ -279,13 +290,17 @@ void train_loop(Run& run, const StopSignals& signals) {
     else if (save_now)
       save_checkpoint(run, false, {});
     if (signal != 0) {
-      stop_on_signal(run, signals, signal);
+      stopped_by = signal;
       break;
     }
   }
   take_results(run, true);  // nothing is left in flight (the loop ends on an epoch's end, or a signal)
   gather_bad_files(run);
-  if (run.writer) run.writer->wait();
+  // The last collective is behind: rank 0 waits for its writer while the others end.
+  if (stopped_by != 0)
+    stop_on_signal(run, signals, stopped_by);
+  else if (run.writer)
+    run.writer->wait();
 }
 
 // ---- the end -------------------------------------------------------------------------
@@ -384,6 +399,10 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
   t.tracer = tracer.get();
   if (resuming) restore_trainer(t, resume_point, cfg, allow_data_change, out);
   print_plan(t, cfg, out);
+  // From here on a rank that waits too long for the others in a collective stops the run
+  // (--collective-timeout, train/replicas/mpi.h); the set-up's waits had none (rank 0 resolves
+  // the configuration and writes config.json alone, as long as that takes).
+  if (mpi) mpi->set_timeout(cfg.collective_timeout);
 
   // The loop: steps, an evaluation and a checkpoint each epoch, until the end or a signal.
   sum.first_step = t.steps_done();
@@ -402,6 +421,9 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
   try {
     train_loop(run, signals);
   } catch (...) {  // a run that fails (diverged, the disk) still gets its page, up to the failure
+    // Under mpirun the other ranks will not join another collective: the steps queued behind
+    // one (NCCL), and the writer's copies behind them, must not wait for them.
+    t.engine().abort_collective();
     writer.reset();  // its last job done (and its own page, whose failure it keeps), then ours
     if (report) report->refresh_report(/*say_now=*/true);
     throw;

@@ -169,6 +169,7 @@ void validate_config(const TrainConfig& c) {
            std::to_string(replicas) + " GPU replicas: leave out --cuda-graph "
            "(--cuda-graph=false to resume a run that used it)");
   in_range("--check-replicas", c.check_replicas, 0, INT_MAX, " (0: never)");
+  real_in("--collective-timeout", c.collective_timeout, 0, 1e9, false, " (0: no limit)");
   in_range("--max-skips", c.max_skips, 1, 1000000);
   real_in("--label-smoothing", c.label_smoothing, 0, 1, true);
   need(one_of(c.balance, {"none", "sampler", "loss"}),
@@ -213,6 +214,7 @@ void for_each_field(Config& c, F&& f) {
   f("out", c.out), f("keep", c.keep), f("resume", c.resume), f("metrics", c.metrics);
   f("trace", c.trace), f("log_every", c.log_every);
   f("checkpoint_every", c.checkpoint_every), f("check_replicas", c.check_replicas);
+  f("collective_timeout", c.collective_timeout);
   f("classes", c.classes);
   f("class_names", c.class_names), f("model_text", c.model_text);
 }
@@ -294,7 +296,8 @@ bool may_change_on_resume(const std::string& key) {
   static const std::set<std::string> ok = {"epochs", "threads", "compute_threads", "out",
                                            "keep", "resume", "metrics", "trace", "log_every",
                                            "checkpoint_every", "device", "devices",
-                                           "check_replicas", "cuda_graph", "max_skips"};
+                                           "check_replicas", "cuda_graph", "max_skips",
+                                           "collective_timeout"};
   return ok.count(key) > 0;
 }
 

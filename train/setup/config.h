@@ -87,6 +87,9 @@ struct TrainConfig {
   std::string trace;                // a Chrome/Perfetto trace of the run ("": none)
   int log_every = 50;               // steps between progress lines
   int checkpoint_every = 0;         // steps between extra checkpoints (0: after each epoch only)
+  double collective_timeout = 600;  // seconds a replica or rank waits in a collective for the
+                                    //   others before the run stops, naming them (0: no limit;
+                                    //   600, as PyTorch's NCCL process groups)
   int check_replicas = 0;           // debug: compare the replicas' weights every N steps (0: never)
 
   // ---- resolved (filled before training; see the top of this file) ----------------------
