@@ -32,6 +32,18 @@ using namespace cutrain;
 using namespace cutrain_test;
 namespace fs = std::filesystem;
 
+namespace {
+// The mpirun cases' run: `cutrain train` of the tiny model on 128 Fashion-MNIST images (4 steps
+// an epoch) for `epochs` epochs, a checkpoint every 2 steps, one thread of each kind per rank,
+// --collective-timeout 2, into `run`.
+std::vector<std::string> tiny_run(const TempDir& dir, const std::string& run, int epochs) {
+  return {"train", "--train", fashion_mnist_jpegs().train, "--limit-train", "128", "--model",
+          tiny_model(dir), "--batch", "32", "--epochs", std::to_string(epochs), "--device", "cpu",
+          "--threads", "1", "--compute-threads", "1", "--checkpoint-every", "2", "--log-every",
+          "1000", "--collective-timeout", "2", "--out", run};
+}
+}  // namespace
+
 TEST_CASE("timeout: Deadline counts the waits between polls, not a gap where the process was stopped") {
   using std::chrono::milliseconds;
   const Deadline::Clock::time_point t0{};
@@ -96,12 +108,7 @@ TEST_CASE("timeout: mpirun -np 2, rank 1 stopped mid-run: rank 0 says so, the jo
   const std::string run = dir / "run";
   // 4 steps an epoch, a checkpoint every 2 steps, and epochs without end in the test's time (the
   // whole run would take hours): rank 1 is surely stopped mid-run, however busy the machine.
-  const StoppedRank s = stop_rank_1(
-      {"train", "--train", fashion_mnist_jpegs().train, "--limit-train", "128", "--model",
-       tiny_model(dir), "--batch", "32", "--epochs", "1000000", "--device", "cpu", "--threads", "1",
-       "--compute-threads", "1", "--checkpoint-every", "2", "--log-every", "1000",
-       "--collective-timeout", "2", "--out", run},
-      run, dir / "log");
+  const StoppedRank s = stop_rank_1(tiny_run(dir, run, 1000000), run, dir / "log");
   require_timeout_reported(s, 2);
   // Its newest checkpoint is complete, and a run resumes from it (in one process).
   // (Two epochs more than it had begun, the run shortened to end there.)
@@ -123,12 +130,8 @@ TEST_CASE("timeout: mpirun -np 2, rank 1 late but not gone: rank 0 asks, it answ
   const std::string run = dir / "run";
   // Rank 1 is stopped past the timeout and continued as soon as rank 0 says it asks the other
   // ranks where they are: the collective completes within the question's kAskSeconds.
-  const StoppedRank s = stop_rank_1(
-      {"train", "--train", fashion_mnist_jpegs().train, "--limit-train", "128", "--model",
-       tiny_model(dir), "--batch", "32", "--epochs", "400", "--device", "cpu", "--threads", "1",
-       "--compute-threads", "1", "--checkpoint-every", "2", "--log-every", "1000",
-       "--collective-timeout", "2", "--out", run},
-      run, dir / "log", "asking the other ranks");
+  const StoppedRank s =
+      stop_rank_1(tiny_run(dir, run, 400), run, dir / "log", "asking the other ranks");
   INFO("mpirun's output:\n" << s.output);
   REQUIRE(s.stopped);
   REQUIRE(s.reported);
@@ -178,12 +181,7 @@ TEST_CASE("timeout: mpirun -np 2, the whole job stopped longer than the timeout:
   // As a shell's Ctrl-Z then fg, or a scheduler suspending the job: both ranks stopped for
   // longer than the timeout while the run trains, then continued; it goes on to its end.
   const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  const pid_t mpirun = start_process(
-      mpirun_argv(2, {"train", "--train", fashion_mnist_jpegs().train, "--limit-train", "128",
-                      "--model", tiny_model(dir), "--batch", "32", "--epochs", "600", "--device",
-                      "cpu", "--threads", "1", "--compute-threads", "1", "--checkpoint-every",
-                      "2", "--log-every", "1000", "--collective-timeout", "2", "--out", run}),
-      fd, kMpirunEnv);
+  const pid_t mpirun = start_process(mpirun_argv(2, tiny_run(dir, run, 600)), fd, kMpirunEnv);
   pid_t rank0 = -1, rank1 = -1;
   int status = -1;
   bool ended = false;
