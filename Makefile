@@ -273,7 +273,7 @@ FUZZ_LIB_CPP  := $(addprefix data/,atomic_file.cpp image_list.cpp image_decode.c
                    autograd.cpp layers.cpp model.cpp model_spec.cpp ops_basic.cpp ops_conv.cpp \
                    ops_norm.cpp ops_pool.cpp) \
                  $(addprefix kernels/,cast.cpp gpu.cpp batchnorm.cpp conv2d.cpp elementwise.cpp \
-                   linear.cpp matmul_cpu.cpp onednn.cpp impl.cpp parallel.cpp pool.cpp \
+                   linear.cpp matmul_cpu.cpp onednn.cpp impl.cpp launch_plan.cpp parallel.cpp pool.cpp \
                    xxhash64.cpp) \
                  train/checkpoint/checkpoint.cpp train/setup/config.cpp
 # The readers behind image_list.cpp: the labels of any list (list_rows), CSV lists (libcsv), and

@@ -4,8 +4,8 @@
 # Fashion-MNIST (the JPEG list of `cutrain import-fashion-mnist`), for the same epochs and
 # seeds, at each batch of --batches (the learning rate scaled with the batch, 0.1 x B/128, the
 # warm-up one epoch), these settings:
-#   cutrain              bin/cutrain train (its defaults, or the options below)
-#   cutrain-graph        the same with --cuda-graph
+#   cutrain              bin/cutrain train --no-cuda-graph (every kernel launched by the host)
+#   cutrain-graph        bin/cutrain train (its defaults, CUDA graphs on, or the options below)
 #   torch-dataloader     bench/torch_reference.py --mode dataloader (16 workers, PIL, pinned,
 #                        persistent; AMP + GradScaler, plain SGD): the usual setup
 #   torch-resident       --mode resident (data on the GPU, torch.compile default)
@@ -105,7 +105,7 @@ cmd_of() {
     cutrain|cutrain-graph)
       echo "bin/cutrain train --train $train --val $val --model $model --epochs $EPOCHS" \
            "--seed $seed --batch $batch --lr $(lr_of "$batch") $shape $AUGMENT --threads $THREADS" \
-           "$LIMITS $cpu $([ "$setting" = cutrain-graph ] && echo --cuda-graph) --out $dir" ;;
+           "$LIMITS $cpu $([ "$setting" = cutrain ] && echo --no-cuda-graph) --out $dir" ;;
     torch-*)
       echo "$PY bench/torch_reference.py --config $(dirname "$dir")/cutrain-s$seed/config.json" \
            "--mode ${setting#torch-} --workers $WORKERS $cpu --target $TARGET --out $dir" ;;

@@ -36,8 +36,9 @@ inline ImportSummary bench_fashion_mnist(const std::string& dir, int threads) {
 }
 
 // `model` (the default model unless said) on `train_list`, batch `batch`, one epoch of exactly
-// warmup + steps steps, one replica per entry of `devices` ("" : one replica, the plain run).
-// Resolved.
+// warmup + steps steps, one replica per entry of `devices` ("" : one replica, the plain run),
+// every kernel launched by the host (no CUDA graphs: the replicas cannot have them, so the
+// rows compare like with like; bench_replicas_gpu adds a graph row of its own). Resolved.
 inline TrainConfig bench_replica_config(const std::string& train_list, const std::string& out,
                                         int batch, int warmup, int steps,
                                         const std::string& devices, int threads,
@@ -51,6 +52,7 @@ inline TrainConfig bench_replica_config(const std::string& train_list, const std
   c.batch = batch, c.epochs = 1, c.threads = threads, c.lr = 0.05, c.warmup = 0;
   c.out = out;
   c.devices = devices;
+  c.cuda_graph = false;
   resolve_config(c);
   return c;
 }

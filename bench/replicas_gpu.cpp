@@ -188,7 +188,7 @@ void bench_training(const std::vector<int>& devices, int batch, int steps) {
     if (R == 1) one = m.images_per_s();
     print_replica_row(m, one, steps);
     if (R == 1) {
-      // The same run with its step replayed from CUDA graphs (--cuda-graph,
+      // The same run with its step replayed from CUDA graphs (train's default,
       // captured during the warm-up): "x one" is the graph's gain over launching each kernel.
       TrainConfig c = bench_replica_config(fm.train_list, dir + "/run-graph", batch, warmup,
                                            steps, join(d), threads);

@@ -286,6 +286,7 @@ void Loader::complete(int slot) {
     copy_trace_->collect();
     copy_trace_->begin("copy batch", {"batch", s.seq});
     s.copy_start->record(cs);
+    // (batch_copy_costs says what these cost: keep the two together)
     copy_async(s.d_images.data(), s.images, size_t(n) * sample_bytes_, cs);
     copy_async(s.d_crops.data(), s.crops, size_t(n) * sizeof(InputCrop), cs);
     copy_async(s.d_labels.data(), s.labels, size_t(n) * sizeof(int32_t), cs);
@@ -427,6 +428,14 @@ LoaderStats Loader::stats() const {
 std::vector<BadFile> Loader::bad_files() const {
   std::lock_guard<std::mutex> lock(bad_mu_);
   return bad_;
+}
+
+std::vector<LaunchCost> batch_copy_costs(int n, size_t sample_bytes) {
+  if (n <= 0) return {};
+  return {copy_cost("copy (batch images to the device, copy stream)", size_t(n) * sample_bytes,
+                    false),
+          copy_cost("copy (crop windows to the device)", size_t(n) * sizeof(InputCrop), false),
+          copy_cost("copy (labels to the device)", size_t(n) * sizeof(int32_t), false)};
 }
 
 }  // namespace cutrain

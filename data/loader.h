@@ -42,6 +42,7 @@
 #include "data/source.h"
 #include "kernels/gpu.h"
 #include "kernels/input.h"  // InputCrop: each sample's crop window, as the input kernels read it
+#include "kernels/launch_plan.h"
 
 namespace cutrain {
 
@@ -109,6 +110,10 @@ struct LoaderStats {
   int64_t batches = 0, samples = 0, bad_files = 0;
 };
 
+// The copies a GPU loader queues on its copy stream for a batch of n samples of sample_bytes
+// each (kernels/launch_plan.h): the images, their crop windows, their labels.
+std::vector<LaunchCost> batch_copy_costs(int n, size_t sample_bytes);
+
 class Loader {
  public:
   Loader(std::shared_ptr<const SampleSource> source, const SamplerConfig& sampler,
@@ -129,6 +134,7 @@ class Loader {
   std::vector<BadFile> bad_files() const;
   const Sampler& sampler() const { return sampler_; }
   int threads() const { return int(workers_.size()); }
+  size_t sample_bytes() const { return sample_bytes_; }  // an uncut image's: P * P * C
 
  private:
   struct Slot;

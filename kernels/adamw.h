@@ -33,6 +33,7 @@
 
 #include "kernels/gpu.h"
 #include "kernels/half.h"
+#include "kernels/launch_plan.h"
 #include "kernels/hd.h"
 
 namespace cutrain {
@@ -102,5 +103,11 @@ template <typename T>
 void adamw_step_gpu(int64_t n, const T* grad, const float* inv_scale, const int32_t* skip,
                     const double* lr, float* master, float* m, float* v, T* working,
                     const AdamWParams& p, const int64_t* step, cudaStream_t stream);
+// 1 launch (none when n = 0): grad read, fp32 master, m and v read and written, the working
+// copy written when there is one. ~14 flops and a square root an element.
+inline LaunchCost adamw_step_gpu_cost(int64_t n, size_t elem, bool working) {
+  const double bytes = nbytes(n, elem) + 6 * nbytes(n, 4) + (working ? nbytes(n, elem) : 0);
+  return {"adamw_step", n > 0 ? 1 : 0, bytes, 15.0 * double(n)};
+}
 
 }  // namespace cutrain

@@ -22,6 +22,7 @@
 
 #include "kernels/gpu.h"
 #include "kernels/half.h"
+#include "kernels/launch_plan.h"
 
 namespace cutrain {
 
@@ -75,6 +76,10 @@ void batchnorm_running_update_cpu(int C, const A* sums, double scale, double mom
                                   A* running_mean, A* running_var);
 void batchnorm_running_update_gpu(int C, const float* sums, double scale, double momentum,
                                   float* running_mean, float* running_var, cudaStream_t stream);
+// 1 launch; reads sums (2C) and both running arrays, writes them back, fp32.
+inline LaunchCost batchnorm_running_update_gpu_cost(int C) {
+  return {"batchnorm_running_update", 1, 6 * nbytes(C, sizeof(float)), 8.0 * C};
+}
 
 // Eval forward: the same normalisation with the running statistics; nothing is updated.
 //   y[m][c] = gamma[c] * (x[m][c] - running_mean[c]) / sqrt(running_var[c] + eps) + beta[c]
@@ -132,21 +137,57 @@ void batchnorm_forward_train_gpu(int64_t M, int C, const T* x, const float* gamm
                                  T* y, float* save_mean, float* save_invstd,
                                  float* running_mean, float* running_var, cudaStream_t stream,
                                  const BatchNormSync* sync = nullptr);
+// 5 launches: partial sums of x, mean, partial squared deviations, variance (and the running
+// averages), normalize. synced: 2 more, each folding this replica's partials into the C sums
+// handed to sync->sum; what the sum callback queues (the collective) is not counted here.
+// bytes: x read by three passes, y written; the per-channel arrays and partials are noise.
+inline LaunchCost batchnorm_forward_train_gpu_cost(int64_t M, int C, size_t elem, bool relu,
+                                                   bool synced) {
+  const int64_t n = M * C;
+  return {"batchnorm_forward_train", synced ? 7 : 5, 4 * nbytes(n, elem), (8.0 + relu) * n};
+}
 template <typename T>
 void batchnorm_forward_eval_gpu(int64_t M, int C, const T* x, const float* gamma,
                                 const float* beta, const float* running_mean,
                                 const float* running_var, double eps, bool relu, T* y,
                                 cudaStream_t stream);
+// 2 launches: invstd from the running variance, normalize (x read, y written).
+inline LaunchCost batchnorm_forward_eval_gpu_cost(int64_t M, int C, size_t elem, bool relu) {
+  const int64_t n = M * C;
+  return {"batchnorm_forward_eval", 2, 2 * nbytes(n, elem), (4.0 + relu) * n};
+}
 template <typename T>
 void batchnorm_backward_train_gpu(int64_t M, int C, const T* x, const T* y, const T* dy,
                                   const float* gamma, const float* save_mean,
                                   const float* save_invstd, bool relu, T* dx, float* dgamma,
                                   float* dbeta, cudaStream_t stream,
                                   const BatchNormSync* sync = nullptr);
+// 2 launches, + 1 with dx: partial sums of (dy, dy*xhat), their finalize (dgamma, dbeta +=),
+// then dx. The sums run whether or not dgamma and dbeta are wanted (dx needs them). synced
+// adds no kernel of this code: only the sum callback's collective, not counted here.
+// bytes: the sums read x, dy (and y when fused); dx's pass reads them again and dx, writes dx.
+inline LaunchCost batchnorm_backward_train_gpu_cost(int64_t M, int C, size_t elem, bool relu,
+                                                    bool dx, bool synced) {
+  (void)synced;
+  const int64_t n = M * C;
+  LaunchCost c{"batchnorm_backward_train", 2, (2 + relu) * nbytes(n, elem), 6.0 * n};
+  if (dx) c.launches += 1, c.bytes += (4 + relu) * nbytes(n, elem), c.flops += 8.0 * n;
+  return c;
+}
 template <typename T>
 void batchnorm_backward_eval_gpu(int64_t M, int C, const T* x, const T* y, const T* dy,
                                  const float* gamma, const float* running_mean,
                                  const float* running_var, double eps, bool relu, T* dx,
                                  float* dgamma, float* dbeta, cudaStream_t stream);
+// 1 launch (invstd), + 2 when dgamma or dbeta is wanted (dparams: partial sums, finalize),
+// + 1 with dx (dx += masked dy * gamma * invstd: reads dy, y when fused, dx; writes dx).
+inline LaunchCost batchnorm_backward_eval_gpu_cost(int64_t M, int C, size_t elem, bool relu,
+                                                   bool dx, bool dparams = true) {
+  const int64_t n = M * C;
+  LaunchCost c{"batchnorm_backward_eval", 1, 0, 0};
+  if (dparams) c.launches += 2, c.bytes += (2 + relu) * nbytes(n, elem), c.flops += 6.0 * n;
+  if (dx) c.launches += 1, c.bytes += (3 + relu) * nbytes(n, elem), c.flops += 4.0 * n;
+  return c;
+}
 
 }  // namespace cutrain

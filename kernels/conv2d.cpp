@@ -19,7 +19,9 @@
 
 #include "kernels/blocked_sum.h"
 #include "kernels/check.h"
+#include "kernels/linear.h"
 #include "kernels/parallel.h"
+#include "kernels/tc_plan.h"
 
 namespace cutrain {
 
@@ -250,5 +252,107 @@ CUTRAIN_INSTANTIATE(float)
 CUTRAIN_INSTANTIATE(double)
 CUTRAIN_INSTANTIATE(half_t)
 #undef CUTRAIN_INSTANTIATE
+
+}  // namespace cutrain
+
+// --- GPU launch costs (conv2d.h): what conv2d.cu, matmul_gpu.cpp and cudnn.cpp queue -------
+// cudnn: launches: estimated until a GPU profile confirms (cuDNN picks the algorithm per shape,
+// and some algorithms run more than one kernel).
+
+namespace cutrain {
+
+namespace {
+
+// Element counts of the operands.
+struct ConvSizes {
+  int64_t x, w, y, npq;
+  explicit ConvSizes(const Conv2dShape& s)
+      : x(int64_t(s.N) * s.H * s.W * s.C),
+        w(int64_t(s.K) * s.R * s.S * s.C),
+        y(int64_t(s.N) * s.P() * s.Q() * s.K),
+        npq(int64_t(s.N) * s.P() * s.Q()) {}
+};
+
+void check_gpu_impl(ConvImpl impl, size_t elem) {
+  CHECK(impl != ConvImpl::onednn, "conv2d: onednn is a CPU implementation; a GPU runs direct, "
+                                  "tc or cudnn");
+  CHECK(impl != ConvImpl::tc || elem == 2,
+        "conv2d: the tc implementation takes fp16 tensors, not " << elem << "-byte ones");
+}
+
+std::string kernel_name(const char* pass, ConvImpl impl) {
+  return std::string(pass) + " " + impl_name(impl);
+}
+
+// into += c: one entry point's passes added up.
+void add(LaunchCost& into, const LaunchCost& c) {
+  into.launches += c.launches;
+  into.bytes += c.bytes;
+  into.flops += c.flops;
+}
+
+}  // namespace
+
+LaunchCost conv2d_forward_gpu_cost(ConvImpl impl, const Conv2dShape& s, size_t elem, bool bias) {
+  check_gpu_impl(impl, elem);
+  const ConvSizes n(s);
+  const std::string name = kernel_name("conv2d_forward", impl);
+  const double flops = double(s.forward_flops()) + (bias ? double(n.y) : 0);
+  const int64_t b = bias ? s.K : 0;
+  switch (impl) {
+    case ConvImpl::tc: {  // y = im2col(x) * w^T, the bias added in the epilogue
+      LaunchCost c = tc_gemm_cost(name, n.npq, s.K, int64_t(s.R) * s.S * s.C,
+                                  nbytes(n.x + n.w + b, elem), nbytes(n.y, elem));
+      c.flops += bias ? double(n.y) : 0;
+      return c;
+    }
+    case ConvImpl::cudnn: {
+      // cudnnConvolutionForward writes y (beta 0); cudnnAddTensor then reads and writes it.
+      LaunchCost c{name, 1, nbytes(n.x + n.w + n.y, elem), flops, elem == 2, true};
+      if (bias) c.launches += 1, c.bytes += nbytes(2 * n.y + b, elem);
+      return c;
+    }
+    default:  // direct: one thread per y element
+      return {name, 1, nbytes(n.x + n.w + b + n.y, elem), flops};
+  }
+}
+
+LaunchCost conv2d_backward_data_gpu_cost(ConvImpl impl, const Conv2dShape& s, size_t elem) {
+  check_gpu_impl(impl, elem);
+  const ConvSizes n(s);
+  const std::string name = kernel_name("conv2d_backward_data", impl);
+  const double in = nbytes(n.y + n.w, elem), dx = 2 * nbytes(n.x, elem);  // dx read and written
+  switch (impl) {
+    case ConvImpl::tc:  // dx (NHW x C) += gather(dy) (NHW x RSK) * w': with stride > 1 the GEMM
+                        // also multiplies the gathered zeros, so its flops exceed the forward's
+      return tc_gemm_cost(name, int64_t(s.N) * s.H * s.W, s.C, int64_t(s.R) * s.S * s.K, in, dx);
+    case ConvImpl::cudnn: return {name, 1, in + dx, double(s.forward_flops()), elem == 2, true};
+    default: return {name, 1, in + dx, double(s.forward_flops())};
+  }
+}
+
+LaunchCost conv2d_backward_filter_gpu_cost(ConvImpl impl, const Conv2dShape& s, size_t elem,
+                                           bool dw, bool db) {
+  check_gpu_impl(impl, elem);
+  const ConvSizes n(s);
+  LaunchCost c{kernel_name("conv2d_backward_filter", impl), 0, 0, 0};
+  const double in = nbytes(n.x + n.y, elem), out = 2 * nbytes(n.w, elem);  // dw read and written
+  if (dw) {
+    if (impl == ConvImpl::tc)  // dw (K x RSC) += dy^T (K x NPQ) * im2col(x): split-K when the
+                               // K x RSC tiles are few and the batch long
+      add(c, tc_gemm_cost(c.kernel, s.K, int64_t(s.R) * s.S * s.C, n.npq, in, out));
+    else
+      add(c, {c.kernel, 1, in + out, double(s.forward_flops())});
+    c.tensor = impl == ConvImpl::tc || (impl == ConvImpl::cudnn && elem == 2);
+  }
+  if (db) {
+    if (impl == ConvImpl::cudnn)  // cudnnConvolutionBackwardBias
+      add(c, {c.kernel, 1, nbytes(n.y + 2 * int64_t(s.K), elem), double(n.y)});
+    else
+      add(c, bias_grad_gpu_cost(n.npq, s.K, elem));
+  }
+  c.estimated = impl == ConvImpl::cudnn && c.launches > 0;
+  return c;
+}
 
 }  // namespace cutrain

@@ -20,6 +20,7 @@
 #include "kernels/gpu.h"
 #include "kernels/half.h"
 #include "kernels/impl.h"
+#include "kernels/launch_plan.h"
 
 namespace cutrain {
 
@@ -90,14 +91,27 @@ void conv2d_backward_filter_tc_gpu(const Conv2dShape& s, const half_t* x, const 
 
 // The switch (kernels/matmul_gpu.cpp): runs `impl`; tc with float throws (tc is fp16 only),
 // cudnn throws when this build has no cuDNN (kernels/vendor.h).
+//
+// Their launch costs (conv2d.cpp), by the implementation the GPU runs: direct, tc (elem == 2
+// only) or cudnn; onednn, a CPU implementation, throws cutrain::Error. The per-implementation
+// entry points above cost the same as the switch with their impl.
+//   direct  1 launch per pass; db is bias_grad_gpu (kernels/linear.h: 2 launches).
+//   tc      what tc_gemm_plan runs (kernels/tc_plan.h): 1, or 2 under split-K (a weight
+//           gradient over a large batch); db as direct.
+//   cudnn   1 per cudnnConvolution* call, + 1 for the forward's bias (cudnnAddTensor) and 1
+//           for db (cudnnConvolutionBackwardBias). Estimated until a GPU profile confirms.
 template <typename T>
 void conv2d_forward_gpu(ConvImpl impl, const Conv2dShape& s, const T* x, const T* w,
                         const T* b, T* y, cudaStream_t stream);
+LaunchCost conv2d_forward_gpu_cost(ConvImpl impl, const Conv2dShape& s, size_t elem, bool bias);
 template <typename T>
 void conv2d_backward_data_gpu(ConvImpl impl, const Conv2dShape& s, const T* dy, const T* w,
                               T* dx, cudaStream_t stream);
+LaunchCost conv2d_backward_data_gpu_cost(ConvImpl impl, const Conv2dShape& s, size_t elem);
 template <typename T>
 void conv2d_backward_filter_gpu(ConvImpl impl, const Conv2dShape& s, const T* x, const T* dy,
                                 T* dw, T* db, cudaStream_t stream);
+LaunchCost conv2d_backward_filter_gpu_cost(ConvImpl impl, const Conv2dShape& s, size_t elem,
+                                           bool dw, bool db);
 
 }  // namespace cutrain

@@ -8,6 +8,7 @@
 
 #include "kernels/gpu.h"
 #include "kernels/half.h"
+#include "kernels/launch_plan.h"
 
 namespace cutrain {
 
@@ -28,11 +29,24 @@ template <typename T> void accumulate_cpu(int64_t n, const T* dy, T* dx);
 // element, rounded to T once, in both). Memory bound: 16-byte vector loads and stores when
 // every pointer is 16-byte aligned, scalar otherwise and for the tail.
 // bytes per element: relu 2*sizeof(T), relu backward 4*, add 3*, accumulate 3*.
+// Each is one map_kernel launch (elementwise.cu, launch_map), none when n <= 0.
 template <typename T> void relu_forward_gpu(int64_t n, const T* x, T* y, cudaStream_t stream);
+inline LaunchCost relu_forward_gpu_cost(int64_t n, size_t elem) {
+  return {"relu_forward", n > 0 ? 1 : 0, 2 * nbytes(n, elem), double(n)};
+}
 template <typename T>
 void relu_backward_gpu(int64_t n, const T* y, const T* dy, T* dx, cudaStream_t stream);
+inline LaunchCost relu_backward_gpu_cost(int64_t n, size_t elem) {  // reads y, dy, dx
+  return {"relu_backward", n > 0 ? 1 : 0, 4 * nbytes(n, elem), 2.0 * double(n)};
+}
 template <typename T>
 void add_forward_gpu(int64_t n, const T* a, const T* b, T* y, cudaStream_t stream);
+inline LaunchCost add_forward_gpu_cost(int64_t n, size_t elem) {
+  return {"add_forward", n > 0 ? 1 : 0, 3 * nbytes(n, elem), double(n)};
+}
 template <typename T> void accumulate_gpu(int64_t n, const T* dy, T* dx, cudaStream_t stream);
+inline LaunchCost accumulate_gpu_cost(int64_t n, size_t elem) {
+  return {"accumulate", n > 0 ? 1 : 0, 3 * nbytes(n, elem), double(n)};
+}
 
 }  // namespace cutrain

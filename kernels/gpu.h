@@ -176,6 +176,7 @@ class CudaGraph {
 
 // Copies between any two of host, pinned and device memory (unified addressing decides the
 // direction). copy_async is ordered on `stream`; copy_sync returns when the data has arrived.
+// Launch costs (one each): copy_cost and memset_cost, kernels/launch_plan.h.
 void copy_async(void* dst, const void* src, size_t bytes, cudaStream_t stream);
 void copy_sync(void* dst, const void* src, size_t bytes);
 void memset_async(void* dst, int value, size_t bytes, cudaStream_t stream);

@@ -26,7 +26,7 @@
 
 namespace cutrain {
 
-constexpr int kInputBlock = 256;
+// kInputBlock (256 threads) and the grid: input_gpu_grid in input.h.
 constexpr int kInputMaxC = 16;  // table of 256 x 16 floats = 16 KiB of shared memory
 
 template <typename TD>
@@ -71,10 +71,8 @@ void input_normalize_gpu(int N, int Hin, int Win, int C, int S, const uint8_t* x
                              << " channels, got " << C);
   CHECK(S <= 65535 && int64_t(S) * C <= (int64_t(1) << 30),
         "input normalisation on the GPU: rows of " << S << " x " << C << " are too long");
-  const int L = S * C;
-  const int rpi = L >= kInputBlock ? 1 : kInputBlock / L;
-  const int groups = (N + rpi - 1) / rpi;
-  const int gx = std::max(1, std::min(groups, 8192 / S));  // ~8192 blocks at most
+  const InputGrid g = input_gpu_grid(N, C, S);  // ~8192 blocks at most
+  const int rpi = g.rpi, gx = g.gx;
   const size_t smem = size_t(256) * C * sizeof(T);
   using TD = storage_t<T>;
   input_normalize_kernel<TD><<<dim3(unsigned(gx), unsigned(S)), kInputBlock, smem, stream>>>(

@@ -22,12 +22,14 @@
 // cost: 1 byte read and sizeof(T) bytes written per element, 3 flops: memory bound.
 // threads: OpenMP over whole images; the same bits on any thread count.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
 #include "kernels/gpu.h"
 #include "kernels/half.h"
 #include "kernels/hd.h"
+#include "kernels/launch_plan.h"
 
 namespace cutrain {
 
@@ -79,5 +81,28 @@ template <typename T>
 void input_normalize_gpu(int N, int Hin, int Win, int C, int S, const uint8_t* x,
                          const InputCrop* crop, const float* mean, const float* stddev, T* y,
                          cudaStream_t stream);
+
+// The kernel's grid (input.cu), here so that its cost counts the same blocks: blocks of
+// kInputBlock threads, each covering rpi output rows of rpi samples (kInputBlock / (S*C) when a
+// row is short, else 1); grid (gx, S): gx blocks across the samples, ~8192 blocks in all.
+constexpr int kInputBlock = 256;
+struct InputGrid {
+  int rpi, gx;
+};
+inline InputGrid input_gpu_grid(int N, int C, int S) {
+  const int L = S * C;
+  const int rpi = L >= kInputBlock ? 1 : kInputBlock / L;
+  const int groups = (N + rpi - 1) / rpi;
+  return {rpi, std::max(1, std::min(groups, 8192 / S))};
+}
+
+// 1 launch. bytes: the crop windows' bytes read (1 an element), y written. flops: every block
+// first fills its 256 x C table (3 an entry: two divisions, a subtraction); none per element.
+inline LaunchCost input_normalize_gpu_cost(int N, int /*Hin*/, int /*Win*/, int C, int S,
+                                           size_t out_elem) {
+  const int64_t n = int64_t(N) * S * S * C;
+  const double blocks = double(input_gpu_grid(N, C, S).gx) * S;
+  return {"input_normalize", 1, nbytes(n, 1 + out_elem), 3.0 * 256 * C * blocks};
+}
 
 }  // namespace cutrain

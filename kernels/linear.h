@@ -14,6 +14,7 @@
 #include "kernels/gpu.h"
 #include "kernels/half.h"
 #include "kernels/impl.h"
+#include "kernels/launch_plan.h"
 
 namespace cutrain {
 
@@ -55,13 +56,26 @@ void linear_backward_tc_gpu(int N, int C, int K, const half_t* x, const half_t* 
 // reduction in a fixed order (the same bits on every run), rounded to T once.
 template <typename T>
 void bias_grad_gpu(int64_t M, int K, const T* dy, T* db, cudaStream_t stream);
+// 2 launches (none when M or K is 0): the chunks' partial sums, then a warp per k adding them.
+// bytes: dy read, db read and written (the fp32 partials, ~M*K/256 floats, left out).
+inline LaunchCost bias_grad_gpu_cost(int64_t M, int K, size_t elem) {
+  if (M <= 0 || K <= 0) return {"bias_grad", 0, 0, 0};
+  return {"bias_grad", 2, nbytes(M * K + 2 * int64_t(K), elem), double(M) * K};
+}
 
-// The switch (kernels/matmul_gpu.cpp), as for conv2d.
+// The switch (kernels/matmul_gpu.cpp), as for conv2d; its launch costs (linear.cpp) as
+// conv2d's: direct 1 per pass, tc what tc_gemm_plan runs (kernels/tc_plan.h), db by
+// bias_grad_gpu (2) on both; cublas 1 per cublasGemmEx call (the forward's bias is a GEMM of
+// its own, db one more), estimated until a GPU profile confirms. onednn throws. The direct
+// and tc entry points above cost the same as the switch with their impl.
 template <typename T>
 void linear_forward_gpu(LinearImpl impl, int N, int C, int K, const T* x, const T* w,
                         const T* b, T* y, cudaStream_t stream);
+LaunchCost linear_forward_gpu_cost(LinearImpl impl, int N, int C, int K, size_t elem, bool bias);
 template <typename T>
 void linear_backward_gpu(LinearImpl impl, int N, int C, int K, const T* x, const T* w,
                          const T* dy, T* dx, T* dw, T* db, cudaStream_t stream);
+LaunchCost linear_backward_gpu_cost(LinearImpl impl, int N, int C, int K, size_t elem, bool dx,
+                                    bool dw, bool db);
 
 }  // namespace cutrain

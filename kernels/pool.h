@@ -26,6 +26,7 @@
 
 #include "kernels/gpu.h"
 #include "kernels/half.h"
+#include "kernels/launch_plan.h"
 
 namespace cutrain {
 
@@ -73,16 +74,37 @@ void global_avgpool_backward_cpu(int N, int H, int W, int C, const T* dy, T* dx)
 //     order, summed in fp32 and rounded once: deterministic, no atomics.
 //   global average pool: one thread per (n, c) summing the H*W pixels in order (forward), one
 //     thread per element of dx (backward).
+// Each is one launch.
 template <typename T>
 void maxpool2d_forward_gpu(const Pool2dShape& s, const T* x, T* y, cudaStream_t stream);
+inline LaunchCost maxpool2d_forward_gpu_cost(const Pool2dShape& s, size_t elem) {
+  return {"maxpool2d_forward", 1, nbytes(s.input_numel() + s.output_numel(), elem),
+          double(s.output_numel()) * s.R * s.S};
+}
 template <typename T>
 void maxpool2d_backward_gpu(const Pool2dShape& s, const T* x, const T* dy, T* dx,
                             cudaStream_t stream);
+// bytes: x and dy read, dx read and written. flops: each input redoes the argmax (R*S
+// compares) of about ceil(R/Sh) * ceil(S/Sw) windows that contain it.
+inline LaunchCost maxpool2d_backward_gpu_cost(const Pool2dShape& s, size_t elem) {
+  const double windows = double((s.R + s.stride_h - 1) / s.stride_h) *
+                         double((s.S + s.stride_w - 1) / s.stride_w);
+  return {"maxpool2d_backward", 1, nbytes(3 * s.input_numel() + s.output_numel(), elem),
+          double(s.input_numel()) * windows * s.R * s.S};
+}
 template <typename T>
 void global_avgpool_forward_gpu(int N, int H, int W, int C, const T* x, T* y,
                                 cudaStream_t stream);
+inline LaunchCost global_avgpool_forward_gpu_cost(int N, int H, int W, int C, size_t elem) {
+  const int64_t x = int64_t(N) * H * W * C;
+  return {"global_avgpool_forward", 1, nbytes(x + int64_t(N) * C, elem), double(x)};
+}
 template <typename T>
 void global_avgpool_backward_gpu(int N, int H, int W, int C, const T* dy, T* dx,
                                  cudaStream_t stream);
+inline LaunchCost global_avgpool_backward_gpu_cost(int N, int H, int W, int C, size_t elem) {
+  const int64_t x = int64_t(N) * H * W * C;  // dx read and written, dy (N,C) read
+  return {"global_avgpool_backward", 1, nbytes(2 * x + int64_t(N) * C, elem), 2.0 * double(x)};
+}
 
 }  // namespace cutrain

@@ -32,6 +32,7 @@
 
 #include "kernels/gpu.h"
 #include "kernels/half.h"
+#include "kernels/launch_plan.h"
 
 namespace cutrain {
 
@@ -64,9 +65,16 @@ int64_t global_norm_gpu_depth(int count, const int64_t* sizes);
 // T = float or half_t. out is one float in device memory, written (not accumulated). Scratch
 // for the partials comes from the caching allocator on the current device.
 
+// sum_gpu, mean_gpu: 2 launches (the per-block partials, the finishing block), x read once.
 template <typename T> void sum_gpu(int64_t n, const T* x, float* out, cudaStream_t stream);
+inline LaunchCost sum_gpu_cost(int64_t n, size_t elem) {
+  return {"sum", 2, nbytes(n, elem), double(n)};
+}
 // n > 0
 template <typename T> void mean_gpu(int64_t n, const T* x, float* out, cudaStream_t stream);
+inline LaunchCost mean_gpu_cost(int64_t n, size_t elem) {
+  return {"mean", 2, nbytes(n, elem), double(n)};
+}
 // *out = sqrt(Σ_t Σ_i x_t[i]^2). ptrs and sizes are HOST arrays (count entries) of device
 // pointers and their element counts, read during the call: the pointers travel to the
 // device as kernel arguments (32 tensors a launch), so nothing is copied and the host never
@@ -74,5 +82,10 @@ template <typename T> void mean_gpu(int64_t n, const T* x, float* out, cudaStrea
 template <typename T>
 void global_norm_gpu(int count, const T* const* ptrs, const int64_t* sizes, float* out,
                      cudaStream_t stream);
+// One launch per kReduceChunk tensors, + 1 finishing block; total: the tensors' elements.
+inline LaunchCost global_norm_gpu_cost(int count, int64_t total, size_t elem) {
+  const int chunks = (count + kReduceChunk - 1) / kReduceChunk;
+  return {"global_norm", chunks + 1, nbytes(total, elem), 2.0 * double(total)};
+}
 
 }  // namespace cutrain

@@ -27,6 +27,7 @@
 
 #include "kernels/gpu.h"
 #include "kernels/half.h"
+#include "kernels/launch_plan.h"
 
 namespace cutrain {
 
@@ -37,9 +38,19 @@ template <typename T> void ring_scale_cpu(int64_t n, T* dst, double scale);
 // --- GPU (CUDA builds only; device pointers; queued on stream) ---
 // T = float, half_t or double. dst and src may be any element offset (no alignment needed:
 // ring chunks start anywhere); they must not overlap.
+// Each: 1 launch, none when n = 0.
 template <typename T>
 void ring_reduce_gpu(int64_t n, T* dst, const T* src, double scale, cudaStream_t stream);
+inline LaunchCost ring_reduce_gpu_cost(int64_t n, size_t elem) {  // flops: with scale != 1
+  return {"ring_reduce", n > 0 ? 1 : 0, 3 * nbytes(n, elem), 2.0 * double(n)};
+}
 void ring_or_gpu(int64_t n, int32_t* dst, const int32_t* src, cudaStream_t stream);
+inline LaunchCost ring_or_gpu_cost(int64_t n) {
+  return {"ring_or", n > 0 ? 1 : 0, 3 * nbytes(n, sizeof(int32_t)), double(n)};
+}
 template <typename T> void ring_scale_gpu(int64_t n, T* dst, double scale, cudaStream_t stream);
+inline LaunchCost ring_scale_gpu_cost(int64_t n, size_t elem) {
+  return {"ring_scale", n > 0 ? 1 : 0, 2 * nbytes(n, elem), double(n)};
+}
 
 }  // namespace cutrain

@@ -20,6 +20,7 @@
 
 #include "kernels/gpu.h"
 #include "kernels/half.h"
+#include "kernels/launch_plan.h"
 #include "kernels/hd.h"
 
 namespace cutrain {
@@ -75,6 +76,10 @@ void sgd_step_cpu(int64_t n, const T* grad, double inv_scale, acc_t<T>* master,
 template <typename T>
 void grads_nonfinite_gpu(int64_t n, const T* grad, const float* inv_scale, int32_t* flag,
                          cudaStream_t stream);
+// 1 launch (none when n = 0): grad read, a multiply and a test an element.
+inline LaunchCost grads_nonfinite_gpu_cost(int64_t n, size_t elem) {
+  return {"grads_nonfinite", n > 0 ? 1 : 0, nbytes(n, elem), 2.0 * double(n)};
+}
 
 // sgd_step_cpu on the device, bit for bit, unless *skip != 0: then nothing changes at all.
 // The learning rate is *lr (double, device memory: StepState::lr), not p.lr, which is not
@@ -84,5 +89,11 @@ template <typename T>
 void sgd_step_gpu(int64_t n, const T* grad, const float* inv_scale, const int32_t* skip,
                   const double* lr, float* master, float* velocity, T* working,
                   const SgdParams& p, cudaStream_t stream);
+// 1 launch (none when n = 0): grad read, fp32 master and velocity read and written, the
+// working copy (elem bytes) written when there is one. ~7 flops an element.
+inline LaunchCost sgd_step_gpu_cost(int64_t n, size_t elem, bool working) {
+  const double bytes = nbytes(n, elem) + 4 * nbytes(n, 4) + (working ? nbytes(n, elem) : 0);
+  return {"sgd_step", n > 0 ? 1 : 0, bytes, 7.0 * double(n)};
+}
 
 }  // namespace cutrain

@@ -30,6 +30,7 @@
 
 #include "kernels/gpu.h"
 #include "kernels/half.h"
+#include "kernels/launch_plan.h"
 
 namespace cutrain {
 
@@ -79,6 +80,13 @@ template <typename T>
 void softmax_xent_forward_gpu(int N, int K, const T* logits, const int32_t* labels,
                               float smoothing, float* loss, cudaStream_t stream,
                               const float* class_weight = nullptr);
+// 2 launches: the row losses (logits and labels read, N floats written; weighted: N weights
+// gathered), then the one-block mean over them.
+inline LaunchCost softmax_xent_forward_gpu_cost(int N, int K, size_t elem, bool weighted) {
+  const int64_t z = int64_t(N) * K;
+  return {"softmax_xent_forward", 2, nbytes(z, elem) + nbytes(N, 4) * (3 + weighted) + 4,
+          5.0 * double(z)};
+}
 
 // dlogits += dloss * w[label] * (softmax - q) / N, with dloss a device scalar (the loss scale
 // stays on the device).
@@ -86,11 +94,22 @@ template <typename T>
 void softmax_xent_backward_gpu(int N, int K, const T* logits, const int32_t* labels,
                                float smoothing, const float* dloss, T* dlogits,
                                cudaStream_t stream, const float* class_weight = nullptr);
+// 1 launch: logits and labels read, dlogits read and written.
+inline LaunchCost softmax_xent_backward_gpu_cost(int N, int K, size_t elem, bool weighted) {
+  const int64_t z = int64_t(N) * K;
+  return {"softmax_xent_backward", 1, 3 * nbytes(z, elem) + nbytes(N, 4) * (1 + weighted),
+          10.0 * double(z)};
+}
 
 // *count (a device int64) += the rows whose first largest logit is at the label (the CPU's
 // rule: a NaN logit at k > 0 never wins; a NaN at k = 0 makes the row's answer 0).
 template <typename T>
 void top1_correct_gpu(int N, int K, const T* logits, const int32_t* labels, int64_t* count,
                       cudaStream_t stream);
+// 1 launch: logits and labels read, one atomic add per block.
+inline LaunchCost top1_correct_gpu_cost(int N, int K, size_t elem) {
+  const int64_t z = int64_t(N) * K;
+  return {"top1_correct", 1, nbytes(z, elem) + nbytes(N, 4), double(z)};
+}
 
 }  // namespace cutrain

@@ -28,6 +28,7 @@
 
 #include "kernels/gpu.h"
 #include "kernels/hd.h"
+#include "kernels/launch_plan.h"
 #include "kernels/loss_scale.h"
 
 namespace cutrain {
@@ -103,10 +104,24 @@ void loss_seed_cpu(const StepState* s, double share, float* seed);
 template <typename X> void scalar_accumulate_cpu(const X* x, double w, double* acc);
 
 // --- GPU (CUDA builds only; device pointers; one thread each, queued on stream) ---
+// Each is one launch of one thread, moving a few bytes.
 void step_decide_gpu(int P, const int32_t* flags, StepState* s, cudaStream_t stream);
+inline LaunchCost step_decide_gpu_cost(int P) {  // the P flags read, the state read and written
+  return {"step_decide", 1, nbytes(P, sizeof(int32_t)) + 2.0 * sizeof(StepState), double(P)};
+}
 void step_finish_gpu(const LossScalerConfig& c, StepState* s, cudaStream_t stream);
+inline LaunchCost step_finish_gpu_cost() {
+  return {"step_finish", 1, 2.0 * sizeof(StepState), 4};
+}
 void step_set_lr_gpu(StepState* s, double lr, cudaStream_t stream);
+inline LaunchCost step_set_lr_gpu_cost() { return {"step_set_lr", 1, sizeof(double), 0}; }
 void loss_seed_gpu(const StepState* s, double share, float* seed, cudaStream_t stream);
+inline LaunchCost loss_seed_gpu_cost() {  // the scale read, the seed written
+  return {"loss_seed", 1, sizeof(double) + sizeof(float), 1};
+}
 void scalar_accumulate_gpu(const float* x, double w, double* acc, cudaStream_t stream);
+inline LaunchCost scalar_accumulate_gpu_cost() {  // x read, acc read and written
+  return {"scalar_accumulate", 1, sizeof(float) + 2.0 * sizeof(double), 2};
+}
 
 }  // namespace cutrain

@@ -59,11 +59,12 @@
 #include "kernels/check.h"
 #include "kernels/cuda_util.cuh"
 #include "kernels/gpu.h"
+#include "kernels/tc_plan.h"
 
 namespace cutrain {
 namespace tc {
 
-constexpr int BK = 32;  // kd step of the main loop: 2 WMMA k-steps of 16
+// BK (the kd step, 32) and kWarpFinish: kernels/tc_plan.h, with the host-side choices.
 constexpr int PAD = 8;  // halves added to each shared-memory row: spreads rows over banks and
                         // keeps every row 16-byte aligned (WMMA wants ldm % 8 == 0)
 
@@ -241,8 +242,7 @@ struct StorePartial {
 // Split-K, pass 2: the slices of each (m, n) summed pairwise (kernels/blocked_sum.h), then epi.
 // Few slices: one thread per (m, n). Many (more than kWarpFinish): one warp per (m, n)
 // (warp_blocked_sum). Either way the order depends on `splits` alone, so the bits are the same
-// on every run.
-constexpr int kWarpFinish = 32;
+// on every run. (kWarpFinish: kernels/tc_plan.h.)
 
 template <class Epi>
 __global__ void tc_splitk_finish_kernel(int64_t M, int64_t N, int splits, const float* ws,
@@ -264,34 +264,16 @@ __global__ void tc_splitk_finish_warp_kernel(int64_t M, int64_t N, int splits, c
   }
 }
 
-// Runs one tile configuration: chooses the split, launches, checks.
+// Runs one tile configuration as `plan` (tc_gemm_plan: the split, the grid) says, checks.
 template <int BM, int BN, bool Blocked, class OpA, class OpB, class Epi>
-void launch(int64_t M, int64_t N, int64_t Kd, const OpA& a, const OpB& b, const Epi& epi,
-            cudaStream_t stream) {
+void launch(const TcPlan& plan, int64_t M, int64_t N, int64_t Kd, const OpA& a, const OpB& b,
+            const Epi& epi, cudaStream_t stream) {
   constexpr int THREADS = (BM / 32) * (BN / 32) * 32;
-  const int64_t tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
-  const int64_t tiles = tiles_m * tiles_n, ksteps = (Kd + BK - 1) / BK;
-  CHECK(tiles_n <= 65535, "tc_gemm: N = " << N << " is too large");
-  // Split kd only when the tiles leave SMs idle: then into slices of >= 4 kd steps,
-  // enough for about kWarpsPerSm warps on each SM. A block's loads and MMAs do not overlap
-  // (above), so it takes many warps in flight to hide the loads' latency: a weight gradient
-  // of the default model (M = 32 or 64 output channels) has 1 to 9 tiles, and with 2 blocks
-  // an SM (the old aim) its SMs mostly waited. The blocked accumulators' ~95 registers allow
-  // about 20 warps an SM. The slices' fp32 partial tiles cost splits * M * N * 4 bytes of
-  // scratch: a few MiB at most, since splits shrinks as M * N grows.
-  // "The GPU" is a fixed 132 SMs (an H100 SXM's), not the device's count: the split decides
-  // the order of the fp32 sums, so the result's bits depend on the shape alone, and a run
-  // resumed on another GPU of the same architecture (an H100 PCIe has 114 SMs, a MIG slice
-  // fewer) continues bit for bit.
-  constexpr int sms = 132, kWarpsPerSm = 16, kMaxSplits = 1024;
-  constexpr int64_t warps_wanted = int64_t(sms) * kWarpsPerSm;
-  const int64_t warps = tiles * (THREADS / 32);
-  int64_t splits = 1;
-  if (tiles < sms && warps < warps_wanted && ksteps >= 16)
-    splits = std::min<int64_t>({(warps_wanted + warps - 1) / warps, ksteps / 4, kMaxSplits});
-  const int64_t kd_chunk = std::max<int64_t>(1, (ksteps + splits - 1) / splits) * BK;
-  splits = std::max<int64_t>(1, (Kd + kd_chunk - 1) / kd_chunk);  // no empty slice
-  const dim3 grid{unsigned(tiles_m), unsigned(tiles_n), unsigned(splits)};
+  CHECK(plan.bm == BM && plan.bn == BN && plan.threads == THREADS,
+        "tc_gemm: the plan's " << plan.bm << "x" << plan.bn << " tile is not " << BM << "x" << BN);
+  CHECK(plan.tiles_n <= 65535, "tc_gemm: N = " << N << " is too large");
+  const int64_t splits = plan.splits, kd_chunk = plan.kd_chunk;
+  const dim3 grid{unsigned(plan.tiles_m), unsigned(plan.tiles_n), unsigned(splits)};
   if (splits == 1) {
     tc_gemm_kernel<BM, BN, Blocked><<<grid, THREADS, 0, stream>>>(M, N, Kd, kd_chunk, a, b, epi);
     LAUNCH_CHECK();
@@ -301,7 +283,7 @@ void launch(int64_t M, int64_t N, int64_t Kd, const OpA& a, const OpB& b, const 
   const StorePartial part{static_cast<float*>(ws.data()), M, N};
   tc_gemm_kernel<BM, BN, Blocked><<<grid, THREADS, 0, stream>>>(M, N, Kd, kd_chunk, a, b, part);
   LAUNCH_CHECK();
-  if (splits > kWarpFinish)
+  if (plan.warp_finish)
     tc_splitk_finish_warp_kernel<<<grid_size(M * N * 32, 256), 256, 0, stream>>>(
         M, N, int(splits), part.ws, epi);
   else
@@ -314,20 +296,19 @@ void launch(int64_t M, int64_t N, int64_t Kd, const OpA& a, const OpB& b, const 
 
 }  // namespace tc
 
-// C = A * B through epi (see the top of this file). Picks the tile shape from M and N: short
-// outputs (M <= 32: the weight gradients of layers with 32 output channels, the classifier's)
-// get 32-high tiles, so that no warp computes rows of zeros; narrow ones (N <= 32: conv layers
-// with K = 32) 32-wide tiles; short ones (M <= 64: weight gradients) 64-high tiles; everything
-// else 128 x 64. Blocked = true: kd runs over a whole batch (the weight gradients), summed in
-// blocks (above).
+// C = A * B through epi (see the top of this file). The tile shape and the split are
+// tc_gemm_plan's (kernels/tc_plan.h: 32x64 for M <= 32, 128x32 for N <= 32, 64x64 for
+// M <= 64, else 128x64), which the launch costs count from too. Blocked = true: kd runs over a
+// whole batch (the weight gradients), summed in blocks (above).
 template <bool Blocked = false, class OpA, class OpB, class Epi>
 void tc_gemm(int64_t M, int64_t N, int64_t Kd, const OpA& a, const OpB& b, const Epi& epi,
              cudaStream_t stream) {
-  if (M <= 0 || N <= 0) return;
-  if (M <= 32) tc::launch<32, 64, Blocked>(M, N, Kd, a, b, epi, stream);
-  else if (N <= 32) tc::launch<128, 32, Blocked>(M, N, Kd, a, b, epi, stream);
-  else if (M <= 64) tc::launch<64, 64, Blocked>(M, N, Kd, a, b, epi, stream);
-  else tc::launch<128, 64, Blocked>(M, N, Kd, a, b, epi, stream);
+  const TcPlan plan = tc_gemm_plan(M, N, Kd);
+  if (plan.launches == 0) return;  // M or N empty
+  if (plan.bm == 32) tc::launch<32, 64, Blocked>(plan, M, N, Kd, a, b, epi, stream);
+  else if (plan.bn == 32) tc::launch<128, 32, Blocked>(plan, M, N, Kd, a, b, epi, stream);
+  else if (plan.bm == 64) tc::launch<64, 64, Blocked>(plan, M, N, Kd, a, b, epi, stream);
+  else tc::launch<128, 64, Blocked>(plan, M, N, Kd, a, b, epi, stream);
 }
 
 // --- epilogues: the conv2d and linear outputs are all row-major (M x N) with stride ld -----

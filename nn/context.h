@@ -18,6 +18,7 @@
 #include "kernels/gpu.h"
 #include "kernels/half.h"
 #include "kernels/impl.h"
+#include "kernels/launch_plan.h"
 
 namespace cutrain {
 
@@ -30,11 +31,14 @@ struct Context {
   int gpu = -1;                       // on a GPU: its ordinal; -1: the current device
   ConvImpl conv = ConvImpl::tc;       // tc is fp16 only: f32 tensors run `direct` under tc
   LinearImpl linear = LinearImpl::tc;
+  // Where the ops note what they launch on a GPU (kernels/launch_plan.h), on either device:
+  // `cutrain describe MODEL --step` walks a step on the CPU with one. Null: not noted.
+  LaunchPlan* plan = nullptr;
 
   static Context cpu() { return Context{}; }
   static Context cuda(cudaStream_t stream, ConvImpl conv = ConvImpl::tc,
                       LinearImpl linear = LinearImpl::tc, int gpu = -1) {
-    return Context{Device::cuda, stream, gpu, conv, linear};
+    return Context{Device::cuda, stream, gpu, conv, linear, nullptr};
   }
 };
 
@@ -58,18 +62,27 @@ class OnDevice {
 // fp16 in) means direct for f32 tensors, so one setting serves --precision fp16 and fp32 alike.
 // On the CPU: onednn for f32 tensors when c asks for it, else direct (the reference), so a CPU
 // context left at the GPU default (tc) runs the reference.
+// gpu_conv_impl / gpu_linear_impl: the GPU's rule alone, whatever c's device: what a GPU runs,
+// and so what a LaunchPlan notes on either device (onednn, a CPU choice, means tc there).
+template <typename T> ConvImpl gpu_conv_impl(const Context& c) {
+  const ConvImpl i = c.conv == ConvImpl::onednn ? ConvImpl::tc : c.conv;
+  return i == ConvImpl::tc && !std::is_same<T, half_t>::value ? ConvImpl::direct : i;
+}
+template <typename T> LinearImpl gpu_linear_impl(const Context& c) {
+  const LinearImpl i = c.linear == LinearImpl::onednn ? LinearImpl::tc : c.linear;
+  return i == LinearImpl::tc && !std::is_same<T, half_t>::value ? LinearImpl::direct : i;
+}
 template <typename T> ConvImpl conv_impl(const Context& c) {
   if (c.device == Device::cpu)
     return c.conv == ConvImpl::onednn && std::is_same<T, float>::value ? ConvImpl::onednn
                                                                        : ConvImpl::direct;
-  return c.conv == ConvImpl::tc && !std::is_same<T, half_t>::value ? ConvImpl::direct : c.conv;
+  return gpu_conv_impl<T>(c);
 }
 template <typename T> LinearImpl linear_impl(const Context& c) {
   if (c.device == Device::cpu)
     return c.linear == LinearImpl::onednn && std::is_same<T, float>::value ? LinearImpl::onednn
                                                                            : LinearImpl::direct;
-  return c.linear == LinearImpl::tc && !std::is_same<T, half_t>::value ? LinearImpl::direct
-                                                                       : c.linear;
+  return gpu_linear_impl<T>(c);
 }
 
 }  // namespace cutrain

@@ -63,6 +63,7 @@ void DeviceStep::reset(const LossScalerState& scaler, int64_t steps_taken) {
 }
 
 void DeviceStep::begin() {
+  note_launch(context_.plan, memset_cost(size_t(params_) * sizeof(int32_t)));
   if (context_.device == Device::cpu)
     std::memset(flags_, 0, size_t(params_) * sizeof(int32_t));
   else
@@ -76,6 +77,7 @@ int32_t* DeviceStep::flag(int i) {
 
 void DeviceStep::set_lr(double lr) {
   CHECK(std::isfinite(lr) && lr >= 0, "the learning rate must be >= 0, got " << lr);
+  note_launch(context_.plan, step_set_lr_gpu_cost());
   if (context_.device == Device::cpu) return step_set_lr_cpu(state_, lr);
 #if defined(CUTRAIN_CUDA)
   step_set_lr_gpu(state_, lr, context_.stream);
@@ -87,6 +89,7 @@ void DeviceStep::set_lr(double lr) {
 void DeviceStep::decide() { decide_into(state_); }
 
 void DeviceStep::decide_into(StepState* out) {
+  note_launch(context_.plan, step_decide_gpu_cost(params_));
   if (context_.device == Device::cpu) return step_decide_cpu(params_, flags_, out);
 #if defined(CUTRAIN_CUDA)
   step_decide_gpu(params_, flags_, out, context_.stream);
@@ -96,6 +99,7 @@ void DeviceStep::decide_into(StepState* out) {
 }
 
 void DeviceStep::finish() {
+  note_launch(context_.plan, step_finish_gpu_cost());
   if (context_.device == Device::cpu) return step_finish_cpu(config_, state_);
 #if defined(CUTRAIN_CUDA)
   step_finish_gpu(config_, state_, context_.stream);
@@ -106,6 +110,7 @@ void DeviceStep::finish() {
 
 Tensor DeviceStep::seed(double share, DType dtype) {
   Tensor seed = Tensor::empty({1}, dtype, context_);
+  note_launch(context_.plan, loss_seed_gpu_cost());
   if (context_.device == Device::cpu) {
     CHECK(dtype == DType::f32 || dtype == DType::f64,
           "DeviceStep::seed: the loss is f32 or f64, got " << dtype_name(dtype));

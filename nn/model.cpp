@@ -42,11 +42,21 @@ std::unique_ptr<Model> build_model(const ModelSpec& spec, const ModelOptions& op
     throw UserError(spec.where(spec.layers.back()) + ": the model ends with " + shape.str() +
                 ", but it must end with one score per class, (" +
                 std::to_string(options.classes) + "): end it with 'linear classes'");
-  if (options.context.device != Device::cpu && !options.shapes_only) {  // the layers hold the VarPtrs: swap what they point to
-    for (VarPtr& p : m->params_) p->value = p->value.to(options.context);
+  // The tensors into the model's context: copied to a GPU; on the CPU made again in a context
+  // that carries a LaunchPlan, so that their own work (a gradient zeroed) is noted there too.
+  // The layers hold the VarPtrs: swap what they point to.
+  const Context& in = options.context;
+  if ((in.device != Device::cpu || in.plan) && !options.shapes_only) {
+    auto into = [&](Tensor& t) {
+      if (t.device() != in.device) return void(t = t.to(in));
+      Tensor made = Tensor::empty(t.shape(), t.dtype(), in);
+      made.copy_from(t);
+      t = made;
+    };
+    for (VarPtr& p : m->params_) into(p->value);
     for (auto& [name, bn] : m->bn_states_) {
-      bn->running_mean = bn->running_mean.to(options.context);
-      bn->running_var = bn->running_var.to(options.context);
+      into(bn->running_mean);
+      into(bn->running_var);
     }
   }
   return m;

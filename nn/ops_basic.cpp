@@ -14,6 +14,7 @@ void accumulate_into(const Context& ctx, int64_t n, Tensor& dy, Tensor& dx) {
   const bool gpu = op_on_gpu(ctx, "accumulate", {&dy, &dx});
   dispatch_float(dx.dtype(), [&](auto tag) {
     using T = decltype(tag);
+    note_launch(ctx.plan, accumulate_gpu_cost(n, sizeof(T)));
     if (gpu)
       ON_GPU("accumulate", T, accumulate_gpu<T>(n, dy.data<T>(), dx.data<T>(), ctx.stream));
     else
@@ -29,6 +30,7 @@ VarPtr relu(Tape& tape, const VarPtr& x) {
   VarPtr y = make_var(Tensor::empty(X.shape(), X.dtype(), ctx), x->requires_grad);
   dispatch_float(X.dtype(), [&](auto tag) {
     using T = decltype(tag);
+    note_launch(ctx.plan, relu_forward_gpu_cost(X.numel(), sizeof(T)));
     if (gpu)
       ON_GPU("relu", T, relu_forward_gpu<T>(X.numel(), X.data<T>(), y->value.data<T>(),
                                             ctx.stream));
@@ -43,6 +45,7 @@ VarPtr relu(Tape& tape, const VarPtr& x) {
         const T* yv = y->value.data<T>();
         const T* dy = y->grad_buffer().data<T>();
         T* dx = x->grad_buffer().data<T>();
+        note_launch(ctx.plan, relu_backward_gpu_cost(n, sizeof(T)));
         if (gpu)
           ON_GPU("relu", T, relu_backward_gpu<T>(n, yv, dy, dx, ctx.stream));
         else
@@ -64,6 +67,7 @@ VarPtr add(Tape& tape, const VarPtr& a, const VarPtr& b) {
                       a->requires_grad || b->requires_grad);
   dispatch_float(A.dtype(), [&](auto tag) {
     using T = decltype(tag);
+    note_launch(ctx.plan, add_forward_gpu_cost(A.numel(), sizeof(T)));
     if (gpu)
       ON_GPU("add", T, add_forward_gpu<T>(A.numel(), A.data<T>(), B.data<T>(),
                                           y->value.data<T>(), ctx.stream));
@@ -114,6 +118,8 @@ VarPtr linear(Tape& tape, const VarPtr& x, const VarPtr& w, const VarPtr& b) {
   dispatch_float(X.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* bv = b ? b->value.data<T>() : nullptr;
+    note_launch(ctx.plan, linear_forward_gpu_cost(gpu_linear_impl<T>(ctx), N, C, K, sizeof(T),
+                                                  bv != nullptr));
     if (gpu)
       ON_GPU("linear", T, linear_forward_gpu<T>(linear_impl<T>(ctx), N, C, K, X.data<T>(),
                                                 Wt.data<T>(), bv, y->value.data<T>(),
@@ -132,6 +138,9 @@ VarPtr linear(Tape& tape, const VarPtr& x, const VarPtr& w, const VarPtr& b) {
         T* dx = x->requires_grad ? x->grad_buffer().data<T>() : nullptr;
         T* dw = w->requires_grad ? w->grad_buffer().data<T>() : nullptr;
         T* db = b && b->requires_grad ? b->grad_buffer().data<T>() : nullptr;
+        note_launch(ctx.plan, linear_backward_gpu_cost(gpu_linear_impl<T>(ctx), N, C, K, sizeof(T),
+                                                       dx != nullptr, dw != nullptr,
+                                                       db != nullptr));
         if (gpu)
           ON_GPU("linear", T, linear_backward_gpu<T>(linear_impl<T>(ctx), N, C, K, xv, wv, dy, dx,
                                                      dw, db, ctx.stream));

@@ -35,6 +35,7 @@ VarPtr conv2d(Tape& tape, const VarPtr& x, const VarPtr& w, const VarPtr& b,
   dispatch_float(X.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* bv = b ? b->value.data<T>() : nullptr;
+    note_launch(ctx.plan, conv2d_forward_gpu_cost(gpu_conv_impl<T>(ctx), s, sizeof(T), bv != nullptr));
     if (gpu)
       ON_GPU("conv2d", T, conv2d_forward_gpu<T>(conv_impl<T>(ctx), s, X.data<T>(), Wt.data<T>(), bv,
                                                 y->value.data<T>(), ctx.stream));
@@ -52,6 +53,10 @@ VarPtr conv2d(Tape& tape, const VarPtr& x, const VarPtr& w, const VarPtr& b,
         T* dx = x->requires_grad ? x->grad_buffer().data<T>() : nullptr;
         T* dw = w->requires_grad ? w->grad_buffer().data<T>() : nullptr;
         T* db = b && b->requires_grad ? b->grad_buffer().data<T>() : nullptr;
+        if (dx) note_launch(ctx.plan, conv2d_backward_data_gpu_cost(gpu_conv_impl<T>(ctx), s, sizeof(T)));
+        if (dw || db)
+          note_launch(ctx.plan, conv2d_backward_filter_gpu_cost(gpu_conv_impl<T>(ctx), s, sizeof(T),
+                                                                dw != nullptr, db != nullptr));
         if (gpu) {
           if (dx) ON_GPU("conv2d", T, conv2d_backward_data_gpu<T>(conv_impl<T>(ctx), s, dy, wv, dx, ctx.stream));
           if (dw || db)

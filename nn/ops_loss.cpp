@@ -45,6 +45,7 @@ VarPtr softmax_cross_entropy(Tape& tape, const VarPtr& logits, const Tensor& lab
     using T = decltype(tag);
     using A = acc_t<T>;
     const A* wk = w.defined() ? w.data<A>() : nullptr;
+    note_launch(ctx.plan, softmax_xent_forward_gpu_cost(N, K, sizeof(T), wk != nullptr));
     if (gpu)
       ON_GPU(op, T, softmax_xent_forward_gpu<T>(N, K, Z.data<T>(), labels.data<int32_t>(),
                                                 float(smoothing), loss->value.data<A>(),
@@ -66,6 +67,7 @@ VarPtr softmax_cross_entropy(Tape& tape, const VarPtr& logits, const Tensor& lab
         const A* wk = w.defined() ? w.data<A>() : nullptr;
         // The seed: 1, or the loss scale. On a GPU it stays there: the kernel reads it.
         const A* dloss = loss->grad_buffer().data<A>();
+        note_launch(ctx.plan, softmax_xent_backward_gpu_cost(N, K, sizeof(T), wk != nullptr));
         if (gpu)
           ON_GPU(op, T, softmax_xent_backward_gpu<T>(N, K, z, y.data<int32_t>(), float(smoothing),
                                                      dloss, dz, ctx.stream, wk));

@@ -104,6 +104,8 @@ VarPtr batchnorm2d(Tape& tape, const VarPtr& x, const VarPtr& gamma, const VarPt
     using A = acc_t<T>;
     const A* g = gamma->value.data<A>();
     const A* b = beta->value.data<A>();
+    note_launch(ctx.plan, training ? batchnorm_forward_train_gpu_cost(M, C, sizeof(T), false, synced)
+                                   : batchnorm_forward_eval_gpu_cost(M, C, sizeof(T), false));
     if (gpu && training)
       ON_GPU(kOp, T, batchnorm_forward_train_gpu<T>(
                          M, C, X.data<T>(), g, b, eps, momentum, /*relu=*/false,
@@ -123,6 +125,7 @@ VarPtr batchnorm2d(Tape& tape, const VarPtr& x, const VarPtr& gamma, const VarPt
                                     state.running_var.data<A>(), eps, y->value.data<T>());
     if (sums) {  // the step's sums: C means, then C variances
       A* into = state.step_sums.data<A>();
+      note_launch(ctx.plan, accumulate_gpu_cost(2 * C, sizeof(A)));
       if (gpu)
         ON_GPU(kOp, T, accumulate_gpu<A>(2 * C, batch_stats.data<A>(), into, ctx.stream));
       else
@@ -143,6 +146,11 @@ VarPtr batchnorm2d(Tape& tape, const VarPtr& x, const VarPtr& gamma, const VarPt
         T* dx = x->requires_grad ? x->grad_buffer().data<T>() : nullptr;
         A* dg = gamma->requires_grad ? gamma->grad_buffer().data<A>() : nullptr;
         A* db = beta->requires_grad ? beta->grad_buffer().data<A>() : nullptr;
+        note_launch(ctx.plan, training ? batchnorm_backward_train_gpu_cost(M, C, sizeof(T), false,
+                                                                           dx != nullptr, synced)
+                                       : batchnorm_backward_eval_gpu_cost(M, C, sizeof(T), false,
+                                                                          dx != nullptr,
+                                                                          dg || db));
         if (gpu && training)
           ON_GPU(kOp, T, batchnorm_backward_train_gpu<T>(
                              M, C, xv, /*y=*/nullptr, dy, g, saved_mean.data<A>(),
@@ -172,6 +180,7 @@ void batchnorm_step_update(const Context& ctx, BatchNormState& state, double sca
                                             << state.running_mean.str());
   const bool gpu = op_on_gpu(ctx, "batchnorm_step_update",
                              {&sums, &state.running_mean, &state.running_var});
+  note_launch(ctx.plan, batchnorm_running_update_gpu_cost(C));
   if (sums.dtype() == DType::f64) {
     CHECK(!gpu, "batchnorm_step_update: f64 statistics on a GPU");
     batchnorm_running_update_cpu<double>(C, sums.data<double>(), scale, state.momentum,

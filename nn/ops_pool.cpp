@@ -21,6 +21,7 @@ VarPtr maxpool2d(Tape& tape, const VarPtr& x, int r, int s, int stride_h, int st
                       x->requires_grad);  // (N,P,Q,C)
   dispatch_float(X.dtype(), [&](auto tag) {
     using T = decltype(tag);
+    note_launch(ctx.plan, maxpool2d_forward_gpu_cost(sh, sizeof(T)));
     if (gpu)
       ON_GPU("maxpool2d", T, maxpool2d_forward_gpu<T>(sh, X.data<T>(), y->value.data<T>(),
                                                       ctx.stream));
@@ -34,6 +35,7 @@ VarPtr maxpool2d(Tape& tape, const VarPtr& x, int r, int s, int stride_h, int st
         const T* xv = x->value.data<T>();
         const T* dy = y->grad_buffer().data<T>();
         T* dx = x->grad_buffer().data<T>();
+        note_launch(ctx.plan, maxpool2d_backward_gpu_cost(sh, sizeof(T)));
         if (gpu)
           ON_GPU("maxpool2d", T, maxpool2d_backward_gpu<T>(sh, xv, dy, dx, ctx.stream));
         else
@@ -53,6 +55,7 @@ VarPtr global_avgpool(Tape& tape, const VarPtr& x) {
   VarPtr y = make_var(Tensor::empty({N, C}, X.dtype(), ctx), x->requires_grad);  // (N,C)
   dispatch_float(X.dtype(), [&](auto tag) {
     using T = decltype(tag);
+    note_launch(ctx.plan, global_avgpool_forward_gpu_cost(N, H, W, C, sizeof(T)));
     if (gpu)
       ON_GPU("global_avgpool", T,
              global_avgpool_forward_gpu<T>(N, H, W, C, X.data<T>(), y->value.data<T>(),
@@ -66,6 +69,7 @@ VarPtr global_avgpool(Tape& tape, const VarPtr& x) {
         using T = decltype(tag);
         const T* dy = y->grad_buffer().data<T>();
         T* dx = x->grad_buffer().data<T>();
+        note_launch(ctx.plan, global_avgpool_backward_gpu_cost(N, H, W, C, sizeof(T)));
         if (gpu)
           ON_GPU("global_avgpool", T,
                  global_avgpool_backward_gpu<T>(N, H, W, C, dy, dx, ctx.stream));

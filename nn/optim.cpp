@@ -36,6 +36,7 @@ void Optimizer::check(DeviceStep& ds) {
   for (size_t i = 0; i < params_.size(); i++) {
     const Tensor& g = params_[i]->grad;
     if (!g.defined()) continue;  // unused this step: a zero gradient, finite
+    note_launch(ds.context().plan, grads_nonfinite_gpu_cost(g.numel(), dtype_size(g.dtype())));
     dispatch_float(g.dtype(), [&](auto tag) {
       using T = decltype(tag);
       if (device() == Device::cpu) {
@@ -55,6 +56,9 @@ void Optimizer::check(DeviceStep& ds) {
 
 void Optimizer::apply(DeviceStep& ds) {
   check_step(ds);
+  // A GPU queues every update, to be skipped on the device when the state says so.
+  if (LaunchPlan* plan = ds.context().plan)
+    for (size_t i = 0; i < params_.size(); i++) plan->note(update_cost(i));
   if (device() == Device::cuda) return update_gpu(ds);  // the kernels read skip themselves
   const StepState& s = *ds.state();
   if (s.skip) return;
@@ -118,6 +122,11 @@ void SGD::update_cpu(const StepState& s) {
   }
 }
 
+LaunchCost SGD::update_cost(size_t i) const {
+  const Tensor& p = params_[i]->value;
+  return sgd_step_gpu_cost(p.numel(), dtype_size(p.dtype()), masters_[i].raw() != p.raw());
+}
+
 void SGD::update_gpu(DeviceStep& ds) {
 #if defined(CUTRAIN_CUDA)
   const SgdParams& p = hp_;  // the learning rate is ds.lr(), on the device
@@ -172,6 +181,11 @@ void AdamW::update_cpu(const StepState& s) {
                         v_[i].template data<A>(), working<T>(i), p, s.t);
     });
   }
+}
+
+LaunchCost AdamW::update_cost(size_t i) const {
+  const Tensor& p = params_[i]->value;
+  return adamw_step_gpu_cost(p.numel(), dtype_size(p.dtype()), masters_[i].raw() != p.raw());
 }
 
 void AdamW::update_gpu(DeviceStep& ds) {

@@ -65,6 +65,8 @@ class Optimizer {
   // itself; GPU: the kernels read ds's device pointers and skip on their own).
   virtual void update_cpu(const StepState& s) = 0;
   virtual void update_gpu(DeviceStep& ds) = 0;
+  // What update_gpu queues for parameter i (kernels/launch_plan.h).
+  virtual LaunchCost update_cost(size_t i) const = 0;
   // The "<param>.master" entries: only masters that are separate from their parameter.
   void add_masters(std::vector<std::pair<std::string, Tensor*>>& out, size_t i);
   Tensor& grad(size_t i) { return params_[i]->grad_buffer(); }
@@ -93,6 +95,7 @@ class SGD : public Optimizer {
  private:
   void update_cpu(const StepState& s) override;
   void update_gpu(DeviceStep& ds) override;
+  LaunchCost update_cost(size_t i) const override;
   SgdParams hp_;
   std::vector<Tensor> velocity_;
 };
@@ -108,6 +111,7 @@ class AdamW : public Optimizer {
  private:
   void update_cpu(const StepState& s) override;
   void update_gpu(DeviceStep& ds) override;
+  LaunchCost update_cost(size_t i) const override;
   AdamWParams hp_;
   std::vector<Tensor> m_, v_;
 };

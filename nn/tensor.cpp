@@ -78,10 +78,12 @@ struct Storage {
   Device device = Device::cpu;
   int gpu = -1;                    // on cuda: the device's ordinal
   cudaStream_t stream = nullptr;   // on cuda: the stream it was made on (Tensor::home)
+  LaunchPlan* plan = nullptr;      // where its own work is noted (Context::plan)
   DeviceBuffer dev;
   std::shared_ptr<Storage> parent;  // set for a view: the owner of ptr
 
-  Storage(size_t n, const Context& in) : bytes(n), device(in.device), stream(in.stream) {
+  Storage(size_t n, const Context& in)
+      : bytes(n), device(in.device), stream(in.stream), plan(in.plan) {
     if (device == Device::cpu) {
       ptr = host_alloc(n);
       CHECK(ptr, "out of host memory allocating " << n << " bytes");
@@ -94,7 +96,7 @@ struct Storage {
   }
   Storage(std::shared_ptr<Storage> owner, size_t offset_bytes, size_t n)
       : ptr(static_cast<char*>(owner->ptr) + offset_bytes), bytes(n), device(owner->device),
-        gpu(owner->gpu), stream(owner->stream), parent(std::move(owner)) {}
+        gpu(owner->gpu), stream(owner->stream), plan(owner->plan), parent(std::move(owner)) {}
   ~Storage() {
     if (device == Device::cpu && !parent) std::free(ptr);
   }
@@ -202,8 +204,11 @@ Tensor Tensor::flat_view(int64_t offset, const Shape& shape) const {
 
 Context Tensor::home() const {
   CHECK(defined(), "home() of an undefined tensor");
-  if (device_ == Device::cpu) return Context::cpu();
-  return Context::cuda(storage_->stream, ConvImpl::tc, LinearImpl::tc, storage_->gpu);
+  Context c = device_ == Device::cpu
+                  ? Context::cpu()
+                  : Context::cuda(storage_->stream, ConvImpl::tc, LinearImpl::tc, storage_->gpu);
+  c.plan = storage_->plan;
+  return c;
 }
 
 Tensor Tensor::to(const Context& in) const {
@@ -218,6 +223,7 @@ Tensor Tensor::to(DType dtype) const {
   if (dtype == dtype_) return *this;
   Tensor t = empty(shape_, dtype, home());
   const int64_t n = numel();
+  note_launch(storage_->plan, cast_gpu_cost(n, dtype_size(dtype_), dtype_size(dtype)));
   if (device_ == Device::cuda) {
     if (dtype_ == DType::f32 && dtype == DType::f16)
       cast_f32_to_f16_gpu(n, data<float>(), t.data<half_t>(), storage_->stream);
@@ -242,6 +248,7 @@ Tensor Tensor::to(DType dtype) const {
 
 Tensor Tensor::clone() const {
   Tensor t = empty(shape_, dtype_, home());
+  note_launch(storage_->plan, copy_cost("copy (clone)", bytes()));
   if (device_ == Device::cpu)
     std::memcpy(t.raw(), raw(), bytes());
   else
@@ -260,6 +267,7 @@ void Tensor::copy_from(const Tensor& src) {
 }
 
 void Tensor::zero_() {
+  note_launch(storage_->plan, memset_cost(bytes()));
   if (device_ == Device::cpu)
     std::memset(raw(), 0, bytes());  // all-zero bits are +0 in every dtype
   else

@@ -25,9 +25,10 @@
 #   tests+sanitize   both in one pool (the tests first)
 #   bench       bin/bench_kernels_gpu: rows land in bench.log as they are measured
 #   train       Fashion-MNIST (imported into JPEGs) with the default model on the GPU,
-#               TRAIN_EPOCHS epochs (default 10; quick: 2), with its trace; then the loader
-#               alone (bench_data) for the pipeline ratio
-#   train-graph the same with --cuda-graph
+#               --no-cuda-graph (every kernel launched), TRAIN_EPOCHS epochs (default 10;
+#               quick: 2), with its trace; then the loader alone (bench_data) for the
+#               pipeline ratio
+#   train-graph the same with CUDA graphs (train's default)
 #   compare     bench/compare.sh (cutrain vs PyTorch at its strongest) when the host's python
 #               has torch: COMPARE_ARGS (default "--batches 128 --seeds 1"; the full table is
 #               "--batches '128 512' --seeds 3"); COMPARE_TIMEOUT (400 s) bounds each of
@@ -386,7 +387,7 @@ import_fm() {  # the JPEGs, once (every step that trains reads them)
 
 train_step() {  # $1: train or train-graph
   local name=$1 run=$work/run-$1 extra=() final speed
-  [ "$name" = train-graph ] && extra=(--cuda-graph)
+  [ "$name" = train ] && extra=(--no-cuda-graph)
   if [ -n "$gpu_reason" ]; then step_row "$name" - 0 "skipped: $gpu_reason"; return; fi
   import_fm || { step_row "$name" 1 0 "import-fashion-mnist failed (train.log)"; status=1; return; }
   timed "$name" 200 "$out/train.log" "${cr[@]}" bin/cutrain train --train "$fm/train.txt" \

@@ -60,6 +60,10 @@ inline cutrain::TrainConfig tiny_run_config(const std::string& out, int images =
   c.batch = 32, c.accum = 2, c.epochs = epochs, c.augment = true;
   c.lr = 0.05, c.warmup = 0.4, c.seed = 7, c.threads = 2, c.log_every = 1;
   c.out = out;
+  // Every kernel launched by the host (a GPU run's default is CUDA graphs): the GPU tests hold
+  // the launched step against the CPU's; the graphs' tests turn them on and hold them against
+  // the launched step (tests/train/engine/trainer_gpu_test.cpp).
+  c.cuda_graph = false;
   cutrain::resolve_config(c);
   return c;
 }

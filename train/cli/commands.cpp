@@ -81,9 +81,10 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
   t->add_option("--linear", c.linear, "linear kernels: auto, tc, direct, cublas or onednn (as "
                                      "--conv)")
       ->group("Model");
-  t->add_flag("--cuda-graph", c.cuda_graph,
-              "GPU, one replica: capture the step of a full batch as CUDA graphs and replay "
-              "them each step (fewer launch gaps; the same results bit for bit)")
+  t->add_flag("--cuda-graph,!--no-cuda-graph", c.cuda_graph,
+              "On (the default) where one replica trains on a GPU: the step of a full batch "
+              "is captured as two CUDA graphs and replayed each step (fewer launch gaps; the "
+              "same results bit for bit). --no-cuda-graph launches every kernel from the host")
       ->group("Model");
   // optimisation
   t->add_option("--optimizer", c.optimizer, "sgd, nesterov or adamw")->group("Optimization");

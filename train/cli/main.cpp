@@ -19,6 +19,7 @@
 #include "train/cli/cli.h"
 #include "train/cli/commands.h"
 #include "train/cli/describe.h"
+#include "train/cli/step_plan.h"
 #include "train/cli/progress.h"
 #include "train/replicas/mpi.h"
 #include "train/replicas/peer_access.h"
@@ -58,10 +59,22 @@ static void parse_input_size(const std::string& s, ModelOptions& opt) {
 }
 
 static int cmd_describe(const std::string& model, const std::string& input, int classes,
-                        bool json) {
+                        bool json, bool step, StepPlanOptions plan, const std::string& gpu) {
   ModelOptions opt;
   parse_input_size(input, opt);
   opt.classes = classes;
+  if (step) {
+    USER_CHECK(opt.H == opt.W, "describe --step: the input must be square (train's --size), got "
+                                   << input);
+    USER_CHECK(!json, "describe: --json describes the model; --step prints the step's plan");
+    const Roofline& roof = roofline_of(gpu);  // an unknown name: an error before the walk
+    plan.model = model;
+    plan.size = opt.H;
+    plan.channels = opt.C;
+    plan.classes = classes;
+    std::fputs(step_plan_text(step_plan(plan).plan, plan, roof).c_str(), stdout);
+    return 0;
+  }
   const auto m = build_model(load_model_spec(model), opt);
   std::fputs(json ? model_json(*m).c_str() : m->table().c_str(), stdout);
   return 0;
@@ -191,6 +204,27 @@ int main(int argc, char** argv) {
   describe->add_flag("--json", describe_json,
                      "The table as JSON, with every parameter's name and shape "
                      "(train/cli/describe.h)");
+  bool describe_step = false;
+  StepPlanOptions step_opt;
+  std::string step_gpu = "h100";
+  describe->add_flag("--step", describe_step,
+                     "Every launch of one training step on a GPU, in order, with its bytes, "
+                     "flops and ideal time on --gpu's roofline, then the totals (walked on the "
+                     "CPU; train/cli/step_plan.h)");
+  describe->add_option("--batch", step_opt.batch, "--step: images per step")
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
+  describe->add_option("--precision", step_opt.precision, "--step: fp16 or fp32")
+      ->check(CLI::IsMember({"fp16", "fp32"}))
+      ->capture_default_str();
+  describe->add_option("--gpu", step_gpu, "--step: the roofline of h100, h200, a100 or l4")
+      ->capture_default_str();
+  describe->add_option("--optimizer", step_opt.optimizer, "--step: sgd, nesterov or adamw")
+      ->capture_default_str();
+  describe->add_option("--conv", step_opt.conv, "--step: the GPU's conv2d kernels (as train's)")
+      ->capture_default_str();
+  describe->add_option("--linear", step_opt.linear, "--step: the GPU's linear kernels")
+      ->capture_default_str();
 
   auto* import_fm = app.add_subcommand(
       "import-fashion-mnist", "Turn the Fashion-MNIST IDX files into JPEGs plus train/test lists");
@@ -245,7 +279,8 @@ int main(int argc, char** argv) {
   if (parsed >= 0) return parsed;
   const int code = run_reporting_errors([&] {
     if (*info) return cmd_info();
-    if (*describe) return cmd_describe(model, input, classes, describe_json);
+    if (*describe)
+      return cmd_describe(model, input, classes, describe_json, describe_step, step_opt, step_gpu);
     if (*import_fm) return cmd_import_fashion_mnist(import_from, import_out, import_opt);
     if (*pack) return cmd_pack(pack_args);
     if (*check) return cmd_check_data(check_list, check_lists, check_spec, check_threads, check_bad);

@@ -50,6 +50,9 @@ ModelInput model_input(const Batch& batch, int begin, int n, const InputNorm& no
   const size_t offset = size_t(begin) * size_t(P) * size_t(P) * size_t(C);  // first image's
   const InputCrop* crops = batch.crops ? batch.crops + begin : nullptr;  // (n) or none
   ModelInput in;
+  // What the GPU queues: the conversion, and the labels' copy.
+  note_launch(at.plan, input_normalize_gpu_cost(n, P, P, C, S, dtype_size(dtype)));
+  note_launch(at.plan, copy_cost("copy (labels)", size_t(n) * sizeof(int32_t)));
   if (at.device == Device::cuda && batch.d_images) {
     require_gpu("model_input");
     CHECK(norm.on_gpu(), "model_input: the normalisation was made for the CPU, the batch is on "
@@ -80,10 +83,10 @@ ModelInput model_input(const Batch& batch, int begin, int n, const InputNorm& no
     copy_async(in.labels.raw(), batch.d_labels + begin, in.labels.bytes(), stream);
     return in;
   }
-  in.x = Tensor::empty({n, S, S, C}, dtype);  // (n,S,S,C)
-  in.labels = Tensor::from_ints(std::vector<int32_t>(batch.labels + begin,
-                                                     batch.labels + begin + n),
-                                {n});  // (n) i32
+  const Context host = at.device == Device::cpu ? at : Context::cpu();  // (with at's plan)
+  in.x = Tensor::empty({n, S, S, C}, dtype, host);  // (n,S,S,C)
+  in.labels = Tensor::empty({n}, DType::i32, host);  // (n) i32
+  if (n > 0) std::memcpy(in.labels.raw(), batch.labels + begin, in.labels.bytes());
   if (n > 0)
     dispatch_float(dtype, [&](auto tag) {
       using T = decltype(tag);

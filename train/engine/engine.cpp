@@ -41,6 +41,7 @@ void Engine::launch_step(const StepResult& host) {
   if (collective_) collective_->at_step(r.step);
 
   // 1. Every replica's shard of the batch (on a GPU the compute stream waits for its copy).
+  phase("input");
   next_shards(r);
   const int images = r.images;
   const auto launch_start = std::chrono::steady_clock::now();  // the host queuing the step
@@ -75,6 +76,7 @@ void Engine::launch_step(const StepResult& host) {
       recs.push_back(replay_forward_backward(*rep));
     } else {
       StepRecord* rec = lane.record(slot_);
+      phase("record");
       lane.clear(rec);
       if (!threads_) forward_backward(*rep, images, rec);
       recs.push_back(rec);
@@ -117,6 +119,7 @@ void Engine::launch_step(const StepResult& host) {
   const bool stepped = images > 0;
   {
     TraceSpan s(tracer, "optimizer", "train");
+    phase("optimizer");
     for (auto& rep : replicas_) {
       const OnDevice on(rep->lane->context());
       if (rep->lane->timeline) rep->lane->timeline->begin("optimizer", {"step", r.step});
@@ -130,6 +133,7 @@ void Engine::launch_step(const StepResult& host) {
 
   // The records on their way to the host; 5. the loader's slots refilled once each lane is
   // past what reads them.
+  phase("record");
   for (size_t i = 0; i < replicas_.size(); i++) {
     Replica& rep = *replicas_[i];
     Lane& lane = *rep.lane;
@@ -168,6 +172,9 @@ void Engine::next_shards(StepResult& r) {
     Lane& lane = *rep->lane;
     const OnDevice on(lane.context());  // a GPU's compute stream waits for the copy
     rep->batch = rep->loader->next(lane.stream());
+    if (plan_)  // the loader's copies of the batch to the device, on its copy stream
+      for (const LaunchCost& c : batch_copy_costs(rep->batch.n, rep->loader->sample_bytes()))
+        plan_->note(c);
     r.data_wait_held_s += rep->batch.wait_held_s;
     r.loader_s = std::max(r.loader_s, rep->batch.load_s / rep->loader->threads());
     r.images += rep->batch.n;
@@ -220,6 +227,7 @@ void Engine::forward_backward(Replica& rep, int images, StepRecord* rec) {
     Tensor labels;
     {
       TraceSpan s(tracer, "input", "train");
+      phase("input");
       auto [images_t, labels_t] = micro_batch(rep, begin, n);
       x = make_var(images_t);  // (n,S,S,C)
       labels = labels_t;       // (n)
@@ -227,15 +235,19 @@ void Engine::forward_backward(Replica& rep, int images, StepRecord* rec) {
     VarPtr logits, loss;
     {
       TraceSpan s(tracer, "forward", "train");
+      phase("forward");
       logits = rep.model->forward(tape, x, true);                               // (n,classes)
+      phase("loss");
       // (1) fp32; with --balance loss each row weighted by its class (train/setup/balance.h)
       loss = softmax_cross_entropy(tape, logits, labels, cfg_.label_smoothing, rep.class_weight);
     }
     {
       TraceSpan s(tracer, "backward", "train");
+      phase("backward");
       // The seed is the device's loss scale x share: no host round trip on a GPU.
       tape.backward(loss, rep.lane->step().seed(share, loss->value.dtype()));
     }
+    phase("record");
     rep.lane->add_metrics(rec, loss->value, double(n) / double(images), logits->value, labels);
   }
   if (rep.grads)
@@ -325,7 +337,9 @@ void Engine::update(bool stepped, const std::vector<StepRecord*>& recs) {
   for (size_t i = 0; i < replicas_.size(); i++) {
     Replica* rep = replicas_[i].get();
     const OnDevice on(rep->lane->context());
+    phase("record");
     rep->lane->copy(&recs[i]->state, rep->lane->step().state(), sizeof(StepState));
+    phase("optimizer");
     if (rep->grads)
       rep->grads->zero();  // one memset per flat buffer
     else

@@ -81,7 +81,12 @@ class Engine {
   // Builds the replicas (one per --devices entry, or one): each a lane on its device, the model
   // from cfg.seed (identical on every replica), its optimizer and step state, with R > 1 its
   // gradient buckets; and the collective. cfg must be resolved.
-  Engine(const TrainConfig& cfg, const RunDevice& device, const ClassBalance& balance);
+  // plan: every launch a GPU step queues is noted there, by phase, while it records
+  // (kernels/launch_plan.h), on either device; the lanes then carry the GPU's kernel choices
+  // (cfg.conv and cfg.linear as a GPU reads them; the CPU still computes with its reference).
+  // `cutrain describe --step` and its tests.
+  Engine(const TrainConfig& cfg, const RunDevice& device, const ClassBalance& balance,
+         LaunchPlan* plan = nullptr);
   ~Engine();  // waits for what was queued
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -120,6 +125,12 @@ class Engine {
   OnDevice on_replica(int r) const {
     return OnDevice(replica(r).lane->context());
   }
+  // --cuda-graph: the nodes (kernels, copies, memsets) of the two captured graphs together; 0
+  // before the capture and without graphs.
+  size_t graph_nodes() const;
+  // On a GPU, one line for the run's header: "CUDA graphs: on (...)" or "off" and why (the
+  // option, or replicas: a graph holds one replica's step). "" on the CPU.
+  std::string graph_description() const;
   // Replica r's step state after every launched step (on a GPU it waits for them).
   StepState step_state(int r = 0) const;
   const LossScalerConfig& scaler_config() const { return scaler_config_; }
@@ -239,6 +250,7 @@ class Engine {
   // on that thread (one at a time: a second engine there would set its own count, and the
   // first's destruction put back the count from before it).
   ComputeThreadsScope compute_scope_;
+  LaunchPlan* plan_ = nullptr;                 // what a GPU step launches (null: not noted)
   int world_ = 1;                              // replicas in all processes
   LossScalerConfig scaler_config_;
   std::vector<std::unique_ptr<Replica>> replicas_;
@@ -247,6 +259,9 @@ class Engine {
                                                //   replicas' threads share (--sync-bn)
   bool collective_traced_ = false;             // collective_->trace(tracer) was called
   std::unique_ptr<Graphs> graphs_;             // --cuda-graph on a GPU
+  void phase(const char* name) {               // the phase of the plan's next notes
+    if (plan_) plan_->phase(name);
+  }
   bool broken_ = false;
   int64_t step_batches_ = 0;                   // this step's micro-batches, in all replicas
   std::vector<int> marked_;                    // R > 1, this step: per bucket, replicas marked

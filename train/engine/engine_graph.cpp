@@ -53,6 +53,22 @@ bool Engine::graph_ready(Replica& rep, int images, int64_t step) {
   return true;
 }
 
+std::string Engine::graph_description() const {
+  if (device_.device != Device::cuda) return "";
+  if (graphs_)
+    return "CUDA graphs: on (the step of a full batch is captured after " +
+           std::to_string(Graphs::kWarmup) + " launched steps and replayed; --no-cuda-graph "
+           "launches every kernel)";
+  if (!cfg_.cuda_graph) return "CUDA graphs: off (--no-cuda-graph)";
+  return "CUDA graphs: off (" + std::to_string(world_) + " replicas" +
+         (device_.mpi ? " under mpirun" : "") + ": a graph holds the step of one replica)";
+}
+
+size_t Engine::graph_nodes() const {
+  if (!graphs_ || !graphs_->forward_backward) return 0;
+  return graphs_->forward_backward->nodes() + graphs_->update->nodes();
+}
+
 StepRecord* Engine::replay_forward_backward(Replica& rep) {
   Graphs& g = *graphs_;
   const cudaStream_t stream = rep.lane->stream();  // it waits for the loader's copy (next())

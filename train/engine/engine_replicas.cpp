@@ -38,11 +38,13 @@ LossScalerConfig loss_scaler_config(DType dtype, int max_skips) {
   return c;
 }
 
-Engine::Engine(const TrainConfig& cfg, const RunDevice& device, const ClassBalance& balance)
+Engine::Engine(const TrainConfig& cfg, const RunDevice& device, const ClassBalance& balance,
+               LaunchPlan* plan)
     : cfg_(cfg),
       device_(device),
       compute_threads_(run_compute_threads(cfg_, device_)),
-      compute_scope_(compute_threads_) {
+      compute_scope_(compute_threads_),
+      plan_(plan) {
   const int R = replica_count(cfg_);  // in this process
   // Under mpirun each process is one replica of size() (train/replicas/mpi.h), rank rank(); on
   // a GPU, that of its local rank (choose_run_device in train/run/run_setup.cpp).
@@ -83,10 +85,10 @@ Engine::Engine(const TrainConfig& cfg, const RunDevice& device, const ClassBalan
   for (int r = 0; r < R; r++) {
     auto rep = std::make_unique<Replica>();
     rep->rank = first_rank + r;
-    const bool gpu = device_.device == Device::cuda;
+    const bool gpu = device_.device == Device::cuda || plan;  // (a plan notes a GPU's choices)
     rep->lane = std::make_unique<Lane>(device_.device, devices.empty() ? -1 : devices[size_t(r)],
                                        parse_conv_impl(cfg_.conv, gpu),
-                                       parse_linear_impl(cfg_.linear, gpu));
+                                       parse_linear_impl(cfg_.linear, gpu), plan);
     const Context& ctx = rep->lane->context();
     const OnDevice on(ctx);
     mo.context = ctx;  // the model's tensors on the replica's device and stream

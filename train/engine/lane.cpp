@@ -33,9 +33,10 @@ struct Lane::Gpu {
   std::vector<Event> marks[kMarks];
 };
 
-Lane::Lane(Device where, int device, ConvImpl conv, LinearImpl linear) {
+Lane::Lane(Device where, int device, ConvImpl conv, LinearImpl linear, LaunchPlan* plan) {
   context_.conv = conv;
   context_.linear = linear;
+  context_.plan = plan;
   if (where == Device::cpu) {
     host_records_.resize(kRecordSlots);
     host_marks_.assign(kMarks, std::vector<double>(kRecordSlots, 0.0));
@@ -74,6 +75,7 @@ StepRecord* Lane::record(int slot) {
 }
 
 void Lane::clear(StepRecord* rec) {
+  note_launch(context_.plan, memset_cost(sizeof(StepRecord)));
   if (!gpu_)
     *rec = StepRecord{};
   else
@@ -81,6 +83,7 @@ void Lane::clear(StepRecord* rec) {
 }
 
 void Lane::copy(void* dst, const void* src, size_t bytes) {
+  note_launch(context_.plan, copy_cost("copy (step state)", bytes));
   if (!gpu_)
     std::memmove(dst, src, bytes);
   else
@@ -89,6 +92,9 @@ void Lane::copy(void* dst, const void* src, size_t bytes) {
 
 void Lane::add_metrics(StepRecord* rec, const Tensor& loss, double weight, const Tensor& logits,
                        const Tensor& labels) {
+  note_launch(context_.plan, scalar_accumulate_gpu_cost());
+  note_launch(context_.plan, top1_correct_gpu_cost(logits.dim(0), logits.dim(1),
+                                                   dtype_size(logits.dtype())));
   if (!gpu_) {
     if (loss.dtype() == DType::f64)
       scalar_accumulate_cpu(loss.data<double>(), weight, &rec->loss);
@@ -111,6 +117,8 @@ void Lane::add_metrics(StepRecord* rec, const Tensor& loss, double weight, const
 }
 
 void Lane::publish(int slot) {
+  note_launch(context_.plan, copy_cost("copy (record to the host, readback stream)",
+                                       sizeof(StepRecord), false));
   if (!gpu_) return;  // written: it is on the host already
   const size_t s = size_t(slot);
   gpu_->computed[s].record(stream());

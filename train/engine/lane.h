@@ -43,7 +43,9 @@ class Lane {
 
   // On the CPU (device = -1), or on GPU `device` (made current for the construction: the
   // streams, events and memory belong to it). conv/linear: the kernels' implementations.
-  Lane(Device where, int device, ConvImpl conv, LinearImpl linear);
+  // plan: where everything made and queued in this lane's context notes what a GPU launches
+  // (Context::plan; null: nothing noted).
+  Lane(Device where, int device, ConvImpl conv, LinearImpl linear, LaunchPlan* plan = nullptr);
   ~Lane();  // waits for what was queued (never throws)
   Lane(const Lane&) = delete;
   Lane& operator=(const Lane&) = delete;

@@ -167,6 +167,8 @@ class Trainer {
   // GPU replicas: the peer-access matrix of their devices with each pair's measured copy
   // bandwidth (train/replicas/peer_access.h; takes a fraction of a second). "" otherwise.
   std::string peer_report() const { return engine_->peer_report(); }
+  // On a GPU, whether the step runs from CUDA graphs and why (Engine::graph_description).
+  std::string graph_description() const { return engine_->graph_description(); }
   // "" when all replicas' weights and optimizer state are equal bit for bit, else the first
   // difference (what --check-replicas checks every N steps).
   std::string replicas_difference() const { return engine_->replicas_difference(); }

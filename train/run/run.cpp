@@ -89,6 +89,7 @@ void print_plan(Trainer& t, const TrainConfig& cfg, FILE* out) {
                cfg.epochs,
                has_validation(cfg) ? "" : ", no validation data (--val or --val-split)");
   std::fprintf(out, "%s\n", t.threads_description().c_str());
+  if (!t.graph_description().empty()) std::fprintf(out, "%s\n", t.graph_description().c_str());
   if (!t.balance_description().empty())
     std::fprintf(out, "%s\n", t.balance_description().c_str());
   if (has_validation(cfg))

@@ -108,8 +108,6 @@ std::vector<std::string> resolve_run_config(TrainConfig& cfg, const RunDevice& d
              "same order; --compute-threads changes it)";
     std::fprintf(stderr, "%s\n", say.c_str());
   }
-  if (cfg.cuda_graph && device.device == Device::cpu && (!device.mpi || device.mpi->root()))
-    std::fprintf(stderr, "cutrain: --cuda-graph has no effect on the CPU\n");
   if (cfg.sync_bn && replica_count(cfg) == 1 && !device.mpi)
     std::fprintf(stderr, "cutrain: --sync-bn has no effect with one replica (its batch is the "
                          "whole batch); it matters with --devices or mpirun\n");

@@ -164,10 +164,6 @@ void validate_config(const TrainConfig& c) {
              (c.accum > 1 ? " times --accum " + std::to_string(c.accum) : std::string()) +
              ": the global batch is split evenly over the replicas" +
              (c.accum > 1 ? ", and each replica's share into --accum micro-batches" : ""));
-  need(!c.cuda_graph || !any_gpu || replicas == 1,
-       "--cuda-graph captures the step of one replica; --devices " + c.devices + " trains " +
-           std::to_string(replicas) + " GPU replicas: leave out --cuda-graph "
-           "(--cuda-graph=false to resume a run that used it)");
   in_range("--check-replicas", c.check_replicas, 0, INT_MAX, " (0: never)");
   real_in("--collective-timeout", c.collective_timeout, 0, 1e9, false, " (0: no limit)");
   in_range("--max-skips", c.max_skips, 1, 1000000);

@@ -49,9 +49,11 @@ struct TrainConfig {
   std::string precision = "auto";   // auto | fp16 | fp32 (auto: fp16 on cuda, fp32 on cpu)
   std::string conv = "auto";        // conv2d: auto | direct | tc | cudnn | onednn (kernels/impl.h)
   std::string linear = "auto";      // linear: auto | direct | tc | cublas | onednn
-  bool cuda_graph = false;          // one GPU replica: replay the step of a full batch from
-                                    //   CUDA graphs (train/engine/engine_graph.h); no effect
-                                    //   on the CPU
+  bool cuda_graph = true;           // replay the step of a full batch from CUDA graphs
+                                    //   (train/engine/engine_graph.h) where one replica trains
+                                    //   on a GPU in one process; elsewhere (the CPU, replicas,
+                                    //   mpirun) it does nothing: the header says which.
+                                    //   --no-cuda-graph: every kernel launched by the host
 
   // ---- optimisation ---------------------------------------------------------------------
   std::string optimizer = "sgd";    // sgd | nesterov | adamw

@@ -95,15 +95,17 @@ TEST_CASE("config: the defaults are valid once --train is given; every problem i
   REQUIRE_ERROR(validate_config(g), "--conv winograd: expected auto, direct, tc, cudnn or onednn");
   g.conv = "cudnn", g.linear = "cudnn";
   REQUIRE_ERROR(validate_config(g), "--linear cudnn: expected auto, direct, tc, cublas or onednn");
-  // --cuda-graph: one GPU replica. On the CPU it does nothing (run_setup.cpp says so), so a run
-  // that used it can be resumed there.
+  // --cuda-graph, on by default: where it cannot apply (the CPU, GPU replicas, mpirun) it does
+  // nothing, and the run's header says so (Engine::graph_description), so every configuration
+  // takes it and a run that used it resumes anywhere.
   TrainConfig h;
-  h.train = "x", h.cuda_graph = true;
+  h.train = "x";
+  REQUIRE(h.cuda_graph);
   validate_config(h);
   h.devices = "3";
   validate_config(h);
   h.devices = "0,0";
-  REQUIRE_ERROR(validate_config(h), "--devices 0,0 trains 2 GPU replicas: leave out --cuda-graph");
+  validate_config(h);
   h.devices = "cpu,cpu";
   validate_config(h);
   h.devices = "", h.device = "cpu";
@@ -131,9 +133,11 @@ TEST_CASE("config: JSON round trip; unknown keys and wrong types are refused by 
   REQUIRE(back.model_text == c.model_text);
   REQUIRE(back.cuda_graph);
   REQUIRE(back.max_skips == 7);
-  nlohmann::json old = c;  // a checkpoint from before the option: the default, off
-  old.erase("cuda_graph");
-  REQUIRE(!config_from_json_text(old.dump(), "old.json").cuda_graph);
+  c.cuda_graph = false;  // --no-cuda-graph round trips too
+  REQUIRE(!config_from_json_text(config_to_json_text(c), "config.json").cuda_graph);
+  nlohmann::json old = c;  // a checkpoint from before the option: today's default, on (the
+  old.erase("cuda_graph"); //   graphs give the launched step's bits)
+  REQUIRE(config_from_json_text(old.dump(), "old.json").cuda_graph);
 
   nlohmann::json j = c;
   j["learning_rate"] = 0.1;
@@ -182,8 +186,12 @@ TEST_CASE("config: a resumed run may change how long it runs, not what it comput
   // Not given: the saved value stands even when the command line's default differs.
   REQUIRE(resume_config(saved, cli, {}).batch == saved.batch);
   // How the step is launched changes no result: a resumed run may switch the graph on or off.
-  cli.batch = saved.batch, cli.cuda_graph = true;
-  REQUIRE(resume_config(saved, cli, {"cuda_graph"}).cuda_graph);
+  cli.batch = saved.batch, cli.cuda_graph = false;  // --no-cuda-graph
+  REQUIRE(saved.cuda_graph);
+  REQUIRE(!resume_config(saved, cli, {"cuda_graph"}).cuda_graph);
+  TrainConfig off = saved;
+  off.cuda_graph = false, cli.cuda_graph = true;  // --cuda-graph on a run that had it off
+  REQUIRE(resume_config(off, cli, {"cuda_graph"}).cuda_graph);
   // The compute threads: the run's resolved count stands unless the command line gives one
   // (it changes oneDNN's rounding, not the reference kernels').
   saved.compute_threads = 3, cli.compute_threads = 0;

@@ -1,0 +1,75 @@
+// The step plan (train/cli/step_plan.h) against the GPU itself: the step walked on a GPU notes
+// the same launches as the step walked on the CPU, and their count is what CUDA captured in the
+// step's two graphs (cudaGraphGetNodes) plus the launches queued outside them. A kernel entry
+// point whose stated cost (kernels/*.h) misses a launch fails here. Skips without a GPU.
+#include <string>
+
+#include "tests/test_util.h"
+#include "train/cli/step_plan.h"
+
+using namespace cutrain;
+
+namespace {
+
+// Launches a step queues outside its graphs (train/engine/engine_graph.h): the loader's copies
+// on the copy stream, the learning rate into the step state, the record's copy to the host.
+int outside_graphs(const LaunchPlan& p) {
+  int n = 0;
+  for (const LaunchPlan::Row& r : p.rows()) {
+    const std::string& k = r.cost.kernel;
+    if (k == "step_set_lr" || k.rfind("copy (batch images", 0) == 0 ||
+        k.rfind("copy (crop windows", 0) == 0 || k.rfind("copy (labels to the device", 0) == 0 ||
+        k.rfind("copy (record to the host", 0) == 0)
+      n += r.cost.launches;
+  }
+  return n;
+}
+
+void require_same_rows(const LaunchPlan& a, const LaunchPlan& b) {
+  REQUIRE(a.rows().size() == b.rows().size());
+  for (size_t i = 0; i < a.rows().size(); i++) {
+    INFO("row " << i << ": " << a.rows()[i].cost.kernel);
+    REQUIRE(a.rows()[i].phase == b.rows()[i].phase);
+    REQUIRE(a.rows()[i].cost.kernel == b.rows()[i].cost.kernel);
+    REQUIRE(a.rows()[i].cost.launches == b.rows()[i].cost.launches);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("step plan [gpu]: the plan is the captured step's node count, on both models") {
+  REQUIRE_GPU();
+  for (const char* model : {"default", "resnet"})
+    for (const char* optimizer : {"sgd", "adamw"}) {
+      INFO(model << ", " << optimizer);
+      StepPlanOptions o;
+      o.model = model;
+      o.optimizer = optimizer;
+      o.batch = 128;
+      const StepPlan cpu = step_plan(o);
+      o.device = Device::cuda;
+      o.cuda_graph = true;
+      const StepPlan gpu = step_plan(o);
+      require_same_rows(cpu.plan, gpu.plan);
+      REQUIRE(gpu.graph_nodes > 0);
+      REQUIRE(int(gpu.graph_nodes) == gpu.plan.launches() - outside_graphs(gpu.plan));
+    }
+}
+
+TEST_CASE("step plan [gpu]: fp32 and cuDNN steps too") {
+  REQUIRE_GPU();
+  for (const char* conv : {"direct", "cudnn"}) {
+    INFO(conv);
+    StepPlanOptions o;
+    o.conv = conv;
+    o.linear = conv == std::string("cudnn") ? "cublas" : "direct";
+    o.precision = conv == std::string("direct") ? "fp32" : "fp16";
+    o.device = Device::cuda;
+    o.cuda_graph = true;
+    const StepPlan gpu = step_plan(o);
+    REQUIRE(gpu.graph_nodes > 0);
+    // cuDNN's and cuBLAS's launches are estimates (kernels/launch_plan.h): this check is the
+    // profile that confirms or corrects them.
+    REQUIRE(int(gpu.graph_nodes) == gpu.plan.launches() - outside_graphs(gpu.plan));
+  }
+}
