@@ -142,7 +142,7 @@ template <typename T> void bench_batchnorm(BenchContext& ctx, int64_t n, const c
   const std::vector<double> xd = to_doubles(x), gd = to_doubles(gamma), bd = to_doubles(beta);
   std::vector<double> yd(un), mean(uc), invstd(uc), rmean = to_doubles(rmean0),
                               rvar = to_doubles(rvar0);
-  batchnorm_forward_train_cpu<double>(M, C, xd.data(), gd.data(), bd.data(), eps, momentum,
+  batchnorm_forward_train_cpu<double>(M, C, xd.data(), gd.data(), bd.data(), eps, momentum, false,
                                       yd.data(), mean.data(), invstd.data(), rmean.data(),
                                       rvar.data());
   relu_forward_cpu<double>(int64_t(un), yd.data(), yd.data());
@@ -186,8 +186,8 @@ template <typename T> void bench_batchnorm(BenchContext& ctx, int64_t n, const c
     const std::vector<double> yT = to_doubles(y), dyd = to_doubles(dy);
     relu_backward_cpu<double>(int64_t(un), yT.data(), dyd.data(), dym.data());
     const std::vector<double> md = to_doubles(meanf), id = to_doubles(invstdf);
-    batchnorm_backward_train_cpu<double>(M, C, xd.data(), dym.data(), gd.data(), md.data(),
-                                         id.data(), dx.data(), dgamma.data(), dbeta.data());
+    batchnorm_backward_train_cpu<double>(M, C, xd.data(), nullptr, dym.data(), gd.data(), md.data(),
+                                         id.data(), false, dx.data(), dgamma.data(), dbeta.data());
     const double tdx = 4 * ulp<T>() + 1e-4;  // dx subtracts nearly equal sums
     return compare("dx", to_doubles(dev_dx.download()), dx, tdx, tdx) &&
            compare("dgamma", to_doubles(dev_dgamma.download()), dgamma, 1e-4, 1e-4) &&

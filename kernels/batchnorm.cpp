@@ -23,6 +23,14 @@ namespace cutrain {
 // share of the pixels, so every sum adds its terms in the 1-thread order.
 
 namespace {
+// The fused ReLU's rules (batchnorm.h): the output, and the gradient masked by it.
+template <typename T> T relu_out(bool relu, T v) {
+  return relu && !(acc_t<T>(v) > 0) ? T(0.0f) : v;
+}
+template <typename T> acc_t<T> masked_dy(bool relu, const T* y, const T* dy, int64_t i) {
+  return relu && !(acc_t<T>(y[i]) > 0) ? acc_t<T>(0) : acc_t<T>(dy[i]);
+}
+
 // out[c] = sum over m = 0, 1, ..., M-1 of term(m, c), for every channel c, blocked pairwise
 // (kernels/blocked_sum.h): each block of kSumBlock pixels in order, the block sums pairwise.
 // Each thread owns a contiguous run of channels, whole groups of kGroup (16 fp32 values: one
@@ -75,8 +83,8 @@ void channel_sums(int64_t M, int C, A* out, Term term) {
 
 template <typename T>
 void batchnorm_forward_train_cpu(int64_t M, int C, const T* x, const acc_t<T>* gamma,
-                                 const acc_t<T>* beta, double eps, double momentum, T* y,
-                                 acc_t<T>* save_mean, acc_t<T>* save_invstd,
+                                 const acc_t<T>* beta, double eps, double momentum, bool relu,
+                                 T* y, acc_t<T>* save_mean, acc_t<T>* save_invstd,
                                  acc_t<T>* running_mean, acc_t<T>* running_var,
                                  const BatchNormSync* sync) {
   using A = acc_t<T>;
@@ -116,14 +124,14 @@ void batchnorm_forward_train_cpu(int64_t M, int C, const T* x, const acc_t<T>* g
     T* yr = y + m * C;
 #pragma omp simd
     for (size_t c = 0; c < Cs; c++)
-      yr[c] = T(gamma[c] * ((A(xr[c]) - mean[c]) * save_invstd[c]) + beta[c]);
+      yr[c] = relu_out(relu, T(gamma[c] * ((A(xr[c]) - mean[c]) * save_invstd[c]) + beta[c]));
   }
 }
 
 template <typename T>
 void batchnorm_forward_eval_cpu(int64_t M, int C, const T* x, const acc_t<T>* gamma,
                                 const acc_t<T>* beta, const acc_t<T>* running_mean,
-                                const acc_t<T>* running_var, double eps, T* y) {
+                                const acc_t<T>* running_var, double eps, bool relu, T* y) {
   using A = acc_t<T>;
   const size_t Cs = size_t(C);
   std::vector<A> invstd(Cs);
@@ -137,21 +145,21 @@ void batchnorm_forward_eval_cpu(int64_t M, int C, const T* x, const acc_t<T>* ga
     T* yr = y + m * C;
 #pragma omp simd
     for (size_t c = 0; c < Cs; c++)
-      yr[c] = T(gamma[c] * ((A(xr[c]) - running_mean[c]) * invstd[c]) + beta[c]);
+      yr[c] = relu_out(relu, T(gamma[c] * ((A(xr[c]) - running_mean[c]) * invstd[c]) + beta[c]));
   }
 }
 
 namespace {
 // The backward's per-channel sums, in one (2C) vector (the layout the GPU's and --sync-bn's
 // all-reduce use): [c] = sum_m dy[m][c], [C + c] = sum_m dy[m][c] * xhat[m][c], with
-// xhat = (x - mean) * invstd.
+// xhat = (x - mean) * invstd; dy masked by the fused ReLU's output y when relu.
 template <typename T>
-std::vector<acc_t<T>> sum_dy_dyxhat(int64_t M, int C, const T* x, const T* dy,
-                                    const acc_t<T>* mean, const acc_t<T>* invstd) {
+std::vector<acc_t<T>> sum_dy_dyxhat(int64_t M, int C, const T* x, const T* y, const T* dy,
+                                    bool relu, const acc_t<T>* mean, const acc_t<T>* invstd) {
   using A = acc_t<T>;
   std::vector<A> sums(2 * size_t(C));
   channel_sums_k<2>(M, C, sums.data(), [&](int64_t m, int c, A* b, size_t n) {  // one pass
-    const A g = A(dy[m * C + c]);
+    const A g = masked_dy(relu, y, dy, m * C + c);
     b[0] += g;
     b[n] += g * ((A(x[m * C + c]) - mean[c]) * invstd[c]);
   });
@@ -168,12 +176,12 @@ void accumulate_param_grads(int C, const std::vector<A>& sums, A* dgamma, A* dbe
 }  // namespace
 
 template <typename T>
-void batchnorm_backward_train_cpu(int64_t M, int C, const T* x, const T* dy,
+void batchnorm_backward_train_cpu(int64_t M, int C, const T* x, const T* y, const T* dy,
                                   const acc_t<T>* gamma, const acc_t<T>* save_mean,
-                                  const acc_t<T>* save_invstd, T* dx, acc_t<T>* dgamma,
-                                  acc_t<T>* dbeta, const BatchNormSync* sync) {
+                                  const acc_t<T>* save_invstd, bool relu, T* dx,
+                                  acc_t<T>* dgamma, acc_t<T>* dbeta, const BatchNormSync* sync) {
   using A = acc_t<T>;
-  std::vector<A> sums = sum_dy_dyxhat<T>(M, C, x, dy, save_mean, save_invstd);
+  std::vector<A> sums = sum_dy_dyxhat<T>(M, C, x, y, dy, relu, save_mean, save_invstd);
   accumulate_param_grads<A>(C, sums, dgamma, dbeta);  // this replica's own
   // Every replica's sums, for dx (called even without dx: every replica joins).
   if (sync) sync->sum(sums.data(), 2 * C);
@@ -188,54 +196,54 @@ void batchnorm_backward_train_cpu(int64_t M, int C, const T* x, const T* dy,
 #pragma omp parallel for schedule(static) if (worth_threads(M * C))
   for (int64_t m = 0; m < M; m++) {
     const T* xr = x + m * C;
-    const T* gr = dy + m * C;
     T* dxr = dx + m * C;
 #pragma omp simd
     for (size_t c = 0; c < Cs; c++) {
       const A xhat = (A(xr[c]) - save_mean[c]) * save_invstd[c];
-      const A d = k[c] * (Ma * A(gr[c]) - sdy[c] - xhat * sdyx[c]);
+      const A g = masked_dy(relu, y, dy, m * C + int64_t(c));
+      const A d = k[c] * (Ma * g - sdy[c] - xhat * sdyx[c]);
       dxr[c] = T(A(dxr[c]) + d);
     }
   }
 }
 
 template <typename T>
-void batchnorm_backward_eval_cpu(int64_t M, int C, const T* x, const T* dy,
+void batchnorm_backward_eval_cpu(int64_t M, int C, const T* x, const T* y, const T* dy,
                                  const acc_t<T>* gamma, const acc_t<T>* running_mean,
-                                 const acc_t<T>* running_var, double eps, T* dx,
+                                 const acc_t<T>* running_var, double eps, bool relu, T* dx,
                                  acc_t<T>* dgamma, acc_t<T>* dbeta) {
   using A = acc_t<T>;
   const size_t Cs = size_t(C);
   std::vector<A> invstd(Cs);
   for (size_t c = 0; c < Cs; c++) invstd[c] = A(1) / std::sqrt(running_var[c] + A(eps));
   if (dgamma || dbeta)
-    accumulate_param_grads<A>(C, sum_dy_dyxhat<T>(M, C, x, dy, running_mean, invstd.data()),
-                              dgamma, dbeta);
+    accumulate_param_grads<A>(
+        C, sum_dy_dyxhat<T>(M, C, x, y, dy, relu, running_mean, invstd.data()), dgamma, dbeta);
   if (!dx) return;
   // Each thread owns whole pixel rows dx[m][:].
 #pragma omp parallel for schedule(static) if (worth_threads(M * C))
   for (int64_t m = 0; m < M; m++) {
-    const T* gr = dy + m * C;
     T* dxr = dx + m * C;
-    for (size_t c = 0; c < Cs; c++) dxr[c] = T(A(dxr[c]) + A(gr[c]) * gamma[c] * invstd[c]);
+    for (size_t c = 0; c < Cs; c++)
+      dxr[c] = T(A(dxr[c]) + masked_dy(relu, y, dy, m * C + int64_t(c)) * gamma[c] * invstd[c]);
   }
 }
 
 #define CUTRAIN_INSTANTIATE(T)                                                             \
   template void batchnorm_forward_train_cpu<T>(int64_t, int, const T*, const acc_t<T>*,    \
-                                               const acc_t<T>*, double, double, T*,        \
+                                               const acc_t<T>*, double, double, bool, T*,  \
                                                acc_t<T>*, acc_t<T>*, acc_t<T>*, acc_t<T>*,  \
                                                const BatchNormSync*);                       \
   template void batchnorm_forward_eval_cpu<T>(int64_t, int, const T*, const acc_t<T>*,     \
                                               const acc_t<T>*, const acc_t<T>*,            \
-                                              const acc_t<T>*, double, T*);                \
-  template void batchnorm_backward_train_cpu<T>(int64_t, int, const T*, const T*,          \
+                                              const acc_t<T>*, double, bool, T*);          \
+  template void batchnorm_backward_train_cpu<T>(int64_t, int, const T*, const T*, const T*, \
                                                 const acc_t<T>*, const acc_t<T>*,          \
-                                                const acc_t<T>*, T*, acc_t<T>*, acc_t<T>*,  \
-                                                const BatchNormSync*);                      \
-  template void batchnorm_backward_eval_cpu<T>(int64_t, int, const T*, const T*,           \
+                                                const acc_t<T>*, bool, T*, acc_t<T>*,      \
+                                                acc_t<T>*, const BatchNormSync*);           \
+  template void batchnorm_backward_eval_cpu<T>(int64_t, int, const T*, const T*, const T*, \
                                                const acc_t<T>*, const acc_t<T>*,           \
-                                               const acc_t<T>*, double, T*, acc_t<T>*,     \
+                                               const acc_t<T>*, double, bool, T*, acc_t<T>*,\
                                                acc_t<T>*);
 CUTRAIN_INSTANTIATE(float)
 CUTRAIN_INSTANTIATE(double)

@@ -16,6 +16,14 @@
 //
 // Backward functions *accumulate* (dx += ..., dgamma += ..., dbeta += ...), like every
 // backward in kernels/; any of dx, dgamma, dbeta may be null when that gradient is not wanted.
+//
+// relu = true fuses the ReLU that follows BN in a model, on both devices. The forward writes
+// y = relu(bn(x)): bn rounded to T, then relu_forward_cpu's rule (kernels/elementwise.h: y if
+// y > 0, else +0). The backward reads dy masked by that fused output, g = y > 0 ? dy : +0,
+// where the separate ops would run relu_backward_cpu into a zeroed buffer and BN's backward
+// on it: the same values, and (the masked zeros meeting sums and an accumulated dx that
+// start at +0) the same bits. y is read only when relu is true (else it may be null). Fusing
+// saves a pass over the activation each way and the zeroed buffer between the two.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -57,8 +65,8 @@ struct BatchNormSync {
 // ~3*M*C*sizeof(T) bytes: memory-bound.
 template <typename T>
 void batchnorm_forward_train_cpu(int64_t M, int C, const T* x, const acc_t<T>* gamma,
-                                 const acc_t<T>* beta, double eps, double momentum, T* y,
-                                 acc_t<T>* save_mean, acc_t<T>* save_invstd,
+                                 const acc_t<T>* beta, double eps, double momentum, bool relu,
+                                 T* y, acc_t<T>* save_mean, acc_t<T>* save_invstd,
                                  acc_t<T>* running_mean, acc_t<T>* running_var,
                                  const BatchNormSync* sync = nullptr);
 
@@ -87,7 +95,7 @@ inline LaunchCost batchnorm_running_update_gpu_cost(int C) {
 template <typename T>
 void batchnorm_forward_eval_cpu(int64_t M, int C, const T* x, const acc_t<T>* gamma,
                                 const acc_t<T>* beta, const acc_t<T>* running_mean,
-                                const acc_t<T>* running_var, double eps, T* y);
+                                const acc_t<T>* running_var, double eps, bool relu, T* y);
 
 // Training backward, with xhat[m][c] = (x[m][c] - mean[c]) * invstd[c] rebuilt from the saved
 // statistics. Because mean and var depend on every x of the channel, dx has two terms beyond
@@ -99,10 +107,11 @@ void batchnorm_forward_eval_cpu(int64_t M, int C, const T* x, const acc_t<T>* ga
 // x, dy (M,C) T; gamma, save_mean, save_invstd (C) A; dx (M,C) T; dgamma, dbeta (C) A.
 // cost: ~10 flops per element; reads x and dy twice, reads and writes dx: ~6*M*C*sizeof(T).
 template <typename T>
-void batchnorm_backward_train_cpu(int64_t M, int C, const T* x, const T* dy,
+void batchnorm_backward_train_cpu(int64_t M, int C, const T* x, const T* y, const T* dy,
                                   const acc_t<T>* gamma, const acc_t<T>* save_mean,
-                                  const acc_t<T>* save_invstd, T* dx, acc_t<T>* dgamma,
-                                  acc_t<T>* dbeta, const BatchNormSync* sync = nullptr);
+                                  const acc_t<T>* save_invstd, bool relu, T* dx,
+                                  acc_t<T>* dgamma, acc_t<T>* dbeta,
+                                  const BatchNormSync* sync = nullptr);
 
 // Eval backward: the running statistics are constants, so BN is a per-channel affine map.
 //   invstd[c]  = 1 / sqrt(running_var[c] + eps)
@@ -112,19 +121,15 @@ void batchnorm_backward_train_cpu(int64_t M, int C, const T* x, const T* dy,
 //   dbeta[c]  += sum_m dy[m][c]
 // cost: ~5 flops per element, ~4*M*C*sizeof(T) bytes.
 template <typename T>
-void batchnorm_backward_eval_cpu(int64_t M, int C, const T* x, const T* dy,
+void batchnorm_backward_eval_cpu(int64_t M, int C, const T* x, const T* y, const T* dy,
                                  const acc_t<T>* gamma, const acc_t<T>* running_mean,
-                                 const acc_t<T>* running_var, double eps, T* dx,
+                                 const acc_t<T>* running_var, double eps, bool relu, T* dx,
                                  acc_t<T>* dgamma, acc_t<T>* dbeta);
 
 // --- GPU (CUDA builds only; device pointers; queued on `stream`, never synchronising) ---
 // kernels/batchnorm.cu. T = float or half_t; every per-channel array is float (acc_t<T>).
-// The same math, running-statistics update and accumulate rule (+=; dx, dgamma, dbeta may be
-// null) as the CPU functions above, with one addition:
-//   relu = true fuses the ReLU that follows BN in the model. The forward writes
-//   y = relu(bn(x)) (bn rounded to T, then relu_forward_cpu's rule); the backward first masks
-//   dy with (y > 0), y being that fused output, which is relu_backward_cpu into a zeroed
-//   buffer followed by the BN backward. y is only read when relu is true (else may be null).
+// The same math, running-statistics update, fused ReLU and accumulate rule (+=; dx, dgamma,
+// dbeta may be null) as the CPU functions above, and the same arguments plus the stream.
 // Determinism: every per-channel sum runs over a fixed grid (a function of M and C only): each
 // block sums a fixed set of rows into a partial per channel, written to scratch, and a
 // finalize step adds the partials in order. No atomics, so the same bits on every run. The

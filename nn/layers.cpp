@@ -148,12 +148,14 @@ class BatchNorm : public Layer {
     params_ = 2LL * in.C;
   }
   VarPtr forward(Tape& tape, const VarPtr& x, bool training) override {
-    return batchnorm2d(tape, x, gamma_, beta_, state_, training);
+    return batchnorm2d(tape, x, gamma_, beta_, state_, training, relu_);
   }
+  bool take_relu() override { return relu_ = true; }
 
  private:
   VarPtr gamma_, beta_;  // (C) in the acc dtype
   BatchNormState state_;
+  bool relu_ = false;    // the ReLU after it fused in (take_relu)
 };
 
 class Relu : public Layer {
@@ -262,6 +264,7 @@ class ResBlock : public Layer {
     conv1_ = std::make_unique<Conv>(conv, name + ".conv1", where, in, pf);
     bn1_ = std::make_unique<BatchNorm>(bn, name + ".bn1", conv1_->out(), pf);
     relu1_ = std::make_unique<Relu>(relu_spec, name + ".relu1", bn1_->out());
+    bn1_->take_relu();  // bn1 runs relu1, fused; relu1 stays for the table
     conv.stride_h = conv.stride_w = 1;
     conv2_ = std::make_unique<Conv>(conv, name + ".conv2", where, relu1_->out(), pf);
     bn2_ = std::make_unique<BatchNorm>(bn, name + ".bn2", conv2_->out(), pf);
@@ -280,8 +283,7 @@ class ResBlock : public Layer {
   }
 
   VarPtr forward(Tape& tape, const VarPtr& x, bool training) override {
-    VarPtr y = relu1_->forward(tape, bn1_->forward(tape, conv1_->forward(tape, x, training),
-                                                   training), training);
+    VarPtr y = bn1_->forward(tape, conv1_->forward(tape, x, training), training);  // + relu1
     y = bn2_->forward(tape, conv2_->forward(tape, y, training), training);
     VarPtr s = x;
     if (shortcut_) s = shortcut_bn_->forward(tape, shortcut_->forward(tape, x, training), training);

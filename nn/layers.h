@@ -47,6 +47,10 @@ class Layer {
  public:
   virtual ~Layer() = default;
   virtual VarPtr forward(Tape& tape, const VarPtr& x, bool training) = 0;
+  // Can this layer take in the ReLU that follows it (BatchNorm: batchnorm2d's relu)? If so it
+  // does from now on, and returns true: its forward is relu(its output), and the caller no
+  // longer runs the ReLU (Model::build_model, ResBlock).
+  virtual bool take_relu() { return false; }
   // Appends this layer's row; a block also appends its parts, one level deeper.
   virtual void table_rows(std::vector<TableRow>& rows, int depth) const;
 

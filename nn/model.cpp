@@ -36,6 +36,12 @@ std::unique_ptr<Model> build_model(const ModelSpec& spec, const ModelOptions& op
         make_layer(l, pf.next_name(layer_name_prefix(l.kind)), spec.where(l), shape, pf));
     shape = m->layers_.back()->out();
   }
+  for (size_t i = 0; i < m->layers_.size(); i++) {  // each `bn` + `relu` as one op
+    m->forward_.push_back(m->layers_[i].get());
+    if (i + 1 < m->layers_.size() && spec.layers[i + 1].kind == LayerKind::relu &&
+        m->layers_[i]->take_relu())
+      i++;
+  }
   // The loss reads one score per class: catch a missing or mis-sized classifier here, not as
   // a shape error deep inside the first training step.
   if (!(shape == FeatureShape::vector(options.classes)))
@@ -72,7 +78,7 @@ VarPtr Model::forward(Tape& tape, const VarPtr& x, bool training) {
                                                << dtype_name(options_.dtype) << ", got "
                                                << X.str());
   VarPtr y = x;
-  for (auto& layer : layers_) y = layer->forward(tape, y, training);
+  for (Layer* layer : forward_) y = layer->forward(tape, y, training);
   return y;
 }
 

@@ -114,6 +114,9 @@ class Model {
   ModelSpec spec_;
   ModelOptions options_;
   std::vector<std::unique_ptr<Layer>> layers_;
+  // What forward() runs, in order: the layers, less each ReLU that the layer before it took in
+  // (Layer::take_relu: a `bn` line followed by a `relu` line runs as one fused op).
+  std::vector<Layer*> forward_;
   std::vector<VarPtr> params_;
   std::vector<std::pair<std::string, BatchNormState*>> bn_states_;
 };

@@ -60,8 +60,11 @@ struct BatchNormState {
 
 // training = true: normalise with the batch statistics (biased variance) and update the
 // running averages (with the unbiased variance, as PyTorch does). false: use the running ones.
+// relu = true: relu(batchnorm2d(...)) as one op, the ReLU fused into BN's kernels forward and
+// backward (kernels/batchnorm.h): the same values and bits as the two ops, one pass and one
+// gradient buffer fewer each way. The model fuses every `bn` followed by `relu` (nn/model.h).
 VarPtr batchnorm2d(Tape& tape, const VarPtr& x, const VarPtr& gamma, const VarPtr& beta,
-                   BatchNormState& state, bool training);
+                   BatchNormState& state, bool training, bool relu = false);
 
 // The one update of state's running statistics from its step_sums (defined), which hold
 // 1/scale micro-batches' worth of batch statistics: running = (1 - momentum) * running +

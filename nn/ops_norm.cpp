@@ -31,7 +31,7 @@ void check_per_channel(const Context& ctx, const Tensor& t, const char* name, co
 }  // namespace
 
 VarPtr batchnorm2d(Tape& tape, const VarPtr& x, const VarPtr& gamma, const VarPtr& beta,
-                   BatchNormState& state, bool training) {
+                   BatchNormState& state, bool training, bool relu) {
   const Context ctx = tape.context();
   CHECK(x && gamma && beta, kOp << ": x, gamma and beta must all be given (got a null Var)");
   const Tensor& X = x->value;
@@ -104,25 +104,26 @@ VarPtr batchnorm2d(Tape& tape, const VarPtr& x, const VarPtr& gamma, const VarPt
     using A = acc_t<T>;
     const A* g = gamma->value.data<A>();
     const A* b = beta->value.data<A>();
-    note_launch(ctx.plan, training ? batchnorm_forward_train_gpu_cost(M, C, sizeof(T), false, synced)
-                                   : batchnorm_forward_eval_gpu_cost(M, C, sizeof(T), false));
+    note_launch(ctx.plan, training ? batchnorm_forward_train_gpu_cost(M, C, sizeof(T), relu, synced)
+                                   : batchnorm_forward_eval_gpu_cost(M, C, sizeof(T), relu));
     if (gpu && training)
       ON_GPU(kOp, T, batchnorm_forward_train_gpu<T>(
-                         M, C, X.data<T>(), g, b, eps, momentum, /*relu=*/false,
-                         y->value.data<T>(), saved_mean.data<A>(), saved_invstd.data<A>(),
-                         run.data<A>(), run_v.data<A>() + var_at, ctx.stream, sync_p));
+                         M, C, X.data<T>(), g, b, eps, momentum, relu, y->value.data<T>(),
+                         saved_mean.data<A>(), saved_invstd.data<A>(), run.data<A>(),
+                         run_v.data<A>() + var_at, ctx.stream, sync_p));
     else if (gpu)
       ON_GPU(kOp, T, batchnorm_forward_eval_gpu<T>(
                          M, C, X.data<T>(), g, b, state.running_mean.data<A>(),
-                         state.running_var.data<A>(), eps, /*relu=*/false, y->value.data<T>(),
+                         state.running_var.data<A>(), eps, relu, y->value.data<T>(),
                          ctx.stream));
     else if (training)
-      batchnorm_forward_train_cpu<T>(M, C, X.data<T>(), g, b, eps, momentum, y->value.data<T>(),
-                                     saved_mean.data<A>(), saved_invstd.data<A>(),
-                                     run.data<A>(), run_v.data<A>() + var_at, sync_p);
+      batchnorm_forward_train_cpu<T>(M, C, X.data<T>(), g, b, eps, momentum, relu,
+                                     y->value.data<T>(), saved_mean.data<A>(),
+                                     saved_invstd.data<A>(), run.data<A>(),
+                                     run_v.data<A>() + var_at, sync_p);
     else
       batchnorm_forward_eval_cpu<T>(M, C, X.data<T>(), g, b, state.running_mean.data<A>(),
-                                    state.running_var.data<A>(), eps, y->value.data<T>());
+                                    state.running_var.data<A>(), eps, relu, y->value.data<T>());
     if (sums) {  // the step's sums: C means, then C variances
       A* into = state.step_sums.data<A>();
       note_launch(ctx.plan, accumulate_gpu_cost(2 * C, sizeof(A)));
@@ -134,38 +135,38 @@ VarPtr batchnorm2d(Tape& tape, const VarPtr& x, const VarPtr& gamma, const VarPt
   });
 
   if (record)
-    tape.record(kOp, [x, gamma, beta, y, M, C, training, eps, saved_mean, saved_invstd,
+    tape.record(kOp, [x, gamma, beta, y, M, C, training, relu, eps, saved_mean, saved_invstd,
                       seen_mean, seen_var, gpu, ctx, sync, synced] {
       const BatchNormSync* sync_p = synced ? &sync : nullptr;
       dispatch_float(y->value.dtype(), [&](auto tag) {
         using T = decltype(tag);
         using A = acc_t<T>;
         const T* xv = x->value.data<T>();
+        const T* yv = relu ? y->value.data<T>() : nullptr;  // the fused ReLU's mask
         const T* dy = y->grad_buffer().data<T>();
         const A* g = gamma->value.data<A>();
         T* dx = x->requires_grad ? x->grad_buffer().data<T>() : nullptr;
         A* dg = gamma->requires_grad ? gamma->grad_buffer().data<A>() : nullptr;
         A* db = beta->requires_grad ? beta->grad_buffer().data<A>() : nullptr;
-        note_launch(ctx.plan, training ? batchnorm_backward_train_gpu_cost(M, C, sizeof(T), false,
+        note_launch(ctx.plan, training ? batchnorm_backward_train_gpu_cost(M, C, sizeof(T), relu,
                                                                            dx != nullptr, synced)
-                                       : batchnorm_backward_eval_gpu_cost(M, C, sizeof(T), false,
+                                       : batchnorm_backward_eval_gpu_cost(M, C, sizeof(T), relu,
                                                                           dx != nullptr,
                                                                           dg || db));
         if (gpu && training)
           ON_GPU(kOp, T, batchnorm_backward_train_gpu<T>(
-                             M, C, xv, /*y=*/nullptr, dy, g, saved_mean.data<A>(),
-                             saved_invstd.data<A>(), /*relu=*/false, dx, dg, db, ctx.stream,
-                             sync_p));
+                             M, C, xv, yv, dy, g, saved_mean.data<A>(), saved_invstd.data<A>(),
+                             relu, dx, dg, db, ctx.stream, sync_p));
         else if (gpu)
           ON_GPU(kOp, T, batchnorm_backward_eval_gpu<T>(
-                             M, C, xv, /*y=*/nullptr, dy, g, seen_mean.data<A>(),
-                             seen_var.data<A>(), eps, /*relu=*/false, dx, dg, db, ctx.stream));
+                             M, C, xv, yv, dy, g, seen_mean.data<A>(), seen_var.data<A>(), eps,
+                             relu, dx, dg, db, ctx.stream));
         else if (training)
-          batchnorm_backward_train_cpu<T>(M, C, xv, dy, g, saved_mean.data<A>(),
-                                          saved_invstd.data<A>(), dx, dg, db, sync_p);
+          batchnorm_backward_train_cpu<T>(M, C, xv, yv, dy, g, saved_mean.data<A>(),
+                                          saved_invstd.data<A>(), relu, dx, dg, db, sync_p);
         else
-          batchnorm_backward_eval_cpu<T>(M, C, xv, dy, g, seen_mean.data<A>(),
-                                         seen_var.data<A>(), eps, dx, dg, db);
+          batchnorm_backward_eval_cpu<T>(M, C, xv, yv, dy, g, seen_mean.data<A>(),
+                                         seen_var.data<A>(), eps, relu, dx, dg, db);
       });
     });
   return y;

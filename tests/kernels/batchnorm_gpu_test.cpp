@@ -35,7 +35,7 @@ void cpu_forward_train(int64_t M, int C, const std::vector<T>& x, const std::vec
                        const std::vector<float>& b, double eps, bool relu, std::vector<T>& y,
                        std::vector<float>& sm, std::vector<float>& si, std::vector<float>& rm,
                        std::vector<float>& rv) {
-  batchnorm_forward_train_cpu<T>(M, C, x.data(), g.data(), b.data(), eps, 0.1, y.data(),
+  batchnorm_forward_train_cpu<T>(M, C, x.data(), g.data(), b.data(), eps, 0.1, false, y.data(),
                                  sm.data(), si.data(), rm.data(), rv.data());
   if (relu) relu_forward_cpu<T>(M * C, y.data(), y.data());
 }
@@ -110,8 +110,9 @@ TEST_CASE_TEMPLATE("batchnorm [gpu]: training forward and backward match the CPU
       const std::vector<float> db0 = random_values<float>(Cs, 9, -1, 1);
       std::vector<T> dx = dx0;
       std::vector<float> dg = dg0, db = db0;
-      batchnorm_backward_train_cpu<T>(M, C, x.data(), cpu_masked_dy(relu, y, dy).data(), g.data(),
-                                      sm.data(), si.data(), dx.data(), dg.data(), db.data());
+      batchnorm_backward_train_cpu<T>(M, C, x.data(), nullptr, cpu_masked_dy(relu, y, dy).data(),
+                                      g.data(), sm.data(), si.data(), false, dx.data(), dg.data(),
+                                      db.data());
       DeviceBuffer d_ycpu = upload(y), d_dy = upload(dy), d_dx = upload(dx0);
       DeviceBuffer d_smc = upload(sm), d_sic = upload(si), d_dg = upload(dg0), d_db = upload(db0);
       batchnorm_backward_train_gpu<T>(M, C, ptr<T>(d_x), ptr<T>(d_ycpu), ptr<T>(d_dy),
@@ -141,7 +142,7 @@ TEST_CASE_TEMPLATE("batchnorm [gpu]: eval forward and backward match the CPU", T
       const std::vector<float> &g = in.g, &b = in.b, &rm = in.rm, &rv = in.rv;
       std::vector<T> y(n);
       batchnorm_forward_eval_cpu<T>(M, C, x.data(), g.data(), b.data(), rm.data(), rv.data(), eps,
-                                    y.data());
+                                    false, y.data());
       if (relu) relu_forward_cpu<T>(int64_t(n), y.data(), y.data());
       DeviceBuffer d_x = upload(x), d_g = upload(g), d_b = upload(b), d_rm = upload(rm),
                    d_rv = upload(rv), d_y = poisoned<T>(n, st.get());
@@ -159,8 +160,9 @@ TEST_CASE_TEMPLATE("batchnorm [gpu]: eval forward and backward match the CPU", T
       const std::vector<float> db0 = random_values<float>(Cs, 19, -1, 1);
       std::vector<T> dx = dx0;
       std::vector<float> dg = dg0, db = db0;
-      batchnorm_backward_eval_cpu<T>(M, C, x.data(), cpu_masked_dy(relu, y, dy).data(), g.data(),
-                                     rm.data(), rv.data(), eps, dx.data(), dg.data(), db.data());
+      batchnorm_backward_eval_cpu<T>(M, C, x.data(), nullptr, cpu_masked_dy(relu, y, dy).data(),
+                                     g.data(), rm.data(), rv.data(), eps, false, dx.data(),
+                                     dg.data(), db.data());
       DeviceBuffer d_ycpu = upload(y), d_dy = upload(dy), d_dx = upload(dx0), d_dg = upload(dg0),
                    d_db = upload(db0);
       batchnorm_backward_eval_gpu<T>(M, C, ptr<T>(d_x), ptr<T>(d_ycpu), ptr<T>(d_dy),
@@ -248,9 +250,9 @@ TEST_CASE("batchnorm [gpu]: fp16 inputs near 65504 and near 2^-24 give finite re
       std::vector<half_t> y(n), dx(n, half_t(0.0f));
       std::vector<float> sm(Cs), si(Cs), rm = r0, rv = r0, dg = z, db = z;
       cpu_forward_train<half_t>(M, C, x, g, b, eps, relu, y, sm, si, rm, rv);
-      batchnorm_backward_train_cpu<half_t>(M, C, x.data(), cpu_masked_dy(relu, y, dy).data(),
-                                           g.data(), sm.data(), si.data(), dx.data(), dg.data(),
-                                           db.data());
+      batchnorm_backward_train_cpu<half_t>(M, C, x.data(), nullptr,
+                                           cpu_masked_dy(relu, y, dy).data(), g.data(), sm.data(),
+                                           si.data(), false, dx.data(), dg.data(), db.data());
 
       DeviceBuffer d_x = upload(x), d_dy = upload(dy), d_g = upload(g), d_b = upload(b),
                    d_rm = upload(r0), d_rv = upload(r0), d_dg = upload(z), d_db = upload(z);
@@ -330,9 +332,9 @@ TEST_CASE_TEMPLATE("batchnorm [gpu]: synchronised over R parts of the batch (Bat
       std::vector<T> y(n), dx(n, T(0.0f));
       std::vector<float> sm(Cs), si(Cs), rm = in.rm, rv = in.rv, dg(Cs, 0), db(Cs, 0);
       cpu_forward_train<T>(M, C, in.x, in.g, in.b, eps, relu, y, sm, si, rm, rv);
-      batchnorm_backward_train_cpu<T>(M, C, in.x.data(), cpu_masked_dy(relu, y, dy).data(),
-                                      in.g.data(), sm.data(), si.data(), dx.data(), dg.data(),
-                                      db.data());
+      batchnorm_backward_train_cpu<T>(M, C, in.x.data(), nullptr, cpu_masked_dy(relu, y, dy).data(),
+                                      in.g.data(), sm.data(), si.data(), false, dx.data(),
+                                      dg.data(), db.data());
       // The parts on the GPU, side by side; each part's results, checked after.
       struct Part {
         std::vector<T> y, dx;

@@ -50,7 +50,7 @@ std::vector<double> train_forward(const std::vector<double>& x, int C,
   const size_t Cs = static_cast<size_t>(C);
   std::vector<A> g = to<A>(gamma), b = to<A>(beta), sm(Cs), si(Cs);
   std::vector<A> rm(Cs, A(0)), rv(Cs, A(1));
-  batchnorm_forward_train_cpu<T>(M, C, xt.data(), g.data(), b.data(), eps, 0.1, y.data(),
+  batchnorm_forward_train_cpu<T>(M, C, xt.data(), g.data(), b.data(), eps, 0.1, false, y.data(),
                                  sm.data(), si.data(), rm.data(), rv.data());
   if (mean) *mean = sm;
   if (invstd) *invstd = si;
@@ -91,8 +91,8 @@ TEST_CASE("batchnorm: running statistics after one and two updates") {
   std::vector<float> sm(kC), si(kC), rm = {0, 0}, rv = {1, 1};
   // The running variance takes the unbiased batch variance var * M/(M-1):
   // channel 0: 9 * 4/3 = 12, channel 1: 2 * 4/3 = 8/3. Momentum 0.1.
-  batchnorm_forward_train_cpu<float>(kM, kC, x.data(), g.data(), b.data(), 1e-5, 0.1, y.data(),
-                                     sm.data(), si.data(), rm.data(), rv.data());
+  batchnorm_forward_train_cpu<float>(kM, kC, x.data(), g.data(), b.data(), 1e-5, 0.1, false,
+                                     y.data(), sm.data(), si.data(), rm.data(), rv.data());
   // mean: 0.9*0 + 0.1*10 = 1,  0.9*0 + 0.1*(-1) = -0.1
   // var:  0.9*1 + 0.1*12 = 2.1, 0.9*1 + 0.1*8/3 = 1.1666...   (biased would give 1.8 and 1.1)
   require_near(doubles(rm), {1.0, -0.1}, 1e-6);
@@ -100,8 +100,8 @@ TEST_CASE("batchnorm: running statistics after one and two updates") {
 
   // A second batch: the first shifted by 10, so mean (20, 9), same variances.
   for (float& v : x) v += 10;
-  batchnorm_forward_train_cpu<float>(kM, kC, x.data(), g.data(), b.data(), 1e-5, 0.1, y.data(),
-                                     sm.data(), si.data(), rm.data(), rv.data());
+  batchnorm_forward_train_cpu<float>(kM, kC, x.data(), g.data(), b.data(), 1e-5, 0.1, false,
+                                     y.data(), sm.data(), si.data(), rm.data(), rv.data());
   // mean: 0.9*1 + 0.1*20 = 2.9,   0.9*(-0.1) + 0.1*9 = 0.81
   // var:  0.9*2.1 + 0.1*12 = 3.09, 0.9*1.1666... + 0.1*8/3 = 1.31666...
   require_near(doubles(rm), {2.9, 0.81}, 1e-6);
@@ -113,7 +113,7 @@ TEST_CASE("batchnorm: eval uses the running statistics, not the batch ones") {
   const std::vector<float> rm = {1, -2}, rv = {4, 0.25};
   const double eps = 1e-5;
   batchnorm_forward_eval_cpu<float>(kM, kC, x.data(), g.data(), b.data(), rm.data(), rv.data(),
-                                    eps, y.data());
+                                    eps, false, y.data());
   std::vector<double> want(kX.size());
   for (size_t i = 0; i < kX.size(); i++) {
     const size_t c = i % kC;
@@ -140,11 +140,11 @@ TEST_CASE("batchnorm: backward accumulates and skips null gradients") {
     INFO("training = " << training);
     auto run = [&](float* dx, float* dg, float* db) {
       if (training)
-        batchnorm_backward_train_cpu<float>(M, C, x.data(), dy.data(), g.data(), mean.data(),
-                                            inv.data(), dx, dg, db);
+        batchnorm_backward_train_cpu<float>(M, C, x.data(), nullptr, dy.data(), g.data(),
+                                            mean.data(), inv.data(), false, dx, dg, db);
       else
-        batchnorm_backward_eval_cpu<float>(M, C, x.data(), dy.data(), g.data(), mean.data(),
-                                           var.data(), 1e-5, dx, dg, db);
+        batchnorm_backward_eval_cpu<float>(M, C, x.data(), nullptr, dy.data(), g.data(),
+                                           mean.data(), var.data(), 1e-5, false, dx, dg, db);
     };
     std::vector<float> dx0(size_t(M * C), 0), dg0(C, 0), db0(C, 0);
     run(dx0.data(), dg0.data(), db0.data());
@@ -244,10 +244,10 @@ TEST_CASE("batchnorm: synchronised over R parts of the batch (BatchNormSync) equ
     const double eps = 1e-5, mom = 0.1;
     // The whole batch.
     std::vector<double> y(n), sm(C), si(C), rm(C, 0.2), rv(C, 1.5), dx(n, 0), dg(C, 0), db(C, 0);
-    batchnorm_forward_train_cpu<double>(M, C, x.data(), g.data(), b.data(), eps, mom, y.data(),
-                                        sm.data(), si.data(), rm.data(), rv.data());
-    batchnorm_backward_train_cpu<double>(M, C, x.data(), dy.data(), g.data(), sm.data(),
-                                         si.data(), dx.data(), dg.data(), db.data());
+    batchnorm_forward_train_cpu<double>(M, C, x.data(), g.data(), b.data(), eps, mom, false,
+                                        y.data(), sm.data(), si.data(), rm.data(), rv.data());
+    batchnorm_backward_train_cpu<double>(M, C, x.data(), nullptr, dy.data(), g.data(), sm.data(),
+                                         si.data(), false, dx.data(), dg.data(), db.data());
     // The parts, side by side; each part's results, checked after.
     struct Part {
       std::vector<double> y, dx, sm, si, rm, rv, dg, db;
@@ -264,12 +264,12 @@ TEST_CASE("batchnorm: synchronised over R parts of the batch (BatchNormSync) equ
       BatchNormSync sync;
       sync.count = M;
       sync.sum = [&, r](void* v, int k) { all.sum(r, static_cast<double*>(v), k); };
-      batchnorm_forward_train_cpu<double>(Mr, C, xr.data(), g.data(), b.data(), eps, mom,
+      batchnorm_forward_train_cpu<double>(Mr, C, xr.data(), g.data(), b.data(), eps, mom, false,
                                           p.y.data(), p.sm.data(), p.si.data(), p.rm.data(),
                                           p.rv.data(), &sync);
-      batchnorm_backward_train_cpu<double>(Mr, C, xr.data(), dyr.data(), g.data(), p.sm.data(),
-                                           p.si.data(), p.dx.data(), p.dg.data(), p.db.data(),
-                                           &sync);
+      batchnorm_backward_train_cpu<double>(Mr, C, xr.data(), nullptr, dyr.data(), g.data(),
+                                           p.sm.data(), p.si.data(), false, p.dx.data(),
+                                           p.dg.data(), p.db.data(), &sync);
     });
     std::vector<double> dg_sum(C, 0), db_sum(C, 0);
     for (int r = 0; r < R; r++) {
@@ -288,7 +288,8 @@ TEST_CASE("batchnorm: synchronised over R parts of the batch (BatchNormSync) equ
     // One part alone (no sync) normalises with its own statistics: far from the whole batch's.
     std::vector<double> alone(size_t(parts.rows[0] * C)), am(C), ai(C), arm(C, 0.2), arv(C, 1.5);
     batchnorm_forward_train_cpu<double>(parts.rows[0], C, x.data(), g.data(), b.data(), eps, mom,
-                                        alone.data(), am.data(), ai.data(), arm.data(), arv.data());
+                                        false, alone.data(), am.data(), ai.data(), arm.data(),
+                                        arv.data());
     double far = 0;
     for (int c = 0; c < C; c++) far = std::max(far, std::abs(am[size_t(c)] - sm[size_t(c)]));
     REQUIRE(far > 1e-3);

@@ -43,7 +43,7 @@ TEST_CASE("long sums [gpu]: BN batch mean, variance, dgamma and dbeta over 2^20 
   // batch's mean and its variance * M/(M-1).
   const std::vector<double> xd = doubles(x), dyd = doubles(dy), gd(Cs, 1), bd(Cs, 0);
   std::vector<double> yd(n), mean_d(Cs), invstd_d(Cs), rm_d(Cs, 0), var_d(Cs, 1);
-  batchnorm_forward_train_cpu<double>(M, C, xd.data(), gd.data(), bd.data(), 1e-5, 1.0,
+  batchnorm_forward_train_cpu<double>(M, C, xd.data(), gd.data(), bd.data(), 1e-5, 1.0, false,
                                       yd.data(), mean_d.data(), invstd_d.data(), rm_d.data(),
                                       var_d.data());
   // the backward with the saved statistics rounded to float, as the GPU gets them
@@ -51,8 +51,9 @@ TEST_CASE("long sums [gpu]: BN batch mean, variance, dgamma and dbeta over 2^20 
   const std::vector<double> invstd_f =
       doubles(std::vector<float>(invstd_d.begin(), invstd_d.end()));
   std::vector<double> dg_d(Cs, 0), db_d(Cs, 0), dgamma_terms(n);
-  batchnorm_backward_train_cpu<double>(M, C, xd.data(), dyd.data(), gd.data(), mean_f.data(),
-                                       invstd_f.data(), nullptr, dg_d.data(), db_d.data());
+  batchnorm_backward_train_cpu<double>(M, C, xd.data(), nullptr, dyd.data(), gd.data(),
+                                       mean_f.data(), invstd_f.data(), false, nullptr, dg_d.data(),
+                                       db_d.data());
   for (size_t i = 0; i < n; i++)
     dgamma_terms[i] = dyd[i] * (xd[i] - mean_f[i % Cs]) * invstd_f[i % Cs];
 

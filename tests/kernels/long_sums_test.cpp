@@ -40,8 +40,9 @@ void bn_statistics(int64_t M, int C, const std::vector<T>& x, std::vector<T>& me
   std::vector<T> gamma(Cs, 1), beta(Cs, 0), invstd(Cs), running_mean(Cs, 0), y(x.size());
   mean.assign(Cs, 0);
   var.assign(Cs, 1);
-  batchnorm_forward_train_cpu<T>(M, C, x.data(), gamma.data(), beta.data(), 1e-5, 1.0, y.data(),
-                                 mean.data(), invstd.data(), running_mean.data(), var.data());
+  batchnorm_forward_train_cpu<T>(M, C, x.data(), gamma.data(), beta.data(), 1e-5, 1.0, false,
+                                 y.data(), mean.data(), invstd.data(), running_mean.data(),
+                                 var.data());
 }
 
 }  // namespace
@@ -72,10 +73,11 @@ TEST_CASE("long sums: BN dbeta and dgamma over 2^20 values") {
   const std::vector<double> meand = {100, 100}, invstdd = {1, 1}, gammad = {1, 1};
   std::vector<float> dg(C, 0), db(C, 0);
   std::vector<double> dgd(C, 0), dbd(C, 0), scale_g(C, 0), scale_b(C, 0);
-  batchnorm_backward_train_cpu<float>(M, C, x.data(), dy.data(), gamma.data(), mean.data(),
-                                      invstd.data(), nullptr, dg.data(), db.data());
-  batchnorm_backward_train_cpu<double>(M, C, xd.data(), dyd.data(), gammad.data(), meand.data(),
-                                       invstdd.data(), nullptr, dgd.data(), dbd.data());
+  batchnorm_backward_train_cpu<float>(M, C, x.data(), nullptr, dy.data(), gamma.data(), mean.data(),
+                                      invstd.data(), false, nullptr, dg.data(), db.data());
+  batchnorm_backward_train_cpu<double>(M, C, xd.data(), nullptr, dyd.data(), gammad.data(),
+                                       meand.data(), invstdd.data(), false, nullptr, dgd.data(),
+                                       dbd.data());
   for (size_t i = 0; i < x.size(); i++) {  // sum |terms|: dgamma's terms cancel
     scale_g[i % C] += std::fabs(dyd[i] * (xd[i] - 100));
     scale_b[i % C] += std::fabs(dyd[i]);

@@ -132,24 +132,25 @@ TEST_CASE_TEMPLATE("batchnorm CPU: the same bytes on 1 and 4 threads", T, float,
       "batchnorm forward train", {bytes(y), bytes(mean), bytes(invstd), bytes(run_mean),
                                   bytes(run_var)},
       [&] {
-        batchnorm_forward_train_cpu<T>(M, C, x.data(), gamma.data(), beta.data(), 1e-5, 0.1,
+        batchnorm_forward_train_cpu<T>(M, C, x.data(), gamma.data(), beta.data(), 1e-5, 0.1, false,
                                        y.data(), mean.data(), invstd.data(), run_mean.data(),
                                        run_var.data());
       });
   require_same_on_1_and_4_threads("batchnorm forward eval", {bytes(y)}, [&] {
     std::fill(y.begin(), y.end(), T(0.0f));
     batchnorm_forward_eval_cpu<T>(M, C, x.data(), gamma.data(), beta.data(), run_mean.data(),
-                                  run_var.data(), 1e-5, y.data());
+                                  run_var.data(), 1e-5, false, y.data());
   });
   require_same_on_1_and_4_threads(
       "batchnorm backward train", {bytes(dx), bytes(dgamma), bytes(dbeta)}, [&] {
-        batchnorm_backward_train_cpu<T>(M, C, x.data(), dy.data(), gamma.data(), mean.data(),
-                                        invstd.data(), dx.data(), dgamma.data(), dbeta.data());
+        batchnorm_backward_train_cpu<T>(M, C, x.data(), nullptr, dy.data(), gamma.data(),
+                                        mean.data(), invstd.data(), false, dx.data(), dgamma.data(),
+                                        dbeta.data());
       });
   require_same_on_1_and_4_threads(
       "batchnorm backward eval", {bytes(dx), bytes(dgamma), bytes(dbeta)}, [&] {
-        batchnorm_backward_eval_cpu<T>(M, C, x.data(), dy.data(), gamma.data(),
-                                       run_mean.data(), run_var.data(), 1e-5, dx.data(),
+        batchnorm_backward_eval_cpu<T>(M, C, x.data(), nullptr, dy.data(), gamma.data(),
+                                       run_mean.data(), run_var.data(), 1e-5, false, dx.data(),
                                        dgamma.data(), dbeta.data());
       });
 }

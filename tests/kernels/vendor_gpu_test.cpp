@@ -193,14 +193,14 @@ void check_bn_cudnn(int64_t M, int C, uint64_t seed, float xlo, float xhi) {
   std::vector<T> y_ref(n), ye_ref(n), dx_ref = dx0;
   std::vector<float> mean_ref(nc), invstd_ref(nc), rmean_ref = rmean0, rvar_ref = rvar0,
                      dgamma_ref = dgamma0, dbeta_ref = dbeta0;
-  batchnorm_forward_train_cpu(M, C, x.data(), gamma.data(), beta.data(), eps, momentum,
+  batchnorm_forward_train_cpu(M, C, x.data(), gamma.data(), beta.data(), eps, momentum, false,
                               y_ref.data(), mean_ref.data(), invstd_ref.data(), rmean_ref.data(),
                               rvar_ref.data());
   batchnorm_forward_eval_cpu(M, C, x.data(), gamma.data(), beta.data(), rmean0.data(),
-                             rvar0.data(), eps, ye_ref.data());
-  batchnorm_backward_train_cpu(M, C, x.data(), dy.data(), gamma.data(), mean_ref.data(),
-                               invstd_ref.data(), dx_ref.data(), dgamma_ref.data(),
-                               dbeta_ref.data());
+                             rvar0.data(), eps, false, ye_ref.data());
+  batchnorm_backward_train_cpu<T>(M, C, x.data(), nullptr, dy.data(), gamma.data(),
+                                  mean_ref.data(), invstd_ref.data(), false, dx_ref.data(),
+                                  dgamma_ref.data(), dbeta_ref.data());
 
   Stream st;
   const DeviceBuffer xd = upload(x, st), dyd = upload(dy, st), dxd = upload(dx0, st),

@@ -1,7 +1,10 @@
 // batchnorm2d, the op: training moves the running statistics and eval does not, fp16
 // activations with fp32 parameters, the eval backward uses the statistics its forward saw,
-// and bad arguments are refused with a message naming the problem.
+// bad arguments are refused with a message naming the problem, and the fused ReLU gives the
+// two ops' bits.
 #include <cmath>
+#include <cstring>
+#include <utility>
 #include <vector>
 
 #include "nn/ops.h"
@@ -209,4 +212,45 @@ TEST_CASE("batchnorm2d with step_sums: the forwards only sum their batch statist
   st.step_sums = Tensor::zeros({C}, DType::f64);
   REQUIRE_THROWS_WITH(batchnorm2d(tape, make_var(x1), gamma, beta, st, true),
                       doctest::Contains("step_sums must be (6) f64"));
+}
+
+// relu = true fuses the ReLU into BN's kernels (kernels/batchnorm.h): the output, the input's
+// gradient and gamma's and beta's are the two ops' bit for bit, in every dtype, in training
+// and in eval. About half the values are negative, so the mask matters; the incoming gradient
+// has exact zeros and negative zeros where the mask passes, the signed-zero cases.
+TEST_CASE("batchnorm2d relu=true: relu(batchnorm2d(x)) fused, the same bits forward and backward") {
+  for (DType dt : {DType::f64, DType::f32, DType::f16})
+    for (bool training : {true, false}) {
+      INFO(dtype_name(dt) << (training ? " training" : " eval"));
+      const DType acc = acc_dtype(dt);
+      const Shape shape = {3, 4, 5, 6};
+      const Tensor x0 = uniform(shape, dt, 11, -2.0, 2.0);
+      Tensor dy = uniform(shape, dt, 12, -1.0, 1.0);
+      std::vector<double> d = dy.to_doubles();  // some +0 and -0 among them
+      for (size_t i = 0; i < d.size(); i += 7) d[i] = (i / 7) % 2 ? 0.0 : -0.0;
+      dy = Tensor::from_doubles(d, shape, dt);
+      struct Out {
+        Tensor y, dx, dg, db, rm, rv;
+      };
+      auto run = [&](bool fused) {
+        VarPtr x = make_var(x0.clone(), true);
+        VarPtr g = make_var(uniform({6}, acc, 13, 0.5, 1.5), true);
+        VarPtr b = make_var(uniform({6}, acc, 14, -0.5, 0.5), true);
+        BatchNormState st = fresh_state(6, acc);
+        Tape tape;
+        VarPtr y = fused ? batchnorm2d(tape, x, g, b, st, training, true)
+                         : relu(tape, batchnorm2d(tape, x, g, b, st, training));
+        tape.backward(y, dy);
+        return Out{y->value, x->grad, g->grad, b->grad, st.running_mean, st.running_var};
+      };
+      const Out a = run(false), f = run(true);
+      for (auto [p, q] : {std::pair{a.y, f.y}, {a.dx, f.dx}, {a.dg, f.dg}, {a.db, f.db},
+                          {a.rm, f.rm}, {a.rv, f.rv}}) {
+        REQUIRE(p.bytes() == q.bytes());
+        REQUIRE(std::memcmp(p.raw(), q.raw(), p.bytes()) == 0);
+      }
+      int zeros = 0;  // the mask did something
+      for (double v : f.y.to_doubles()) zeros += v == 0;
+      REQUIRE(zeros > int(x0.numel()) / 4);
+    }
 }

@@ -55,12 +55,14 @@ Net place(const Net& cpu, const Context& in, DType dtype) {
 
 // x -> conv(3x3, pad 1) -> bn -> relu -> maxpool(2, stride 2) -> conv(3x3, pad 1) -> add
 // (a residual onto the pooled input) -> relu -> global avgpool -> flatten -> linear -> loss,
-// every op in context ctx (its stream and its conv/linear implementations).
-double run(Net& n, const Tensor& labels, const Context& ctx) {
+// every op in context ctx (its stream and its conv/linear implementations). fuse: bn and
+// relu as one op (batchnorm2d's relu), as a model runs them.
+double run(Net& n, const Tensor& labels, const Context& ctx, bool fuse = false) {
   Tape tape(ctx);
   const auto& L = n.leaves;
   VarPtr h = conv2d(tape, L[0], L[1], L[2], 1, 1, 1, 1);
-  h = relu(tape, batchnorm2d(tape, h, L[3], L[4], n.bn, true));
+  h = fuse ? batchnorm2d(tape, h, L[3], L[4], n.bn, true, true)
+           : relu(tape, batchnorm2d(tape, h, L[3], L[4], n.bn, true));
   VarPtr p = maxpool2d(tape, h, 2, 2, 2, 2, 0, 0);
   h = relu(tape, add(tape, conv2d(tape, p, L[5], nullptr, 1, 1, 1, 1), p));
   h = linear(tape, flatten(tape, global_avgpool(tape, h)), L[6], L[7]);
@@ -88,6 +90,7 @@ TEST_CASE("nn ops [gpu]: a network of every op on cuda matches the CPU, for ever
     ConvImpl conv;
     LinearImpl linear;
     double tol;  // relative to the largest gradient of each leaf
+    bool fuse = false;  // BN and its ReLU as one op, against the CPU's two
   };
   // f32: only the summation order differs from the CPU (1e-5). f16: inputs and weights are
   // rounded to fp16 (2^-11 relative) and every activation again after each op; through ~8
@@ -98,15 +101,18 @@ TEST_CASE("nn ops [gpu]: a network of every op on cuda matches the CPU, for ever
       {DType::f16, ConvImpl::direct, LinearImpl::direct, 2e-2},
       {DType::f16, ConvImpl::tc, LinearImpl::tc, 2e-2},
       {DType::f16, ConvImpl::cudnn, LinearImpl::cublas, 2e-2},
+      {DType::f32, ConvImpl::direct, LinearImpl::direct, 1e-5, true},
+      {DType::f16, ConvImpl::tc, LinearImpl::tc, 2e-2, true},
   };
   for (const Case& c : cases) {
     if (c.conv == ConvImpl::cudnn && !cudnn_built()) continue;
     INFO(std::string(dtype_name(c.dtype)) << " conv " << std::string(impl_name(c.conv))
-                                          << " linear " << std::string(impl_name(c.linear)));
+                                          << " linear " << std::string(impl_name(c.linear))
+                                          << (c.fuse ? ", bn+relu fused" : ""));
     Stream stream;
     const Context ctx = Context::cuda(stream.get(), c.conv, c.linear);
     Net gpu = place(cpu0, ctx, c.dtype);
-    const double got_loss = run(gpu, labels.to(ctx), ctx);
+    const double got_loss = run(gpu, labels.to(ctx), ctx, c.fuse);
     REQUIRE(std::fabs(got_loss - want_loss) <= c.tol * 10 * std::fabs(want_loss));
     for (size_t i = 0; i < ref.leaves.size(); i++) {
       INFO("leaf " << i);
