@@ -1,6 +1,7 @@
 #include "nn/optim.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "nn/dispatch.h"
 
@@ -31,39 +32,74 @@ void Optimizer::check_step(const DeviceStep& ds) const {
              << " parameters");
 }
 
+ParamTotals Optimizer::totals() const {
+  ParamTotals t;
+  for (size_t i = 0; i < params_.size(); i++) {
+    const Tensor& p = params_[i]->value;
+    const double bytes = double(p.bytes());
+    t.elements += p.numel();
+    t.grad_bytes += bytes;  // the gradient has the parameter's dtype
+    if (masters_[i].raw() != p.raw()) t.working_bytes += bytes;
+  }
+  return t;
+}
+
+const ParamTable& Optimizer::table(const DeviceStep& ds) {
+  std::vector<ParamSlot> slots(params_.size());
+  for (size_t i = 0; i < params_.size(); i++) {
+    Tensor& g = grad(i);  // a zero gradient where none was made: its place in the table
+    ParamSlot& s = slots[i];
+    s.grad = g.raw();
+    s.master = masters_[i].data<float>();
+    s.working = masters_[i].raw() != params_[i]->value.raw() ? params_[i]->value.raw() : nullptr;
+    s.n = g.numel();
+    s.half = g.dtype() == DType::f16;
+    fill_state(i, s);
+  }
+  if (!table_.built() || table_.host() != slots) {
+    const Context& c = ds.context();
+    table_.build(slots, c.gpu >= 0 ? c.gpu : current_device(), c.stream);
+  }
+  return table_;
+}
+
 void Optimizer::check(DeviceStep& ds) {
   check_step(ds);
+  note_launch(ds.context().plan, multi_grads_nonfinite_gpu_cost(totals()));
+  if (device() == Device::cuda) {
+#if defined(CUTRAIN_CUDA)
+    multi_grads_nonfinite_gpu(table(ds), ds.inv_scale(), ds.flags(), ds.context().stream);
+#else
+    no_gpu_kernel(who_);  // not reached: a CPU-only build has no cuda tensors
+#endif
+    return;
+  }
   for (size_t i = 0; i < params_.size(); i++) {
     const Tensor& g = params_[i]->grad;
     if (!g.defined()) continue;  // unused this step: a zero gradient, finite
-    note_launch(ds.context().plan, grads_nonfinite_gpu_cost(g.numel(), dtype_size(g.dtype())));
     dispatch_float(g.dtype(), [&](auto tag) {
       using T = decltype(tag);
-      if (device() == Device::cpu) {
-        if (!grads_finite_cpu<T>(g.numel(), g.template data<T>(), double(ds.state()->inv_scale)))
-          *ds.flag(int(i)) = 1;
-        return;
-      }
-#if defined(CUTRAIN_CUDA)
-      ON_GPU(who_, T, grads_nonfinite_gpu<T>(g.numel(), g.template data<T>(), ds.inv_scale(),
-                                             ds.flag(int(i)), ds.context().stream));
-#else
-      no_gpu_kernel(who_);  // not reached: a CPU-only build has no cuda tensors
-#endif
+      if (!grads_finite_cpu<T>(g.numel(), g.template data<T>(), double(ds.state()->inv_scale)))
+        *ds.flag(int(i)) = 1;
     });
   }
 }
 
 void Optimizer::apply(DeviceStep& ds) {
   check_step(ds);
-  // A GPU queues every update, to be skipped on the device when the state says so.
-  if (LaunchPlan* plan = ds.context().plan)
-    for (size_t i = 0; i < params_.size(); i++) plan->note(update_cost(i));
-  if (device() == Device::cuda) return update_gpu(ds);  // the kernels read skip themselves
+  // A GPU queues the update, to be skipped on the device when the state says so.
+  note_launch(ds.context().plan, update_cost());
+  if (device() == Device::cuda) return update_gpu(ds, table(ds));
   const StepState& s = *ds.state();
-  if (s.skip) return;
-  CHECK(std::isfinite(s.lr) && s.lr >= 0, who_ << ": learning rate must be >= 0, got " << s.lr);
-  update_cpu(s);
+  if (!s.skip) {
+    CHECK(std::isfinite(s.lr) && s.lr >= 0,
+          who_ << ": learning rate must be >= 0, got " << s.lr);
+    update_cpu(s);
+  }
+  // Zeroed in place, not by Tensor::zero_: a GPU's update zeroes them as it reads them, so there
+  // is no memset to note in a LaunchPlan.
+  for (VarPtr& p : params_)
+    if (p->grad.defined()) std::memset(p->grad.raw(), 0, p->grad.bytes());
 }
 
 bool take_step(Optimizer& opt, DeviceStep& ds, double lr) {
@@ -122,26 +158,19 @@ void SGD::update_cpu(const StepState& s) {
   }
 }
 
-LaunchCost SGD::update_cost(size_t i) const {
-  const Tensor& p = params_[i]->value;
-  return sgd_step_gpu_cost(p.numel(), dtype_size(p.dtype()), masters_[i].raw() != p.raw());
+LaunchCost SGD::update_cost() const {
+  return multi_step_gpu_cost(hp_.nesterov ? "multi_nesterov_step" : "multi_sgd_step", totals(), 1,
+                             7);
 }
 
-void SGD::update_gpu(DeviceStep& ds) {
+void SGD::fill_state(size_t i, ParamSlot& s) { s.state1 = velocity_[i].data<float>(); }
+
+void SGD::update_gpu(DeviceStep& ds, const ParamTable& table) {
 #if defined(CUTRAIN_CUDA)
-  const SgdParams& p = hp_;  // the learning rate is ds.lr(), on the device
-  for (size_t i = 0; i < params_.size(); i++) {
-    Tensor& g = grad(i);  // zeros when never written, as on the CPU
-    dispatch_float(g.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      ON_GPU(who_, T, sgd_step_gpu<T>(g.numel(), g.template data<T>(), ds.inv_scale(), ds.skip(),
-                                      ds.lr(), masters_[i].template data<float>(),
-                                      velocity_[i].template data<float>(), working<T>(i), p,
-                                      ds.context().stream));
-    });
-  }
+  // the learning rate is ds.lr(), on the device
+  multi_sgd_step_gpu(table, ds.inv_scale(), ds.skip(), ds.lr(), hp_, ds.context().stream);
 #else
-  (void)ds;
+  (void)ds, (void)table;
   no_gpu_kernel(who_);  // not reached: a CPU-only build has no cuda tensors
 #endif
 }
@@ -183,26 +212,22 @@ void AdamW::update_cpu(const StepState& s) {
   }
 }
 
-LaunchCost AdamW::update_cost(size_t i) const {
-  const Tensor& p = params_[i]->value;
-  return adamw_step_gpu_cost(p.numel(), dtype_size(p.dtype()), masters_[i].raw() != p.raw());
+LaunchCost AdamW::update_cost() const {
+  return multi_step_gpu_cost("multi_adamw_step", totals(), 2, 15);
 }
 
-void AdamW::update_gpu(DeviceStep& ds) {
+void AdamW::fill_state(size_t i, ParamSlot& s) {
+  s.state1 = m_[i].data<float>();
+  s.state2 = v_[i].data<float>();
+}
+
+void AdamW::update_gpu(DeviceStep& ds, const ParamTable& table) {
 #if defined(CUTRAIN_CUDA)
-  const AdamWParams& p = hp_;  // the learning rate is ds.lr(), on the device
-  for (size_t i = 0; i < params_.size(); i++) {
-    Tensor& g = grad(i);
-    dispatch_float(g.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      ON_GPU(who_, T, adamw_step_gpu<T>(g.numel(), g.template data<T>(), ds.inv_scale(),
-                                        ds.skip(), ds.lr(), masters_[i].template data<float>(),
-                                        m_[i].template data<float>(), v_[i].template data<float>(),
-                                        working<T>(i), p, ds.t(), ds.context().stream));
-    });
-  }
+  // the learning rate is ds.lr(), on the device
+  multi_adamw_step_gpu(table, ds.inv_scale(), ds.skip(), ds.lr(), hp_, ds.t(),
+                       ds.context().stream);
 #else
-  (void)ds;
+  (void)ds, (void)table;
   no_gpu_kernel(who_);  // not reached: a CPU-only build has no cuda tensors
 #endif
 }

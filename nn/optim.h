@@ -14,7 +14,7 @@
 //   DeviceStep ds(scaler_config, int(opt->params().size()), Context::cpu());
 //   const bool taken = take_step(*opt, ds, lr_at(schedule, step));   // = the sequence below
 //   if (!taken) report(opt->parameter_name(size_t(ds.read().first_bad)));
-//   opt->zero_grad();
+//   // the gradients are zero again: the next backward accumulates into them
 //
 // Checkpoints: state_tensors() lists, in parameter order, every tensor besides the parameters
 // themselves that a resume needs: "<param>.master" (only where separate from the parameter),
@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "kernels/adamw.h"
+#include "kernels/multi_tensor.h"
 #include "kernels/sgd.h"
 #include "nn/autograd.h"
 #include "nn/device_step.h"
@@ -47,7 +48,10 @@ class Optimizer {
   void check(DeviceStep& ds);
   // Unless the state says skip (DeviceStep::decide): every parameter updated at the state's
   // learning rate (DeviceStep::set_lr), unscaling by its inv_scale, AdamW at step t. Told to
-  // skip, nothing changes at all. The step count is the state's (DeviceStep::finish).
+  // skip, nothing changes at all. Either way the gradients are zeroed after: the next
+  // backward accumulates into zeros. The step count is the state's (DeviceStep::finish).
+  // On a GPU check and apply are one launch each over every parameter (kernels/multi_tensor.h:
+  // the table is built at the first step); on the CPU a loop of the per-tensor references.
   void apply(DeviceStep& ds);
   void zero_grad();
 
@@ -61,12 +65,17 @@ class Optimizer {
 
  protected:
   Optimizer(const char* who, std::vector<VarPtr> params, double lr);
-  // apply()'s update, the step known to be taken: s holds inv_scale, lr and t (CPU: the state
-  // itself; GPU: the kernels read ds's device pointers and skip on their own).
+  // apply()'s update on the CPU, the step known to be taken: s holds inv_scale, lr and t.
   virtual void update_cpu(const StepState& s) = 0;
-  virtual void update_gpu(DeviceStep& ds) = 0;
-  // What update_gpu queues for parameter i (kernels/launch_plan.h).
-  virtual LaunchCost update_cost(size_t i) const = 0;
+  // apply() on a GPU: the update of every parameter and the gradients zeroed, one launch over
+  // the table (the kernels read ds's device pointers and skip on their own).
+  virtual void update_gpu(DeviceStep& ds, const ParamTable& table) = 0;
+  // What update_gpu queues (kernels/launch_plan.h).
+  virtual LaunchCost update_cost() const = 0;
+  // The optimizer's state of parameter i into its table slot (state1, state2).
+  virtual void fill_state(size_t i, ParamSlot& s) = 0;
+  // The sizes the multi-tensor kernels' costs count from.
+  ParamTotals totals() const;
   // The "<param>.master" entries: only masters that are separate from their parameter.
   void add_masters(std::vector<std::pair<std::string, Tensor*>>& out, size_t i);
   Tensor& grad(size_t i) { return params_[i]->grad_buffer(); }
@@ -82,6 +91,12 @@ class Optimizer {
   const char* who_;              // "SGD" / "AdamW", the prefix of error messages
   std::vector<VarPtr> params_;
   std::vector<Tensor> masters_;  // acc dtype; shares storage with the parameter when equal
+
+ private:
+  // GPU: the table of every parameter (kernels/multi_tensor.h), built again only when a tensor
+  // moved (a gradient allocated or replaced). Missing gradients are allocated first (zeros).
+  const ParamTable& table(const DeviceStep& ds);
+  ParamTable table_;
 };
 
 // SGD with momentum (optionally Nesterov) and L2 weight decay: the math is in kernels/sgd.h.
@@ -94,8 +109,9 @@ class SGD : public Optimizer {
 
  private:
   void update_cpu(const StepState& s) override;
-  void update_gpu(DeviceStep& ds) override;
-  LaunchCost update_cost(size_t i) const override;
+  void update_gpu(DeviceStep& ds, const ParamTable& table) override;
+  LaunchCost update_cost() const override;
+  void fill_state(size_t i, ParamSlot& s) override;
   SgdParams hp_;
   std::vector<Tensor> velocity_;
 };
@@ -110,8 +126,9 @@ class AdamW : public Optimizer {
 
  private:
   void update_cpu(const StepState& s) override;
-  void update_gpu(DeviceStep& ds) override;
-  LaunchCost update_cost(size_t i) const override;
+  void update_gpu(DeviceStep& ds, const ParamTable& table) override;
+  LaunchCost update_cost() const override;
+  void fill_state(size_t i, ParamSlot& s) override;
   AdamWParams hp_;
   std::vector<Tensor> m_, v_;
 };

@@ -249,9 +249,12 @@ TEST_CASE("optim: lr may change between steps, as a schedule does") {
   w->grad = Tensor::from_doubles({1}, {1});
   REQUIRE(take_step(*opt, ds, 0.1));
   REQUIRE(w->value.item() == doctest::Approx(0.9).epsilon(1e-15));
+  REQUIRE(w->grad.item() == 0);  // the update consumed the gradient: zeroed for the next backward
+  w->grad = Tensor::from_doubles({1}, {1});
   REQUIRE(take_step(*opt, ds, 0.5));  // the state's rate is used, not the initial one
   REQUIRE(ds.read().lr == 0.5);
   REQUIRE(w->value.item() == doctest::Approx(0.4).epsilon(1e-15));
+  w->grad = Tensor::from_doubles({1}, {1});
   REQUIRE(take_step(*opt, ds, 0));  // the end of a decay to zero: allowed, moves nothing
   REQUIRE(w->value.item() == doctest::Approx(0.4).epsilon(1e-15));
   REQUIRE_ERROR(take_step(*opt, ds, -1), "the learning rate must be >= 0, got -1");

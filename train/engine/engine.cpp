@@ -333,12 +333,14 @@ void Engine::update(bool stepped, const std::vector<StepRecord*>& recs) {
       ds.finish();
     }
   }
-  // The state after the step into the record; the gradients zeroed for the next step.
+  // The state after the step into the record. The update zeroed the gradients for the next
+  // step (Optimizer::apply); without one (no images), they are zeroed here.
   for (size_t i = 0; i < replicas_.size(); i++) {
     Replica* rep = replicas_[i].get();
     const OnDevice on(rep->lane->context());
     phase("record");
     rep->lane->copy(&recs[i]->state, rep->lane->step().state(), sizeof(StepState));
+    if (stepped) continue;
     phase("optimizer");
     if (rep->grads)
       rep->grads->zero();  // one memset per flat buffer

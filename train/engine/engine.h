@@ -231,9 +231,10 @@ class Engine {
   // updated them.
   void update_batchnorm();
   // Steps 3-4 on every replica: the checks, with replicas the OR of the overflow flags, the
-  // decision, the update, the scale's change (none of it when stepped = false: a batch whose
-  // files were all bad); then the state into each replica's record `recs[r]` and the
-  // gradients zeroed. Queues only: a CUDA graph can capture it (--cuda-graph, one replica).
+  // decision, the update with the gradients zeroed, the scale's change (none of it when
+  // stepped = false: a batch whose files were all bad; then the gradients are zeroed alone);
+  // then the state into each replica's record `recs[r]`. Queues only: a CUDA graph can
+  // capture it (--cuda-graph, one replica).
   void update(bool stepped, const std::vector<StepRecord*>& recs);
   // --cuda-graph (engine_graph.cpp): can this step come from the graphs? Captures them at the
   // first full batch after the warm-up; false on the CPU, before, for a short batch, and when

@@ -1,0 +1,113 @@
+// The parameter table and the CPU references of the multi-tensor optimizer steps
+// (multi_tensor.h). The GPU kernels are in multi_tensor.cu.
+#include "kernels/multi_tensor.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/check.h"
+
+namespace cutrain {
+
+bool operator==(const ParamSlot& a, const ParamSlot& b) {
+  return a.grad == b.grad && a.master == b.master && a.state1 == b.state1 &&
+         a.state2 == b.state2 && a.working == b.working && a.n == b.n && a.half == b.half;
+}
+
+std::vector<ParamChunk> param_chunks(const std::vector<ParamSlot>& slots) {
+  std::vector<ParamChunk> chunks;
+  for (size_t i = 0; i < slots.size(); i++)
+    for (int64_t b = 0; b < slots[i].n; b += kParamChunk)
+      chunks.push_back(ParamChunk{int32_t(i), b, std::min(slots[i].n, b + kParamChunk)});
+  return chunks;
+}
+
+namespace {
+// The table's layout in its buffer: the slots, then the chunks at the next 16 bytes.
+size_t chunks_offset(size_t slots) {
+  return (slots * sizeof(ParamSlot) + 15) / 16 * 16;
+}
+}  // namespace
+
+void ParamTable::build(const std::vector<ParamSlot>& slots, int device, cudaStream_t stream) {
+  CHECK(!slots.empty(), "ParamTable: no parameters");
+  for (const ParamSlot& s : slots)
+    CHECK(s.n >= 0 && s.grad && s.master && s.state1,
+          "ParamTable: a slot without its gradient, master weights or optimizer state");
+  const std::vector<ParamChunk> chunks = param_chunks(slots);
+  const size_t at = chunks_offset(slots.size());
+  std::vector<char> bytes(at + chunks.size() * sizeof(ParamChunk), 0);
+  std::memcpy(bytes.data(), slots.data(), slots.size() * sizeof(ParamSlot));
+  if (!chunks.empty()) std::memcpy(bytes.data() + at, chunks.data(), chunks.size() * sizeof(ParamChunk));
+  mem_ = DeviceBuffer(bytes.size(), device, stream);
+  // From a local: wait for the copy (the build is rare: the first step, or a tensor that moved).
+  copy_async(mem_.data(), bytes.data(), bytes.size(), stream);
+  Event done;
+  done.record(stream);
+  done.synchronize();
+  host_ = slots;
+  chunks_ = int(chunks.size());
+}
+
+const ParamChunk* ParamTable::chunks() const {
+  return reinterpret_cast<const ParamChunk*>(static_cast<const char*>(mem_.data()) +
+                                             chunks_offset(host_.size()));
+}
+
+ParamTotals param_totals(const std::vector<ParamSlot>& slots) {
+  ParamTotals t;
+  for (const ParamSlot& s : slots) {
+    const double elem = s.half ? 2.0 : 4.0;
+    t.elements += s.n;
+    t.grad_bytes += elem * double(s.n);
+    if (s.working) t.working_bytes += elem * double(s.n);
+  }
+  return t;
+}
+
+// --- CPU references ---
+
+namespace {
+// f(T) with T the slot's storage type.
+template <typename F> void on_slot(const ParamSlot& s, F&& f) {
+  if (s.half) f(half_t{});
+  else f(float{});
+}
+}  // namespace
+
+void multi_grads_nonfinite_cpu(const std::vector<ParamSlot>& slots, double inv_scale,
+                               int32_t* flags) {
+  for (size_t i = 0; i < slots.size(); i++)
+    on_slot(slots[i], [&](auto tag) {
+      using T = decltype(tag);
+      if (!grads_finite_cpu<T>(slots[i].n, static_cast<const T*>(slots[i].grad), inv_scale))
+        flags[i] = 1;
+    });
+}
+
+void multi_sgd_step_cpu(const std::vector<ParamSlot>& slots, double inv_scale, bool skip,
+                        const SgdParams& p) {
+  for (const ParamSlot& s : slots)
+    on_slot(s, [&](auto tag) {
+      using T = decltype(tag);
+      T* g = static_cast<T*>(s.grad);
+      if (!skip)
+        sgd_step_cpu<T>(s.n, g, inv_scale, s.master, s.state1, static_cast<T*>(s.working), p);
+      std::memset(static_cast<void*>(g), 0, size_t(s.n) * sizeof(T));
+    });
+}
+
+void multi_adamw_step_cpu(const std::vector<ParamSlot>& slots, double inv_scale, bool skip,
+                          const AdamWParams& p, int64_t t) {
+  for (const ParamSlot& s : slots)
+    on_slot(s, [&](auto tag) {
+      using T = decltype(tag);
+      T* g = static_cast<T*>(s.grad);
+      if (!skip)
+        adamw_step_cpu<T>(s.n, g, inv_scale, s.master, s.state1, s.state2,
+                          static_cast<T*>(s.working), p, t);
+      std::memset(static_cast<void*>(g), 0, size_t(s.n) * sizeof(T));
+    });
+}
+
+}  // namespace cutrain

@@ -1,0 +1,116 @@
+// defines: ParamSlot and ParamTable (every parameter of a model in one table on the device: its
+// gradient, fp32 master weights, optimizer state and working copy), and the optimizer's steps
+// over the whole table, each one launch however many parameters there are: the inf/NaN check
+// of every gradient, and the SGD or AdamW update of every parameter with the gradients zeroed
+// after them. apex's multi_tensor_apply and PyTorch's fused optimizers do the same.
+//
+// Why: a model of P parameter tensors costs 3P small launches a step with one kernel per
+// tensor (check, update, memset of the gradient); the default model has 17, so 51 launches of
+// a step's 172 (`cutrain describe default --step`). One table makes them 2.
+//
+// layout: the table is P slots, then its chunks: each chunk is kParamChunk elements (or the
+// rest) of one slot, so a block works on one tensor of one dtype at a time and raises that
+// tensor's flag alone. A block takes chunk blockIdx.x, then every gridDim.x-th after it.
+// math: per element exactly sgd_update / adamw_update (sgd.h, adamw.h) and scaled_finite, as
+// the per-tensor kernels: the same bits as sgd_step_gpu and adamw_step_gpu, which are
+// sgd_step_cpu's and adamw_step_cpu's. The CPU references below run those per slot.
+// zeroing: the update writes 0 into each gradient after reading it, whether the step is taken
+// or skipped (*skip): the next step's backward accumulates into zeros, and nobody memsets them.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "kernels/adamw.h"
+#include "kernels/gpu.h"
+#include "kernels/half.h"
+#include "kernels/launch_plan.h"
+#include "kernels/sgd.h"
+
+namespace cutrain {
+
+// One parameter tensor. grad and working are half_t when half, else float; master and the
+// optimizer's state are fp32. working is null when the master weights are the parameter
+// (fp32 training); state2 is null for SGD (its one state is the velocity).
+struct ParamSlot {
+  void* grad = nullptr;
+  float* master = nullptr;
+  float* state1 = nullptr;  // SGD: velocity; AdamW: m
+  float* state2 = nullptr;  // AdamW: v
+  void* working = nullptr;
+  int64_t n = 0;
+  int32_t half = 0;
+};
+bool operator==(const ParamSlot& a, const ParamSlot& b);
+
+struct ParamChunk {
+  int32_t slot = 0;
+  int64_t begin = 0, end = 0;  // elements [begin, end) of the slot
+};
+constexpr int64_t kParamChunk = 8192;
+
+// The chunks of a table (host): every slot cut into kParamChunk-element pieces, in slot order.
+std::vector<ParamChunk> param_chunks(const std::vector<ParamSlot>& slots);
+
+// The table on a GPU: the slots and their chunks in one device buffer, uploaded by build()
+// (a copy waited for: call it outside a CUDA graph's capture; the optimizer builds it at its
+// first step and again only if a tensor moved). In a CPU-only build build() throws.
+class ParamTable {
+ public:
+  void build(const std::vector<ParamSlot>& slots, int device, cudaStream_t stream);
+  bool built() const { return !host_.empty(); }
+  const std::vector<ParamSlot>& host() const { return host_; }  // what was uploaded
+  const ParamSlot* slots() const { return static_cast<const ParamSlot*>(mem_.data()); }
+  const ParamChunk* chunks() const;
+  int slot_count() const { return int(host_.size()); }
+  int chunk_count() const { return chunks_; }
+
+ private:
+  std::vector<ParamSlot> host_;
+  DeviceBuffer mem_;
+  int chunks_ = 0;
+};
+
+// --- CPU references: the per-tensor CPU functions of sgd.h and adamw.h over every slot ---
+// flags[i] = 1 where slot i's gradient, unscaled, holds an inf or NaN (never cleared).
+void multi_grads_nonfinite_cpu(const std::vector<ParamSlot>& slots, double inv_scale,
+                               int32_t* flags);
+// Unless skip: sgd_step_cpu on every slot (p.lr the rate). Skip or not: every gradient zeroed.
+void multi_sgd_step_cpu(const std::vector<ParamSlot>& slots, double inv_scale, bool skip,
+                        const SgdParams& p);
+// Unless skip: adamw_step_cpu on every slot at step t. Skip or not: every gradient zeroed.
+void multi_adamw_step_cpu(const std::vector<ParamSlot>& slots, double inv_scale, bool skip,
+                          const AdamWParams& p, int64_t t);
+
+// --- GPU (CUDA builds only; the table's device pointers; queued on stream) ---
+// The scalars as the per-tensor kernels take them (sgd.h, adamw.h): inv_scale, skip, lr
+// (StepState::lr; p.lr is not read) and t in device memory.
+void multi_grads_nonfinite_gpu(const ParamTable& t, const float* inv_scale, int32_t* flags,
+                               cudaStream_t stream);
+void multi_sgd_step_gpu(const ParamTable& t, const float* inv_scale, const int32_t* skip,
+                        const double* lr, const SgdParams& p, cudaStream_t stream);
+void multi_adamw_step_gpu(const ParamTable& t, const float* inv_scale, const int32_t* skip,
+                          const double* lr, const AdamWParams& p, const int64_t* step,
+                          cudaStream_t stream);
+
+// Their costs, from the slots' sizes: 1 launch each (none for an empty table). The check
+// reads every gradient; an update reads the gradient and writes its zero, reads and writes
+// the master and each state, and writes the working copy.
+struct ParamTotals {
+  int64_t elements = 0;       // all slots
+  double grad_bytes = 0;      // sum of n * (2 or 4)
+  double working_bytes = 0;   // of the slots with a working copy
+};
+ParamTotals param_totals(const std::vector<ParamSlot>& slots);
+inline LaunchCost multi_grads_nonfinite_gpu_cost(const ParamTotals& t) {
+  return {"multi_grads_nonfinite", t.elements > 0 ? 1 : 0, t.grad_bytes, 2.0 * double(t.elements)};
+}
+// states: 1 (SGD) or 2 (AdamW); flops per element: ~7 (SGD), ~15 (AdamW).
+inline LaunchCost multi_step_gpu_cost(const char* kernel, const ParamTotals& t, int states,
+                                      double flops_per_element) {
+  const double fp32 = 4.0 * double(t.elements);
+  return {kernel, t.elements > 0 ? 1 : 0,
+          2 * t.grad_bytes + 2 * fp32 * (1 + states) + t.working_bytes,
+          flops_per_element * double(t.elements)};
+}
+
+}  // namespace cutrain
