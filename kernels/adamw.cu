@@ -25,19 +25,12 @@ __global__ void adamw_step_kernel(int64_t n, const TD* grad, const float* inv_sc
                                   float* v, TD* working, AdamWScalars<float> k, double beta1,
                                   double beta2, double weight_decay, const int64_t* step) {
   if (*skip) return;  // the same value in every thread: the whole grid leaves
-  __shared__ float sh[4];
-  if (threadIdx.x == 0) {
-    const int64_t t = *step;
-    sh[0] = adamw_bias_correction<float>(beta1, t);
-    sh[1] = adamw_bias_correction<float>(beta2, t);
-    // lr and lr * wd rounded once from double, as adamw_scalars does on the host
-    sh[2] = float(*lr);
-    sh[3] = float(mul_rn(*lr, weight_decay));
-  }
+  __shared__ AdamWStepValues sv;
+  if (threadIdx.x == 0) sv = adamw_step_values(beta1, beta2, weight_decay, *lr, *step);
   __syncthreads();
-  const float bc1 = sh[0], bc2 = sh[1], s = *inv_scale;
-  k.lr = sh[2];
-  k.lr_wd = sh[3];
+  const float bc1 = sv.bc1, bc2 = sv.bc2, s = *inv_scale;
+  k.lr = sv.lr;
+  k.lr_wd = sv.lr_wd;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     float w = master[i], mi = m[i], vi = v[i];

@@ -71,6 +71,18 @@ template <typename A> CUTRAIN_HD inline A adamw_bias_correction(double beta, int
   return A(sub_rn(1.0, adamw_power(beta, t)));
 }
 
+// What a GPU kernel works out once per step from the device's rate and step t: the bias
+// corrections, lr and lr * weight_decay, each rounded once from double, as adamw_scalars and
+// adamw_step_cpu do on the host. (Thread 0 of each block, into shared memory.)
+struct AdamWStepValues {
+  float bc1, bc2, lr, lr_wd;
+};
+CUTRAIN_HD inline AdamWStepValues adamw_step_values(double beta1, double beta2,
+                                                    double weight_decay, double lr, int64_t t) {
+  return {adamw_bias_correction<float>(beta1, t), adamw_bias_correction<float>(beta2, t),
+          float(lr), float(mul_rn(lr, weight_decay))};
+}
+
 // One element of the step (the math above): updates the master weight w and the moments m, v
 // from the stored gradient `grad`; bc1, bc2 are the bias corrections of this step.
 template <typename A>

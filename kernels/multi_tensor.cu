@@ -87,19 +87,12 @@ __global__ void multi_adamw_kernel(const ParamSlot* slots, const ParamChunk* chu
                                    int n_chunks, const float* inv_scale, const int32_t* skip,
                                    const double* lr, AdamWScalars<float> k, double beta1,
                                    double beta2, double weight_decay, const int64_t* step) {
-  __shared__ float sh[4];
-  if (threadIdx.x == 0) {
-    const int64_t t = *step;
-    sh[0] = adamw_bias_correction<float>(beta1, t);
-    sh[1] = adamw_bias_correction<float>(beta2, t);
-    // lr and lr * wd rounded once from double, as adamw_scalars does on the host
-    sh[2] = float(*lr);
-    sh[3] = float(mul_rn(*lr, weight_decay));
-  }
+  __shared__ AdamWStepValues sv;
+  if (threadIdx.x == 0) sv = adamw_step_values(beta1, beta2, weight_decay, *lr, *step);
   __syncthreads();
-  const float bc1 = sh[0], bc2 = sh[1], s = *inv_scale;
-  k.lr = sh[2];
-  k.lr_wd = sh[3];
+  const float bc1 = sv.bc1, bc2 = sv.bc2, s = *inv_scale;
+  k.lr = sv.lr;
+  k.lr_wd = sv.lr_wd;
   for_each_element(slots, chunks, n_chunks, *skip != 0,
                    [&](float g, float& w, float& m, float& v) {
                      adamw_update(g, s, k, bc1, bc2, w, m, v);
