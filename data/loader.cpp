@@ -29,8 +29,9 @@ struct Loader::Slot {
   std::vector<uint8_t> host_images;  // CPU mode
   std::vector<InputCrop> host_crops;
   std::vector<int32_t> host_labels;
-  // GPU mode: copies overlap only from pinned memory
-  PinnedBuffer pinned_images, pinned_crops, pinned_labels;
+  // GPU mode: copies overlap only from pinned memory. One buffer on each side, the crop windows
+  // and labels (B each) first, then the images, so that a batch goes over in one copy.
+  PinnedBuffer pinned;
   uint8_t* images = nullptr;         // (B,P,P,C) uncut, P = uncut_side: whichever is in use
   InputCrop* crops = nullptr;        // (B) each sample's crop window in its uncut image
   int32_t* labels = nullptr;         // (B)
@@ -38,7 +39,8 @@ struct Loader::Slot {
   std::vector<char> good;            // per position: decoded fine
   int n = 0;
 
-  DeviceBuffer d_images, d_crops, d_labels;
+  DeviceBuffer dev;                  // GPU mode: the same layout on the device
+  size_t images_at = 0;              //   where the images start in both
   std::unique_ptr<Event> copied, consumed, copy_start;  // GPU mode
   bool consumed_pending = false;     // a release recorded `consumed`; wait before writing
   // When the device gave the slot back, as a worker waiting for `consumed` saw it: the epoch
@@ -73,9 +75,7 @@ Loader::Loader(std::shared_ptr<const SampleSource> source, const SamplerConfig& 
     for (std::string line; std::getline(f, line);) listed_bad_.insert(line.substr(0, line.find('\t')));
   }
   bad_flag_ = std::vector<std::atomic<uint8_t>>(size_t(src_->size()));
-  // A replica's shard of a global batch of B is at most ceil(B / R) (data/sampler.h).
-  const SamplerConfig& sc = sampler_.config();
-  const size_t B = size_t((sc.batch_size + sc.replicas - 1) / sc.replicas);
+  const size_t B = size_t(batch_capacity());
   const bool gpu = cfg_.gpu >= 0;
   std::optional<DeviceGuard> on_gpu;  // the stream, the events and the memory belong to it
   if (gpu) {
@@ -94,15 +94,14 @@ Loader::Loader(std::shared_ptr<const SampleSource> source, const SamplerConfig& 
   for (int i = 0; i < cfg_.ring; i++) {
     auto s = std::make_unique<Slot>();
     if (gpu) {
-      s->pinned_images = PinnedBuffer(B * sample_bytes_);
-      s->pinned_crops = PinnedBuffer(B * sizeof(InputCrop));
-      s->pinned_labels = PinnedBuffer(B * sizeof(int32_t));
-      s->images = static_cast<uint8_t*>(s->pinned_images.data());
-      s->crops = static_cast<InputCrop*>(s->pinned_crops.data());
-      s->labels = static_cast<int32_t*>(s->pinned_labels.data());
-      s->d_images = DeviceBuffer(B * sample_bytes_, cfg_.gpu, copy_stream_->get());
-      s->d_crops = DeviceBuffer(B * sizeof(InputCrop), cfg_.gpu, copy_stream_->get());
-      s->d_labels = DeviceBuffer(B * sizeof(int32_t), cfg_.gpu, copy_stream_->get());
+      s->images_at = batch_images_offset(int(B));
+      const size_t bytes = s->images_at + B * sample_bytes_;
+      s->pinned = PinnedBuffer(bytes);
+      char* p = static_cast<char*>(s->pinned.data());
+      s->crops = reinterpret_cast<InputCrop*>(p);
+      s->labels = reinterpret_cast<int32_t*>(p + B * sizeof(InputCrop));
+      s->images = reinterpret_cast<uint8_t*>(p + s->images_at);
+      s->dev = DeviceBuffer(bytes, cfg_.gpu, copy_stream_->get());
       s->copied = std::make_unique<Event>(true);
       s->copy_start = std::make_unique<Event>(true);
       s->consumed = std::make_unique<Event>(false);
@@ -286,10 +285,9 @@ void Loader::complete(int slot) {
     copy_trace_->collect();
     copy_trace_->begin("copy batch", {"batch", s.seq});
     s.copy_start->record(cs);
-    // (batch_copy_costs says what these cost: keep the two together)
-    copy_async(s.d_images.data(), s.images, size_t(n) * sample_bytes_, cs);
-    copy_async(s.d_crops.data(), s.crops, size_t(n) * sizeof(InputCrop), cs);
-    copy_async(s.d_labels.data(), s.labels, size_t(n) * sizeof(int32_t), cs);
+    // Windows and labels (the whole capacity: small) and the batch's n images, in one copy
+    // (batch_copy_costs says what it costs: keep the two together).
+    copy_async(s.dev.data(), s.pinned.data(), s.images_at + size_t(n) * sample_bytes_, cs);
     s.copied->record(cs);
     copy_trace_->end();
     s.copy_timed = true;
@@ -345,9 +343,10 @@ Batch Loader::next(cudaStream_t compute) {
   b.labels = s.labels;
   b.indices = s.indices.data();
   if (cfg_.gpu >= 0) {
-    b.d_images = s.d_images.data();
-    b.d_crops = static_cast<const InputCrop*>(s.d_crops.data());
-    b.d_labels = static_cast<const int32_t*>(s.d_labels.data());
+    const char* d = static_cast<const char*>(s.dev.data());
+    b.d_crops = reinterpret_cast<const InputCrop*>(d);
+    b.d_labels = reinterpret_cast<const int32_t*>(d + size_t(batch_capacity()) * sizeof(InputCrop));
+    b.d_images = d + s.images_at;
   }
   b.slot = slot;
   b.load_s = s.load_s;
@@ -430,12 +429,21 @@ std::vector<BadFile> Loader::bad_files() const {
   return bad_;
 }
 
-std::vector<LaunchCost> batch_copy_costs(int n, size_t sample_bytes) {
+int Loader::batch_capacity() const {
+  // A replica's shard of a global batch of B is at most ceil(B / R) (data/sampler.h).
+  const SamplerConfig& sc = sampler_.config();
+  return int((sc.batch_size + sc.replicas - 1) / sc.replicas);
+}
+
+size_t batch_images_offset(int capacity) {
+  const size_t head = size_t(capacity) * (sizeof(InputCrop) + sizeof(int32_t));
+  return (head + 255) / 256 * 256;  // the images on a 256-byte boundary
+}
+
+std::vector<LaunchCost> batch_copy_costs(int n, int capacity, size_t sample_bytes) {
   if (n <= 0) return {};
-  return {copy_cost("copy (batch images to the device, copy stream)", size_t(n) * sample_bytes,
-                    false),
-          copy_cost("copy (crop windows to the device)", size_t(n) * sizeof(InputCrop), false),
-          copy_cost("copy (labels to the device)", size_t(n) * sizeof(int32_t), false)};
+  return {copy_cost("copy (batch to the device, copy stream)",
+                    batch_images_offset(capacity) + size_t(n) * sample_bytes, false)};
 }
 
 }  // namespace cutrain

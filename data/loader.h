@@ -110,9 +110,11 @@ struct LoaderStats {
   int64_t batches = 0, samples = 0, bad_files = 0;
 };
 
-// The copies a GPU loader queues on its copy stream for a batch of n samples of sample_bytes
-// each (kernels/launch_plan.h): the images, their crop windows, their labels.
-std::vector<LaunchCost> batch_copy_costs(int n, size_t sample_bytes);
+// A GPU loader's slot holds a batch of up to `capacity` samples as one buffer on each side:
+// the crop windows, the labels, then (at this offset) the images. A batch goes over in one
+// copy on the copy stream: batch_copy_costs (kernels/launch_plan.h).
+size_t batch_images_offset(int capacity);
+std::vector<LaunchCost> batch_copy_costs(int n, int capacity, size_t sample_bytes);
 
 class Loader {
  public:
@@ -135,6 +137,7 @@ class Loader {
   const Sampler& sampler() const { return sampler_; }
   int threads() const { return int(workers_.size()); }
   size_t sample_bytes() const { return sample_bytes_; }  // an uncut image's: P * P * C
+  int batch_capacity() const;  // samples a slot holds: this replica's share of a batch
 
  private:
   struct Slot;

@@ -1,6 +1,9 @@
 #include "nn/autograd.h"
 
+#include <climits>
+#include <map>
 #include <unordered_map>
+#include <utility>
 
 #include "kernels/check.h"
 
@@ -31,9 +34,38 @@ bool Tape::wants(std::initializer_list<const Var*> inputs) {
   return !wanted_.empty();
 }
 
-void Tape::record(const char* op, std::function<void()> backward) {
-  if (enabled_) nodes_.push_back(Node{op, std::move(backward), std::move(wanted_)});
+void Tape::record(const char* op, const VarPtr& output, std::function<void()> backward) {
+  if (enabled_) nodes_.push_back(Node{op, std::move(backward), std::move(wanted_), output.get()});
   wanted_.clear();
+}
+
+void Tape::make_activation_grads(const Var* out) {
+  // Each gradient starts on a 128-byte boundary (the kernels' vector loads want 16); a buffer
+  // holds at most INT_MAX elements (a Shape's), so a huge step takes a few.
+  constexpr size_t kAlign = 128;
+  std::map<DType, std::vector<Var*>> by_dtype;
+  for (const Node& n : nodes_)
+    if (n.output != out && !n.output->grad.defined())
+      by_dtype[n.output->value.dtype()].push_back(n.output);
+  for (auto& [dtype, vars] : by_dtype) {
+    const int64_t align = int64_t(kAlign / dtype_size(dtype));
+    size_t first = 0;
+    while (first < vars.size()) {
+      std::vector<int64_t> at;
+      int64_t total = 0;
+      size_t end = first;
+      for (; end < vars.size(); end++) {
+        const int64_t n = (vars[end]->value.numel() + align - 1) / align * align;
+        if (end > first && total + n > INT_MAX) break;
+        at.push_back(total);
+        total += n;
+      }
+      const Tensor all = Tensor::zeros({int(total)}, dtype, context_);  // one memset
+      for (size_t i = first; i < end; i++)
+        vars[i]->grad = all.flat_view(at[i - first], vars[i]->value.shape());
+      first = end;
+    }
+  }
 }
 
 void Tape::backward(const VarPtr& loss, double seed) {
@@ -41,15 +73,20 @@ void Tape::backward(const VarPtr& loss, double seed) {
         "backward needs a one-element loss, got " << (loss ? loss->value.str() : "null"));
   Tensor seed_t = Tensor::empty(loss->value.shape(), loss->value.dtype());
   seed_t.fill_(seed);
-  backward(loss, seed_t);
+  backward(loss, std::move(seed_t));
 }
 
 void Tape::backward(const VarPtr& out, const Tensor& dout) {
+  backward(out, dout.to(context_).clone());
+}
+
+void Tape::backward(const VarPtr& out, Tensor&& dout) {
   CHECK(enabled_, "backward on a tape that records nothing (created with enabled = false)");
   CHECK(out->requires_grad, "backward: the output does not depend on anything that needs a gradient");
   CHECK(dout.shape() == out->value.shape() && dout.dtype() == out->value.dtype(),
         "backward: seed " << dout.str() << " does not match output " << out->value.str());
-  out->grad = dout.to(context_).clone();
+  out->grad = dout.device() == context_.device ? std::move(dout) : dout.to(context_);
+  make_activation_grads(out.get());
   if (!grad_ready) {
     for (size_t i = nodes_.size(); i-- > 0;) nodes_[i].backward();
     nodes_.clear();

@@ -53,7 +53,8 @@ class Tape {
   // if true, record()), so backward knows which closures add to which gradients.
   bool wants(std::initializer_list<const Var*> inputs);
 
-  void record(const char* op, std::function<void()> backward);
+  // The closure of an op whose output is `output`, which backward runs in reverse order.
+  void record(const char* op, const VarPtr& output, std::function<void()> backward);
 
   // Called during backward() as soon as a variable's gradient is complete: after the last
   // closure that has it as an input (given to wants()) has run. Unset (the default) costs
@@ -62,10 +63,15 @@ class Tape {
   std::function<void(const Var&)> grad_ready;
 
   // Seeds d(loss) = seed (loss must have one element), runs every recorded closure in reverse,
-  // then clears the tape: one backward per forward, as the intermediates are released.
+  // then clears the tape: one backward per forward, as the intermediates are released. The
+  // gradients of the ops' outputs (the activations') are zeroed first, all in one buffer per
+  // dtype and one memset each, not one each as a closure first asks (grad_buffer); the
+  // parameters' persist between backwards and are left as they are.
   void backward(const VarPtr& loss, double seed = 1.0);
-  // The general form: seeds d(out) = dout (same shape as out), then as above.
+  // The general form: seeds d(out) = dout (same shape as out), then as above. dout is copied
+  // (into the tape's context); given as a temporary in that context, it is taken as it is.
   void backward(const VarPtr& out, const Tensor& dout);
+  void backward(const VarPtr& out, Tensor&& dout);
 
   void clear() { nodes_.clear(); }
   size_t size() const { return nodes_.size(); }
@@ -75,7 +81,10 @@ class Tape {
     const char* op;
     std::function<void()> backward;
     std::vector<const Var*> inputs;  // those needing a gradient (the closure keeps them alive)
+    Var* output;                     // (kept alive by the closure too)
   };
+  // The zeroed gradients of every node's output that has none yet, but out's (seeded).
+  void make_activation_grads(const Var* out);
   Context context_;
   bool enabled_;
   std::vector<Node> nodes_;

@@ -81,7 +81,8 @@ VarPtr flatten(Tape& tape, const VarPtr& x);
 VarPtr linear(Tape& tape, const VarPtr& x, const VarPtr& w, const VarPtr& b);
 
 // Mean over the batch of the cross-entropy between softmax(logits) and the smoothed target
-// q = (1 - smoothing) * onehot(label) + smoothing / K. Labels must lie in [0, K).
+// q = (1 - smoothing) * onehot(label) + smoothing / K. Labels must lie in [0, K), and keep
+// their values until backward: the op keeps the tensor (its storage), not a copy.
 // class_weight (K), in the logits' accumulation dtype on their device, or undefined (none):
 // each row's cross-entropy times its label's weight, still divided by N (not by the sum of the
 // weights: kernels/softmax_xent.h). The op keeps the tensor, so its storage stays put while

@@ -38,7 +38,7 @@ VarPtr relu(Tape& tape, const VarPtr& x) {
       relu_forward_cpu<T>(X.numel(), X.data<T>(), y->value.data<T>());
   });
   if (tape.wants({x.get()}))
-    tape.record("relu", [x, y, gpu, ctx] {
+    tape.record("relu", y, [x, y, gpu, ctx] {
       dispatch_float(y->value.dtype(), [&](auto tag) {
         using T = decltype(tag);
         const int64_t n = y->value.numel();
@@ -75,7 +75,7 @@ VarPtr add(Tape& tape, const VarPtr& a, const VarPtr& b) {
       add_forward_cpu<T>(A.numel(), A.data<T>(), B.data<T>(), y->value.data<T>());
   });
   if (tape.wants({a.get(), b.get()}))
-    tape.record("add", [a, b, y, ctx] {
+    tape.record("add", y, [a, b, y, ctx] {
       for (const VarPtr& in : {a, b})
         if (in->requires_grad) accumulate_into(ctx, y->value.numel(), y->grad_buffer(), in->grad_buffer());
     });
@@ -91,7 +91,7 @@ VarPtr flatten(Tape& tape, const VarPtr& x) {
   // The output shares x's storage (a view); its gradient is a separate buffer.
   VarPtr y = make_var(X.reshape({N, rest}), x->requires_grad);
   if (tape.wants({x.get()}))
-    tape.record("flatten", [x, y, ctx] {
+    tape.record("flatten", y, [x, y, ctx] {
       accumulate_into(ctx, y->value.numel(), y->grad_buffer(), x->grad_buffer());
     });
   return y;
@@ -129,7 +129,7 @@ VarPtr linear(Tape& tape, const VarPtr& x, const VarPtr& w, const VarPtr& b) {
                             y->value.data<T>());
   });
   if (tape.wants({x.get(), w.get(), b.get()}))
-    tape.record("linear", [x, w, b, y, N, C, K, gpu, ctx] {
+    tape.record("linear", y, [x, w, b, y, N, C, K, gpu, ctx] {
       dispatch_float(y->value.dtype(), [&](auto tag) {
         using T = decltype(tag);
         const T* xv = x->value.data<T>();

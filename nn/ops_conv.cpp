@@ -44,7 +44,7 @@ VarPtr conv2d(Tape& tape, const VarPtr& x, const VarPtr& w, const VarPtr& b,
                             y->value.data<T>());
   });
   if (tape.wants({x.get(), w.get(), b.get()}))
-    tape.record("conv2d", [x, w, b, y, s, gpu, ctx] {
+    tape.record("conv2d", y, [x, w, b, y, s, gpu, ctx] {
       dispatch_float(y->value.dtype(), [&](auto tag) {
         using T = decltype(tag);
         const T* dy = y->grad_buffer().data<T>();

@@ -55,10 +55,10 @@ VarPtr softmax_cross_entropy(Tape& tape, const VarPtr& logits, const Tensor& lab
                                   loss->value.data<A>(), wk);
   });
   if (tape.wants({logits.get()})) {
-    // A copy: the caller may refill its label buffer with the next batch before backward.
-    // The weights are not copied: they do not change during a step.
-    const Tensor y = labels.clone();
-    tape.record(op, [logits, loss, y, w, smoothing, N, K, gpu, op, ctx] {
+    // The labels and the weights are kept, not copied: they must keep their values until
+    // backward (ops.h). Training's labels are the micro-batch's own copy (model_input).
+    const Tensor y = labels;
+    tape.record(op, loss, [logits, loss, y, w, smoothing, N, K, gpu, op, ctx] {
       dispatch_float(logits->value.dtype(), [&](auto tag) {
         using T = decltype(tag);
         using A = acc_t<T>;

@@ -135,7 +135,7 @@ VarPtr batchnorm2d(Tape& tape, const VarPtr& x, const VarPtr& gamma, const VarPt
   });
 
   if (record)
-    tape.record(kOp, [x, gamma, beta, y, M, C, training, relu, eps, saved_mean, saved_invstd,
+    tape.record(kOp, y, [x, gamma, beta, y, M, C, training, relu, eps, saved_mean, saved_invstd,
                       seen_mean, seen_var, gpu, ctx, sync, synced] {
       const BatchNormSync* sync_p = synced ? &sync : nullptr;
       dispatch_float(y->value.dtype(), [&](auto tag) {

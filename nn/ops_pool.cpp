@@ -29,7 +29,7 @@ VarPtr maxpool2d(Tape& tape, const VarPtr& x, int r, int s, int stride_h, int st
       maxpool2d_forward_cpu<T>(sh, X.data<T>(), y->value.data<T>());
   });
   if (tape.wants({x.get()}))
-    tape.record("maxpool2d", [x, y, sh, gpu, ctx] {
+    tape.record("maxpool2d", y, [x, y, sh, gpu, ctx] {
       dispatch_float(x->value.dtype(), [&](auto tag) {
         using T = decltype(tag);
         const T* xv = x->value.data<T>();
@@ -64,7 +64,7 @@ VarPtr global_avgpool(Tape& tape, const VarPtr& x) {
       global_avgpool_forward_cpu<T>(N, H, W, C, X.data<T>(), y->value.data<T>());
   });
   if (tape.wants({x.get()}))
-    tape.record("global_avgpool", [x, y, N, H, W, C, gpu, ctx] {
+    tape.record("global_avgpool", y, [x, y, N, H, W, C, gpu, ctx] {
       dispatch_float(x->value.dtype(), [&](auto tag) {
         using T = decltype(tag);
         const T* dy = y->grad_buffer().data<T>();

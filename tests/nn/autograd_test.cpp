@@ -98,3 +98,22 @@ TEST_CASE("autograd: ops run in their tape's context, and refuse a tensor on ano
                 "batchnorm2d: f32 cpu (2) is not on the device the op runs on (cuda)");
   REQUIRE(on_gpu.size() == 0);
 }
+
+TEST_CASE("autograd: the activations' gradients are zeroed in one buffer, one memset in all") {
+  LaunchPlan plan;
+  Context c = Context::cpu();
+  c.plan = &plan;  // notes the zeroing of every tensor made in c (kernels/launch_plan.h)
+  VarPtr x = make_var(Tensor::from_floats({-1, 2, -3, 4, 5, -6}, {2, 3}), true, "x");  // a leaf
+  Tape tape(c);
+  VarPtr y1 = relu(tape, x), y2 = add(tape, y1, y1), y3 = relu(tape, y2);
+  plan.record(true);
+  tape.backward(y3, Tensor::from_floats({1, 1, 1, 1, 1, 1}, {2, 3}));
+  int memsets = 0;
+  for (const LaunchPlan::Row& r : plan.rows()) memsets += r.cost.kernel == "memset";
+  REQUIRE(memsets == 1);  // y1's and y2's gradients (y3's is the seed; x's is the leaf's own)
+  // one buffer, in the ops' order, each gradient on a 128-byte boundary
+  REQUIRE(static_cast<char*>(y2->grad.raw()) - static_cast<char*>(y1->grad.raw()) == 128);
+  require_close(y2->grad, {0, 1, 0, 1, 1, 0}, 0);
+  require_close(y1->grad, {0, 2, 0, 2, 2, 0}, 0);
+  require_close(x->grad, {0, 2, 0, 2, 2, 0}, 0);
+}

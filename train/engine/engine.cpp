@@ -173,7 +173,8 @@ void Engine::next_shards(StepResult& r) {
     const OnDevice on(lane.context());  // a GPU's compute stream waits for the copy
     rep->batch = rep->loader->next(lane.stream());
     if (plan_)  // the loader's copies of the batch to the device, on its copy stream
-      for (const LaunchCost& c : batch_copy_costs(rep->batch.n, rep->loader->sample_bytes()))
+      for (const LaunchCost& c : batch_copy_costs(rep->batch.n, rep->loader->batch_capacity(),
+                                                  rep->loader->sample_bytes()))
         plan_->note(c);
     r.data_wait_held_s += rep->batch.wait_held_s;
     r.loader_s = std::max(r.loader_s, rep->batch.load_s / rep->loader->threads());

@@ -11,14 +11,13 @@ using namespace cutrain;
 
 namespace {
 
-// Launches a step queues outside its graphs (train/engine/engine_graph.h): the loader's copies
+// Launches a step queues outside its graphs (train/engine/engine_graph.h): the loader's copy
 // on the copy stream, the learning rate into the step state, the record's copy to the host.
 int outside_graphs(const LaunchPlan& p) {
   int n = 0;
   for (const LaunchPlan::Row& r : p.rows()) {
     const std::string& k = r.cost.kernel;
-    if (k == "step_set_lr" || k.rfind("copy (batch images", 0) == 0 ||
-        k.rfind("copy (crop windows", 0) == 0 || k.rfind("copy (labels to the device", 0) == 0 ||
+    if (k == "step_set_lr" || k.rfind("copy (batch to the device", 0) == 0 ||
         k.rfind("copy (record to the host", 0) == 0)
       n += r.cost.launches;
   }
