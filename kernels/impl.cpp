@@ -53,4 +53,28 @@ LinearImpl parse_linear_impl(const std::string& s, bool gpu) {
                     {LinearImpl::direct, LinearImpl::tc, LinearImpl::cublas, LinearImpl::onednn});
 }
 
+std::string conv_choice_str(const ConvChoice& c) {
+  return std::string(impl_name(c.forward)) + "," + impl_name(c.data) + "," + impl_name(c.filter);
+}
+
+ConvChoice parse_conv_choice(const std::string& s) {
+  ConvImpl pass[3];
+  size_t at = 0;
+  for (int i = 0; i < 3; i++) {
+    const size_t comma = i < 2 ? s.find(',', at) : s.size();
+    bool ok = comma != std::string::npos;
+    if (ok) {
+      const std::string name = s.substr(at, comma - at);
+      ok = false;
+      for (ConvImpl c : {ConvImpl::direct, ConvImpl::tc, ConvImpl::cudnn})
+        if (name == impl_name(c)) pass[i] = c, ok = true;
+      at = comma + 1;
+    }
+    CHECK(ok, "conv kernels '" << s << "': expected three of direct, tc and cudnn, for the "
+                               << "forward, the data gradient and the weight gradient "
+                               << "(\"tc,cudnn,tc\")");
+  }
+  return ConvChoice{pass[0], pass[1], pass[2]};
+}
+
 }  // namespace cutrain

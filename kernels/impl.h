@@ -29,4 +29,17 @@ const char* impl_name(LinearImpl i);
 ConvImpl parse_conv_impl(const std::string& s, bool gpu);
 LinearImpl parse_linear_impl(const std::string& s, bool gpu);
 
+// One conv layer's implementations on a GPU, pass by pass: the forward, the data gradient and
+// the weight gradient may each run another (the faster one for that layer's shape). Written
+// "tc,cudnn,tc" (forward, data, filter); each a GPU choice: direct, tc or cudnn.
+struct ConvChoice {
+  ConvImpl forward = ConvImpl::tc, data = ConvImpl::tc, filter = ConvImpl::tc;
+  bool operator==(const ConvChoice& o) const {
+    return forward == o.forward && data == o.data && filter == o.filter;
+  }
+};
+std::string conv_choice_str(const ConvChoice& c);
+// Throws cutrain::Error naming the text and what it expects.
+ConvChoice parse_conv_choice(const std::string& s);
+
 }  // namespace cutrain

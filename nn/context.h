@@ -64,10 +64,12 @@ class OnDevice {
 // context left at the GPU default (tc) runs the reference.
 // gpu_conv_impl / gpu_linear_impl: the GPU's rule alone, whatever c's device: what a GPU runs,
 // and so what a LaunchPlan notes on either device (onednn, a CPU choice, means tc there).
-template <typename T> ConvImpl gpu_conv_impl(const Context& c) {
-  const ConvImpl i = c.conv == ConvImpl::onednn ? ConvImpl::tc : c.conv;
+// (One pass of a layer may choose its own: ConvChoice, kernels/impl.h.)
+template <typename T> ConvImpl gpu_conv_impl(ConvImpl chosen) {
+  const ConvImpl i = chosen == ConvImpl::onednn ? ConvImpl::tc : chosen;
   return i == ConvImpl::tc && !std::is_same<T, half_t>::value ? ConvImpl::direct : i;
 }
+template <typename T> ConvImpl gpu_conv_impl(const Context& c) { return gpu_conv_impl<T>(c.conv); }
 template <typename T> LinearImpl gpu_linear_impl(const Context& c) {
   const LinearImpl i = c.linear == LinearImpl::onednn ? LinearImpl::tc : c.linear;
   return i == LinearImpl::tc && !std::is_same<T, half_t>::value ? LinearImpl::direct : i;

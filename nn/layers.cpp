@@ -123,12 +123,18 @@ class Conv : public Layer {
     flops_ = s_.forward_flops();
   }
   VarPtr forward(Tape& tape, const VarPtr& x, bool) override {
-    return conv2d(tape, x, w_, b_, s_.stride_h, s_.stride_w, s_.pad_h, s_.pad_w);
+    return conv2d(tape, x, w_, b_, s_.stride_h, s_.stride_w, s_.pad_h, s_.pad_w,
+                  chosen_ ? &choice_ : nullptr);
+  }
+  void conv_layers(std::vector<ConvLayer>& out) override {
+    out.push_back(ConvLayer{name_, s_, &choice_, &chosen_});
   }
 
  private:
   Conv2dShape s_;  // for one image (N = 1): the shapes and the FLOPs of the table
   VarPtr w_, b_;   // w (K,R,S,C), b (K) or null
+  ConvChoice choice_;    // its kernels on a GPU, when chosen (Model::set_kernel_plan)
+  bool chosen_ = false;  //   (else the context's)
 };
 
 class BatchNorm : public Layer {
@@ -293,6 +299,10 @@ class ResBlock : public Layer {
   void table_rows(std::vector<TableRow>& rows, int depth) const override {
     Layer::table_rows(rows, depth);
     for (const Layer* part : parts()) part->table_rows(rows, depth + 1);
+  }
+  void conv_layers(std::vector<ConvLayer>& out) override {
+    for (Layer* part : {conv1_.get(), conv2_.get(), shortcut_.get()})
+      if (part) part->conv_layers(out);
   }
 
  private:

@@ -51,6 +51,8 @@ class Layer {
   // does from now on, and returns true: its forward is relu(its output), and the caller no
   // longer runs the ReLU (Model::build_model, ResBlock).
   virtual bool take_relu() { return false; }
+  // Appends this layer's conv layers (a block: its parts') to `out` (Model::conv_layers).
+  virtual void conv_layers(std::vector<ConvLayer>& out) { (void)out; }
   // Appends this layer's row; a block also appends its parts, one level deeper.
   virtual void table_rows(std::vector<TableRow>& rows, int depth) const;
 

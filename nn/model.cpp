@@ -142,4 +142,54 @@ std::string Model::table() const {
   return os.str();
 }
 
+std::vector<ConvLayer> Model::conv_layers() {
+  std::vector<ConvLayer> out;
+  for (auto& layer : layers_) layer->conv_layers(out);
+  return out;
+}
+
+void Model::set_kernel_plan(const KernelPlan& plan) {
+  std::vector<ConvLayer> convs = conv_layers();
+  for (const auto& [name, choice] : plan) {
+    auto it = std::find_if(convs.begin(), convs.end(),
+                           [&](const ConvLayer& c) { return c.name == name; });
+    if (it == convs.end()) {
+      std::string names;
+      for (const ConvLayer& c : convs) names += (names.empty() ? "" : ", ") + c.name;
+      throw UserError("the kernel plan names '" + name + "', which is not a conv layer of model " +
+                      spec_.source + " (" + names + ")");
+    }
+    *it->choice = choice;
+    *it->chosen = true;
+  }
+}
+
+std::string kernel_plan_str(const KernelPlan& plan) {
+  std::string s;
+  for (const auto& [name, choice] : plan)
+    s += (s.empty() ? "" : ";") + name + "=" + conv_choice_str(choice);
+  return s;
+}
+
+KernelPlan parse_kernel_plan(const std::string& text) {
+  KernelPlan plan;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find(';', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string entry = text.substr(at, end - at);
+    const size_t eq = entry.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw UserError("kernel plan '" + text + "': '" + entry + "' is not LAYER=FORWARD,DATA," +
+                      "FILTER (such as conv2=tc,cudnn,cudnn)");
+    try {
+      plan[entry.substr(0, eq)] = parse_conv_choice(entry.substr(eq + 1));
+    } catch (const Error& e) {
+      throw UserError("kernel plan, layer " + entry.substr(0, eq) + ": " + e.what());
+    }
+    at = end + 1;
+  }
+  return plan;
+}
+
 }  // namespace cutrain

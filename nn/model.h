@@ -26,11 +26,14 @@
 // running mean 0, running variance 1.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "kernels/conv2d.h"
+#include "kernels/impl.h"
 #include "nn/model_spec.h"
 #include "nn/ops.h"
 
@@ -75,6 +78,23 @@ struct TableRow {
 
 class Layer;  // nn/layers.h
 
+// A conv layer of a model, for choosing its kernels: its name ("conv2", "block3.conv1"), its
+// shape for one image (N = 1), and where its choice goes (Model::set_kernel_plan).
+struct ConvLayer {
+  std::string name;
+  Conv2dShape shape;
+  ConvChoice* choice;
+  bool* chosen;
+};
+
+// Which kernels each conv layer runs on a GPU, by layer name: a run's kernel plan (--conv auto
+// times them at the start of a GPU run; --kernel-plan reuses a run's). As text, as config.json
+// keeps it: "conv1=tc,tc,tc;conv2=tc,cudnn,cudnn" (forward, data, filter), "" for none.
+using KernelPlan = std::map<std::string, ConvChoice>;
+std::string kernel_plan_str(const KernelPlan& plan);
+// Throws a UserError naming the entry and what it expects.
+KernelPlan parse_kernel_plan(const std::string& text);
+
 class Model {
  public:
   ~Model();
@@ -103,6 +123,12 @@ class Model {
   std::string table() const;
   // The rows of that table (without the input and total rows), in the same order.
   std::vector<TableRow> rows() const;
+
+  // Every conv layer, in the order of the layers (a block's parts in order).
+  std::vector<ConvLayer> conv_layers();
+  // Each named layer runs its plan's kernels from now on (the others the context's). Throws a
+  // UserError for a name that is not a conv layer of this model.
+  void set_kernel_plan(const KernelPlan& plan);
 
   const ModelSpec& spec() const { return spec_; }
   const ModelOptions& options() const { return options_; }

@@ -25,8 +25,11 @@
 
 namespace cutrain {
 
+// choice: on a GPU, this layer's implementation of each pass (kernels/impl.h); null: the
+// context's for all three. The CPU runs its own rule (nn/context.h, conv_impl) either way.
 VarPtr conv2d(Tape& tape, const VarPtr& x, const VarPtr& w, const VarPtr& b,
-              int stride_h, int stride_w, int pad_h, int pad_w);
+              int stride_h, int stride_w, int pad_h, int pad_w,
+              const ConvChoice* choice = nullptr);
 
 // Synchronised BatchNorm's link to the other replicas (--sync-bn; the engine sets it,
 // train/replicas/REPLICAS.md): images, this micro-batch's images over every replica (0: not

@@ -8,8 +8,10 @@
 namespace cutrain {
 
 VarPtr conv2d(Tape& tape, const VarPtr& x, const VarPtr& w, const VarPtr& b,
-              int stride_h, int stride_w, int pad_h, int pad_w) {
+              int stride_h, int stride_w, int pad_h, int pad_w, const ConvChoice* choice) {
   const Context ctx = tape.context();
+  // Each pass's implementation on a GPU: the layer's choice, else the context's.
+  const ConvChoice on_gpu = choice ? *choice : ConvChoice{ctx.conv, ctx.conv, ctx.conv};
   const Tensor &X = x->value, &Wt = w->value;  // (N,H,W,C), (K,R,S,C)
   const bool gpu = op_on_gpu(ctx, "conv2d", {&X, &Wt, b ? &b->value : nullptr});
   CHECK(X.rank() == 4, "conv2d: x must be (N,H,W,C), got " << X.str());
@@ -35,16 +37,17 @@ VarPtr conv2d(Tape& tape, const VarPtr& x, const VarPtr& w, const VarPtr& b,
   dispatch_float(X.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* bv = b ? b->value.data<T>() : nullptr;
-    note_launch(ctx.plan, conv2d_forward_gpu_cost(gpu_conv_impl<T>(ctx), s, sizeof(T), bv != nullptr));
+    const ConvImpl fwd = gpu_conv_impl<T>(on_gpu.forward);
+    note_launch(ctx.plan, conv2d_forward_gpu_cost(fwd, s, sizeof(T), bv != nullptr));
     if (gpu)
-      ON_GPU("conv2d", T, conv2d_forward_gpu<T>(conv_impl<T>(ctx), s, X.data<T>(), Wt.data<T>(), bv,
+      ON_GPU("conv2d", T, conv2d_forward_gpu<T>(fwd, s, X.data<T>(), Wt.data<T>(), bv,
                                                 y->value.data<T>(), ctx.stream));
     else
       conv2d_forward_cpu<T>(conv_impl<T>(ctx), s, X.data<T>(), Wt.data<T>(), bv,
                             y->value.data<T>());
   });
   if (tape.wants({x.get(), w.get(), b.get()}))
-    tape.record("conv2d", y, [x, w, b, y, s, gpu, ctx] {
+    tape.record("conv2d", y, [x, w, b, y, s, gpu, ctx, on_gpu] {
       dispatch_float(y->value.dtype(), [&](auto tag) {
         using T = decltype(tag);
         const T* dy = y->grad_buffer().data<T>();
@@ -53,15 +56,16 @@ VarPtr conv2d(Tape& tape, const VarPtr& x, const VarPtr& w, const VarPtr& b,
         T* dx = x->requires_grad ? x->grad_buffer().data<T>() : nullptr;
         T* dw = w->requires_grad ? w->grad_buffer().data<T>() : nullptr;
         T* db = b && b->requires_grad ? b->grad_buffer().data<T>() : nullptr;
-        if (dx) note_launch(ctx.plan, conv2d_backward_data_gpu_cost(gpu_conv_impl<T>(ctx), s, sizeof(T)));
+        const ConvImpl data = gpu_conv_impl<T>(on_gpu.data);
+        const ConvImpl filter = gpu_conv_impl<T>(on_gpu.filter);
+        if (dx) note_launch(ctx.plan, conv2d_backward_data_gpu_cost(data, s, sizeof(T)));
         if (dw || db)
-          note_launch(ctx.plan, conv2d_backward_filter_gpu_cost(gpu_conv_impl<T>(ctx), s, sizeof(T),
+          note_launch(ctx.plan, conv2d_backward_filter_gpu_cost(filter, s, sizeof(T),
                                                                 dw != nullptr, db != nullptr));
         if (gpu) {
-          if (dx) ON_GPU("conv2d", T, conv2d_backward_data_gpu<T>(conv_impl<T>(ctx), s, dy, wv, dx, ctx.stream));
+          if (dx) ON_GPU("conv2d", T, conv2d_backward_data_gpu<T>(data, s, dy, wv, dx, ctx.stream));
           if (dw || db)
-            ON_GPU("conv2d", T,
-                   conv2d_backward_filter_gpu<T>(conv_impl<T>(ctx), s, xv, dy, dw, db, ctx.stream));
+            ON_GPU("conv2d", T, conv2d_backward_filter_gpu<T>(filter, s, xv, dy, dw, db, ctx.stream));
         } else {
           if (dx) conv2d_backward_data_cpu<T>(conv_impl<T>(ctx), s, dy, wv, dx);
           if (dw || db)

@@ -73,10 +73,17 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
       ->group("Model");
   t->add_option("--precision", c.precision, "auto (fp16 on cuda, fp32 on cpu), fp16 or fp32")
       ->group("Model");
-  t->add_option("--conv", c.conv, "conv2d kernels. auto: tc on a GPU, onednn on the CPU. GPU: "
+  t->add_option("--conv", c.conv, "conv2d kernels. auto: on a GPU each layer's passes timed "
+                                 "at the start, tc against cuDNN, the faster kept (saved as the "
+                                 "run's --kernel-plan); onednn on the CPU. GPU: "
                                  "tc (tensor cores, fp16; direct in fp32), direct or cudnn. CPU: "
                                  "onednn (fp32; fp16 runs direct) or direct (the reference: the "
                                  "same bits on any thread count)")
+      ->group("Model");
+  t->add_option("--kernel-plan", c.kernel_plan,
+                "GPU: the conv kernels of each layer and pass, LAYER=FORWARD,DATA,FILTER;... "
+                "(such as conv2=tc,cudnn,cudnn), over --conv for the layers named; or a run "
+                "folder, whose plan (its config.json's) this run repeats, kernel for kernel")
       ->group("Model");
   t->add_option("--linear", c.linear, "linear kernels: auto, tc, direct, cublas or onednn (as "
                                      "--conv)")

@@ -225,6 +225,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   describe->add_option("--linear", step_opt.linear, "--step: the GPU's linear kernels")
       ->capture_default_str();
+  describe->add_option("--kernel-plan", step_opt.kernel_plan,
+                       "--step: per-layer conv kernels, LAYER=FORWARD,DATA,FILTER;... (train's)");
 
   auto* import_fm = app.add_subcommand(
       "import-fashion-mnist", "Turn the Fashion-MNIST IDX files into JPEGs plus train/test lists");

@@ -84,6 +84,7 @@ StepPlan step_plan(const StepPlanOptions& o) {
   cfg.optimizer = o.optimizer;
   cfg.conv = o.conv;
   cfg.linear = o.linear;
+  cfg.kernel_plan = o.kernel_plan;  // (the layers' names are checked as the model is built)
   cfg.device = o.device == Device::cpu ? "cpu" : "cuda";
   cfg.cuda_graph = o.cuda_graph;
   resolve_defaults(cfg);  // (the optimizer's name and the kernels' are checked as they are made)
@@ -131,10 +132,11 @@ std::string step_plan_text(const LaunchPlan& plan, const StepPlanOptions& o, con
   std::string out;
   char line[512];
   std::snprintf(line, sizeof line,
-                "One training step of %s: batch %d, %s, one replica, conv %s, linear %s\n"
+                "One training step of %s: batch %d, %s, one replica, conv %s%s, linear %s\n"
                 "Ideal times on the roofline of the %s (%.0f TFLOP/s fp16 tensor, %.1f TFLOP/s "
                 "fp32, %.2f TB/s):\n\n",
                 o.model.c_str(), o.batch, o.precision.c_str(), o.conv.c_str(),
+                o.kernel_plan.empty() ? "" : (" (" + o.kernel_plan + ")").c_str(),
                 o.linear.c_str(),
                 gpu.full_name, gpu.tensor_fp16 / 1e12, gpu.fp32 / 1e12, gpu.bandwidth / 1e12);
   out += line;

@@ -29,6 +29,7 @@ struct StepPlanOptions {
   std::string optimizer = "sgd";   // sgd | nesterov | adamw
   std::string conv = "auto";       // the GPU's kernels, as `train --conv` on a GPU reads them
   std::string linear = "auto";
+  std::string kernel_plan;         // per-layer conv kernels (train --kernel-plan's text)
   // Where the walk runs: the CPU (describe), or for the GPU test the GPU itself, with
   // cuda_graph its step captured after the plan's step (StepPlan::graph_nodes).
   Device device = Device::cpu;

@@ -93,6 +93,7 @@ Engine::Engine(const TrainConfig& cfg, const RunDevice& device, const ClassBalan
     const OnDevice on(ctx);
     mo.context = ctx;  // the model's tensors on the replica's device and stream
     rep->model = build_model(spec, mo);
+    if (!cfg_.kernel_plan.empty()) rep->model->set_kernel_plan(parse_kernel_plan(cfg_.kernel_plan));
     rep->optimizer = make_optimizer(cfg_.optimizer, rep->model->parameters(), cfg_.lr,
                                     cfg_.momentum, cfg_.wd);
     rep->lane->make_step(scaler_config_, int(rep->model->parameters().size()));

@@ -148,6 +148,7 @@ std::unique_ptr<Model> load_model(const Checkpoint& c, const TrainConfig& cfg, D
   mo.seed = cfg.seed;
   mo.context = in;
   auto model = build_model(parse_model_spec(cfg.model_text, cfg.model), mo);
+  if (!cfg.kernel_plan.empty()) model->set_kernel_plan(parse_kernel_plan(cfg.kernel_plan));
   for (const VarPtr& p : model->parameters()) {
     const Tensor& saved = c.tensor(p->name);
     const std::string master = p->name + ".master";

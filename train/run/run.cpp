@@ -21,6 +21,7 @@
 #include "train/run/run_setup.h"
 #include "train/run/signals.h"
 #include "train/setup/device.h"
+#include "train/setup/kernel_choice.h"
 #include "train/setup/memory_plan.h"
 #include "train/setup/val_split.h"
 
@@ -388,7 +389,9 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
   if (root && resuming) lock_run_folder(cfg.out, "--out " + cfg.out, true, locks);
   validate_config(cfg);  // before the device is chosen from --device and --devices
   const RunDevice device = choose_run_device(cfg, mpi);
-  const std::vector<std::string> notes = resolve_run_config(cfg, device);
+  std::vector<std::string> notes = resolve_run_config(cfg, device);
+  // --conv auto on a GPU: each layer's kernels timed (a new run), saved with the configuration
+  choose_conv_kernels(cfg, device, resuming, notes);
   if (root) save_config(cfg, resuming, device, notes, out);
   if (mpi) mpi->barrier();  // the --out folder is there (or rank 0 failed and stops them all)
   sum.config = cfg;

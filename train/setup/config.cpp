@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <filesystem>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -11,6 +12,7 @@
 
 #include "data/image_list.h"
 #include "kernels/check.h"
+#include "nn/model.h"
 
 namespace cutrain {
 
@@ -68,6 +70,13 @@ void validate_config(const TrainConfig& c) {
   auto need = [&](bool ok, const std::string& what) {
     if (!ok) problems.push_back(what);
   };
+  if (!c.kernel_plan.empty() && !std::filesystem::is_directory(c.kernel_plan)) {
+    try {  // the layers' names are checked against the model when it is built
+      parse_kernel_plan(c.kernel_plan);
+    } catch (const Error& e) {
+      problems.push_back(std::string("--kernel-plan: ") + e.what());
+    }
+  }
   auto str = [](double v) {
     std::ostringstream os;
     os << v;
@@ -200,7 +209,7 @@ void for_each_field(Config& c, F&& f) {
   f("strict", c.strict), f("model", c.model), f("device", c.device);
   f("devices", c.devices);
   f("precision", c.precision), f("conv", c.conv), f("linear", c.linear);
-  f("cuda_graph", c.cuda_graph);
+  f("cuda_graph", c.cuda_graph), f("kernel_plan", c.kernel_plan);
   f("optimizer", c.optimizer), f("lr", c.lr);
   f("momentum", c.momentum), f("wd", c.wd), f("schedule", c.schedule), f("warmup", c.warmup);
   f("epochs", c.epochs), f("batch", c.batch), f("accum", c.accum);

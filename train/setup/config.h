@@ -47,8 +47,13 @@ struct TrainConfig {
   std::string devices;              // data-parallel replicas, one per entry: "cpu,cpu" or GPU
                                     //   ordinals "0,1" (repeats allowed); "": one, on --device
   std::string precision = "auto";   // auto | fp16 | fp32 (auto: fp16 on cuda, fp32 on cpu)
-  std::string conv = "auto";        // conv2d: auto | direct | tc | cudnn | onednn (kernels/impl.h)
+  std::string conv = "auto";        // conv2d: auto | direct | tc | cudnn | onednn (kernels/impl.h);
+                                    //   auto on a GPU: timed per layer (setup/kernel_choice.h)
   std::string linear = "auto";      // linear: auto | direct | tc | cublas | onednn
+  std::string kernel_plan;          // conv kernels per layer and pass on a GPU, as text
+                                    //   ("conv2=tc,cudnn,cudnn;...", nn/model.h: KernelPlan),
+                                    //   over --conv for the layers it names; "": none. Given
+                                    //   as a run folder, resolve_config copies that run's
   bool cuda_graph = true;           // replay the step of a full batch from CUDA graphs
                                     //   (train/engine/engine_graph.h) where one replica trains
                                     //   on a GPU in one process; elsewhere (the CPU, replicas,

@@ -3,12 +3,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "data/image_list.h"
 #include "data/pack.h"
 #include "kernels/check.h"
+#include "nn/model.h"
 #include "nn/model_spec.h"
 #include "train/setup/classes.h"
 #include "train/setup/sources.h"
@@ -159,6 +161,28 @@ std::vector<std::string> resolve_config(
     }
   }
   parse_model_spec(c.model_text, c.model);  // a syntax error now, not after loading data
+  if (!c.kernel_plan.empty() && std::filesystem::is_directory(c.kernel_plan)) {
+    // --kernel-plan RUN: that run's choices, so that this one runs the very same kernels
+    const std::string from = c.kernel_plan, path = from + "/config.json";
+    std::ifstream f(path);
+    USER_CHECK(f.good(), "--kernel-plan " << from << ": no config.json there (a run folder of "
+                                          << "cutrain train is meant)");
+    std::stringstream text;
+    text << f.rdbuf();
+    c.kernel_plan = config_from_json_text(text.str(), path).kernel_plan;
+    USER_CHECK(!c.kernel_plan.empty(), "--kernel-plan " << from << ": that run has no kernel "
+                                                        << "plan (it chose no kernels per layer)");
+    notes.push_back("kernel plan from " + from + ": " + c.kernel_plan);
+  }
+  if (!c.kernel_plan.empty()) {  // a name that is not a conv layer: now, not after the data
+    ModelOptions shapes;
+    shapes.H = shapes.W = c.size > 0 ? c.size : 32;
+    shapes.C = c.channels > 0 ? c.channels : 1;
+    shapes.classes = c.classes;
+    shapes.shapes_only = true;
+    build_model(parse_model_spec(c.model_text, c.model), shapes)
+        ->set_kernel_plan(parse_kernel_plan(c.kernel_plan));
+  }
   if (before_measuring) before_measuring(c);
   if (c.mean.empty()) {
     measure_mean_std(*train, 1000, c.mean, c.std);
