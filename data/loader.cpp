@@ -442,8 +442,10 @@ size_t batch_images_offset(int capacity) {
 
 std::vector<LaunchCost> batch_copy_costs(int n, int capacity, size_t sample_bytes) {
   if (n <= 0) return {};
-  return {copy_cost("copy (batch to the device, copy stream)",
-                    batch_images_offset(capacity) + size_t(n) * sample_bytes, false)};
+  LaunchCost c = copy_cost("copy (batch to the device, copy stream)",
+                           batch_images_offset(capacity) + size_t(n) * sample_bytes, false);
+  c.other_stream = true;
+  return {c};
 }
 
 }  // namespace cutrain

@@ -4,9 +4,11 @@
 #include "kernels/gpu.h"
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "kernels/check.h"
@@ -280,6 +282,38 @@ void memset_async(void* dst, int value, size_t bytes, cudaStream_t stream) {
   CUDA_CHECK(cudaMemsetAsync(dst, value, bytes, stream));
 }
 
+struct StreamHold::State {
+  std::atomic<bool> open{false}, passed{false}, timed_out{false};
+  double limit_s;
+};
+
+StreamHold::StreamHold(cudaStream_t stream, double limit_s) : state_(new State) {
+  state_->limit_s = limit_s;
+  const cudaHostFn_t wait = [](void* p) {  // on CUDA's host-function thread: no CUDA calls
+    auto* s = static_cast<State*>(p);
+    const auto give_up = std::chrono::steady_clock::now() +
+                         std::chrono::duration<double>(s->limit_s);
+    while (!s->open) {
+      if (std::chrono::steady_clock::now() > give_up) {
+        s->timed_out = true;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    s->passed = true;
+  };
+  CUDA_CHECK(cudaLaunchHostFunc(stream, wait, state_));
+}
+
+StreamHold::~StreamHold() {
+  state_->open = true;
+  while (!state_->passed) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  delete state_;
+}
+
+void StreamHold::release() { state_->open = true; }
+bool StreamHold::timed_out() const { return state_->timed_out; }
+
 #else  // CPU-only build
 
 namespace {
@@ -324,6 +358,14 @@ PinnedBuffer::~PinnedBuffer() = default;
 void copy_async(void*, const void*, size_t, cudaStream_t) { no_cuda("copy to or from a device"); }
 void copy_sync(void*, const void*, size_t) { no_cuda("copy to or from a device"); }
 void memset_async(void*, int, size_t, cudaStream_t) { no_cuda("set device memory"); }
+
+struct StreamHold::State {};
+StreamHold::StreamHold(cudaStream_t, double) : state_(nullptr) {
+  CHECK(false, "StreamHold: a CPU-only build has no GPU streams");
+}
+StreamHold::~StreamHold() = default;
+void StreamHold::release() {}
+bool StreamHold::timed_out() const { return false; }
 
 #endif
 

@@ -174,6 +174,25 @@ class CudaGraph {
   int device_ = -1;  // >= 0 once its pool is held on that device's allocator
 };
 
+// Holds a stream at a host function until release() (or the destructor, which waits until
+// the stream has passed it): what is queued behind it then runs back to back, not at the pace
+// of the host that queues it (timing a step's kernels: kernels/launch_plan.h). A hold not
+// released within limit_s seconds opens by itself, and timed_out() says so (a host that waited
+// for the held stream would otherwise wait forever).
+class StreamHold {
+ public:
+  explicit StreamHold(cudaStream_t stream, double limit_s = 10);
+  ~StreamHold();
+  StreamHold(const StreamHold&) = delete;
+  StreamHold& operator=(const StreamHold&) = delete;
+  void release();
+  bool timed_out() const;
+
+ private:
+  struct State;
+  State* state_;  // freed by the destructor, after the stream passed the hold
+};
+
 // Copies between any two of host, pinned and device memory (unified addressing decides the
 // direction). copy_async is ordered on `stream`; copy_sync returns when the data has arrived.
 // Launch costs (one each): copy_cost and memset_cost, kernels/launch_plan.h.

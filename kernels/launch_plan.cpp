@@ -35,7 +35,31 @@ double ideal_seconds(const LaunchCost& c, const Roofline& gpu) {
 }
 
 void LaunchPlan::note(const LaunchCost& c) {
-  if (recording_ && c.launches > 0) rows_.push_back(Row{phase_, c});
+  if (!recording_ || c.launches <= 0) return;
+  rows_.push_back(Row{phase_, c});
+  if (timing_ && !c.other_stream) {
+    marks_.emplace_back(rows_.size() - 1, Event(true));
+    marks_.back().second.record(stream_);
+  }
+}
+
+void LaunchPlan::time_on(cudaStream_t stream) {
+  timing_ = true;
+  stream_ = stream;
+  marks_.clear();
+}
+
+void LaunchPlan::finish_timing() {
+  if (!timing_) return;
+  Event end(true);
+  end.record(stream_);
+  end.synchronize();
+  for (size_t i = 0; i < marks_.size(); i++) {
+    const Event& next = i + 1 < marks_.size() ? marks_[i + 1].second : end;
+    rows_[marks_[i].first].measured_s = 1e-3 * double(next.ms_since(marks_[i].second));
+  }
+  marks_.clear();
+  timing_ = false;
 }
 
 int LaunchPlan::launches() const {

@@ -29,7 +29,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "kernels/gpu.h"
 
 namespace cutrain {
 
@@ -40,6 +43,8 @@ struct LaunchCost {
   double flops = 0;
   bool tensor = false;     // flops on tensor cores
   bool estimated = false;  // launches from a profile table (a vendor library's call)
+  bool other_stream = false;  // queued on a stream beside the step's (the loader's copy, the
+                              //   record's way to the host): not timed (LaunchPlan::time_on)
 };
 
 // A GPU's peaks, from its vendor's data sheet (dense, no sparsity).
@@ -66,6 +71,7 @@ class LaunchPlan {
   struct Row {
     std::string phase;     // "input", "forward", "loss", "backward", "optimizer", "record"
     LaunchCost cost;
+    double measured_s = -1;  // time_on: the GPU's seconds for it; < 0: not measured
   };
   void record(bool on) { recording_ = on; }
   bool recording() const { return recording_; }
@@ -73,6 +79,14 @@ class LaunchPlan {
   void phase(const char* name) { phase_ = name; }
   const std::string& current_phase() const { return phase_; }
   void note(const LaunchCost& c);
+
+  // Measuring (a GPU): from time_on, each recorded note also records a timing event on
+  // `stream`, where the step's work is queued; finish_timing() waits for them and gives each
+  // row the time from its event to the next one's (the launches noted between). Rows of work on
+  // another stream are skipped. Hold the stream while the step is queued (StreamHold,
+  // kernels/gpu.h) so that the times are the GPU's, not the pace of the host.
+  void time_on(cudaStream_t stream);
+  void finish_timing();
 
   const std::vector<Row>& rows() const { return rows_; }
   void clear() { rows_.clear(); }
@@ -83,6 +97,9 @@ class LaunchPlan {
   bool recording_ = false;
   std::string phase_ = "step";
   std::vector<Row> rows_;
+  bool timing_ = false;
+  cudaStream_t stream_ = nullptr;
+  std::vector<std::pair<size_t, Event>> marks_;  // (row, the event recorded as it was noted)
 };
 
 // Notes c in *plan when there is one (null: nothing to do): what every entry point's caller

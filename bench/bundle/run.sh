@@ -29,6 +29,8 @@
 #               quick: 2), with its trace; then the loader alone (bench_data) for the
 #               pipeline ratio
 #   train-graph the same with CUDA graphs (train's default)
+#   plan        cutrain describe default --step --measure: every launch of a step timed on the
+#               GPU beside its ideal time on the GPU's roofline ([lean-step]); into train-gpu.md
 #   compare     bench/compare.sh (cutrain vs PyTorch at its strongest) when the host's python
 #               has torch: COMPARE_ARGS (default "--batches 128 --seeds 1"; the full table is
 #               "--batches '128 512' --seeds 3"); COMPARE_TIMEOUT (400 s) bounds each of
@@ -52,9 +54,9 @@ set -uo pipefail
 out=${1:?usage: run.sh OUTDIR [quick|deep|all|STEP...]}
 shift
 case "${1:-quick}" in
-  quick) steps="info tests bench train"; TRAIN_EPOCHS=${TRAIN_EPOCHS:-2} ;;
+  quick) steps="info tests bench plan train"; TRAIN_EPOCHS=${TRAIN_EPOCHS:-2} ;;
   deep) steps="info sanitize replicas compare" ;;
-  all) steps="info tests+sanitize train bench train-graph compare" ;;
+  all) steps="info tests+sanitize train bench plan train-graph compare" ;;
   *) steps="$*" ;;
 esac
 TRAIN_EPOCHS=${TRAIN_EPOCHS:-10}
@@ -473,6 +475,19 @@ for step in $steps; do
       step_row bench "$last_rc" "$last_secs" "$(grep -a "^- \(PASS\|FAIL\|NOT\)\|WRONG" "$out/bench.log" | head -4 | tr '\n' ' ')"
       ;;
     train|train-graph) train_step "$step" ;;
+    plan)
+      if [ -n "$gpu_reason" ]; then step_row plan - 0 "skipped: $gpu_reason"; continue; fi
+      roof=h100  # the roofline of the GPU here, when cutrain knows it
+      case "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)" in
+        *H200*) roof=h200 ;; *A100*) roof=a100 ;; *L4*) roof=l4 ;;
+      esac
+      timed plan 60 "$out/plan.log" "${cr[@]}" bin/cutrain describe default --step --measure --gpu "$roof"
+      [ "$last_rc" = 0 ] || status=1
+      { echo "## plan: cutrain describe default --step --measure --gpu $roof"; echo; echo '```'
+        grep -av '^==' "$out/plan.log"; echo '```'; echo; } >>"$out/train-gpu.md"
+      step_row plan "$last_rc" "$last_secs" "$(grep -a '^Total:\|^Measured:' "$out/plan.log" | tr '\n' ' ')"
+      rm -f "$out/plan.log"
+      ;;
     compare|photos) compare_step "$step" ;;
     replicas)
       if [ -n "$gpu_reason" ]; then step_row replicas - 0 "skipped: $gpu_reason"; continue; fi

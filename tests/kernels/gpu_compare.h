@@ -40,32 +40,14 @@ inline void sleep_on(cudaStream_t stream, const int& ms) {
 // gate opens by itself and timed_out() says so, failing the test instead of hanging it.
 class StreamGate {
  public:
-  explicit StreamGate(cudaStream_t stream) {
-    CUDA_CHECK(cudaLaunchHostFunc(stream, &StreamGate::wait_until_open, this));
-  }
-  ~StreamGate() {
-    open_ = true;
-    while (!passed_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  explicit StreamGate(cudaStream_t stream) : hold_(stream, 30) {}
   StreamGate(const StreamGate&) = delete;
   StreamGate& operator=(const StreamGate&) = delete;
-  void release() { open_ = true; }
-  bool timed_out() const { return timed_out_; }
+  void release() { hold_.release(); }
+  bool timed_out() const { return hold_.timed_out(); }
 
  private:
-  static void wait_until_open(void* p) {  // runs on CUDA's host-function thread
-    auto* g = static_cast<StreamGate*>(p);
-    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (!g->open_) {
-      if (std::chrono::steady_clock::now() > give_up) {
-        g->timed_out_ = true;
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    g->passed_ = true;
-  }
-  std::atomic<bool> open_{false}, passed_{false}, timed_out_{false};
+  cutrain::StreamHold hold_;  // kernels/gpu.h: the hold itself, shared with the step's timing
 };
 
 // A device copy of v (at least one byte, so an empty vector still gives a valid pointer).

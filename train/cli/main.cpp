@@ -72,7 +72,12 @@ static int cmd_describe(const std::string& model, const std::string& input, int 
     plan.size = opt.H;
     plan.channels = opt.C;
     plan.classes = classes;
-    std::fputs(step_plan_text(step_plan(plan).plan, plan, roof).c_str(), stdout);
+    if (plan.measure && gpu_usable()) plan.device = Device::cuda;
+    const StepPlan walked = step_plan(plan);
+    std::fputs(step_plan_text(walked.plan, plan, roof).c_str(), stdout);
+    if (!walked.held)
+      std::printf("(the host waited for the GPU while queuing the step: the measured times "
+                  "include that wait)\n");
     return 0;
   }
   const auto m = build_model(load_model_spec(model), opt);
@@ -225,6 +230,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   describe->add_option("--linear", step_opt.linear, "--step: the GPU's linear kernels")
       ->capture_default_str();
+  describe->add_flag("--measure", step_opt.measure,
+                     "--step on a GPU: run the step there and time each launch (events, the "
+                     "stream held while the step is queued), beside the ideal times");
   describe->add_option("--kernel-plan", step_opt.kernel_plan,
                        "--step: per-layer conv kernels, LAYER=FORWARD,DATA,FILTER;... (train's)");
 

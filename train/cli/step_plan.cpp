@@ -2,6 +2,7 @@
 // launches (train/cli/step_plan.h).
 #include "train/cli/step_plan.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <deque>
@@ -71,6 +72,11 @@ StepPlan step_plan(const StepPlanOptions& o) {
   USER_CHECK(o.batch >= 1, "describe --step: --batch must be >= 1, got " << o.batch);
   USER_CHECK(o.precision == "fp16" || o.precision == "fp32",
              "describe --step: --precision fp16 or fp32, got " << o.precision);
+  USER_CHECK(!o.measure || o.device == Device::cuda,
+             "describe --step --measure times the step on a GPU: there is none to time here ("
+                 << (gpu_usable() ? std::string("it was asked to walk on the CPU")
+                                  : gpu_unavailable_reason())
+                 << ")");
   TrainConfig cfg;
   cfg.model = o.model;
   cfg.model_text = model_text_of(o.model);
@@ -120,7 +126,17 @@ StepPlan step_plan(const StepPlanOptions& o) {
     r.step = step;
     r.lr = cfg.lr;
     plan.record(step == 1);
-    engine.launch(r);
+    if (step == 1 && o.measure) {
+      const cudaStream_t stream = engine.replica(0).lane->stream();
+      StreamHold hold(stream);
+      plan.time_on(stream);
+      engine.launch(r);
+      hold.release();
+      out.held = !hold.timed_out();
+      plan.finish_timing();
+    } else {
+      engine.launch(r);
+    }
     engine.collect(SIZE_MAX, done);
   }
   plan.record(false);
@@ -140,48 +156,79 @@ std::string step_plan_text(const LaunchPlan& plan, const StepPlanOptions& o, con
                 o.linear.c_str(),
                 gpu.full_name, gpu.tensor_fp16 / 1e12, gpu.fp32 / 1e12, gpu.bandwidth / 1e12);
   out += line;
-  std::snprintf(line, sizeof line, "%4s  %-10s %-48s %8s %10s %10s %9s\n", "#", "phase", "kernel",
-                "launches", "bytes", "flops", "ideal us");
+  bool measured = false;
+  for (const LaunchPlan::Row& r : plan.rows()) measured = measured || r.measured_s >= 0;
+  std::snprintf(line, sizeof line, "%4s  %-10s %-48s %8s %10s %10s %9s%s\n", "#", "phase",
+                "kernel", "launches", "bytes", "flops", "ideal us", measured ? "  measured us" : "");
   out += line;
   struct Sum {
     int launches = 0;
-    double bytes = 0, flops = 0, seconds = 0;
+    double bytes = 0, flops = 0, seconds = 0, measured = 0;
   };
-  std::vector<std::string> order;  // phases in order of appearance
-  std::map<std::string, Sum> phases;
+  std::vector<std::string> order, kinds;  // phases, kernels' kinds, in order of appearance
+  std::map<std::string, Sum> phases, by_kind;
   Sum total;
   int estimated = 0, n = 0;
   for (const LaunchPlan::Row& r : plan.rows()) {
     const LaunchCost& c = r.cost;
     const double s = ideal_seconds(c, gpu);
-    std::snprintf(line, sizeof line, "%4d  %-10s %-48s %8d %10s %10s %9.2f%s\n", ++n,
+    char took[32] = "";
+    if (measured && r.measured_s >= 0) std::snprintf(took, sizeof took, " %12.2f", r.measured_s * 1e6);
+    else if (measured) std::snprintf(took, sizeof took, " %12s", "-");
+    std::snprintf(line, sizeof line, "%4d  %-10s %-48s %8d %10s %10s %9.2f%s%s\n", ++n,
                   r.phase.c_str(), c.kernel.c_str(), c.launches, si_text(c.bytes, "B").c_str(),
-                  si_text(c.flops, "").c_str(), s * 1e6, c.estimated ? "  (launches estimated)" : "");
+                  si_text(c.flops, "").c_str(), s * 1e6, took,
+                  c.estimated ? "  (launches estimated)" : "");
     out += line;
     if (!phases.count(r.phase)) order.push_back(r.phase);
-    for (Sum* sum : {&phases[r.phase], &total}) {
+    if (!by_kind.count(c.kernel)) kinds.push_back(c.kernel);
+    for (Sum* sum : {&phases[r.phase], &by_kind[c.kernel], &total}) {
       sum->launches += c.launches;
       sum->bytes += c.bytes;
       sum->flops += c.flops;
       sum->seconds += s;
+      sum->measured += std::max(0.0, r.measured_s);
     }
     if (c.estimated) estimated += c.launches;
   }
   out += "\nBy phase:\n";
   for (const std::string& p : order) {
     const Sum& s = phases[p];
-    std::snprintf(line, sizeof line, "  %-10s %4d launches %10s %12s %9.2f us\n", p.c_str(),
+    std::snprintf(line, sizeof line, "  %-10s %4d launches %10s %12s %9.2f us", p.c_str(),
                   s.launches, si_text(s.bytes, "B").c_str(), si_text(s.flops, "FLOP").c_str(),
                   s.seconds * 1e6);
     out += line;
+    if (measured) {
+      std::snprintf(line, sizeof line, "  measured %9.2f us", s.measured * 1e6);
+      out += line;
+    }
+    out += "\n";
+  }
+  if (measured) {  // where the time goes, against where it should
+    out += "\nBy kind of kernel (measured against ideal):\n";
+    for (const std::string& k : kinds) {
+      const Sum& s = by_kind[k];
+      std::snprintf(line, sizeof line, "  %-48s %4d launches  ideal %9.2f us  measured %9.2f us"
+                    "  %7.1fx\n", k.c_str(), s.launches, s.seconds * 1e6, s.measured * 1e6,
+                    s.seconds > 0 ? s.measured / s.seconds : 0.0);
+      out += line;
+    }
   }
   const double per_s = total.seconds > 0 ? o.batch / total.seconds : 0;
   std::snprintf(line, sizeof line,
                 "\nTotal: %d launches, %s moved, %s; ideal step %.2f us (each launch at its "
                 "roofline, one after another) = %.2f million images/s\n",
-                total.launches, si_text(total.bytes, "B").c_str(), si_text(total.flops, "FLOP").c_str(),
-                total.seconds * 1e6, per_s / 1e6);
+                total.launches, si_text(total.bytes, "B").c_str(),
+                si_text(total.flops, "FLOP").c_str(), total.seconds * 1e6, per_s / 1e6);
   out += line;
+  if (measured) {
+    std::snprintf(line, sizeof line,
+                  "Measured: %.2f us on the step's stream (the launches back to back, the host "
+                  "held off) = %.0f images/s, %.1fx the ideal\n",
+                  total.measured * 1e6, total.measured > 0 ? o.batch / total.measured : 0.0,
+                  total.seconds > 0 ? total.measured / total.seconds : 0.0);
+    out += line;
+  }
   if (estimated > 0) {
     std::snprintf(line, sizeof line,
                   "%d of the launches are a vendor library's, estimated (kernels/launch_plan.h)\n",

@@ -34,11 +34,18 @@ struct StepPlanOptions {
   // cuda_graph its step captured after the plan's step (StepPlan::graph_nodes).
   Device device = Device::cpu;
   bool cuda_graph = false;
+  // On a GPU: the plan's step measured, each row's GPU time from events around its launches
+  // (LaunchPlan::time_on), the stream held while the step is queued so that the times are the
+  // GPU's and not the host's pace (`describe --step --measure`).
+  bool measure = false;
 };
 
 struct StepPlan {
   LaunchPlan plan;         // one steady step: the second one launched
   size_t graph_nodes = 0;  // cuda_graph: the nodes of both captured graphs (the third step's)
+  bool held = true;        // measure: the stream stayed held until the step was queued (else
+                           //   the host waited for the device inside it, and the times
+                           //   include that wait)
 };
 
 // One steady training step of one replica, walked on o.device (on the CPU a few seconds at
@@ -46,8 +53,10 @@ struct StepPlan {
 StepPlan step_plan(const StepPlanOptions& o);
 
 // The plan as a table: a row per launch (phase, kernel, launches, bytes, flops, ideal time on
-// `gpu`), the phases' subtotals, and the totals: launches, bytes, flops, the ideal step time
-// (the launches' ideal times added: one stream) and the images per second it would allow.
+// `gpu`, and the measured time when measured), the phases' subtotals, with a measurement the
+// kernels' kinds (each kind's ideal and measured time, and their ratio), and the totals:
+// launches, bytes, flops, the ideal step time (the launches' ideal times added: one stream)
+// and the images per second it would allow (and the measured ones).
 std::string step_plan_text(const LaunchPlan& plan, const StepPlanOptions& o, const Roofline& gpu);
 
 }  // namespace cutrain

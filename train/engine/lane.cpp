@@ -117,8 +117,9 @@ void Lane::add_metrics(StepRecord* rec, const Tensor& loss, double weight, const
 }
 
 void Lane::publish(int slot) {
-  note_launch(context_.plan, copy_cost("copy (record to the host, readback stream)",
-                                       sizeof(StepRecord), false));
+  LaunchCost c = copy_cost("copy (record to the host, readback stream)", sizeof(StepRecord), false);
+  c.other_stream = true;
+  note_launch(context_.plan, c);
   if (!gpu_) return;  // written: it is on the host already
   const size_t s = size_t(slot);
   gpu_->computed[s].record(stream());

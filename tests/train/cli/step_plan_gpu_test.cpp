@@ -72,3 +72,26 @@ TEST_CASE("step plan [gpu]: fp32 and cuDNN steps too") {
     REQUIRE(int(gpu.graph_nodes) == gpu.plan.launches() - outside_graphs(gpu.plan));
   }
 }
+
+TEST_CASE("step plan [gpu]: --measure times every launch of the step's stream") {
+  REQUIRE_GPU();
+  StepPlanOptions o;
+  o.device = Device::cuda;
+  o.measure = true;
+  const StepPlan m = step_plan(o);
+  REQUIRE(m.held);  // nothing in the step waited for the device
+  double total = 0;
+  for (const LaunchPlan::Row& r : m.plan.rows()) {
+    INFO(r.cost.kernel);
+    if (r.cost.other_stream) {
+      REQUIRE(r.measured_s < 0);
+    } else {
+      REQUIRE(r.measured_s >= 0);
+      total += r.measured_s;
+    }
+  }
+  REQUIRE(total > 0);
+  const std::string text = step_plan_text(m.plan, o, roofline_of("h100"));
+  REQUIRE(text.find("By kind of kernel") != std::string::npos);
+  REQUIRE(text.find("Measured: ") != std::string::npos);
+}

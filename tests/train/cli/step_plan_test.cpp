@@ -6,6 +6,7 @@
 #include <set>
 #include <string>
 
+#include "kernels/gpu.h"
 #include "nn/model.h"
 #include "tests/test_util.h"
 #include "tests/train/cli_fixture.h"
@@ -138,6 +139,11 @@ TEST_CASE("cutrain describe --step: the table and its totals; bad options refuse
   REQUIRE(gpu.status == 2);
   REQUIRE(gpu.output.find("--gpu v100") != std::string::npos);
   REQUIRE(gpu.output.find("h100") != std::string::npos);  // the names it knows
+  if (!gpu_usable()) {  // --measure runs the step on a GPU
+    const Ran m = run_cutrain({"describe", "default", "--step", "--measure"}, log);
+    REQUIRE(m.status == 2);
+    REQUIRE(m.output.find("--measure times the step on a GPU") != std::string::npos);
+  }
   const Ran rect = run_cutrain({"describe", "default", "--step", "--input", "28x32x1"}, log);
   REQUIRE(rect.status == 2);
   REQUIRE(rect.output.find("square") != std::string::npos);
