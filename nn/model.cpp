@@ -150,7 +150,9 @@ std::vector<ConvLayer> Model::conv_layers() {
 
 void Model::set_kernel_plan(const KernelPlan& plan) {
   std::vector<ConvLayer> convs = conv_layers();
-  for (const auto& [name, choice] : plan) {
+  for (const auto& entry : plan) {
+    const std::string& name = entry.first;
+    const ConvChoice& choice = entry.second;
     auto it = std::find_if(convs.begin(), convs.end(),
                            [&](const ConvLayer& c) { return c.name == name; });
     if (it == convs.end()) {
