@@ -34,7 +34,7 @@ template <typename Run> double time_ms(cudaStream_t stream, Run run) {
 // depend on the values) at N images; the faster of each kept, ties to `own`.
 template <typename T>
 KernelPlan time_layers(Model& model, int N, ConvImpl own, std::vector<std::string>& notes) {
-  Stream stream;
+  Stream stream(current_device());  // the run's GPU (DeviceGuard), not GPU 0
   KernelPlan plan;
   bool first = true;  // the first conv reads the images: no data gradient to time
   for (const ConvLayer& l : model.conv_layers()) {
