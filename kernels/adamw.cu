@@ -25,12 +25,9 @@ __global__ void adamw_step_kernel(int64_t n, const TD* grad, const float* inv_sc
                                   float* v, TD* working, AdamWScalars<float> k, double beta1,
                                   double beta2, double weight_decay, const int64_t* step) {
   if (*skip) return;  // the same value in every thread: the whole grid leaves
-  __shared__ AdamWStepValues sv;
-  if (threadIdx.x == 0) sv = adamw_step_values(beta1, beta2, weight_decay, *lr, *step);
-  __syncthreads();
-  const float bc1 = sv.bc1, bc2 = sv.bc2, s = *inv_scale;
-  k.lr = sv.lr;
-  k.lr_wd = sv.lr_wd;
+  float bc1, bc2;
+  adamw_block_values(beta1, beta2, weight_decay, lr, step, k, bc1, bc2);
+  const float s = *inv_scale;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     float w = master[i], mi = m[i], vi = v[i];

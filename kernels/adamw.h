@@ -83,6 +83,19 @@ CUTRAIN_HD inline AdamWStepValues adamw_step_values(double beta1, double beta2,
           float(lr), float(mul_rn(lr, weight_decay))};
 }
 
+#if defined(__CUDACC__)
+// In a kernel, every thread of the block: thread 0 works out the step's values once (shared
+// memory), and each thread takes them: k's lr and lr_wd, and the bias corrections.
+__device__ inline void adamw_block_values(double beta1, double beta2, double weight_decay,
+                                          const double* lr, const int64_t* step,
+                                          AdamWScalars<float>& k, float& bc1, float& bc2) {
+  __shared__ AdamWStepValues sv;
+  if (threadIdx.x == 0) sv = adamw_step_values(beta1, beta2, weight_decay, *lr, *step);
+  __syncthreads();
+  bc1 = sv.bc1, bc2 = sv.bc2, k.lr = sv.lr, k.lr_wd = sv.lr_wd;
+}
+#endif
+
 // One element of the step (the math above): updates the master weight w and the moments m, v
 // from the stored gradient `grad`; bc1, bc2 are the bias corrections of this step.
 template <typename A>

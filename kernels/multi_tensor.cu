@@ -87,12 +87,9 @@ __global__ void multi_adamw_kernel(const ParamSlot* slots, const ParamChunk* chu
                                    int n_chunks, const float* inv_scale, const int32_t* skip,
                                    const double* lr, AdamWScalars<float> k, double beta1,
                                    double beta2, double weight_decay, const int64_t* step) {
-  __shared__ AdamWStepValues sv;
-  if (threadIdx.x == 0) sv = adamw_step_values(beta1, beta2, weight_decay, *lr, *step);
-  __syncthreads();
-  const float bc1 = sv.bc1, bc2 = sv.bc2, s = *inv_scale;
-  k.lr = sv.lr;
-  k.lr_wd = sv.lr_wd;
+  float bc1, bc2;
+  adamw_block_values(beta1, beta2, weight_decay, lr, step, k, bc1, bc2);
+  const float s = *inv_scale;
   for_each_element(slots, chunks, n_chunks, *skip != 0,
                    [&](float g, float& w, float& m, float& v) {
                      adamw_update(g, s, k, bc1, bc2, w, m, v);
