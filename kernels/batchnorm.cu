@@ -7,15 +7,19 @@
 // A warp is one row of 32 neighbouring channels: coalesced reads in NHWC, and no division by C
 // to find an element's channel.
 //
-// Per-channel sums (deterministic, no atomics): channel_partials_kernel sums each thread's rows
-// in fp32, blocked pairwise (kernels/blocked_sum.h), adds the 8 row lanes of a block pairwise
-// (shared memory), and writes one partial per (row group, channel) to scratch; a finalize
-// kernel (a warp per channel: warp_blocked_sum) adds the gridDim.y partials. gridDim.y is a
-// function of M alone (row_groups), so the order of every addition, hence every bit, is the
-// same on every run and every GPU. A term meets at most b + log2(rows/b) roundings in its
-// thread (b = 64; rows = ceil(M / (8 gridDim.y)): at most 64 up to M = 2^19), 3 among the
-// lanes and at most 8 + 3 + 5 = 16 among the partials, where one running sum per thread and
-// per finalize gave rows + 8 + gridDim.y (over 1000 for a large batch).
+// Per-channel sums (deterministic; atomics only count arrivals): channel_partials_kernel sums
+// each thread's rows in fp32, blocked pairwise (kernels/blocked_sum.h), adds the 8 row lanes of
+// a block pairwise (shared memory), and writes one partial per (row group, channel) to
+// scratch. The block of a column of channels that finishes last (last_block_to_arrive,
+// kernels/cuda_util.cuh) then adds the column's gridDim.y partials the same way (lane y takes
+// partials y, y + 8, ...; then the 8 lanes pairwise) and finishes the statistic (the mean, the
+// variance and running averages, or the backward's sums): one launch where a separate
+// finalize kernel made two. gridDim.y is a function of M alone (row_groups), so the order of
+// every addition, hence every bit, is the same on every run and every GPU, whichever block
+// arrives last. A term meets at most b + log2(rows/b) roundings in its thread (b = 64;
+// rows = ceil(M / (8 gridDim.y)): at most 64 up to M = 2^19), 3 among the lanes and at most
+// about 16 + 3 among the partials, where one running sum per thread and per finalize gave
+// rows + 8 + gridDim.y (over 1000 for a large batch).
 //
 // bytes: training forward reads x three times (mean, variance, y) and writes y:
 //   4*M*C*sizeof(T); training backward reads x, dy (and y when fused) twice and dx once, and
@@ -25,8 +29,6 @@
 //   with batchnorm_*_cpu (composed with relu_*_cpu when fused) within a tolerance, not bit for
 //   bit.
 #include "kernels/batchnorm.h"
-
-#include <utility>
 
 #include "kernels/blocked_sum.h"
 #include "kernels/cuda_util.cuh"
@@ -45,7 +47,8 @@ int row_groups(int64_t M) {
   const int64_t g = (M + kTY * 16 - 1) / (kTY * 16);
   return int(g < 1 ? 1 : g > 1024 ? 1024 : g);
 }
-dim3 grid_2d(int C, int groups) { return dim3((C + kTX - 1) / kTX, groups); }
+int columns(int C) { return (C + kTX - 1) / kTX; }  // gridDim.x: blocks across the channels
+dim3 grid_2d(int C, int groups) { return dim3(columns(C), groups); }
 // Row groups of the per-element passes: one row per thread where possible (capped: the kernels
 // loop beyond).
 int apply_groups(int64_t M) {
@@ -53,49 +56,74 @@ int apply_groups(int64_t M) {
   return int(g < 1 ? 1 : g > 4096 ? 4096 : g);
 }
 
-// partial[k][blockIdx.y][c] = sum over this block's rows m of term k at (m, c), k < kSums.
-// term(m, c, v) writes its kSums values at (m, c) to v[0..kSums).
+// One lane's share of a block's sums: acc[k] += term k of rows first + j * stride, j < rows
+// (term(r, v) writes the kSums values of row r to v). Whole blocks of kSumBlock rows in a loop
+// of fixed length, then the tail row by row; the same bits as add() on every row. Either way
+// kInFlight rows are loaded before they are added (unrolled), so that many loads are in
+// flight at once, not one: a lane's rows are few (16 in a training batch's main pass, up to
+// 128 partials in the last block's), and one load at a time would leave it waiting on memory.
+// Then the block's kTY lanes are added pairwise through `lanes`: the totals are valid in lane
+// threadIdx.y == 0.
+constexpr int kInFlight = 8;
 template <int kSums, typename Term>
-__global__ void channel_partials_kernel(int64_t M, int C, Term term, float* partial) {
-  __shared__ float lanes[kSums][kTY][kTX];
-  const int c = blockIdx.x * kTX + threadIdx.x;
+__device__ void block_sums(int64_t first, int64_t stride, int64_t rows, Term term,
+                           float (&lanes)[kSums][kTY][kTX], float* totals) {
+  static_assert(kSumBlock % kInFlight == 0, "whole groups of loads in a block");
   BlockedSum<float> acc[kSums];
-  // This thread's rows first + j * stride, j < rows: whole blocks of kSumBlock rows in a loop of
-  // fixed length (unrolled: several loads in flight), then the tail row by row. The same bits
-  // as add() on every row.
-  const int64_t first = int64_t(blockIdx.y) * kTY + threadIdx.y, stride = int64_t(gridDim.y) * kTY;
-  const int64_t rows = c < C && first < M ? (M - first + stride - 1) / stride : 0;
   int64_t j = 0;
   for (; j + kSumBlock <= rows; j += kSumBlock) {
     float block[kSums] = {};
-#pragma unroll 8
+#pragma unroll kInFlight
     for (int i = 0; i < kSumBlock; i++) {
       float v[kSums];
-      term(first + (j + i) * stride, c, v);
+      term(first + (j + i) * stride, v);
       for (int k = 0; k < kSums; k++) block[k] += v[k];
     }
     for (int k = 0; k < kSums; k++) acc[k].add_block(block[k]);
   }
-  for (; j < rows; j++) {
-    float v[kSums];
-    term(first + j * stride, c, v);
-    for (int k = 0; k < kSums; k++) acc[k].add(v[k]);
+  for (; j < rows; j += kInFlight) {  // the tail: loaded kInFlight rows at a time, added in order
+    float v[kInFlight][kSums];
+#pragma unroll
+    for (int i = 0; i < kInFlight; i++)
+      if (j + i < rows) term(first + (j + i) * stride, v[i]);
+#pragma unroll
+    for (int i = 0; i < kInFlight; i++)
+      if (j + i < rows)
+        for (int k = 0; k < kSums; k++) acc[k].add(v[i][k]);
   }
   for (int k = 0; k < kSums; k++) lanes[k][threadIdx.y][threadIdx.x] = acc[k].total();
   __syncthreads();
-  if (threadIdx.y == 0 && c < C)
+  if (threadIdx.y == 0)
     for (int k = 0; k < kSums; k++)
-      partial[(int64_t(k) * gridDim.y + blockIdx.y) * C + c] =
-          blocked_sum<float, 1>(kTY, [&](int64_t r) { return lanes[k][r][threadIdx.x]; });
+      totals[k] = blocked_sum<float, 1>(kTY, [&](int64_t r) { return lanes[k][r][threadIdx.x]; });
 }
 
-// The G partials of sum k (k = 0 or 1) of channel c, added by the calling warp
-// (warp_blocked_sum). The finalize kernels below run a warp per channel: channel_of_warp().
-__device__ float sum_partials(const float* partial, int k, int G, int C, int c) {
-  return warp_blocked_sum(G, [&](int64_t g) { return partial[(int64_t(k) * G + g) * C + c]; });
+// partial[k][blockIdx.y][c] = sum over this block's rows m of term k at (m, c), k < kSums.
+// term(m, c, v) writes its kSums values at (m, c) to v[0..kSums). Then the last block of each
+// column of channels adds the column's gridDim.y partials the same way (lane y takes partials
+// y, y + 8, ...) and calls finish(c, totals) once per channel (arrivals: one counter per
+// column, arrival_counters).
+template <int kSums, typename Term, typename Finish>
+__global__ void channel_partials_kernel(int64_t M, int C, Term term, float* partial,
+                                        Finish finish, unsigned* arrivals) {
+  __shared__ float lanes[kSums][kTY][kTX];
+  const int c = blockIdx.x * kTX + threadIdx.x;
+  const int G = int(gridDim.y);
+  const int64_t first = int64_t(blockIdx.y) * kTY + threadIdx.y, stride = int64_t(G) * kTY;
+  const int64_t rows = c < C && first < M ? (M - first + stride - 1) / stride : 0;
+  float totals[kSums];
+  block_sums<kSums>(first, stride, rows, [&](int64_t m, float* v) { term(m, c, v); }, lanes,
+                    totals);
+  if (threadIdx.y == 0 && c < C)
+    for (int k = 0; k < kSums; k++) partial[(int64_t(k) * G + blockIdx.y) * C + c] = totals[k];
+  // (lanes is free again: last_block_to_arrive passes a __syncthreads.)
+  if (!last_block_to_arrive(&arrivals[blockIdx.x], gridDim.y)) return;
+  const int64_t parts = c < C ? (G - threadIdx.y + kTY - 1) / kTY : 0;
+  block_sums<kSums>(threadIdx.y, kTY, parts, [&](int64_t g, float* v) {
+    for (int k = 0; k < kSums; k++) v[k] = __ldcg(&partial[(int64_t(k) * G + g) * C + c]);
+  }, lanes, totals);
+  if (threadIdx.y == 0 && c < C) finish(c, totals);
 }
-__device__ int channel_of_warp() { return int((blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32); }
-__device__ bool first_lane() { return threadIdx.x % 32 == 0; }
 
 // The sums' terms.
 template <typename S> struct TermX {  // x
@@ -130,47 +158,53 @@ template <typename S> struct TermDyDyXhat {
   }
 };
 
-// mean[c] = sum / M
-__global__ void mean_finalize_kernel(int64_t M, int C, int G, const float* partial,
-                                     float* mean) {
-  const int c = channel_of_warp();
-  if (c >= C) return;  // the whole warp
-  const float s = sum_partials(partial, 0, G, C, c);
-  if (first_lane()) mean[c] = s / float(M);
-}
-
+// What the last block does with a channel's totals (channel_partials_kernel's Finish).
+struct FinishSum {  // out[c] = the total (this replica's sum, for a synced batch's collective)
+  float* out;
+  __device__ void operator()(int c, const float* t) const { out[c] = t[0]; }
+};
+struct FinishMean {  // mean[c] = sum / count
+  int64_t count;
+  float* mean;
+  __device__ void operator()(int c, const float* t) const { mean[c] = t[0] / float(count); }
+};
 // The biased variance of the batch -> save_invstd; the running averages (unbiased variance),
 // in the CPU's order of operations.
-__global__ void var_finalize_kernel(int64_t M, int C, int G, const float* partial, float eps,
-                                    float momentum, const float* mean, float* save_invstd,
-                                    float* running_mean, float* running_var) {
-  const int c = channel_of_warp();
-  if (c >= C) return;  // the whole warp
-  const float var = sum_partials(partial, 0, G, C, c) / float(M);
-  if (!first_lane()) return;
-  save_invstd[c] = 1.0f / sqrtf(var + eps);
-  const float unbiased = var * float(M) / float(M - 1);
-  running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * mean[c];
-  running_var[c] = (1.0f - momentum) * running_var[c] + momentum * unbiased;
+struct FinishVariance {
+  int64_t count;
+  float eps, momentum;
+  const float* mean;
+  float *save_invstd, *running_mean, *running_var;
+  __device__ void operator()(int c, const float* t) const {
+    const float var = t[0] / float(count);
+    save_invstd[c] = 1.0f / sqrtf(var + eps);
+    const float unbiased = var * float(count) / float(count - 1);
+    running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * mean[c];
+    running_var[c] = (1.0f - momentum) * running_var[c] + momentum * unbiased;
+  }
+};
+// sums[c] = sum g, sums[C + c] = sum g*xhat; dbeta += the first, dgamma += the second.
+struct FinishGrad {
+  int C;
+  float *sums, *dgamma, *dbeta;
+  __device__ void operator()(int c, const float* t) const {
+    sums[c] = t[0];
+    sums[C + c] = t[1];
+    if (dbeta) dbeta[c] += t[0];
+    if (dgamma) dgamma[c] += t[1];
+  }
+};
+
+// A synced batch, after the collective: finish each channel from its sum over every replica.
+template <class Finish> __global__ void finish_kernel(int C, const float* sums, Finish finish) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c < C) finish(c, &sums[c]);
 }
 
 // invstd[c] = 1 / sqrt(var[c] + eps) (eval: from the running variance)
 __global__ void invstd_kernel(int C, const float* var, float eps, float* invstd) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c < C) invstd[c] = 1.0f / sqrtf(var[c] + eps);
-}
-
-// sums[c] = sum dy, sums[C + c] = sum dy*xhat; dbeta += the first, dgamma += the second.
-__global__ void grad_finalize_kernel(int C, int G, const float* partial, float* sums,
-                                     float* dgamma, float* dbeta) {
-  const int c = channel_of_warp();
-  if (c >= C) return;  // the whole warp
-  const float sdy = sum_partials(partial, 0, G, C, c), sdyx = sum_partials(partial, 1, G, C, c);
-  if (!first_lane()) return;
-  sums[c] = sdy;
-  sums[C + c] = sdyx;
-  if (dbeta) dbeta[c] += sdy;
-  if (dgamma) dgamma[c] += sdyx;
 }
 
 // y = gamma * ((x - mean) * invstd) + beta, rounded to T; then relu's rule when fused.
@@ -223,7 +257,6 @@ __global__ void dx_eval_kernel(int64_t M, int C, const S* y, const S* dy, const 
 
 const dim3 kBlock2d(kTX, kTY);
 int blocks_1d(int C) { return (C + 255) / 256; }
-int warp_blocks(int C) { return (C + 7) / 8; }  // a warp per channel, 8 warps a block
 
 // Scratch for kSums partials of G row groups: kSums * G * C floats from the caching pool.
 DeviceBuffer partial_buffer(int kSums, int G, int C, cudaStream_t stream) {
@@ -240,9 +273,8 @@ void backward_sums(int64_t M, int C, const S* x, const S* y, const S* dy, const 
   DeviceBuffer partial = partial_buffer(2, G, C, stream);
   float* p = static_cast<float*>(partial.data());
   TermDyDyXhat<S> term{x, y, dy, mean, invstd, relu, C};
-  channel_partials_kernel<2><<<grid_2d(C, G), kBlock2d, 0, stream>>>(M, C, term, p);
-  LAUNCH_CHECK();
-  grad_finalize_kernel<<<warp_blocks(C), 256, 0, stream>>>(C, G, p, sums, dgamma, dbeta);
+  channel_partials_kernel<2><<<grid_2d(C, G), kBlock2d, 0, stream>>>(
+      M, C, term, p, FinishGrad{C, sums, dgamma, dbeta}, arrival_counters(stream, columns(C)));
   LAUNCH_CHECK();
 }
 
@@ -268,34 +300,44 @@ void batchnorm_forward_train_gpu(int64_t M, int C, const T* x, const float* gamm
   const int G = row_groups(M);
   DeviceBuffer partial = partial_buffer(1, G, C, stream);
   float* p = static_cast<float*>(partial.data());
-  DeviceBuffer total;  // with sync: (C) sums
+  unsigned* arrivals = arrival_counters(stream, columns(C));
+  // Passes 1 and 2 each end in their last blocks' finish. With sync those write this replica's
+  // C sums, which the collective adds over the replicas; a finish_kernel then finishes.
+  DeviceBuffer total;
   if (sync) total = DeviceBuffer(sizeof(float) * size_t(C), current_device(), stream);
   float* t = static_cast<float*>(total.data());
-  // The partials a finalize reads: this replica's G, or with sync their one sum per channel
-  // (a "mean" over 1 value) summed over the replicas.
-  auto partials = [&]() -> std::pair<const float*, int> {
-    if (!sync) return {p, G};
-    mean_finalize_kernel<<<warp_blocks(C), 256, 0, stream>>>(1, C, G, p, t);
-    LAUNCH_CHECK();
+  auto sum_over_replicas = [&](auto finish) {
     sync->sum(t, C);
-    return {t, 1};
+    finish_kernel<<<blocks_1d(C), 256, 0, stream>>>(C, t, finish);
+    LAUNCH_CHECK();
   };
   // Pass 1: the mean, straight into save_mean.
-  channel_partials_kernel<1><<<grid_2d(C, G), kBlock2d, 0, stream>>>(
-      M, C, TermX<S>{dev(x), C}, p);
-  LAUNCH_CHECK();
-  const auto [p1, g1] = partials();
-  mean_finalize_kernel<<<warp_blocks(C), 256, 0, stream>>>(count, C, g1, p1, save_mean);
-  LAUNCH_CHECK();
+  const TermX<S> term_x{dev(x), C};
+  const FinishMean mean{count, save_mean};
+  if (sync) {
+    channel_partials_kernel<1><<<grid_2d(C, G), kBlock2d, 0, stream>>>(M, C, term_x, p,
+                                                                       FinishSum{t}, arrivals);
+    LAUNCH_CHECK();
+    sum_over_replicas(mean);
+  } else {
+    channel_partials_kernel<1><<<grid_2d(C, G), kBlock2d, 0, stream>>>(M, C, term_x, p, mean,
+                                                                       arrivals);
+    LAUNCH_CHECK();
+  }
   // Pass 2: the variance as the mean squared deviation (two passes: see batchnorm.cpp).
-  channel_partials_kernel<1><<<grid_2d(C, G), kBlock2d, 0, stream>>>(
-      M, C, TermSquaredDeviation<S>{dev(x), save_mean, C}, p);
-  LAUNCH_CHECK();
-  const auto [p2, g2] = partials();
-  var_finalize_kernel<<<warp_blocks(C), 256, 0, stream>>>(count, C, g2, p2, float(eps),
-                                                        float(momentum), save_mean, save_invstd,
-                                                        running_mean, running_var);
-  LAUNCH_CHECK();
+  const TermSquaredDeviation<S> term_sd{dev(x), save_mean, C};
+  const FinishVariance variance{count,     float(eps),   float(momentum), save_mean,
+                                save_invstd, running_mean, running_var};
+  if (sync) {
+    channel_partials_kernel<1><<<grid_2d(C, G), kBlock2d, 0, stream>>>(M, C, term_sd, p,
+                                                                       FinishSum{t}, arrivals);
+    LAUNCH_CHECK();
+    sum_over_replicas(variance);
+  } else {
+    channel_partials_kernel<1><<<grid_2d(C, G), kBlock2d, 0, stream>>>(M, C, term_sd, p,
+                                                                       variance, arrivals);
+    LAUNCH_CHECK();
+  }
   // Pass 3: y.
   normalize_kernel<<<grid_2d(C, apply_groups(M)), kBlock2d, 0, stream>>>(
       M, C, dev(x), gamma, beta, save_mean, save_invstd, relu, dev(y));

@@ -131,8 +131,9 @@ void batchnorm_backward_eval_cpu(int64_t M, int C, const T* x, const T* y, const
 // The same math, running-statistics update, fused ReLU and accumulate rule (+=; dx, dgamma,
 // dbeta may be null) as the CPU functions above, and the same arguments plus the stream.
 // Determinism: every per-channel sum runs over a fixed grid (a function of M and C only): each
-// block sums a fixed set of rows into a partial per channel, written to scratch, and a
-// finalize step adds the partials in order. No atomics, so the same bits on every run. The
+// block sums a fixed set of rows into a partial per channel, written to scratch, and the last
+// block to finish (an atomic counts arrivals, nothing else) adds the partials in a fixed order
+// and finishes the statistic. So the same bits on every run. The
 // order differs from the CPU's sequential sums, so results agree within a tolerance.
 // Precision: fp32 statistics, two passes for the variance (as the CPU), y and dx rounded to T
 // once.
@@ -142,14 +143,15 @@ void batchnorm_forward_train_gpu(int64_t M, int C, const T* x, const float* gamm
                                  T* y, float* save_mean, float* save_invstd,
                                  float* running_mean, float* running_var, cudaStream_t stream,
                                  const BatchNormSync* sync = nullptr);
-// 5 launches: partial sums of x, mean, partial squared deviations, variance (and the running
-// averages), normalize. synced: 2 more, each folding this replica's partials into the C sums
-// handed to sync->sum; what the sum callback queues (the collective) is not counted here.
+// 3 launches: the sums of x (ending in the mean), the squared deviations (ending in the
+// variance and the running averages), normalize. synced: 2 more, each finishing a statistic
+// from the C sums that sync->sum added over the replicas; what the sum callback queues (the
+// collective) is not counted here.
 // bytes: x read by three passes, y written; the per-channel arrays and partials are noise.
 inline LaunchCost batchnorm_forward_train_gpu_cost(int64_t M, int C, size_t elem, bool relu,
                                                    bool synced) {
   const int64_t n = M * C;
-  return {"batchnorm_forward_train", synced ? 7 : 5, 4 * nbytes(n, elem), (8.0 + relu) * n};
+  return {"batchnorm_forward_train", synced ? 5 : 3, 4 * nbytes(n, elem), (8.0 + relu) * n};
 }
 template <typename T>
 void batchnorm_forward_eval_gpu(int64_t M, int C, const T* x, const float* gamma,
@@ -167,15 +169,15 @@ void batchnorm_backward_train_gpu(int64_t M, int C, const T* x, const T* y, cons
                                   const float* save_invstd, bool relu, T* dx, float* dgamma,
                                   float* dbeta, cudaStream_t stream,
                                   const BatchNormSync* sync = nullptr);
-// 2 launches, + 1 with dx: partial sums of (dy, dy*xhat), their finalize (dgamma, dbeta +=),
-// then dx. The sums run whether or not dgamma and dbeta are wanted (dx needs them). synced
+// 1 launch, + 1 with dx: the sums of (dy, dy*xhat), ending in dgamma, dbeta +=; then dx.
+// The sums run whether or not dgamma and dbeta are wanted (dx needs them). synced
 // adds no kernel of this code: only the sum callback's collective, not counted here.
 // bytes: the sums read x, dy (and y when fused); dx's pass reads them again and dx, writes dx.
 inline LaunchCost batchnorm_backward_train_gpu_cost(int64_t M, int C, size_t elem, bool relu,
                                                     bool dx, bool synced) {
   (void)synced;
   const int64_t n = M * C;
-  LaunchCost c{"batchnorm_backward_train", 2, (2 + relu) * nbytes(n, elem), 6.0 * n};
+  LaunchCost c{"batchnorm_backward_train", 1, (2 + relu) * nbytes(n, elem), 6.0 * n};
   if (dx) c.launches += 1, c.bytes += (4 + relu) * nbytes(n, elem), c.flops += 8.0 * n;
   return c;
 }
@@ -184,13 +186,13 @@ void batchnorm_backward_eval_gpu(int64_t M, int C, const T* x, const T* y, const
                                  const float* gamma, const float* running_mean,
                                  const float* running_var, double eps, bool relu, T* dx,
                                  float* dgamma, float* dbeta, cudaStream_t stream);
-// 1 launch (invstd), + 2 when dgamma or dbeta is wanted (dparams: partial sums, finalize),
+// 1 launch (invstd), + 1 when dgamma or dbeta is wanted (dparams: the sums, ending in them),
 // + 1 with dx (dx += masked dy * gamma * invstd: reads dy, y when fused, dx; writes dx).
 inline LaunchCost batchnorm_backward_eval_gpu_cost(int64_t M, int C, size_t elem, bool relu,
                                                    bool dx, bool dparams = true) {
   const int64_t n = M * C;
   LaunchCost c{"batchnorm_backward_eval", 1, 0, 0};
-  if (dparams) c.launches += 2, c.bytes += (2 + relu) * nbytes(n, elem), c.flops += 6.0 * n;
+  if (dparams) c.launches += 1, c.bytes += (2 + relu) * nbytes(n, elem), c.flops += 6.0 * n;
   if (dx) c.launches += 1, c.bytes += (3 + relu) * nbytes(n, elem), c.flops += 4.0 * n;
   return c;
 }

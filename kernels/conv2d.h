@@ -95,7 +95,7 @@ void conv2d_backward_filter_tc_gpu(const Conv2dShape& s, const half_t* x, const 
 // Their launch costs (conv2d.cpp), by the implementation the GPU runs: direct, tc (elem == 2
 // only) or cudnn; onednn, a CPU implementation, throws cutrain::Error. The per-implementation
 // entry points above cost the same as the switch with their impl.
-//   direct  1 launch per pass; db is bias_grad_gpu (kernels/linear.h: 2 launches).
+//   direct  1 launch per pass; db is bias_grad_gpu (kernels/linear.h: 1 launch).
 //   tc      what tc_gemm_plan runs (kernels/tc_plan.h): 1, or 2 under split-K (a weight
 //           gradient over a large batch); db as direct.
 //   cudnn   1 per cudnnConvolution* call, + 1 for the forward's bias (cudnnAddTensor) and 1

@@ -63,5 +63,25 @@ inline int grid_size(int64_t work, int block) {
   return int(blocks < 1 ? 1 : blocks > 4096 ? 4096 : blocks);
 }
 
+// Called by every thread of the block, after the block has written what the last block will
+// read: true in every thread of the one block of `blocks` sharing *counter that arrives last.
+// That block may then read what the others wrote (through __ldcg, past the L1, which is not
+// kept coherent between SMs) and finish the work (CUDA's threadFenceReduction sample: each
+// writer's __threadfence makes its writes visible to the device before its block counts
+// itself). The last block sets *counter back to 0 for the next kernel on the stream
+// (arrival_counters, kernels/gpu.h). Every block of the group must call it: an early return
+// before it would leave the counter short and the finish never done.
+__device__ __forceinline__ bool last_block_to_arrive(unsigned* counter, unsigned blocks) {
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
+    last = atomicAdd(counter, 1u) == blocks - 1;
+    if (last) *counter = 0;  // every block of the group has counted: none reads it again
+  }
+  __syncthreads();
+  if (last) __threadfence();
+  return last;
+}
 
 }  // namespace cutrain

@@ -6,9 +6,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "kernels/check.h"
@@ -282,6 +284,31 @@ void memset_async(void* dst, int value, size_t bytes, cudaStream_t stream) {
   CUDA_CHECK(cudaMemsetAsync(dst, value, bytes, stream));
 }
 
+unsigned* arrival_counters(cudaStream_t stream, int n) {
+  CHECK(n >= 0, "arrival_counters: n = " << n);
+  struct Counters {
+    unsigned* p = nullptr;
+    int n = 0;
+  };
+  static std::mutex mutex;
+  static std::map<std::pair<int, cudaStream_t>, Counters> arrays;
+  const int device = current_device();
+  std::lock_guard<std::mutex> lock(mutex);
+  Counters& c = arrays[{device, stream}];
+  if (c.n < n) {
+    // A bigger array; the old one is left alone (never freed: kernels queued before may still
+    // count on it). Zeroed on the stream, so ordered before whatever is queued next; under
+    // capture the memset is a node of the graph, zeroing counters that are zero anyway.
+    int size = c.n > 0 ? c.n : 1024;
+    while (size < n) size *= 2;
+    void* p = nullptr;
+    CUDA_CHECK(cudaMalloc(&p, sizeof(unsigned) * size_t(size)));
+    CUDA_CHECK(cudaMemsetAsync(p, 0, sizeof(unsigned) * size_t(size), stream));
+    c = {static_cast<unsigned*>(p), size};
+  }
+  return c.p;
+}
+
 struct StreamHold::State {
   std::atomic<bool> open{false}, passed{false}, timed_out{false};
   double limit_s;
@@ -358,6 +385,7 @@ PinnedBuffer::~PinnedBuffer() = default;
 void copy_async(void*, const void*, size_t, cudaStream_t) { no_cuda("copy to or from a device"); }
 void copy_sync(void*, const void*, size_t) { no_cuda("copy to or from a device"); }
 void memset_async(void*, int, size_t, cudaStream_t) { no_cuda("set device memory"); }
+unsigned* arrival_counters(cudaStream_t, int) { no_cuda("count arrivals on a device"); }
 
 struct StreamHold::State {};
 StreamHold::StreamHold(cudaStream_t, double) : state_(nullptr) {

@@ -90,14 +90,15 @@ void linear_backward_direct_gpu(int N, int C, int K, const T* x, const T* w, con
 }
 
 // --- bias gradient: db[k] += sum_m dy[m][k] -------------------------------------------------
-// Two passes, so that a tall dy (M = N*P*Q, ~10^5 rows) is summed by many blocks yet every
-// run adds the same numbers in the same order:
+// Two passes in one launch, so that a tall dy (M = N*P*Q, ~10^5 rows) is summed by many
+// blocks yet every run adds the same numbers in the same order:
 //   pass 1: grid (ceil(K/32), chunks), block 32 x 8. Block (kb, j) sums rows of chunk j for 32
 //     columns: thread (tx, ty) adds rows ty, ty+8, ... of column kb*32 + tx (a warp reads 32
 //     neighbouring halves of one row), blocked pairwise (kernels/blocked_sum.h), then the 8
 //     lanes of a column are added pairwise into partial[j][k] (fp32).
-//   pass 2: one warp per k: db[k] = T(float(db[k]) + the partials[j][k] added by
-//     warp_blocked_sum).
+//   pass 2, by the last block of each column of 32 k to finish pass 1: db[k] = T(float(db[k]) +
+//     the partials[j][k] added as the rows were: lane y takes j = y, y + 8, ..., blocked;
+//     then the 8 lanes pairwise).
 // A term meets at most b + log2(rows/b) roundings in its thread (b = 64, rows = the rows
 // per chunk / 8: 32 up to M = 2^18), 3 among the lanes and at most 16 among the chunks: the
 // running sums before had rows + 8 + chunks.
@@ -105,30 +106,39 @@ void linear_backward_direct_gpu(int N, int C, int K, const T* x, const T* w, con
 
 constexpr int kBiasRows = 8;  // row lanes of a pass-1 block
 
+// The sum over this thread's share, rows first + j * kBiasRows of a column (j < rows, term(j)
+// the value of the j-th), then the block's kBiasRows lanes pairwise: valid in lane 0.
+template <typename Term>
+__device__ float lanes_sum(int64_t rows, Term term, float (&lane)[kBiasRows][33]) {
+  lane[threadIdx.y][threadIdx.x] = blocked_sum<float>(rows, term);
+  __syncthreads();
+  return blocked_sum<float, 1>(kBiasRows, [&](int64_t j) { return lane[j][threadIdx.x]; });
+}
+
+// Pass 1, then pass 2 by the last block of each column of 32 k to finish (arrivals: one
+// counter per column; last_block_to_arrive, kernels/cuda_util.cuh): lane y adds the partials
+// y, y + 8, ... of its k, then the lanes pairwise again.
 template <typename D>
-__global__ void bias_grad_partial_kernel(int64_t M, int K, int64_t rows_per_chunk, const D* dy,
-                                         float* partial) {
+__global__ void bias_grad_kernel(int64_t M, int K, int64_t rows_per_chunk, const D* dy,
+                                 float* partial, D* db, unsigned* arrivals) {
   __shared__ float lane[kBiasRows][33];  // 33: no bank conflicts on the column reads
   const int k = blockIdx.x * 32 + threadIdx.x;
   const int64_t begin = blockIdx.y * rows_per_chunk;
   const int64_t end = begin + rows_per_chunk < M ? begin + rows_per_chunk : M;
   const int64_t first = begin + threadIdx.y;
   const int64_t rows = k < K && first < end ? (end - first + kBiasRows - 1) / kBiasRows : 0;
-  lane[threadIdx.y][threadIdx.x] =
-      blocked_sum<float>(rows, [&](int64_t j) { return to_acc(dy[(first + j * kBiasRows) * K + k]); });
-  __syncthreads();
-  if (threadIdx.y == 0 && k < K)
-    partial[int64_t(blockIdx.y) * K + k] =
-        blocked_sum<float, 1>(kBiasRows, [&](int64_t j) { return lane[j][threadIdx.x]; });
-}
-
-// A warp per k (warp_blocked_sum: the partials loaded eight at a time).
-template <typename D>
-__global__ void bias_grad_finish_kernel(int K, int chunks, const float* partial, D* db) {
-  const int k = int((blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32);
-  if (k >= K) return;  // the whole warp
-  const float s = warp_blocked_sum(chunks, [&](int64_t j) { return partial[j * K + k]; });
-  if (threadIdx.x % 32 == 0) db[k] = from_acc<D>(to_acc(db[k]) + s);
+  const float mine = lanes_sum(
+      rows, [&](int64_t j) { return to_acc(dy[(first + j * kBiasRows) * K + k]); }, lane);
+  if (threadIdx.y == 0 && k < K) partial[int64_t(blockIdx.y) * K + k] = mine;
+  // (lane is free again: last_block_to_arrive passes a __syncthreads.)
+  const int chunks = int(gridDim.y);
+  if (!last_block_to_arrive(&arrivals[blockIdx.x], gridDim.y)) return;
+  const int64_t parts = k < K ? (chunks - threadIdx.y + kBiasRows - 1) / kBiasRows : 0;
+  const float total = lanes_sum(
+      parts,
+      [&](int64_t j) { return __ldcg(&partial[(threadIdx.y + j * kBiasRows) * int64_t(K) + k]); },
+      lane);
+  if (threadIdx.y == 0 && k < K) db[k] = from_acc<D>(to_acc(db[k]) + total);
 }
 
 template <typename T>
@@ -141,9 +151,8 @@ void bias_grad_gpu(int64_t M, int K, const T* dy, T* db, cudaStream_t stream) {
   DeviceBuffer partial(size_t(chunks) * size_t(K) * sizeof(float), current_device(), stream);
   float* p = static_cast<float*>(partial.data());
   const dim3 grid(unsigned((K + 31) / 32), unsigned(chunks)), block(32, kBiasRows);
-  bias_grad_partial_kernel<<<grid, block, 0, stream>>>(M, K, rows_per_chunk, dev(dy), p);
-  LAUNCH_CHECK();
-  bias_grad_finish_kernel<<<(K + 3) / 4, 128, 0, stream>>>(K, chunks, p, dev(db));
+  bias_grad_kernel<<<grid, block, 0, stream>>>(M, K, rows_per_chunk, dev(dy), p, dev(db),
+                                                arrival_counters(stream, int(grid.x)));
   LAUNCH_CHECK();
 }
 

@@ -56,16 +56,17 @@ void linear_backward_tc_gpu(int N, int C, int K, const half_t* x, const half_t* 
 // reduction in a fixed order (the same bits on every run), rounded to T once.
 template <typename T>
 void bias_grad_gpu(int64_t M, int K, const T* dy, T* db, cudaStream_t stream);
-// 2 launches (none when M or K is 0): the chunks' partial sums, then a warp per k adding them.
+// 1 launch (none when M or K is 0): the chunks' partial sums, added by the last block of each
+// column of k.
 // bytes: dy read, db read and written (the fp32 partials, ~M*K/256 floats, left out).
 inline LaunchCost bias_grad_gpu_cost(int64_t M, int K, size_t elem) {
   if (M <= 0 || K <= 0) return {"bias_grad", 0, 0, 0};
-  return {"bias_grad", 2, nbytes(M * K + 2 * int64_t(K), elem), double(M) * K};
+  return {"bias_grad", 1, nbytes(M * K + 2 * int64_t(K), elem), double(M) * K};
 }
 
 // The switch (kernels/matmul_gpu.cpp), as for conv2d; its launch costs (linear.cpp) as
 // conv2d's: direct 1 per pass, tc what tc_gemm_plan runs (kernels/tc_plan.h), db by
-// bias_grad_gpu (2) on both; cublas 1 per cublasGemmEx call (the forward's bias is a GEMM of
+// bias_grad_gpu (1) on both; cublas 1 per cublasGemmEx call (the forward's bias is a GEMM of
 // its own, db one more), estimated until a GPU profile confirms. onednn throws. The direct
 // and tc entry points above cost the same as the switch with their impl.
 template <typename T>

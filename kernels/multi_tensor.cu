@@ -21,8 +21,28 @@ constexpr int kBlock = 256;
 
 int grid_of(const ParamTable& t) { return t.chunk_count() < 4096 ? t.chunk_count() : 4096; }
 
+// The folded step work (multi_tensor.h): run by the launch's last block, thread 0, after
+// every other block is through; a no-op when neither is asked for.
+struct Folded {
+  int P = 0;                    // decide: over flags[0..P)
+  int32_t* flags = nullptr;
+  StepState* decide = nullptr;
+  StepFinish finish;            // finish.state null: none
+  bool any() const { return decide || finish.state; }
+  __device__ void run(unsigned* arrivals) const {
+    if (!decide && !finish.state) return;
+    if (!last_block_to_arrive(arrivals, gridDim.x)) return;
+    if (threadIdx.x != 0) return;
+    // The other blocks' flags through a volatile pointer: read from memory, never from this
+    // SM's L1 (the CUDA guide's last-block example does the same).
+    if (decide) step_decide(P, static_cast<const volatile int32_t*>(flags), decide);
+    if (finish.state) step_finish(finish.config, finish.state);
+  }
+};
+
 __global__ void multi_nonfinite_kernel(const ParamSlot* slots, const ParamChunk* chunks,
-                                       int n_chunks, const float* inv_scale, int32_t* flags) {
+                                       int n_chunks, const float* inv_scale, int32_t* flags,
+                                       Folded folded, unsigned* arrivals) {
   const float s = *inv_scale;
   for (int c = blockIdx.x; c < n_chunks; c += gridDim.x) {
     const ParamChunk ch = chunks[c];
@@ -35,6 +55,7 @@ __global__ void multi_nonfinite_kernel(const ParamSlot* slots, const ParamChunk*
     // one store per chunk at most; every writer stores the same 1, so the race is harmless
     if (__syncthreads_or(bad) && threadIdx.x == 0) flags[ch.slot] = 1;
   }
+  folded.run(arrivals);
 }
 
 // The update of one element of slot sl by `update(g, w, s1, s2)` (the stored gradient, the
@@ -74,19 +95,23 @@ __device__ void for_each_element(const ParamSlot* slots, const ParamChunk* chunk
   }
 }
 
+// The updates read inv_scale, skip, lr and t before they arrive: a folded step_finish, which
+// changes inv_scale and t, runs after every block has read them.
 __global__ void multi_sgd_kernel(const ParamSlot* slots, const ParamChunk* chunks, int n_chunks,
                                  const float* inv_scale, const int32_t* skip, const double* lr,
-                                 SgdScalars<float> k) {
+                                 SgdScalars<float> k, Folded folded, unsigned* arrivals) {
   const float s = *inv_scale;
   k.lr = float(*lr);  // rounded once from double, as sgd_scalars does on the host
   for_each_element(slots, chunks, n_chunks, *skip != 0,
                    [&](float g, float& w, float& v, float&) { sgd_update(g, s, k, w, v); });
+  folded.run(arrivals);
 }
 
 __global__ void multi_adamw_kernel(const ParamSlot* slots, const ParamChunk* chunks,
                                    int n_chunks, const float* inv_scale, const int32_t* skip,
                                    const double* lr, AdamWScalars<float> k, double beta1,
-                                   double beta2, double weight_decay, const int64_t* step) {
+                                   double beta2, double weight_decay, const int64_t* step,
+                                   Folded folded, unsigned* arrivals) {
   float bc1, bc2;
   adamw_block_values(beta1, beta2, weight_decay, lr, step, k, bc1, bc2);
   const float s = *inv_scale;
@@ -94,6 +119,7 @@ __global__ void multi_adamw_kernel(const ParamSlot* slots, const ParamChunk* chu
                    [&](float g, float& w, float& m, float& v) {
                      adamw_update(g, s, k, bc1, bc2, w, m, v);
                    });
+  folded.run(arrivals);
 }
 
 void check_table(const ParamTable& t, const char* what) {
@@ -102,35 +128,54 @@ void check_table(const ParamTable& t, const char* what) {
 
 }  // namespace
 
+// Blocks of a launch: at least one when a step's work is folded in (an empty table).
+int grid_for(const ParamTable& t, const Folded& f) {
+  return t.chunk_count() > 0 ? grid_of(t) : f.any() ? 1 : 0;
+}
+Folded fold_finish(const StepFinish* finish) {
+  Folded f;
+  if (finish) f.finish = *finish;
+  return f;
+}
+
 void multi_grads_nonfinite_gpu(const ParamTable& t, const float* inv_scale, int32_t* flags,
-                               cudaStream_t stream) {
+                               StepState* decide, cudaStream_t stream) {
   check_table(t, "multi_grads_nonfinite_gpu");
-  if (t.chunk_count() == 0) return;
-  multi_nonfinite_kernel<<<grid_of(t), kBlock, 0, stream>>>(t.slots(), t.chunks(),
-                                                             t.chunk_count(), inv_scale, flags);
+  Folded f;
+  f.P = t.slot_count(), f.flags = flags, f.decide = decide;
+  const int grid = grid_for(t, f);
+  if (grid == 0) return;
+  multi_nonfinite_kernel<<<grid, kBlock, 0, stream>>>(t.slots(), t.chunks(), t.chunk_count(),
+                                                      inv_scale, flags, f,
+                                                      arrival_counters(stream, 1));
   LAUNCH_CHECK();
 }
 
 void multi_sgd_step_gpu(const ParamTable& t, const float* inv_scale, const int32_t* skip,
-                        const double* lr, const SgdParams& p, cudaStream_t stream) {
+                        const double* lr, const SgdParams& p, const StepFinish* finish,
+                        cudaStream_t stream) {
   check_table(t, "multi_sgd_step_gpu");
   CHECK(lr != nullptr, "SGD step: the learning rate must be in device memory");
-  if (t.chunk_count() == 0) return;
-  multi_sgd_kernel<<<grid_of(t), kBlock, 0, stream>>>(t.slots(), t.chunks(), t.chunk_count(),
-                                                       inv_scale, skip, lr,
-                                                       sgd_scalars<float>(p));
+  const Folded f = fold_finish(finish);
+  const int grid = grid_for(t, f);
+  if (grid == 0) return;
+  multi_sgd_kernel<<<grid, kBlock, 0, stream>>>(t.slots(), t.chunks(), t.chunk_count(),
+                                                inv_scale, skip, lr, sgd_scalars<float>(p), f,
+                                                arrival_counters(stream, 1));
   LAUNCH_CHECK();
 }
 
 void multi_adamw_step_gpu(const ParamTable& t, const float* inv_scale, const int32_t* skip,
                           const double* lr, const AdamWParams& p, const int64_t* step,
-                          cudaStream_t stream) {
+                          const StepFinish* finish, cudaStream_t stream) {
   check_table(t, "multi_adamw_step_gpu");
   CHECK(lr != nullptr, "AdamW step: the learning rate must be in device memory");
-  if (t.chunk_count() == 0) return;
-  multi_adamw_kernel<<<grid_of(t), kBlock, 0, stream>>>(
+  const Folded f = fold_finish(finish);
+  const int grid = grid_for(t, f);
+  if (grid == 0) return;
+  multi_adamw_kernel<<<grid, kBlock, 0, stream>>>(
       t.slots(), t.chunks(), t.chunk_count(), inv_scale, skip, lr, adamw_scalars<float>(p),
-      p.beta1, p.beta2, p.weight_decay, step);
+      p.beta1, p.beta2, p.weight_decay, step, f, arrival_counters(stream, 1));
   LAUNCH_CHECK();
 }
 

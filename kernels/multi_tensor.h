@@ -25,6 +25,7 @@
 #include "kernels/half.h"
 #include "kernels/launch_plan.h"
 #include "kernels/sgd.h"
+#include "kernels/step_state.h"
 
 namespace cutrain {
 
@@ -84,31 +85,44 @@ void multi_adamw_step_cpu(const std::vector<ParamSlot>& slots, double inv_scale,
 // --- GPU (CUDA builds only; the table's device pointers; queued on stream) ---
 // The scalars as the per-tensor kernels take them (sgd.h, adamw.h): inv_scale, skip, lr
 // (StepState::lr; p.lr is not read) and t in device memory.
+// The step's own work folded in (kernels/step_state.h), done by the launch's last block once
+// every other block is through (last_block_to_arrive, kernels/cuda_util.cuh): one launch
+// instead of two. decide: after the check, step_decide over the table's slot_count() flags
+// into *decide (null: not folded; replicas OR their flags first). finish: after an update,
+// step_finish(finish->config, finish->state) (null: not folded). An empty table launches the
+// folded kernel alone.
+struct StepFinish {
+  LossScalerConfig config;
+  StepState* state = nullptr;
+};
 void multi_grads_nonfinite_gpu(const ParamTable& t, const float* inv_scale, int32_t* flags,
-                               cudaStream_t stream);
+                               StepState* decide, cudaStream_t stream);
 void multi_sgd_step_gpu(const ParamTable& t, const float* inv_scale, const int32_t* skip,
-                        const double* lr, const SgdParams& p, cudaStream_t stream);
+                        const double* lr, const SgdParams& p, const StepFinish* finish,
+                        cudaStream_t stream);
 void multi_adamw_step_gpu(const ParamTable& t, const float* inv_scale, const int32_t* skip,
                           const double* lr, const AdamWParams& p, const int64_t* step,
-                          cudaStream_t stream);
+                          const StepFinish* finish, cudaStream_t stream);
 
-// Their costs, from the slots' sizes: 1 launch each (none for an empty table). The check
-// reads every gradient; an update reads the gradient and writes its zero, reads and writes
-// the master and each state, and writes the working copy.
+// Their costs, from the slots' sizes: 1 launch each (none for an empty table, unless a step's
+// work is folded in). The check reads every gradient; an update reads the gradient and writes
+// its zero, reads and writes the master and each state, and writes the working copy.
 struct ParamTotals {
   int64_t elements = 0;       // all slots
   double grad_bytes = 0;      // sum of n * (2 or 4)
   double working_bytes = 0;   // of the slots with a working copy
 };
 ParamTotals param_totals(const std::vector<ParamSlot>& slots);
-inline LaunchCost multi_grads_nonfinite_gpu_cost(const ParamTotals& t) {
-  return {"multi_grads_nonfinite", t.elements > 0 ? 1 : 0, t.grad_bytes, 2.0 * double(t.elements)};
+// folded: a step's work folded in (decide, finish).
+inline LaunchCost multi_grads_nonfinite_gpu_cost(const ParamTotals& t, bool folded) {
+  return {"multi_grads_nonfinite", t.elements > 0 || folded ? 1 : 0, t.grad_bytes,
+          2.0 * double(t.elements)};
 }
 // states: 1 (SGD) or 2 (AdamW); flops per element: ~7 (SGD), ~15 (AdamW).
 inline LaunchCost multi_step_gpu_cost(const char* kernel, const ParamTotals& t, int states,
-                                      double flops_per_element) {
+                                      double flops_per_element, bool folded) {
   const double fp32 = 4.0 * double(t.elements);
-  return {kernel, t.elements > 0 ? 1 : 0,
+  return {kernel, t.elements > 0 || folded ? 1 : 0,
           2 * t.grad_bytes + 2 * fp32 * (1 + states) + t.working_bytes,
           flops_per_element * double(t.elements)};
 }

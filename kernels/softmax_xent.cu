@@ -55,35 +55,15 @@ __device__ void row_stats(int K, const S* z, int lane, float& m, float& log_s, f
   gap = warp_sum(g);
 }
 
-// row_loss[n] = w_label * (log S + (1 - eps)(m - z_label) + (eps/K) * gap) (gap only when
-// eps > 0; w_label only with weights), or NaN when the label is outside [0,K). One warp per row.
-template <typename S>
-__global__ void row_loss_kernel(int N, int K, const S* logits, const int32_t* labels,
-                                const float* class_weight, float smoothing, float* row_loss) {
-  const int n = blockIdx.x * kRowsPerBlock + threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (n >= N) return;  // whole warps leave together: the shuffles below see full warps
-  const S* z = logits + int64_t(n) * K;
-  float m, log_s, gap;
-  row_stats(K, z, lane, m, log_s, gap);
-  const int32_t label = labels[n];
-  if (lane != 0) return;
-  if (label < 0 || label >= K) {
-    row_loss[n] = NAN;
-    return;
-  }
-  float row = log_s + (1.0f - smoothing) * (m - to_acc(z[label]));
-  if (smoothing > 0) row += smoothing / float(K) * gap;
-  if (class_weight) row *= class_weight[label];  // none: the unweighted bits
-  row_loss[n] = row;
-}
-
-// *loss = (sum of the N row losses) / N: one block of 256 threads, each adding rows t, t+256,
-// ... in order, then a tree over the threads in shared memory. A fixed order: deterministic.
-__global__ void mean_kernel(int N, const float* row_loss, float* loss) {
+// *loss = (sum of the N row losses) / N, by the 256 threads of one block: each adds rows t,
+// t+256, ... in order, then a tree over the threads in shared memory. A fixed order:
+// deterministic.
+static_assert(32 * kRowsPerBlock == 256, "the mean is taken by one block of 256 threads");
+__device__ void block_mean(int N, const float* row_loss, float* loss) {
   __shared__ float part[256];
   const int t = threadIdx.x;
   float s = 0;
-  for (int i = t; i < N; i += 256) s += row_loss[i];
+  for (int i = t; i < N; i += 256) s += __ldcg(&row_loss[i]);  // other blocks' rows: past L1
   part[t] = s;
   __syncthreads();
   for (int half = 128; half > 0; half /= 2) {
@@ -91,6 +71,35 @@ __global__ void mean_kernel(int N, const float* row_loss, float* loss) {
     __syncthreads();
   }
   if (t == 0) *loss = part[0] / float(N);
+}
+
+// row_loss[n] = w_label * (log S + (1 - eps)(m - z_label) + (eps/K) * gap) (gap only when
+// eps > 0; w_label only with weights), or NaN when the label is outside [0,K). One warp per
+// row. Then the last block to finish its rows takes the mean (block_mean; arrivals: one
+// counter, arrival_counters): one launch.
+template <typename S>
+__global__ void row_loss_kernel(int N, int K, const S* logits, const int32_t* labels,
+                                const float* class_weight, float smoothing, float* row_loss,
+                                float* loss, unsigned* arrivals) {
+  const int n = blockIdx.x * kRowsPerBlock + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (n < N) {  // whole warps: the shuffles in row_stats see full warps. No early return:
+                // every thread must reach last_block_to_arrive
+    const S* z = logits + int64_t(n) * K;
+    float m, log_s, gap;
+    row_stats(K, z, lane, m, log_s, gap);
+    const int32_t label = labels[n];
+    if (lane == 0) {
+      if (label < 0 || label >= K) {
+        row_loss[n] = NAN;
+      } else {
+        float row = log_s + (1.0f - smoothing) * (m - to_acc(z[label]));
+        if (smoothing > 0) row += smoothing / float(K) * gap;
+        if (class_weight) row *= class_weight[label];  // none: the unweighted bits
+        row_loss[n] = row;
+      }
+    }
+  }
+  if (last_block_to_arrive(arrivals, gridDim.x)) block_mean(N, row_loss, loss);
 }
 
 // dz[k] += (dloss/N) * w_label * (p_k - q_k), p_k = exp(z_k - m - log S); q_k = NaN for a bad
@@ -171,10 +180,8 @@ void softmax_xent_forward_gpu(int N, int K, const T* logits, const int32_t* labe
   check_args("softmax_xent_forward_gpu", N, K, smoothing);
   DeviceBuffer row_loss(sizeof(float) * size_t(N), current_device(), stream);
   float* rl = static_cast<float*>(row_loss.data());
-  row_loss_kernel<<<row_blocks(N), 32 * kRowsPerBlock, 0, stream>>>(N, K, dev(logits), labels,
-                                                                     class_weight, smoothing, rl);
-  LAUNCH_CHECK();
-  mean_kernel<<<1, 256, 0, stream>>>(N, rl, loss);
+  row_loss_kernel<<<row_blocks(N), 32 * kRowsPerBlock, 0, stream>>>(
+      N, K, dev(logits), labels, class_weight, smoothing, rl, loss, arrival_counters(stream, 1));
   LAUNCH_CHECK();
 }
 

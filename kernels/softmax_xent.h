@@ -74,17 +74,17 @@ int64_t top1_correct_cpu(int N, int K, const T* logits, const int32_t* labels);
 // CUDA graph that captured a launch keeps reading the same buffer.
 
 // *loss = the mean (weighted) loss over the N rows (a device scalar, written, not
-// accumulated). Per-row losses go to scratch, then one block adds them in a fixed order:
+// accumulated). Per-row losses go to scratch, then the last block adds them in a fixed order:
 // deterministic.
 template <typename T>
 void softmax_xent_forward_gpu(int N, int K, const T* logits, const int32_t* labels,
                               float smoothing, float* loss, cudaStream_t stream,
                               const float* class_weight = nullptr);
-// 2 launches: the row losses (logits and labels read, N floats written; weighted: N weights
-// gathered), then the one-block mean over them.
+// 1 launch: the row losses (logits and labels read, N floats written; weighted: N weights
+// gathered), then the mean over them by the block that finishes last.
 inline LaunchCost softmax_xent_forward_gpu_cost(int N, int K, size_t elem, bool weighted) {
   const int64_t z = int64_t(N) * K;
-  return {"softmax_xent_forward", 2, nbytes(z, elem) + nbytes(N, 4) * (3 + weighted) + 4,
+  return {"softmax_xent_forward", 1, nbytes(z, elem) + nbytes(N, 4) * (3 + weighted) + 4,
           5.0 * double(z)};
 }
 

@@ -1,8 +1,9 @@
 // The step-state kernels of kernels/step_state.h on the GPU.
 //
 // launch: one block of one thread each. They move a few dozen bytes: what matters is that they
-// run in stream order between the gradient checks and the updates, not their speed (each is a
-// ~3 us launch; a step has five of them against hundreds of other kernels).
+// run in stream order between the gradient checks and the updates, not their speed. A step of
+// one replica launches two of them (set_lr, loss_seed): the optimizer's kernels run decide and
+// finish in their last block (kernels/multi_tensor.cu).
 // precision: the CUTRAIN_HD functions of step_state.h and loss_scale.h, whose arithmetic goes
 // through hd.h's once-rounded operations: the same bits as the CPU functions.
 #include "kernels/check.h"

@@ -12,13 +12,14 @@
 // One GPU step, all queued on the compute stream (nn/device_step.h drives it):
 //   step_set_lr:  lr = the schedule's rate for this step (the one value the host sends)
 //   flags[0..P) = 0                          (a memset)
-//   grads_nonfinite_gpu(param i) -> flags[i] (kernels/sgd.h; one per parameter)
+//   the check of every gradient -> flags[i]  (kernels/multi_tensor.h, one launch)
 //   step_decide:  skip = any(flags), first_bad = first i flagged or -1, t = steps_taken + 1,
-//                 scale_used = scaler.scale
-//   sgd_step_gpu / adamw_step_gpu(inv_scale, skip, lr, t) (nothing changes when skip)
+//                 scale_used = scaler.scale  (the check's last block; a kernel of its own
+//                 with replicas, which OR their flags first)
+//   the update of every parameter (inv_scale, skip, lr, t; nothing changes when skip)
 //   step_finish:  scaler = loss_scaler_next(cfg, scaler, skip); steps_taken += !skip;
 //                 inv_scale = 1 / scaler.scale (as float: exact, scales are powers of two);
-//                 peak_skips = the longest run of skips so far
+//                 peak_skips = the longest run of skips so far (the update's last block)
 //
 // Every function is a CUTRAIN_HD function below, run by one thread on the GPU and called by
 // the CPU as is: the GPU's states equal the CPU's bit for bit. nn/device_step.h drives them on
@@ -64,8 +65,10 @@ CUTRAIN_HD inline StepState step_state_make(const LossScalerState& scaler, int64
   return s;
 }
 
-// flags: one int32 per parameter, nonzero where that parameter's gradient overflowed.
-CUTRAIN_HD inline void step_decide(int P, const int32_t* flags, StepState* s) {
+// flags: one int32 per parameter, nonzero where that parameter's gradient overflowed (a
+// pointer to const int32_t, or to const volatile int32_t where other blocks of the same launch
+// wrote them: kernels/multi_tensor.cu).
+template <typename Flags> CUTRAIN_HD inline void step_decide(int P, Flags flags, StepState* s) {
   int first = -1;
   for (int i = 0; i < P && first < 0; i++)
     if (flags[i] != 0) first = i;

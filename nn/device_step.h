@@ -8,11 +8,14 @@
 //   DeviceStep ds(scaler_config, opt.params().size(), gpu);   // in the model's Context
 //   ds.reset(LossScalerState{...}, steps_taken);               // start, or after a restore
 //   per micro-batch: tape.backward(loss, ds.seed(share, loss->value.dtype()));
-//   ds.set_lr(lr);  ds.begin();  opt.check(ds);  ds.decide();  opt.apply(ds);  ds.finish();
+//   ds.set_lr(lr);  ds.begin();  opt.check_and_decide(ds);  opt.apply(ds);
 //   ... later (on a GPU from an asynchronous copy of *ds.state()): what the step did.
 //
-// take_step (nn/optim.h) runs that sequence and reads the decision: tests and tools. The trainer
-// queues the parts itself, because replicas OR their flags between check and decide.
+// check_and_decide is opt.check(ds) then ds.decide(); apply ends in ds.finish(). On a GPU each
+// pair is one launch (the step's work done by the optimizer kernel's last block), so decide()
+// and finish() are called on their own only where the step is split: replicas OR their flags
+// between check and decide (train/engine/engine.cpp), and the tests of each part.
+// take_step (nn/optim.h) runs that sequence and reads the decision: tests and tools.
 //
 // On a GPU everything, the optimizer's kernels included, is queued on the context's stream
 // (nn/context.h), the memory on its device; in a CPU-only build constructing one for cuda

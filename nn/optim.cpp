@@ -63,12 +63,16 @@ const ParamTable& Optimizer::table(const DeviceStep& ds) {
   return table_;
 }
 
-void Optimizer::check(DeviceStep& ds) {
+void Optimizer::check(DeviceStep& ds) { check_flags(ds, false); }
+void Optimizer::check_and_decide(DeviceStep& ds) { check_flags(ds, true); }
+
+void Optimizer::check_flags(DeviceStep& ds, bool decide) {
   check_step(ds);
-  note_launch(ds.context().plan, multi_grads_nonfinite_gpu_cost(totals()));
+  note_launch(ds.context().plan, multi_grads_nonfinite_gpu_cost(totals(), decide));
   if (device() == Device::cuda) {
 #if defined(CUTRAIN_CUDA)
-    multi_grads_nonfinite_gpu(table(ds), ds.inv_scale(), ds.flags(), ds.context().stream);
+    multi_grads_nonfinite_gpu(table(ds), ds.inv_scale(), ds.flags(),
+                              decide ? ds.state() : nullptr, ds.context().stream);
 #else
     no_gpu_kernel(who_);  // not reached: a CPU-only build has no cuda tensors
 #endif
@@ -83,13 +87,16 @@ void Optimizer::check(DeviceStep& ds) {
         *ds.flag(int(i)) = 1;
     });
   }
+  // Not ds.decide(): that would note a launch of its own, which a GPU folds into the check.
+  if (decide) step_decide_cpu(ds.params(), ds.flags(), ds.state());
 }
 
 void Optimizer::apply(DeviceStep& ds) {
   check_step(ds);
-  // A GPU queues the update, to be skipped on the device when the state says so.
+  // A GPU queues the update, to be skipped on the device when the state says so, and the
+  // step's finish folded into it.
   note_launch(ds.context().plan, update_cost());
-  if (device() == Device::cuda) return update_gpu(ds, table(ds));
+  if (device() == Device::cuda) return update_gpu(ds, table(ds), {ds.config(), ds.state()});
   const StepState& s = *ds.state();
   if (!s.skip) {
     CHECK(std::isfinite(s.lr) && s.lr >= 0,
@@ -100,15 +107,14 @@ void Optimizer::apply(DeviceStep& ds) {
   // is no memset to note in a LaunchPlan.
   for (VarPtr& p : params_)
     if (p->grad.defined()) std::memset(p->grad.raw(), 0, p->grad.bytes());
+  step_finish_cpu(ds.config(), ds.state());  // not ds.finish(), whose launch a GPU folds in
 }
 
 bool take_step(Optimizer& opt, DeviceStep& ds, double lr) {
   ds.set_lr(lr);
   ds.begin();
-  opt.check(ds);
-  ds.decide();
+  opt.check_and_decide(ds);
   opt.apply(ds);
-  ds.finish();
   return ds.read().skip == 0;
 }
 
@@ -160,17 +166,18 @@ void SGD::update_cpu(const StepState& s) {
 
 LaunchCost SGD::update_cost() const {
   return multi_step_gpu_cost(hp_.nesterov ? "multi_nesterov_step" : "multi_sgd_step", totals(), 1,
-                             7);
+                             7, true);
 }
 
 void SGD::fill_state(size_t i, ParamSlot& s) { s.state1 = velocity_[i].data<float>(); }
 
-void SGD::update_gpu(DeviceStep& ds, const ParamTable& table) {
+void SGD::update_gpu(DeviceStep& ds, const ParamTable& table, const StepFinish& finish) {
 #if defined(CUTRAIN_CUDA)
   // the learning rate is ds.lr(), on the device
-  multi_sgd_step_gpu(table, ds.inv_scale(), ds.skip(), ds.lr(), hp_, ds.context().stream);
+  multi_sgd_step_gpu(table, ds.inv_scale(), ds.skip(), ds.lr(), hp_, &finish,
+                     ds.context().stream);
 #else
-  (void)ds, (void)table;
+  (void)ds, (void)table, (void)finish;
   no_gpu_kernel(who_);  // not reached: a CPU-only build has no cuda tensors
 #endif
 }
@@ -213,7 +220,7 @@ void AdamW::update_cpu(const StepState& s) {
 }
 
 LaunchCost AdamW::update_cost() const {
-  return multi_step_gpu_cost("multi_adamw_step", totals(), 2, 15);
+  return multi_step_gpu_cost("multi_adamw_step", totals(), 2, 15, true);
 }
 
 void AdamW::fill_state(size_t i, ParamSlot& s) {
@@ -221,13 +228,13 @@ void AdamW::fill_state(size_t i, ParamSlot& s) {
   s.state2 = v_[i].data<float>();
 }
 
-void AdamW::update_gpu(DeviceStep& ds, const ParamTable& table) {
+void AdamW::update_gpu(DeviceStep& ds, const ParamTable& table, const StepFinish& finish) {
 #if defined(CUTRAIN_CUDA)
   // the learning rate is ds.lr(), on the device
-  multi_adamw_step_gpu(table, ds.inv_scale(), ds.skip(), ds.lr(), hp_, ds.t(),
+  multi_adamw_step_gpu(table, ds.inv_scale(), ds.skip(), ds.lr(), hp_, ds.t(), &finish,
                        ds.context().stream);
 #else
-  (void)ds, (void)table;
+  (void)ds, (void)table, (void)finish;
   no_gpu_kernel(who_);  // not reached: a CPU-only build has no cuda tensors
 #endif
 }

@@ -44,12 +44,17 @@ class Optimizer {
 
   // Every parameter's gradient unscaled by the state's inv_scale: ds.flag(i) raised where it
   // holds an inf or NaN (never cleared: DeviceStep::begin does that). A parameter whose
-  // gradient was never allocated counts as a zero gradient.
+  // gradient was never allocated counts as a zero gradient. Replicas then OR their flags and
+  // call ds.decide().
   void check(DeviceStep& ds);
+  // check, then ds.decide(): one replica's step. On a GPU one launch, the decision made by
+  // the check's last block.
+  void check_and_decide(DeviceStep& ds);
   // Unless the state says skip (DeviceStep::decide): every parameter updated at the state's
   // learning rate (DeviceStep::set_lr), unscaling by its inv_scale, AdamW at step t. Told to
   // skip, nothing changes at all. Either way the gradients are zeroed after: the next
-  // backward accumulates into zeros. The step count is the state's (DeviceStep::finish).
+  // backward accumulates into zeros. Then the step is finished (DeviceStep::finish: the loss
+  // scaler's transition, the step count), on a GPU by the update's last block.
   // On a GPU check and apply are one launch each over every parameter (kernels/multi_tensor.h:
   // the table is built at the first step); on the CPU a loop of the per-tensor references.
   void apply(DeviceStep& ds);
@@ -68,10 +73,11 @@ class Optimizer {
   // apply()'s update on the CPU, the step known to be taken: s holds inv_scale, lr and t.
   virtual void update_cpu(const StepState& s) = 0;
   // apply() on a GPU: the update of every parameter and the gradients zeroed, one launch over
-  // the table (the kernels read ds's device pointers and skip on their own).
-  virtual void update_gpu(DeviceStep& ds, const ParamTable& table) = 0;
+  // the table (the kernels read ds's device pointers and skip on their own), ending in
+  // *finish (kernels/multi_tensor.h).
+  virtual void update_gpu(DeviceStep& ds, const ParamTable& table, const StepFinish& finish) = 0;
   // What update_gpu queues (kernels/launch_plan.h).
-  virtual LaunchCost update_cost() const = 0;
+  virtual LaunchCost update_cost() const = 0;  // with the step's finish folded in
   // The optimizer's state of parameter i into its table slot (state1, state2).
   virtual void fill_state(size_t i, ParamSlot& s) = 0;
   // The sizes the multi-tensor kernels' costs count from.
@@ -87,6 +93,7 @@ class Optimizer {
   // Zero tensors of the accumulation dtype, one per parameter (velocities, moments).
   std::vector<Tensor> acc_zeros() const;
   void check_step(const DeviceStep& ds) const;  // ds is this optimizer's: device, flags
+  void check_flags(DeviceStep& ds, bool decide);  // check(), then ds.decide() when asked
 
   const char* who_;              // "SGD" / "AdamW", the prefix of error messages
   std::vector<VarPtr> params_;
@@ -109,7 +116,7 @@ class SGD : public Optimizer {
 
  private:
   void update_cpu(const StepState& s) override;
-  void update_gpu(DeviceStep& ds, const ParamTable& table) override;
+  void update_gpu(DeviceStep& ds, const ParamTable& table, const StepFinish& finish) override;
   LaunchCost update_cost() const override;
   void fill_state(size_t i, ParamSlot& s) override;
   SgdParams hp_;
@@ -126,7 +133,7 @@ class AdamW : public Optimizer {
 
  private:
   void update_cpu(const StepState& s) override;
-  void update_gpu(DeviceStep& ds, const ParamTable& table) override;
+  void update_gpu(DeviceStep& ds, const ParamTable& table, const StepFinish& finish) override;
   LaunchCost update_cost() const override;
   void fill_state(size_t i, ParamSlot& s) override;
   AdamWParams hp_;

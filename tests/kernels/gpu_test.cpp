@@ -20,7 +20,10 @@ TEST_CASE("gpu: without a usable device every entry point says why") {
   REQUIRE_ERROR(Tensor::zeros({4}, DType::f32, test_gpu()), "cannot place a tensor on cuda");
   CudaGraph g;
   REQUIRE_ERROR(g.capture(nullptr, [] {}), "cannot capture a CUDA graph");
-  if (!cuda_compiled()) REQUIRE(gpu_unavailable_reason().find("without CUDA") != std::string::npos);
+  if (!cuda_compiled()) {
+    REQUIRE(gpu_unavailable_reason().find("without CUDA") != std::string::npos);
+    REQUIRE_ERROR(arrival_counters(nullptr, 1), "count arrivals");
+  }
 }
 
 #if defined(CUTRAIN_CUDA)
@@ -103,4 +106,25 @@ TEST_CASE("gpu [gpu]: a stream's cached blocks go back to cudaFree when it is de
   }
   REQUIRE(a.stats().bytes_cached == cached_before);  // not left under a dead stream's key
   REQUIRE(a.stats().backend_frees == frees_before + 1);
+}
+
+TEST_CASE("gpu [gpu]: arrival counters: zero, one array per stream, grown without losing it") {
+  REQUIRE_GPU();
+  Stream a, b;
+  unsigned* pa = arrival_counters(a.get(), 10);
+  REQUIRE(pa != nullptr);
+  REQUIRE(arrival_counters(a.get(), 1) == pa);  // the same array for the same stream
+  REQUIRE(arrival_counters(b.get(), 10) != pa);  // another for another stream
+  a.synchronize();
+  std::vector<unsigned> got(1024, 1);
+  copy_sync(got.data(), pa, got.size() * sizeof(unsigned));
+  REQUIRE(got == std::vector<unsigned>(1024, 0));  // zeroed on the stream: 1024 at least
+  unsigned* big = arrival_counters(a.get(), 5000);  // grows: a new array, zeroed too
+  REQUIRE(big != pa);
+  REQUIRE(arrival_counters(a.get(), 10) == big);
+  a.synchronize();
+  got.assign(5000, 1);
+  copy_sync(got.data(), big, got.size() * sizeof(unsigned));
+  REQUIRE(got == std::vector<unsigned>(5000, 0));
+  REQUIRE_ERROR(arrival_counters(a.get(), -1), "arrival_counters");
 }

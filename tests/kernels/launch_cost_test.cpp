@@ -100,9 +100,9 @@ TEST_CASE("launch cost: conv2d on the tc path") {
   REQUIRE(dw.flops == gemm);
   REQUIRE(dw.tensor);
   REQUIRE(dw.bytes == 2 * (x + y + 2 * w) + 2 * 210.0 * 32 * 288 * 4);
-  // + db: bias_grad_gpu's two kernels (partial sums, finish).
-  REQUIRE(conv2d_backward_filter_gpu_cost(ConvImpl::tc, s, 2, true, true).launches == 4);
-  REQUIRE(conv2d_backward_filter_gpu_cost(ConvImpl::tc, s, 2, false, true).launches == 2);
+  // + db: bias_grad_gpu's one kernel (partial sums, finished by the last blocks).
+  REQUIRE(conv2d_backward_filter_gpu_cost(ConvImpl::tc, s, 2, true, true).launches == 3);
+  REQUIRE(conv2d_backward_filter_gpu_cost(ConvImpl::tc, s, 2, false, true).launches == 1);
   REQUIRE(conv2d_backward_filter_gpu_cost(ConvImpl::tc, s, 2, false, false).launches == 0);
 
   // One image of 8x8: kd = 64 (2 steps) is too short to split: one launch.
@@ -117,7 +117,7 @@ TEST_CASE("launch cost: conv2d direct and cudnn, and what a GPU cannot run") {
   REQUIRE(f.kernel == "conv2d_forward direct");
   REQUIRE(f.launches == 1);  // one thread per output, the bias inside
   REQUIRE(!f.tensor);
-  REQUIRE(conv2d_backward_filter_gpu_cost(ConvImpl::direct, s, 4, true, true).launches == 3);
+  REQUIRE(conv2d_backward_filter_gpu_cost(ConvImpl::direct, s, 4, true, true).launches == 2);
 
   // cuDNN: one call, + cudnnAddTensor for the bias; estimated, tensor cores in fp16 only.
   const LaunchCost c = conv2d_forward_gpu_cost(ConvImpl::cudnn, s, 2, true);
@@ -133,10 +133,10 @@ TEST_CASE("launch cost: conv2d direct and cudnn, and what a GPU cannot run") {
 
 TEST_CASE("launch cost: linear") {
   // The classifier: 128 x 512 -> 10. dx: 128x64 tiles, 1 kd step; dw: M = 10 <= 32, 32x64
-  // tiles, kd = 128 (4 steps): neither splits. db: bias_grad_gpu's 2.
+  // tiles, kd = 128 (4 steps): neither splits. db: bias_grad_gpu's 1.
   LaunchCost b = linear_backward_gpu_cost(LinearImpl::tc, 128, 512, 10, 2, true, true, true);
   REQUIRE(b.kernel == "linear_backward tc");
-  REQUIRE(b.launches == 4);
+  REQUIRE(b.launches == 3);
   REQUIRE(b.flops == 2 * (2.0 * 128 * 512 * 10) + 128 * 10);
   REQUIRE(b.tensor);
   REQUIRE(linear_backward_gpu_cost(LinearImpl::tc, 128, 512, 10, 2, false, true, false).launches ==
@@ -158,26 +158,26 @@ TEST_CASE("launch cost: linear") {
 TEST_CASE("launch cost: batchnorm, as batchnorm.cu queues it") {
   const int64_t M = 128 * 28 * 28;
   const int C = 32;
-  // partial sums, mean, partial squared deviations, variance, normalize; x read three times,
-  // y written.
+  // the sums of x (ending in the mean), the squared deviations (ending in the variance),
+  // normalize; x read three times, y written.
   LaunchCost f = batchnorm_forward_train_gpu_cost(M, C, 2, false, false);
   REQUIRE(f.kernel == "batchnorm_forward_train");
-  REQUIRE(f.launches == 5);
+  REQUIRE(f.launches == 3);
   REQUIRE(f.bytes == 4.0 * M * C * 2);
-  // --sync-bn: a kernel folding the partials before each of the two sums handed over.
-  REQUIRE(batchnorm_forward_train_gpu_cost(M, C, 2, true, true).launches == 7);
+  // --sync-bn: a kernel finishing each of the two statistics after the collective.
+  REQUIRE(batchnorm_forward_train_gpu_cost(M, C, 2, true, true).launches == 5);
   REQUIRE(batchnorm_forward_eval_gpu_cost(M, C, 2, true).launches == 2);
-  // sums, finalize, dx; without dx the sums still run (for dgamma, dbeta). The sync adds only
+  // the sums (ending in dgamma, dbeta), dx; without dx the sums still run. The sync adds only
   // the callback's collective.
-  REQUIRE(batchnorm_backward_train_gpu_cost(M, C, 2, false, true, false).launches == 3);
-  REQUIRE(batchnorm_backward_train_gpu_cost(M, C, 2, false, false, false).launches == 2);
-  REQUIRE(batchnorm_backward_train_gpu_cost(M, C, 2, true, true, true).launches == 3);
+  REQUIRE(batchnorm_backward_train_gpu_cost(M, C, 2, false, true, false).launches == 2);
+  REQUIRE(batchnorm_backward_train_gpu_cost(M, C, 2, false, false, false).launches == 1);
+  REQUIRE(batchnorm_backward_train_gpu_cost(M, C, 2, true, true, true).launches == 2);
   // The fused ReLU reads y in both passes.
   REQUIRE(batchnorm_backward_train_gpu_cost(M, C, 2, true, true, false).bytes ==
           batchnorm_backward_train_gpu_cost(M, C, 2, false, true, false).bytes + 2.0 * M * C * 2);
-  // invstd, then sums and finalize (dgamma, dbeta), then dx.
-  REQUIRE(batchnorm_backward_eval_gpu_cost(M, C, 2, false, true).launches == 4);
-  REQUIRE(batchnorm_backward_eval_gpu_cost(M, C, 2, false, false).launches == 3);
+  // invstd, then the sums (ending in dgamma, dbeta), then dx.
+  REQUIRE(batchnorm_backward_eval_gpu_cost(M, C, 2, false, true).launches == 3);
+  REQUIRE(batchnorm_backward_eval_gpu_cost(M, C, 2, false, false).launches == 2);
   REQUIRE(batchnorm_backward_eval_gpu_cost(M, C, 2, false, true, false).launches == 2);
   REQUIRE(batchnorm_running_update_gpu_cost(C).launches == 1);
 }
@@ -231,7 +231,7 @@ TEST_CASE("launch cost: rooflines and the ideal time of a cost") {
   plan.phase("backward");
   note_launch(&plan, conv2d_backward_filter_gpu_cost(ConvImpl::tc, layer(), 2, true, true));
   note_launch(nullptr, relu_forward_gpu_cost(10, 2));  // no plan: nothing
-  REQUIRE(plan.launches() == 5 + 4);
-  REQUIRE(plan.launches("forward") == 5);
-  REQUIRE(plan.launches("backward") == 4);
+  REQUIRE(plan.launches() == 3 + 3);
+  REQUIRE(plan.launches("forward") == 3);
+  REQUIRE(plan.launches("backward") == 3);
 }

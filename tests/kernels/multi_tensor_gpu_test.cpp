@@ -8,6 +8,7 @@
 #include "kernels/multi_tensor.h"
 #include "kernels/rng.h"
 #include "tests/kernels/gpu_compare.h"
+#include "tests/kernels/step_state_compare.h"
 #include "tests/test_util.h"
 
 using namespace cutrain;
@@ -126,6 +127,13 @@ TEST_CASE("multi_tensor [gpu]: SGD, Nesterov and AdamW over every slot, the CPU'
   for (const char* kind : {"sgd", "nesterov", "adamw"})
     for (int32_t skip : {0, 1}) {
       INFO(kind << (skip ? ", skipped" : ""));
+      // With the step's finish folded in (in the last block, after every block read inv_scale,
+      // skip, lr and t from the state it changes), on a state in device memory.
+      LossScalerConfig cfg;
+      StepState state = step_state_make(LossScalerState{}, 4);
+      state.skip = skip;
+      DeviceBuffer d_state = upload(std::vector<StepState>{state});
+      const StepFinish finish{cfg, static_cast<StepState*>(d_state.data())};
       const bool adam = std::string(kind) == "adamw";
       std::vector<HostSlot> want = make_host(3);
       DeviceSlots dev(want, adam);
@@ -144,16 +152,45 @@ TEST_CASE("multi_tensor [gpu]: SGD, Nesterov and AdamW over every slot, the CPU'
       ap.lr = lr, ap.weight_decay = 0.05;
       if (adam)
         multi_adamw_step_gpu(table, ptr<float>(d_s), ptr<int32_t>(d_skip), ptr<double>(d_lr),
-                             ap, ptr<int64_t>(d_t), st.get());
+                             ap, ptr<int64_t>(d_t), &finish, st.get());
       else
         multi_sgd_step_gpu(table, ptr<float>(d_s), ptr<int32_t>(d_skip), ptr<double>(d_lr), sp,
-                           st.get());
+                           &finish, st.get());
       st.synchronize();
       const std::vector<ParamSlot> hs = host_slots(want, adam);
       if (adam) multi_adamw_step_cpu(hs, inv_scale, skip, ap, t);
       else multi_sgd_step_cpu(hs, inv_scale, skip, sp);
       require_same(dev, want);
+      step_finish_cpu(cfg, &state);
+      require_same_state(download<StepState>(d_state, 1)[0], state);
     }
+}
+
+TEST_CASE("multi_tensor [gpu]: the folded finish alone, over a table of no elements; twice") {
+  // A table with nothing to update (one empty tensor) launches the folded kernel alone; a
+  // second launch on the stream finds its arrival counter back at 0 (the step's finish runs
+  // exactly once per launch).
+  REQUIRE_GPU();
+  Stream st;
+  DeviceBuffer somewhere = upload(std::vector<float>{0});
+  ParamSlot empty;
+  empty.grad = empty.master = empty.state1 = static_cast<float*>(somewhere.data());
+  ParamTable table;
+  table.build({empty}, current_device(), st.get());
+  REQUIRE(table.chunk_count() == 0);
+  LossScalerConfig cfg;
+  StepState state = step_state_make(LossScalerState{}, 0);
+  DeviceBuffer d_state = upload(std::vector<StepState>{state});
+  StepState* d = static_cast<StepState*>(d_state.data());
+  const StepFinish finish{cfg, d};
+  multi_sgd_step_gpu(table, &d->inv_scale, &d->skip, &d->lr, SgdParams{}, &finish, st.get());
+  multi_adamw_step_gpu(table, &d->inv_scale, &d->skip, &d->lr, AdamWParams{}, &d->t, &finish,
+                       st.get());
+  st.synchronize();
+  step_finish_cpu(cfg, &state);
+  step_finish_cpu(cfg, &state);
+  REQUIRE(state.steps_taken == 2);
+  require_same_state(download<StepState>(d_state, 1)[0], state);
 }
 
 TEST_CASE("multi_tensor [gpu]: the check raises exactly the poisoned slots' flags") {
@@ -170,11 +207,24 @@ TEST_CASE("multi_tensor [gpu]: the check raises exactly the poisoned slots' flag
     INFO("inv_scale " << inv_scale);
     DeviceBuffer d_s = upload(std::vector<float>{inv_scale});
     DeviceBuffer flags = upload(std::vector<int32_t>(kSizes.size(), 0));
-    multi_grads_nonfinite_gpu(table, ptr<float>(d_s), ptr<int32_t>(flags), st.get());
+    multi_grads_nonfinite_gpu(table, ptr<float>(d_s), ptr<int32_t>(flags), nullptr, st.get());
     st.synchronize();
     std::vector<int32_t> want(kSizes.size(), 0);
     multi_grads_nonfinite_cpu(host_slots(h, false), inv_scale, want.data());
     REQUIRE(download<int32_t>(flags, kSizes.size()) == want);
     REQUIRE(want == std::vector<int32_t>{0, inv_scale > 1, 0, 1, 1, 0, 0});
+
+    // The decision folded in: the last block reads every block's flags (written in the same
+    // launch) and decides as step_decide_cpu does over the CPU's flags.
+    StepState state = step_state_make(LossScalerState{}, 7);
+    DeviceBuffer d_state = upload(std::vector<StepState>{state});
+    DeviceBuffer flags2 = upload(std::vector<int32_t>(kSizes.size(), 0));
+    multi_grads_nonfinite_gpu(table, ptr<float>(d_s), ptr<int32_t>(flags2),
+                              static_cast<StepState*>(d_state.data()), st.get());
+    st.synchronize();
+    REQUIRE(download<int32_t>(flags2, kSizes.size()) == want);
+    step_decide_cpu(int(want.size()), want.data(), &state);
+    REQUIRE(state.first_bad == (inv_scale > 1 ? 1 : 3));
+    require_same_state(download<StepState>(d_state, 1)[0], state);
   }
 }

@@ -94,12 +94,16 @@ TEST_CASE("multi_tensor: the totals the launch costs count from") {
   REQUIRE(t.elements == 20);
   REQUIRE(t.grad_bytes == 2 * 10 + 4 * 7 + 2 * 3);
   REQUIRE(t.working_bytes == 2 * 10 + 2 * 3);
-  const LaunchCost sgd = multi_step_gpu_cost("multi_sgd_step", t, 1, 7);
+  const LaunchCost sgd = multi_step_gpu_cost("multi_sgd_step", t, 1, 7, false);
   REQUIRE(sgd.launches == 1);
   // gradient read and zeroed, master and velocity read and written, the working copy written
   REQUIRE(sgd.bytes == 2 * t.grad_bytes + 2 * 4.0 * 20 * 2 + t.working_bytes);
-  REQUIRE(multi_step_gpu_cost("x", ParamTotals{}, 2, 15).launches == 0);
-  REQUIRE(multi_grads_nonfinite_gpu_cost(t).launches == 1);
+  REQUIRE(multi_step_gpu_cost("x", ParamTotals{}, 2, 15, false).launches == 0);
+  REQUIRE(multi_grads_nonfinite_gpu_cost(t, false).launches == 1);
+  // With a step's work folded in (decide, finish), nothing to update still launches it.
+  REQUIRE(multi_step_gpu_cost("x", ParamTotals{}, 2, 15, true).launches == 1);
+  REQUIRE(multi_grads_nonfinite_gpu_cost(ParamTotals{}, true).launches == 1);
+  REQUIRE(multi_grads_nonfinite_gpu_cost(ParamTotals{}, false).launches == 0);
 }
 
 TEST_CASE("multi_tensor: the CPU references flag each bad slot, update every slot, zero every "

@@ -11,32 +11,13 @@
 #include "kernels/rng.h"
 #include "kernels/step_state.h"
 #include "tests/kernels/gpu_compare.h"
+#include "tests/kernels/step_state_compare.h"
 #include "tests/test_util.h"
 
 using namespace cutrain;
+using cutrain_test::require_same_state;
 
 namespace {
-uint64_t bits_of_double(double d) {
-  uint64_t b;
-  std::memcpy(&b, &d, 8);
-  return b;
-}
-
-// Every field, the doubles and the float by their bits.
-void require_same_state(const StepState& got, const StepState& want) {
-  REQUIRE(bits_of_double(got.scaler.scale) == bits_of_double(want.scaler.scale));
-  REQUIRE(got.scaler.clean_steps == want.scaler.clean_steps);
-  REQUIRE(got.scaler.consecutive_skips == want.scaler.consecutive_skips);
-  REQUIRE(got.scaler.skipped_total == want.scaler.skipped_total);
-  REQUIRE(bits_of_double(got.scale_used) == bits_of_double(want.scale_used));
-  REQUIRE(got.steps_taken == want.steps_taken);
-  REQUIRE(got.t == want.t);
-  REQUIRE(cutrain_test::bits_of(got.inv_scale) == cutrain_test::bits_of(want.inv_scale));
-  REQUIRE(got.skip == want.skip);
-  REQUIRE(got.first_bad == want.first_bad);
-  REQUIRE(bits_of_double(got.lr) == bits_of_double(want.lr));
-  REQUIRE(got.peak_skips == want.peak_skips);
-}
 
 // The device state, after waiting for the stream (a synchronous copy after the wait).
 StepState read_state(const DeviceBuffer& d, Stream& stream) {

@@ -12,9 +12,11 @@
 #include "kernels/step_state.h"
 #include "nn/device_step.h"
 #include "nn/loss_scaler.h"
+#include "tests/kernels/step_state_compare.h"
 #include "tests/test_util.h"
 
 using namespace cutrain;
+using cutrain_test::require_same_state;
 using cutrain_test::test_gpu;
 
 namespace {
@@ -38,21 +40,6 @@ void require_matches(const StepState& s, const LossScalerState& ref, int64_t ste
   REQUIRE(s.inv_scale == float(1.0 / ref.scale));
 }
 
-// Every field of two states, exactly.
-void require_same_state(const StepState& got, const StepState& want) {
-  REQUIRE(got.scaler.scale == want.scaler.scale);
-  REQUIRE(got.scaler.clean_steps == want.scaler.clean_steps);
-  REQUIRE(got.scaler.consecutive_skips == want.scaler.consecutive_skips);
-  REQUIRE(got.scaler.skipped_total == want.scaler.skipped_total);
-  REQUIRE(got.scale_used == want.scale_used);
-  REQUIRE(got.lr == want.lr);
-  REQUIRE(got.steps_taken == want.steps_taken);
-  REQUIRE(got.t == want.t);
-  REQUIRE(got.inv_scale == want.inv_scale);
-  REQUIRE(got.skip == want.skip);
-  REQUIRE(got.first_bad == want.first_bad);
-  REQUIRE(got.peak_skips == want.peak_skips);
-}
 
 // One step of the device's sequence on the CPU: decide over `flags`, then finish.
 void run_step(const LossScalerConfig& c, const std::vector<int32_t>& flags, StepState* s) {

@@ -16,9 +16,11 @@
 #include "nn/context.h"
 #include "nn/loss_scaler.h"
 #include "nn/optim.h"
+#include "tests/kernels/step_state_compare.h"
 #include "tests/test_util.h"
 
 using namespace cutrain;
+using cutrain_test::require_same_state;
 
 namespace {
 // A model's parameters: conv and fc weights in `dtype` (f16: with fp32 masters), BN's in f32,
@@ -99,22 +101,6 @@ int first_poisoned(int step) {
   return first;
 }
 
-// Every field of two step states, the doubles and the float by their bytes.
-void require_same_state(const StepState& got, const StepState& want) {
-  auto same = [](const auto& a, const auto& b) { return std::memcmp(&a, &b, sizeof a) == 0; };
-  REQUIRE(same(got.scaler.scale, want.scaler.scale));
-  REQUIRE(got.scaler.clean_steps == want.scaler.clean_steps);
-  REQUIRE(got.scaler.consecutive_skips == want.scaler.consecutive_skips);
-  REQUIRE(got.scaler.skipped_total == want.scaler.skipped_total);
-  REQUIRE(same(got.scale_used, want.scale_used));
-  REQUIRE(same(got.lr, want.lr));
-  REQUIRE(got.steps_taken == want.steps_taken);
-  REQUIRE(got.t == want.t);
-  REQUIRE(same(got.inv_scale, want.inv_scale));
-  REQUIRE(got.skip == want.skip);
-  REQUIRE(got.first_bad == want.first_bad);
-  REQUIRE(got.peak_skips == want.peak_skips);
-}
 
 void require_same(const std::vector<std::vector<unsigned char>>& got,
                   const std::vector<std::vector<unsigned char>>& want, const char* what) {
@@ -170,10 +156,13 @@ TEST_CASE("optim [gpu]: the step on a cuda DeviceStep equals the CPU DeviceStep'
         const bool taken = take_step(*cpu, cds, lr);
         gds.set_lr(lr);
         gds.begin();
-        gpu->check(gds);
-        gds.decide();
-        gpu->apply(gds);
-        gds.finish();
+        if (step % 2) {  // the replicas' way: the decision a kernel of its own
+          gpu->check(gds);
+          gds.decide();
+        } else {         // one replica's: the decision in the check's last block
+          gpu->check_and_decide(gds);
+        }
+        gpu->apply(gds);  // the finish in the update's last block
         const StepState st = gds.read();
         require_same_state(st, cds.read());
         REQUIRE(st.lr == lr);

@@ -55,6 +55,8 @@ std::string model_text_of(const std::string& model) {
 }
 
 // v with an SI prefix: "1.47 MB", "57.80 MFLOP", "512 B".
+const char* plural_launches(int n) { return n == 1 ? "launch" : "launches"; }
+
 std::string si_text(double v, const char* unit) {
   char s[32];
   if (v >= 1e9) std::snprintf(s, sizeof s, "%.2f G%s", v / 1e9, unit);
@@ -194,8 +196,9 @@ std::string step_plan_text(const LaunchPlan& plan, const StepPlanOptions& o, con
   out += "\nBy phase:\n";
   for (const std::string& p : order) {
     const Sum& s = phases[p];
-    std::snprintf(line, sizeof line, "  %-10s %4d launches %10s %12s %9.2f us", p.c_str(),
-                  s.launches, si_text(s.bytes, "B").c_str(), si_text(s.flops, "FLOP").c_str(),
+    std::snprintf(line, sizeof line, "  %-10s %4d %-8s %10s %12s %9.2f us", p.c_str(),
+                  s.launches, plural_launches(s.launches), si_text(s.bytes, "B").c_str(),
+                  si_text(s.flops, "FLOP").c_str(),
                   s.seconds * 1e6);
     out += line;
     if (measured) {
@@ -208,8 +211,9 @@ std::string step_plan_text(const LaunchPlan& plan, const StepPlanOptions& o, con
     out += "\nBy kind of kernel (measured against ideal):\n";
     for (const std::string& k : kinds) {
       const Sum& s = by_kind[k];
-      std::snprintf(line, sizeof line, "  %-48s %4d launches  ideal %9.2f us  measured %9.2f us"
-                    "  %7.1fx\n", k.c_str(), s.launches, s.seconds * 1e6, s.measured * 1e6,
+      std::snprintf(line, sizeof line, "  %-48s %4d %-8s  ideal %9.2f us  measured %9.2f us"
+                    "  %7.1fx\n", k.c_str(), s.launches, plural_launches(s.launches),
+                    s.seconds * 1e6, s.measured * 1e6,
                     s.seconds > 0 ? s.measured / s.seconds : 0.0);
       out += line;
     }

@@ -307,18 +307,21 @@ void Engine::update(bool stepped, const std::vector<StepRecord*>& recs) {
   const int R = world_;
   update_batchnorm();
   if (stepped) {
-    // Every replica checks its own gradients; with replicas, keeps that decision in its
-    // record (to name the replica at fault) and marks its flags final.
+    // Every replica checks its own gradients; alone, it decides in the same launch; with
+    // replicas, it keeps its own decision in its record (to name the replica at fault) and
+    // marks its flags final.
     for (size_t i = 0; i < replicas_.size(); i++) {
       Replica* rep = replicas_[i].get();
       const OnDevice on(rep->lane->context());
       DeviceStep& ds = rep->lane->step();
       ds.begin();
-      rep->optimizer->check(ds);
-      if (R > 1) {
-        ds.decide_into(&recs[i]->own);
-        collective_->mark(rep->rank, flags_tag());
+      if (R == 1) {
+        rep->optimizer->check_and_decide(ds);
+        continue;
       }
+      rep->optimizer->check(ds);
+      ds.decide_into(&recs[i]->own);
+      collective_->mark(rep->rank, flags_tag());
     }
     if (R > 1) {  // flag i on every replica = flag i on any: every replica decides alike
       std::vector<int32_t*> flags;
@@ -328,10 +331,11 @@ void Engine::update(bool stepped, const std::vector<StepRecord*>& recs) {
     for (auto& rep : replicas_) {
       const OnDevice on(rep->lane->context());
       DeviceStep& ds = rep->lane->step();
-      if (R > 1) collective_->wait(rep->rank);
-      ds.decide();
-      rep->optimizer->apply(ds);
-      ds.finish();
+      if (R > 1) {
+        collective_->wait(rep->rank);
+        ds.decide();
+      }
+      rep->optimizer->apply(ds);  // ends in the step's finish
     }
   }
   // The state after the step into the record. The update zeroed the gradients for the next
