@@ -312,10 +312,13 @@ unsigned* arrival_counters(cudaStream_t stream, int n) {
 struct StreamHold::State {
   std::atomic<bool> open{false}, passed{false}, timed_out{false};
   double limit_s;
+  cudaStream_t stream;
 };
 
-StreamHold::StreamHold(cudaStream_t stream, double limit_s) : state_(new State) {
-  state_->limit_s = limit_s;
+StreamHold::StreamHold(cudaStream_t stream, double limit_s) {
+  auto state = std::make_unique<State>();  // freed here if the launch below throws
+  state->limit_s = limit_s;
+  state->stream = stream;
   const cudaHostFn_t wait = [](void* p) {  // on CUDA's host-function thread: no CUDA calls
     auto* s = static_cast<State*>(p);
     const auto give_up = std::chrono::steady_clock::now() +
@@ -329,12 +332,20 @@ StreamHold::StreamHold(cudaStream_t stream, double limit_s) : state_(new State) 
     }
     s->passed = true;
   };
-  CUDA_CHECK(cudaLaunchHostFunc(stream, wait, state_));
+  CUDA_CHECK(cudaLaunchHostFunc(stream, wait, state.get()));
+  state_ = state.release();
 }
 
 StreamHold::~StreamHold() {
   state_->open = true;
-  while (!state_->passed) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  while (!state_->passed) {
+    // A stream that failed (a kernel's fault: sticky) never reaches the hold: waiting would
+    // hang. The state is left to the host function that may never run (a few bytes), and the
+    // error surfaces at the owner's next CUDA call.
+    const cudaError_t e = cudaStreamQuery(state_->stream);
+    if (e != cudaSuccess && e != cudaErrorNotReady) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
   delete state_;
 }
 

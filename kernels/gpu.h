@@ -175,7 +175,7 @@ class CudaGraph {
 };
 
 // Holds a stream at a host function until release() (or the destructor, which waits until
-// the stream has passed it): what is queued behind it then runs back to back, not at the pace
+// the stream has passed it, or has failed): what is queued behind it then runs back to back, not at the pace
 // of the host that queues it (timing a step's kernels: kernels/launch_plan.h). A hold not
 // released within limit_s seconds opens by itself, and timed_out() says so (a host that waited
 // for the held stream would otherwise wait forever).
@@ -190,7 +190,7 @@ class StreamHold {
 
  private:
   struct State;
-  State* state_;  // freed by the destructor, after the stream passed the hold
+  State* state_ = nullptr;  // freed by the destructor, after the stream passed the hold
 };
 
 // Arrival counters: device unsigned ints that are zero whenever no kernel runs, for kernels

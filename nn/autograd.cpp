@@ -39,7 +39,7 @@ void Tape::record(const char* op, const VarPtr& output, std::function<void()> ba
   wanted_.clear();
 }
 
-void Tape::make_activation_grads(const Var* out) {
+std::vector<Var*> Tape::make_activation_grads(const Var* out) {
   // Each gradient starts on a 128-byte boundary (the kernels' vector loads want 16); a buffer
   // holds at most INT_MAX elements (a Shape's), so a huge step takes a few.
   constexpr size_t kAlign = 128;
@@ -66,6 +66,9 @@ void Tape::make_activation_grads(const Var* out) {
       first = end;
     }
   }
+  std::vector<Var*> made;
+  for (auto& [dtype, vars] : by_dtype) made.insert(made.end(), vars.begin(), vars.end());
+  return made;
 }
 
 void Tape::backward(const VarPtr& loss, double seed) {
@@ -77,7 +80,8 @@ void Tape::backward(const VarPtr& loss, double seed) {
 }
 
 void Tape::backward(const VarPtr& out, const Tensor& dout) {
-  backward(out, dout.to(context_).clone());
+  Tensor shared = dout;  // shares dout's storage: the overload below copies it
+  backward(out, std::move(shared));
 }
 
 void Tape::backward(const VarPtr& out, Tensor&& dout) {
@@ -85,22 +89,29 @@ void Tape::backward(const VarPtr& out, Tensor&& dout) {
   CHECK(out->requires_grad, "backward: the output does not depend on anything that needs a gradient");
   CHECK(dout.shape() == out->value.shape() && dout.dtype() == out->value.dtype(),
         "backward: seed " << dout.str() << " does not match output " << out->value.str());
-  out->grad = dout.device() == context_.device ? std::move(dout) : dout.to(context_);
-  make_activation_grads(out.get());
+  // Taken as it is only when nothing else sees its storage (backward may add into out's
+  // gradient); otherwise a copy of its own.
+  if (dout.device() != context_.device) out->grad = dout.to(context_);
+  else if (dout.owns_alone()) out->grad = std::move(dout);
+  else out->grad = dout.clone();
+  const std::vector<Var*> activations = make_activation_grads(out.get());
   if (!grad_ready) {
     for (size_t i = nodes_.size(); i-- > 0;) nodes_[i].backward();
-    nodes_.clear();
-    return;
+  } else {
+    // How many closures still have to add to each input's gradient; at zero it is complete.
+    std::unordered_map<const Var*, int> pending;
+    for (const Node& n : nodes_)
+      for (const Var* v : n.inputs) pending[v]++;
+    for (size_t i = nodes_.size(); i-- > 0;) {
+      nodes_[i].backward();
+      for (const Var* v : nodes_[i].inputs)
+        if (--pending[v] == 0) grad_ready(*v);
+    }
   }
-  // How many closures still have to add to each input's gradient; at zero it is complete.
-  std::unordered_map<const Var*, int> pending;
-  for (const Node& n : nodes_)
-    for (const Var* v : n.inputs) pending[v]++;
-  for (size_t i = nodes_.size(); i-- > 0;) {
-    nodes_[i].backward();
-    for (const Var* v : nodes_[i].inputs)
-      if (--pending[v] == 0) grad_ready(*v);
-  }
+  // The activations' gradients served backward alone. Views of one buffer: an output kept
+  // after the step (the logits, for the metrics) would otherwise keep all of it alive.
+  // (Before the nodes go: they may hold the last reference to an output.)
+  for (Var* v : activations) v->grad = Tensor();
   nodes_.clear();
 }
 

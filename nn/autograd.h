@@ -65,11 +65,14 @@ class Tape {
   // Seeds d(loss) = seed (loss must have one element), runs every recorded closure in reverse,
   // then clears the tape: one backward per forward, as the intermediates are released. The
   // gradients of the ops' outputs (the activations') are zeroed first, all in one buffer per
-  // dtype and one memset each, not one each as a closure first asks (grad_buffer); the
-  // parameters' persist between backwards and are left as they are.
+  // dtype and one memset each, not one each as a closure first asks (grad_buffer), and
+  // released after (undefined again); the parameters' persist between backwards and are left
+  // as they are.
   void backward(const VarPtr& loss, double seed = 1.0);
   // The general form: seeds d(out) = dout (same shape as out), then as above. dout is copied
-  // (into the tape's context); given as a temporary in that context, it is taken as it is.
+  // (into the tape's context); given as a temporary in that context whose storage nothing
+  // else shares (Tensor::owns_alone: no copy, reshape or view of it alive), it is taken as it
+  // is.
   void backward(const VarPtr& out, const Tensor& dout);
   void backward(const VarPtr& out, Tensor&& dout);
 
@@ -84,7 +87,7 @@ class Tape {
     Var* output;                     // (kept alive by the closure too)
   };
   // The zeroed gradients of every node's output that has none yet, but out's (seeded).
-  void make_activation_grads(const Var* out);
+  std::vector<Var*> make_activation_grads(const Var* out);  // the vars it gave a gradient
   Context context_;
   bool enabled_;
   std::vector<Node> nodes_;

@@ -190,6 +190,10 @@ Tensor Tensor::reshape(const Shape& shape) const {
   return t;
 }
 
+bool Tensor::owns_alone() const {
+  return storage_ && storage_.use_count() == 1 && !storage_->parent;
+}
+
 Tensor Tensor::flat_view(int64_t offset, const Shape& shape) const {
   CHECK(defined(), "flat_view of an undefined tensor");
   for (int d : shape) CHECK(d >= 0, "negative dimension in shape " << shape_str(shape));

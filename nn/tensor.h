@@ -74,6 +74,9 @@ class Tensor {
   template <typename T> T* data() const;
   void* raw() const;
 
+  // No other tensor shares this one's storage (no copy, reshape or view of it alive) and it is
+  // no view: writing it writes nothing anyone else sees.
+  bool owns_alone() const;
   Tensor reshape(const Shape& shape) const;  // shares storage; numel must match
   // A tensor of `shape` whose elements are elements [offset, offset + numel) of this one
   // (counted flat), sharing its storage: writing either writes both, and the view keeps the

@@ -1,4 +1,6 @@
 // The tape: reverse order, accumulation, seeds, and what it refuses.
+#include <map>
+
 #include "nn/ops.h"
 #include "tests/test_util.h"
 
@@ -14,6 +16,46 @@ TEST_CASE("autograd: backward runs in reverse and accumulates into shared inputs
   tape.backward(y, Tensor::from_floats({1, 1}, {2}));
   REQUIRE(tape.size() == 0);  // the tape is consumed
   require_close(x->grad, {1, 2}, 0);
+}
+
+TEST_CASE("autograd: a seed is taken as it is only when nothing else shares its storage") {
+  VarPtr x = make_var(Tensor::from_floats({-2, 3}, {2}), true, "x");
+  {  // a temporary of its own: adopted, no copy
+    Tape tape;
+    VarPtr y = relu(tape, x);
+    Tensor seed = Tensor::from_floats({1, 1}, {2});
+    const void* p = seed.raw();
+    REQUIRE(seed.owns_alone());
+    tape.backward(y, std::move(seed));
+    REQUIRE(y->grad.raw() == p);
+  }
+  {  // moved in while a copy is alive: copied (the copy would see backward's writes)
+    Tape tape;
+    VarPtr y = relu(tape, x);
+    Tensor seed = Tensor::from_floats({1, 1}, {2});
+    const Tensor kept = seed;
+    REQUIRE_FALSE(seed.owns_alone());
+    tape.backward(y, std::move(seed));
+    REQUIRE(y->grad.raw() != kept.raw());
+  }
+  {  // a view of a bigger buffer: copied
+    Tape tape;
+    VarPtr y = relu(tape, x);
+    Tensor buffer = Tensor::from_floats({1, 1, 1, 1}, {4});
+    Tensor view = buffer.flat_view(2, {2});
+    REQUIRE_FALSE(view.owns_alone());
+    tape.backward(y, std::move(view));
+    REQUIRE(y->grad.raw() != static_cast<char*>(buffer.raw()) + 2 * sizeof(float));
+    REQUIRE(y->grad.owns_alone());
+  }
+  {  // a const reference: always copied
+    Tape tape;
+    VarPtr y = relu(tape, x);
+    const Tensor seed = Tensor::from_floats({1, 1}, {2});
+    tape.backward(y, seed);
+    REQUIRE(y->grad.raw() != seed.raw());
+  }
+  require_close(x->grad, {0, 4}, 0);  // four backwards of relu at 3, seed 1
 }
 
 TEST_CASE("autograd: the seed scales every gradient (the loss scale)") {
@@ -106,14 +148,24 @@ TEST_CASE("autograd: the activations' gradients are zeroed in one buffer, one me
   VarPtr x = make_var(Tensor::from_floats({-1, 2, -3, 4, 5, -6}, {2, 3}), true, "x");  // a leaf
   Tape tape(c);
   VarPtr y1 = relu(tape, x), y2 = add(tape, y1, y1), y3 = relu(tape, y2);
+  // Each gradient as it is complete (grad_ready), since backward releases them after.
+  std::map<const Var*, Tensor> seen;
+  tape.grad_ready = [&](const Var& v) { seen[&v] = v.grad; };
   plan.record(true);
   tape.backward(y3, Tensor::from_floats({1, 1, 1, 1, 1, 1}, {2, 3}));
   int memsets = 0;
   for (const LaunchPlan::Row& r : plan.rows()) memsets += r.cost.kernel == "memset";
   REQUIRE(memsets == 1);  // y1's and y2's gradients (y3's is the seed; x's is the leaf's own)
   // one buffer, in the ops' order, each gradient on a 128-byte boundary
-  REQUIRE(static_cast<char*>(y2->grad.raw()) - static_cast<char*>(y1->grad.raw()) == 128);
-  require_close(y2->grad, {0, 1, 0, 1, 1, 0}, 0);
-  require_close(y1->grad, {0, 2, 0, 2, 2, 0}, 0);
+  const Tensor g1 = seen.at(y1.get()), g2 = seen.at(y2.get());
+  REQUIRE(static_cast<char*>(g2.raw()) - static_cast<char*>(g1.raw()) == 128);
+  require_close(g2, {0, 1, 0, 1, 1, 0}, 0);
+  require_close(g1, {0, 2, 0, 2, 2, 0}, 0);
   require_close(x->grad, {0, 2, 0, 2, 2, 0}, 0);
+  // Released after backward: an output kept after the step (y1 here) keeps no gradient
+  // buffer alive; the parameters' (x's) and the seed's stay.
+  REQUIRE_FALSE(y1->grad.defined());
+  REQUIRE_FALSE(y2->grad.defined());
+  REQUIRE(y3->grad.defined());
+  REQUIRE(x->grad.defined());
 }

@@ -50,9 +50,10 @@ ModelInput model_input(const Batch& batch, int begin, int n, const InputNorm& no
   const size_t offset = size_t(begin) * size_t(P) * size_t(P) * size_t(C);  // first image's
   const InputCrop* crops = batch.crops ? batch.crops + begin : nullptr;  // (n) or none
   ModelInput in;
-  // What the GPU queues: the conversion, and the labels' copy.
+  // What the GPU queues: the conversion, then the labels' copy, each noted right before it is
+  // queued (a measured plan times each from its note: kernels/launch_plan.h).
+  const LaunchCost labels_copy = copy_cost("copy (labels)", size_t(n) * sizeof(int32_t));
   note_launch(at.plan, input_normalize_gpu_cost(n, P, P, C, S, dtype_size(dtype)));
-  note_launch(at.plan, copy_cost("copy (labels)", size_t(n) * sizeof(int32_t)));
   if (at.device == Device::cuda && batch.d_images) {
     require_gpu("model_input");
     CHECK(norm.on_gpu(), "model_input: the normalisation was made for the CPU, the batch is on "
@@ -61,7 +62,10 @@ ModelInput model_input(const Batch& batch, int begin, int n, const InputNorm& no
           "model_input: the input must be f32 or f16 on a GPU, got " << dtype_name(dtype));
     in.x = Tensor::empty({n, S, S, C}, dtype, at);  // (n,S,S,C)
     in.labels = Tensor::empty({n}, DType::i32, at);  // (n) i32
-    if (n == 0) return in;
+    if (n == 0) {
+      note_launch(at.plan, labels_copy);
+      return in;
+    }
     CHECK(!batch.crops == !batch.d_crops,
           "model_input: the batch has crop windows on only one of the host and the device");
     // The windows on the host, before the kernel reads its copy of them: it cannot check.
@@ -80,6 +84,7 @@ ModelInput model_input(const Batch& batch, int begin, int n, const InputNorm& no
     (void)d_images, (void)d_crops;  // unreachable: require_gpu threw
 #endif
     // The tensor owns its labels: the loader may refill the slot once the stream passed here.
+    note_launch(at.plan, labels_copy);
     copy_async(in.labels.raw(), batch.d_labels + begin, in.labels.bytes(), stream);
     return in;
   }
@@ -93,6 +98,7 @@ ModelInput model_input(const Batch& batch, int begin, int n, const InputNorm& no
       input_normalize_crop_cpu<T>(n, P, P, C, S, batch.images + offset, crops, norm.mean(),
                                   norm.stddev(), in.x.data<T>());
     });
+  note_launch(at.plan, labels_copy);
   if (at.device == Device::cuda) {  // a host batch for a model on a GPU: a synchronous copy
     in.x = in.x.to(at);
     in.labels = in.labels.to(at);
