@@ -2,7 +2,7 @@
 // Engine (train/engine/engine.h: the step itself), and the body of the training loop.
 //
 // One step, top to bottom (Trainer::launch, then Engine::launch in engine.cpp), the same code on
-// the CPU and on GPUs:
+// the CPU and on GPUs (a batch's whole path, list file to checkpoint: docs/journey.md):
 //   1. every replica's shard of the next batch from its Loader (decoded and augmented by its
 //      worker threads; on a GPU already copied to the device on the loader's copy stream);
 //   2. for each of the `accum` micro-batches: the uint8 NHWC pixels to the model's input,
