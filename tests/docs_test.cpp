@@ -4,8 +4,10 @@
 //
 // What counts as a citation (kept narrow, so that it fails only on what a reader would follow):
 // - in a tracked *.md file: a `backticked` token that ends in a source or document extension
-//   (.h .cpp .cu .cuh .inc .md .py .sh .png) or is `Makefile`, and a Markdown link
-//   [text](target) that is not a URL (http:, https:, mailto:) nor an anchor of the same page;
+//   (.h .cpp .cu .cuh .inc .md .py .sh .png) or is `Makefile`; a path in plain text with such
+//   an extension whose first folder is one of the repository's (train/README.md); and a
+//   Markdown link [text](target) that is not a URL (http:, https:, mailto:) nor an anchor of
+//   the same page;
 // - in a source file (.h .cpp .cu .cuh .py .sh): a path ending in .md (a comment pointing to a
 //   document);
 // - a citation followed on its line by a backticked name (`path` `Name`, the journey's form),
@@ -190,6 +192,21 @@ std::vector<std::string> doc_problems(const fs::path& root, const std::string& d
       }
       check(t, name);
     }
+    // Plain-text paths (not in backticks or a link's target): a/b.ext with a listed
+    // extension whose first folder is one of the repository's.
+    {
+      static const std::regex plain(R"((^|[\s(,;"])([A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)+)(?=[\s),;:"]|\.(\s|$)|$))");
+      const std::string bare = std::regex_replace(std::regex_replace(line, tick, ""), link, "");
+      for (auto it = std::sregex_iterator(bare.begin(), bare.end(), plain);
+           it != std::sregex_iterator(); ++it) {
+        std::string p = (*it)[2];
+        while (!p.empty() && p.back() == '.') p.pop_back();  // a sentence's full stop
+        const std::string first = p.substr(0, p.find('/'));
+        if (cited_kind(p) && !placeholder(p) &&
+            (fs::is_directory(root / first) || first == ".."))
+          check(p, "");
+      }
+    }
     for (auto it = std::sregex_iterator(line.begin(), line.end(), link);
          it != std::sregex_iterator(); ++it) {
       const std::string label = (*it)[1], target = (*it)[2];
@@ -254,6 +271,10 @@ TEST_CASE("docs: the citation check finds what is missing, and only that") {
   REQUIRE(problems("[site](https://example.com/a.md) `../../shared/GPU.md`\n").empty());
   // A name is checked only right after its file.
   REQUIRE(problems("`kernels/relu.h`, then `Nowhere`\n").empty());
+  // In plain text: a path into a folder of the repository, not an example elsewhere.
+  REQUIRE(problems("see kernels/relu.h, and kernels/gone.md.\n") ==
+          std::vector<std::string>{"docs/page.md:1: `kernels/gone.md` does not exist"});
+  REQUIRE(problems("my/own/list.md and runs/fm/report.md\n").empty());
   // A source file: its comments' paths to documents.
   // (The comment is built from pieces, so that this file's own scan does not read it.)
   const std::string comment = std::string("/") + "/ see kernels/README.md, docs/b.md, out/c.md\n";
