@@ -18,8 +18,8 @@
 // every addition, hence every bit, is the same on every run and every GPU, whichever block
 // arrives last. A term meets at most b + log2(rows/b) roundings in its thread (b = 64;
 // rows = ceil(M / (8 gridDim.y)): at most 64 up to M = 2^19), 3 among the lanes and at most
-// about 16 + 3 among the partials, where one running sum per thread and per finalize gave
-// rows + 8 + gridDim.y (over 1000 for a large batch).
+// 8 + 4 + 3 = 15 among the partials (at most 128 a lane, in blocks of 8), where one running
+// sum per thread and per finalize gave rows + 8 + gridDim.y (over 1000 for a large batch).
 //
 // bytes: training forward reads x three times (mean, variance, y) and writes y:
 //   4*M*C*sizeof(T); training backward reads x, dy (and y when fused) twice and dx once, and
@@ -57,24 +57,26 @@ int apply_groups(int64_t M) {
 }
 
 // One lane's share of a block's sums: acc[k] += term k of rows first + j * stride, j < rows
-// (term(r, v) writes the kSums values of row r to v). Whole blocks of kSumBlock rows in a loop
-// of fixed length, then the tail row by row; the same bits as add() on every row. Either way
+// (term(r, v) writes the kSums values of row r to v), blocked in blocks of B rows (BlockedSum:
+// kSumBlock for the rows, 8 for the partials, at most 128 a lane, so that a partial meets few
+// roundings). Whole blocks in a loop of fixed length, then the tail row by row; the same bits
+// as add() on every row. Either way
 // kInFlight rows are loaded before they are added (unrolled), so that many loads are in
 // flight at once, not one: a lane's rows are few (16 in a training batch's main pass, up to
 // 128 partials in the last block's), and one load at a time would leave it waiting on memory.
 // Then the block's kTY lanes are added pairwise through `lanes`: the totals are valid in lane
 // threadIdx.y == 0.
 constexpr int kInFlight = 8;
-template <int kSums, typename Term>
+template <int kSums, int B, typename Term>
 __device__ void block_sums(int64_t first, int64_t stride, int64_t rows, Term term,
                            float (&lanes)[kSums][kTY][kTX], float* totals) {
-  static_assert(kSumBlock % kInFlight == 0, "whole groups of loads in a block");
-  BlockedSum<float> acc[kSums];
+  static_assert(B % kInFlight == 0, "whole groups of loads in a block");
+  BlockedSum<float, B> acc[kSums];
   int64_t j = 0;
-  for (; j + kSumBlock <= rows; j += kSumBlock) {
+  for (; j + B <= rows; j += B) {
     float block[kSums] = {};
 #pragma unroll kInFlight
-    for (int i = 0; i < kSumBlock; i++) {
+    for (int i = 0; i < B; i++) {
       float v[kSums];
       term(first + (j + i) * stride, v);
       for (int k = 0; k < kSums; k++) block[k] += v[k];
@@ -112,14 +114,14 @@ __global__ void channel_partials_kernel(int64_t M, int C, Term term, float* part
   const int64_t first = int64_t(blockIdx.y) * kTY + threadIdx.y, stride = int64_t(G) * kTY;
   const int64_t rows = c < C && first < M ? (M - first + stride - 1) / stride : 0;
   float totals[kSums];
-  block_sums<kSums>(first, stride, rows, [&](int64_t m, float* v) { term(m, c, v); }, lanes,
-                    totals);
+  block_sums<kSums, kSumBlock>(first, stride, rows, [&](int64_t m, float* v) { term(m, c, v); },
+                               lanes, totals);
   if (threadIdx.y == 0 && c < C)
     for (int k = 0; k < kSums; k++) partial[(int64_t(k) * G + blockIdx.y) * C + c] = totals[k];
   // (lanes is free again: last_block_to_arrive passes a __syncthreads.)
   if (!last_block_to_arrive(&arrivals[blockIdx.x], gridDim.y)) return;
-  const int64_t parts = c < C ? (G - threadIdx.y + kTY - 1) / kTY : 0;
-  block_sums<kSums>(threadIdx.y, kTY, parts, [&](int64_t g, float* v) {
+  const int64_t parts = c < C ? (G - int(threadIdx.y) + kTY - 1) / kTY : 0;
+  block_sums<kSums, 8>(threadIdx.y, kTY, parts, [&](int64_t g, float* v) {
     for (int k = 0; k < kSums; k++) v[k] = __ldcg(&partial[(int64_t(k) * G + g) * C + c]);
   }, lanes, totals);
   if (threadIdx.y == 0 && c < C) finish(c, totals);

@@ -291,19 +291,28 @@ unsigned* arrival_counters(cudaStream_t stream, int n) {
     int n = 0;
   };
   static std::mutex mutex;
-  static std::map<std::pair<int, cudaStream_t>, Counters> arrays;
+  static std::map<std::pair<int, unsigned long long>, Counters> arrays;
   const int device = current_device();
+  // Keyed by the stream's id, unique for the process's life: a stream made later at a freed
+  // handle gets an array of its own, even while the old stream's work still runs.
+  unsigned long long id = 0;
+  CUDA_CHECK(cudaStreamGetId(stream, &id));
   std::lock_guard<std::mutex> lock(mutex);
-  Counters& c = arrays[{device, stream}];
+  Counters& c = arrays[{device, id}];
   if (c.n < n) {
     // A bigger array; the old one is left alone (never freed: kernels queued before may still
-    // count on it). Zeroed on the stream, so ordered before whatever is queued next; under
-    // capture the memset is a node of the graph, zeroing counters that are zero anyway.
+    // count on it). Zeroed before it is returned, by a memset on a stream of its own that is
+    // waited for: never on `stream`, which may be capturing a graph (a memset there would
+    // only become a node of the graph, leaving the memory as cudaMalloc gave it).
     int size = c.n > 0 ? c.n : 1024;
     while (size < n) size *= 2;
     void* p = nullptr;
     CUDA_CHECK(cudaMalloc(&p, sizeof(unsigned) * size_t(size)));
-    CUDA_CHECK(cudaMemsetAsync(p, 0, sizeof(unsigned) * size_t(size), stream));
+    cudaStream_t zeroing = nullptr;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&zeroing, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaMemsetAsync(p, 0, sizeof(unsigned) * size_t(size), zeroing));
+    CUDA_CHECK(cudaStreamSynchronize(zeroing));
+    CUDA_CHECK(cudaStreamDestroy(zeroing));
     c = {static_cast<unsigned*>(p), size};
   }
   return c.p;

@@ -197,12 +197,11 @@ class StreamHold {
 // whose last-arriving block finishes the work of the others (a reduction's finalize folded
 // into the kernel that makes its partials: last_block_to_arrive in kernels/cuda_util.cuh),
 // saving the second launch. The block that arrives last sets its counter back to 0, so the
-// next kernel finds them zero without a memset. One array per (device, stream): kernels on one
-// stream run one after another and never share a counter, kernels on two streams never see
-// each other's. At least n counters; made (zeroed on `stream`, ordered before what is queued
-// after) on a stream's first use and grown by doubling. Arrays are never freed: a few KiB per
-// stream that used them, for the life of the process (a stream made again at the same handle
-// reuses its array, all zero).
+// next kernel finds them zero without a memset. One array per (device, stream id): kernels on
+// one stream run one after another and never share a counter, kernels on two streams never
+// see each other's. At least n counters; made on a stream's first use and grown by doubling,
+// zeroed before they are returned (outside the stream: safe while it captures a graph).
+// Arrays are never freed: a few KiB per stream that used them, for the life of the process.
 unsigned* arrival_counters(cudaStream_t stream, int n);
 
 // Copies between any two of host, pinned and device memory (unified addressing decides the

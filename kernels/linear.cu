@@ -100,17 +100,19 @@ void linear_backward_direct_gpu(int N, int C, int K, const T* x, const T* w, con
 //     the partials[j][k] added as the rows were: lane y takes j = y, y + 8, ..., blocked;
 //     then the 8 lanes pairwise).
 // A term meets at most b + log2(rows/b) roundings in its thread (b = 64, rows = the rows
-// per chunk / 8: 32 up to M = 2^18), 3 among the lanes and at most 16 among the chunks: the
-// running sums before had rows + 8 + chunks.
+// per chunk / 8: 32 up to M = 2^18), 3 among the lanes and at most 8 + 4 + 3 = 15 among the
+// chunks (at most 128 a lane, in blocks of 8, then the lanes): the running sums before had
+// rows + 8 + chunks.
 // bytes: M*K*sizeof(T) read once; flops: M*K adds. Memory bound.
 
 constexpr int kBiasRows = 8;  // row lanes of a pass-1 block
 
 // The sum over this thread's share, rows first + j * kBiasRows of a column (j < rows, term(j)
-// the value of the j-th), then the block's kBiasRows lanes pairwise: valid in lane 0.
-template <typename Term>
+// the value of the j-th), blocked in blocks of B (kSumBlock for dy's rows, 8 for the
+// partials), then the block's kBiasRows lanes pairwise: valid in lane 0.
+template <int B, typename Term>
 __device__ float lanes_sum(int64_t rows, Term term, float (&lane)[kBiasRows][33]) {
-  lane[threadIdx.y][threadIdx.x] = blocked_sum<float>(rows, term);
+  lane[threadIdx.y][threadIdx.x] = blocked_sum<float, B>(rows, term);
   __syncthreads();
   return blocked_sum<float, 1>(kBiasRows, [&](int64_t j) { return lane[j][threadIdx.x]; });
 }
@@ -127,14 +129,14 @@ __global__ void bias_grad_kernel(int64_t M, int K, int64_t rows_per_chunk, const
   const int64_t end = begin + rows_per_chunk < M ? begin + rows_per_chunk : M;
   const int64_t first = begin + threadIdx.y;
   const int64_t rows = k < K && first < end ? (end - first + kBiasRows - 1) / kBiasRows : 0;
-  const float mine = lanes_sum(
+  const float mine = lanes_sum<kSumBlock>(
       rows, [&](int64_t j) { return to_acc(dy[(first + j * kBiasRows) * K + k]); }, lane);
   if (threadIdx.y == 0 && k < K) partial[int64_t(blockIdx.y) * K + k] = mine;
   // (lane is free again: last_block_to_arrive passes a __syncthreads.)
   const int chunks = int(gridDim.y);
   if (!last_block_to_arrive(&arrivals[blockIdx.x], gridDim.y)) return;
-  const int64_t parts = k < K ? (chunks - threadIdx.y + kBiasRows - 1) / kBiasRows : 0;
-  const float total = lanes_sum(
+  const int64_t parts = k < K ? (chunks - int(threadIdx.y) + kBiasRows - 1) / kBiasRows : 0;
+  const float total = lanes_sum<8>(
       parts,
       [&](int64_t j) { return __ldcg(&partial[(threadIdx.y + j * kBiasRows) * int64_t(K) + k]); },
       lane);

@@ -2,7 +2,8 @@
 // parameter of the table, each block on one chunk of one tensor at a time.
 //
 // launch: 256 threads a block, a block per chunk up to 4096 blocks (then each takes every
-// 4096th chunk); inside a chunk, a thread per element, striding by the block.
+// 4096th chunk); inside a chunk, a thread per element, striding by the block. A table of no
+// elements with a step's work folded in: one block, which is also the last.
 // The skip decision stays on the device, read first by every thread (the same value: the whole
 // grid takes the same branch); skipped or not, each gradient element is zeroed once read.
 // precision: sgd_update / adamw_update / scaled_finite (sgd.h, adamw.h) through the _rn

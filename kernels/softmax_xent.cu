@@ -4,8 +4,8 @@
 // over the row's K logits (lane l takes k = l, l+32, ...), then combine with warp shuffles:
 // the row max m, S = sum exp(z - m), and (with smoothing) the gap sum_k (m - z_k).
 //   forward:  row_loss_kernel writes each row's loss (times its label's class weight, when
-//             given) to scratch, then mean_kernel (one block) adds the N losses in a fixed
-//             order: no atomics, the same bits on every run.
+//             given) to scratch, then its last block to finish (block_mean) adds the N
+//             losses in a fixed order: one launch, the same bits on every run.
 //   backward: each lane writes its own dlogits[k] += dloss/N * w_label * (p_k - q_k).
 //   top1:     each lane keeps its first largest logit, the warp keeps the largest value at
 //             the smallest k; one integer atomic per block adds the block's count (integer

@@ -2,8 +2,8 @@
 //
 // launch: one block of one thread each. They move a few dozen bytes: what matters is that they
 // run in stream order between the gradient checks and the updates, not their speed. A step of
-// one replica launches two of them (set_lr, loss_seed): the optimizer's kernels run decide and
-// finish in their last block (kernels/multi_tensor.cu).
+// one replica launches set_lr once and loss_seed and scalar_accumulate once a micro-batch: the
+// optimizer's kernels run decide and finish in their last block (kernels/multi_tensor.cu).
 // precision: the CUTRAIN_HD functions of step_state.h and loss_scale.h, whose arithmetic goes
 // through hd.h's once-rounded operations: the same bits as the CPU functions.
 #include "kernels/check.h"

@@ -127,35 +127,38 @@ TEST_CASE("multi_tensor [gpu]: SGD, Nesterov and AdamW over every slot, the CPU'
   for (const char* kind : {"sgd", "nesterov", "adamw"})
     for (int32_t skip : {0, 1}) {
       INFO(kind << (skip ? ", skipped" : ""));
-      // With the step's finish folded in (in the last block, after every block read inv_scale,
-      // skip, lr and t from the state it changes), on a state in device memory.
+      // With the step's finish folded in: every block reads inv_scale, skip, lr and t from the
+      // very state that the last block's finish then changes (as the trainer runs it).
+      const float inv_scale = 1.0f / 512;
+      const double lr = 0.03;
+      const int64_t t = 5;
       LossScalerConfig cfg;
-      StepState state = step_state_make(LossScalerState{}, 4);
+      LossScalerState scaler;
+      scaler.scale = 512;
+      StepState state = step_state_make(scaler, t - 1);
+      REQUIRE(state.inv_scale == inv_scale);
+      REQUIRE(state.t == t);
       state.skip = skip;
+      state.lr = lr;
       DeviceBuffer d_state = upload(std::vector<StepState>{state});
-      const StepFinish finish{cfg, static_cast<StepState*>(d_state.data())};
+      StepState* d = static_cast<StepState*>(d_state.data());
+      const StepFinish finish{cfg, d};
       const bool adam = std::string(kind) == "adamw";
       std::vector<HostSlot> want = make_host(3);
       DeviceSlots dev(want, adam);
       ParamTable table;
       table.build(dev.slots, current_device(), st.get());
       REQUIRE(table.chunk_count() == int(param_chunks(dev.slots).size()));
-      const float inv_scale = 1.0f / 512;
-      const double lr = 0.03;
-      const int64_t t = 5;
-      DeviceBuffer d_s = upload(std::vector<float>{inv_scale}),
-                   d_skip = upload(std::vector<int32_t>{skip}),
-                   d_lr = upload(std::vector<double>{lr}), d_t = upload(std::vector<int64_t>{t});
+      REQUIRE(table.chunk_count() > 1);  // several blocks read the state before the finish
       SgdParams sp;
       sp.lr = lr, sp.momentum = 0.9, sp.weight_decay = 5e-4, sp.nesterov = kind[0] == 'n';
       AdamWParams ap;
       ap.lr = lr, ap.weight_decay = 0.05;
       if (adam)
-        multi_adamw_step_gpu(table, ptr<float>(d_s), ptr<int32_t>(d_skip), ptr<double>(d_lr),
-                             ap, ptr<int64_t>(d_t), &finish, st.get());
+        multi_adamw_step_gpu(table, &d->inv_scale, &d->skip, &d->lr, ap, &d->t, &finish,
+                             st.get());
       else
-        multi_sgd_step_gpu(table, ptr<float>(d_s), ptr<int32_t>(d_skip), ptr<double>(d_lr), sp,
-                           &finish, st.get());
+        multi_sgd_step_gpu(table, &d->inv_scale, &d->skip, &d->lr, sp, &finish, st.get());
       st.synchronize();
       const std::vector<ParamSlot> hs = host_slots(want, adam);
       if (adam) multi_adamw_step_cpu(hs, inv_scale, skip, ap, t);

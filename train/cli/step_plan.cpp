@@ -54,9 +54,9 @@ std::string model_text_of(const std::string& model) {
   return text;
 }
 
-// v with an SI prefix: "1.47 MB", "57.80 MFLOP", "512 B".
 const char* plural_launches(int n) { return n == 1 ? "launch" : "launches"; }
 
+// v with an SI prefix: "1.47 MB", "57.80 MFLOP", "512 B".
 std::string si_text(double v, const char* unit) {
   char s[32];
   if (v >= 1e9) std::snprintf(s, sizeof s, "%.2f G%s", v / 1e9, unit);
