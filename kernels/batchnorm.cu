@@ -31,6 +31,7 @@
 #include "kernels/batchnorm.h"
 
 #include "kernels/blocked_sum.h"
+#include "kernels/arrival_counters.h"
 #include "kernels/cuda_util.cuh"
 #include "kernels/hd.h"
 
@@ -303,43 +304,31 @@ void batchnorm_forward_train_gpu(int64_t M, int C, const T* x, const float* gamm
   DeviceBuffer partial = partial_buffer(1, G, C, stream);
   float* p = static_cast<float*>(partial.data());
   unsigned* arrivals = arrival_counters(stream, columns(C));
-  // Passes 1 and 2 each end in their last blocks' finish. With sync those write this replica's
-  // C sums, which the collective adds over the replicas; a finish_kernel then finishes.
-  DeviceBuffer total;
+  DeviceBuffer total;  // with sync: this replica's C sums, handed to the collective
   if (sync) total = DeviceBuffer(sizeof(float) * size_t(C), current_device(), stream);
   float* t = static_cast<float*>(total.data());
-  auto sum_over_replicas = [&](auto finish) {
-    sync->sum(t, C);
-    finish_kernel<<<blocks_1d(C), 256, 0, stream>>>(C, t, finish);
+  // One statistic's pass: the sums of `term`, then `finish` on each channel's total: in the
+  // pass's last blocks, or with sync after the collective (the last blocks write this
+  // replica's sums, FinishSum).
+  auto statistic = [&](auto term, auto finish) {
+    if (sync) {
+      channel_partials_kernel<1><<<grid_2d(C, G), kBlock2d, 0, stream>>>(M, C, term, p,
+                                                                         FinishSum{t}, arrivals);
+      LAUNCH_CHECK();
+      sync->sum(t, C);
+      finish_kernel<<<blocks_1d(C), 256, 0, stream>>>(C, t, finish);
+    } else {
+      channel_partials_kernel<1><<<grid_2d(C, G), kBlock2d, 0, stream>>>(M, C, term, p, finish,
+                                                                         arrivals);
+    }
     LAUNCH_CHECK();
   };
   // Pass 1: the mean, straight into save_mean.
-  const TermX<S> term_x{dev(x), C};
-  const FinishMean mean{count, save_mean};
-  if (sync) {
-    channel_partials_kernel<1><<<grid_2d(C, G), kBlock2d, 0, stream>>>(M, C, term_x, p,
-                                                                       FinishSum{t}, arrivals);
-    LAUNCH_CHECK();
-    sum_over_replicas(mean);
-  } else {
-    channel_partials_kernel<1><<<grid_2d(C, G), kBlock2d, 0, stream>>>(M, C, term_x, p, mean,
-                                                                       arrivals);
-    LAUNCH_CHECK();
-  }
+  statistic(TermX<S>{dev(x), C}, FinishMean{count, save_mean});
   // Pass 2: the variance as the mean squared deviation (two passes: see batchnorm.cpp).
-  const TermSquaredDeviation<S> term_sd{dev(x), save_mean, C};
-  const FinishVariance variance{count,     float(eps),   float(momentum), save_mean,
-                                save_invstd, running_mean, running_var};
-  if (sync) {
-    channel_partials_kernel<1><<<grid_2d(C, G), kBlock2d, 0, stream>>>(M, C, term_sd, p,
-                                                                       FinishSum{t}, arrivals);
-    LAUNCH_CHECK();
-    sum_over_replicas(variance);
-  } else {
-    channel_partials_kernel<1><<<grid_2d(C, G), kBlock2d, 0, stream>>>(M, C, term_sd, p,
-                                                                       variance, arrivals);
-    LAUNCH_CHECK();
-  }
+  statistic(TermSquaredDeviation<S>{dev(x), save_mean, C},
+            FinishVariance{count, float(eps), float(momentum), save_mean, save_invstd,
+                           running_mean, running_var});
   // Pass 3: y.
   normalize_kernel<<<grid_2d(C, apply_groups(M)), kBlock2d, 0, stream>>>(
       M, C, dev(x), gamma, beta, save_mean, save_invstd, relu, dev(y));

@@ -6,11 +6,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
-#include <utility>
 #include <vector>
 
 #include "kernels/check.h"
@@ -284,40 +282,6 @@ void memset_async(void* dst, int value, size_t bytes, cudaStream_t stream) {
   CUDA_CHECK(cudaMemsetAsync(dst, value, bytes, stream));
 }
 
-unsigned* arrival_counters(cudaStream_t stream, int n) {
-  CHECK(n >= 0, "arrival_counters: n = " << n);
-  struct Counters {
-    unsigned* p = nullptr;
-    int n = 0;
-  };
-  static std::mutex mutex;
-  static std::map<std::pair<int, unsigned long long>, Counters> arrays;
-  const int device = current_device();
-  // Keyed by the stream's id, unique for the process's life: a stream made later at a freed
-  // handle gets an array of its own, even while the old stream's work still runs.
-  unsigned long long id = 0;
-  CUDA_CHECK(cudaStreamGetId(stream, &id));
-  std::lock_guard<std::mutex> lock(mutex);
-  Counters& c = arrays[{device, id}];
-  if (c.n < n) {
-    // A bigger array; the old one is left alone (never freed: kernels queued before may still
-    // count on it). Zeroed before it is returned, by a memset on a stream of its own that is
-    // waited for: never on `stream`, which may be capturing a graph (a memset there would
-    // only become a node of the graph, leaving the memory as cudaMalloc gave it).
-    int size = c.n > 0 ? c.n : 1024;
-    while (size < n) size *= 2;
-    void* p = nullptr;
-    CUDA_CHECK(cudaMalloc(&p, sizeof(unsigned) * size_t(size)));
-    cudaStream_t zeroing = nullptr;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&zeroing, cudaStreamNonBlocking));
-    CUDA_CHECK(cudaMemsetAsync(p, 0, sizeof(unsigned) * size_t(size), zeroing));
-    CUDA_CHECK(cudaStreamSynchronize(zeroing));
-    CUDA_CHECK(cudaStreamDestroy(zeroing));
-    c = {static_cast<unsigned*>(p), size};
-  }
-  return c.p;
-}
-
 struct StreamHold::State {
   std::atomic<bool> open{false}, passed{false}, timed_out{false};
   double limit_s;
@@ -405,7 +369,6 @@ PinnedBuffer::~PinnedBuffer() = default;
 void copy_async(void*, const void*, size_t, cudaStream_t) { no_cuda("copy to or from a device"); }
 void copy_sync(void*, const void*, size_t) { no_cuda("copy to or from a device"); }
 void memset_async(void*, int, size_t, cudaStream_t) { no_cuda("set device memory"); }
-unsigned* arrival_counters(cudaStream_t, int) { no_cuda("count arrivals on a device"); }
 
 struct StreamHold::State {};
 StreamHold::StreamHold(cudaStream_t, double) : state_(nullptr) {

@@ -11,6 +11,7 @@
 
 #include "kernels/blocked_sum.h"
 #include "kernels/check.h"
+#include "kernels/arrival_counters.h"
 #include "kernels/cuda_util.cuh"
 #include "kernels/linear.h"
 #include "kernels/tc_gemm.cuh"

@@ -11,6 +11,7 @@
 #include <cuda_fp16.h>
 
 #include "kernels/check.h"
+#include "kernels/arrival_counters.h"
 #include "kernels/cuda_util.cuh"
 #include "kernels/multi_tensor.h"
 

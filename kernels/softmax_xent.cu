@@ -18,6 +18,7 @@
 #include <cmath>
 
 #include "kernels/check.h"
+#include "kernels/arrival_counters.h"
 #include "kernels/cuda_util.cuh"
 #include "kernels/softmax_xent.h"
 

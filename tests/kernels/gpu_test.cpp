@@ -3,6 +3,7 @@
 // same calls must refuse with a clear reason.
 #include <vector>
 
+#include "kernels/arrival_counters.h"
 #include "kernels/gpu.h"
 #include "nn/tensor.h"
 #include "tests/test_util.h"
