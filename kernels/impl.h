@@ -9,7 +9,9 @@
 //   onednn  CPU: oneDNN (kernels/onednn.h), the default there; f32 only (f64 and f16 storage
 //           run the reference)
 //
-// `auto` (the command line's default) is tc on a GPU and onednn on the CPU. The GPU choices
+// `auto` (the command line's default) is onednn on the CPU; on a GPU it is tc here, and a new
+// run's conv layers are then timed, tc against cuDNN, per pass (train/setup/kernel_choice.h),
+// the faster kept in the run's kernel plan (nn/model.h: KernelPlan). The GPU choices
 // on the CPU mean direct, so a CPU run made before onednn existed (its checkpoint says "tc")
 // resumes on the same reference kernels, with the same bits; onednn on a GPU means tc, so a
 // CPU run resumes on a GPU (--device may change on resume).

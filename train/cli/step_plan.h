@@ -8,7 +8,7 @@
 // what its GPU twin queues (each GPU entry point states its cost beside its declaration in
 // kernels/), and the plan keeps the second step, the steady one (the first allocates the
 // gradients). A GPU test holds the count against the captured CUDA graphs' node counts
-// (tests/train/engine/step_plan_gpu_test.cpp); a CPU test pins the default model's count, so a
+// (tests/train/cli/step_plan_gpu_test.cpp); a CPU test pins the default model's count, so a
 // change that adds launches shows in CI (tests/train/cli/step_plan_test.cpp).
 //
 //   cutrain describe default --step --batch 128 --precision fp16 --gpu h100

@@ -3,7 +3,8 @@
 // (make_cpu_ring: train/replicas/ring.h's ring, a thread per replica) and the GPU ring (make_gpu_ring:
 // train/replicas/device_ring.h, peer copies and a reduce kernel on a comm stream per replica). The
 // trainer picks one at start and never asks which it has. Between processes (mpirun): the MPI
-// ring (make_mpi_ring, one replica per process); NCCL will plug in the same way.
+// ring (make_mpi_ring, one replica per process), and for GPUs NCCL or the host-staged MPI ring
+// (make_mpi_gpu_collective, train/replicas/mpi_gpu.h), behind the same interface.
 //
 // One host thread drives every local replica, replica after replica (train/engine/engine.cpp;
 // with --sync-bn a thread per replica, the calls under one lock: engine_sync.cpp): it marks the
