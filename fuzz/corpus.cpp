@@ -198,6 +198,7 @@ cutrain::TrainConfig config(bool adam) {
   if (adam) {
     c.optimizer = "adamw", c.schedule = "onecycle", c.devices = "cpu,cpu", c.accum = 2;
     c.augment = true, c.pad = 3, c.batch = 64;
+    c.ema = 0.999, c.tta = "flip", c.recipe = "fmnist";  // the averages, flips and a recipe
   }
   cutrain::resolve_defaults(c);
   return c;
@@ -221,8 +222,12 @@ void checkpoint_seeds(Writer& w) {
   c.tensors.emplace_back("counts", tensor({2, 5}, DType::i32, 4));
   c.tensors.emplace_back("step_state", tensor({}, DType::f32, 5));  // rank 0
   c.tensors.emplace_back("empty", tensor({3, 0, 2}, DType::f32, 6));
+  // --ema's averages, named as the optimizer names them
+  c.tensors.emplace_back("conv1.w.ema", tensor({4, 3, 3, 1}, DType::f32, 7));
+  c.tensors.emplace_back("bn1.running_var.ema", tensor({4}, DType::f64, 8));
   c.scalars["loss_scale"] = 65536;
   c.scalars["best_accuracy"] = 0.875;
+  c.scalars["val_ema_top1"] = 0.8875;
   cutrain::write_checkpoint(c, w.path("checkpoint", "step-00000120.h5"));
   w.made("checkpoint", "step-00000120.h5", true);
   cutrain::Checkpoint bare;  // nothing but the metadata

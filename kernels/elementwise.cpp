@@ -36,11 +36,18 @@ template <typename T> void accumulate_cpu(int64_t n, const T* dy, T* dx) {
   for (int64_t i = 0; i < n; i++) dx[i] = T(A(dx[i]) + A(dy[i]));
 }
 
+template <typename T> void average_cpu(int64_t n, const T* a, const T* b, T* y) {
+  using A = acc_t<T>;
+#pragma omp parallel for schedule(static) if (worth_threads(n))
+  for (int64_t i = 0; i < n; i++) y[i] = T((A(a[i]) + A(b[i])) * A(0.5f));
+}
+
 #define CUTRAIN_INSTANTIATE(T)                                          \
   template void relu_forward_cpu<T>(int64_t, const T*, T*);             \
   template void relu_backward_cpu<T>(int64_t, const T*, const T*, T*);  \
   template void add_forward_cpu<T>(int64_t, const T*, const T*, T*);    \
-  template void accumulate_cpu<T>(int64_t, const T*, T*);
+  template void accumulate_cpu<T>(int64_t, const T*, T*);             \
+  template void average_cpu<T>(int64_t, const T*, const T*, T*);
 CUTRAIN_INSTANTIATE(float)
 CUTRAIN_INSTANTIATE(double)
 CUTRAIN_INSTANTIATE(half_t)

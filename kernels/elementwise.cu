@@ -1,4 +1,5 @@
-// elementwise on the GPU: relu, relu backward, add, accumulate (math in elementwise.h).
+// elementwise on the GPU: relu, relu backward, add, accumulate, average (math in
+// elementwise.h).
 //
 // One kernel, map_kernel, applies a per-element function of up to three inputs:
 //   out[i] = op(in[0][i], ..., in[kIn-1][i])            for i in [0, n)
@@ -79,6 +80,13 @@ struct AccumulateOp {
   }
 };
 
+// v = {a, b}: (a + b) * 0.5 (average_cpu): two roundings in fp32, in the CPU's order.
+struct AverageOp {
+  template <typename S> __device__ S operator()(const S* v) const {
+    return from_acc<S>(__fmul_rn(__fadd_rn(to_acc(v[0]), to_acc(v[1])), 0.5f));
+  }
+};
+
 template <int kIn, typename T, typename Op>
 void launch_map(int64_t n, Op op, std::initializer_list<const T*> in, T* out,
                 cudaStream_t stream) {
@@ -118,11 +126,17 @@ template <typename T> void accumulate_gpu(int64_t n, const T* dy, T* dx, cudaStr
   launch_map<2, T>(n, AccumulateOp{}, {dy, dx}, dx, stream);
 }
 
+template <typename T>
+void average_gpu(int64_t n, const T* a, const T* b, T* y, cudaStream_t stream) {
+  launch_map<2, T>(n, AverageOp{}, {a, b}, y, stream);
+}
+
 #define CUTRAIN_INSTANTIATE(T)                                                          \
   template void relu_forward_gpu<T>(int64_t, const T*, T*, cudaStream_t);               \
   template void relu_backward_gpu<T>(int64_t, const T*, const T*, T*, cudaStream_t);    \
   template void add_forward_gpu<T>(int64_t, const T*, const T*, T*, cudaStream_t);      \
-  template void accumulate_gpu<T>(int64_t, const T*, T*, cudaStream_t);
+  template void accumulate_gpu<T>(int64_t, const T*, T*, cudaStream_t);                \
+  template void average_gpu<T>(int64_t, const T*, const T*, T*, cudaStream_t);
 CUTRAIN_INSTANTIATE(float)
 CUTRAIN_INSTANTIATE(half_t)
 #undef CUTRAIN_INSTANTIATE

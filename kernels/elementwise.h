@@ -1,4 +1,6 @@
-// defines: relu and add, forward and backward, CPU reference.
+// defines: relu and add, forward and backward, and average (y = (a + b) / 2, for inference:
+// test-time flips average an image's logits with its mirror's, train/engine/evaluate.h); CPU
+// reference and GPU.
 //
 // Backward functions *accumulate* into their gradient outputs (dx += ...), the rule for every
 // backward in kernels/: autograd then needs no temporaries to sum the gradients of a tensor
@@ -22,13 +24,16 @@ template <typename T> void relu_backward_cpu(int64_t n, const T* y, const T* dy,
 template <typename T> void add_forward_cpu(int64_t n, const T* a, const T* b, T* y);
 // dx += dy (the backward of add for either input)
 template <typename T> void accumulate_cpu(int64_t n, const T* dy, T* dx);
+// y = (a + b) / 2: one add in acc_t<T> and an exact halving (a multiplication by 0.5, exact
+// unless the sum is subnormal), rounded to T once. No backward: inference only.
+template <typename T> void average_cpu(int64_t n, const T* a, const T* b, T* y);
 
 // --- GPU (CUDA builds only; device pointers; queued on `stream`, never synchronising) ---
 // kernels/elementwise.cu. T = float or half_t; the same math, rounding and accumulate rule as
 // the CPU functions above, so the results are equal bit for bit (one fp32 operation per
 // element, rounded to T once, in both). Memory bound: 16-byte vector loads and stores when
 // every pointer is 16-byte aligned, scalar otherwise and for the tail.
-// bytes per element: relu 2*sizeof(T), relu backward 4*, add 3*, accumulate 3*.
+// bytes per element: relu 2*sizeof(T), relu backward 4*, add 3*, accumulate 3*, average 3*.
 // Each is one map_kernel launch (elementwise.cu, launch_map), none when n <= 0.
 template <typename T> void relu_forward_gpu(int64_t n, const T* x, T* y, cudaStream_t stream);
 inline LaunchCost relu_forward_gpu_cost(int64_t n, size_t elem) {
@@ -47,6 +52,11 @@ inline LaunchCost add_forward_gpu_cost(int64_t n, size_t elem) {
 template <typename T> void accumulate_gpu(int64_t n, const T* dy, T* dx, cudaStream_t stream);
 inline LaunchCost accumulate_gpu_cost(int64_t n, size_t elem) {
   return {"accumulate", n > 0 ? 1 : 0, 3 * nbytes(n, elem), double(n)};
+}
+template <typename T>
+void average_gpu(int64_t n, const T* a, const T* b, T* y, cudaStream_t stream);
+inline LaunchCost average_gpu_cost(int64_t n, size_t elem) {
+  return {"average", n > 0 ? 1 : 0, 3 * nbytes(n, elem), 2.0 * double(n)};
 }
 
 }  // namespace cutrain

@@ -41,7 +41,7 @@ void input_check_crops(int N, int Hin, int Win, int S, const InputCrop* crop) {
 template <typename T>
 void input_normalize_crop_cpu(int N, int Hin, int Win, int C, int S, const uint8_t* x,
                               const InputCrop* crop, const std::vector<float>& mean,
-                              const std::vector<float>& stddev, T* y) {
+                              const std::vector<float>& stddev, T* y, bool mirror) {
   CHECK(N > 0 && Hin > 0 && Win > 0 && C > 0 && S > 0,
         "input normalisation: sizes must be positive, got (N,Hin,Win,C) = ("
             << N << "," << Hin << "," << Win << "," << C << ") and S = " << S);
@@ -56,7 +56,7 @@ void input_normalize_crop_cpu(int N, int Hin, int Win, int C, int S, const uint8
       const uint8_t* xrow = x + ((int64_t(n) * Hin + k.top + i) * Win + k.left) * C;
       T* yrow = y + (int64_t(n) * S + i) * S * C;
       for (int j = 0; j < S; j++) {
-        const int jj = k.flip ? S - 1 - j : j;  // column inside the window
+        const int jj = (k.flip != 0) != mirror ? S - 1 - j : j;  // column inside the window
         for (int c = 0; c < C; c++)
           yrow[int64_t(j) * C + c] = T(input_value<A>(xrow[int64_t(jj) * C + c],
                                                       A(mean[size_t(c)]), A(stddev[size_t(c)])));
@@ -76,7 +76,7 @@ void input_normalize_cpu(int N, int S, int C, const uint8_t* x, const std::vecto
 #define CUTRAIN_INSTANTIATE(T)                                                                 \
   template void input_normalize_crop_cpu<T>(int, int, int, int, int, const uint8_t*,           \
                                             const InputCrop*, const std::vector<float>&,       \
-                                            const std::vector<float>&, T*);                    \
+                                            const std::vector<float>&, T*, bool);              \
   template void input_normalize_cpu<T>(int, int, int, const uint8_t*,                          \
                                        const std::vector<float>&, const std::vector<float>&,   \
                                        T*);

@@ -32,7 +32,8 @@ constexpr int kInputMaxC = 16;  // table of 256 x 16 floats = 16 KiB of shared m
 template <typename TD>
 __global__ void input_normalize_kernel(int N, int Hin, int Win, int C, int S, int rpi,
                                        const uint8_t* x, const InputCrop* crop,
-                                       const float* mean, const float* stddev, TD* y) {
+                                       const float* mean, const float* stddev, TD* y,
+                                       bool mirror) {
   extern __shared__ __align__(16) unsigned char input_smem[];
   TD* table = reinterpret_cast<TD*>(input_smem);  // (C,256): table[c*256 + v]
   for (int e = threadIdx.x; e < 256 * C; e += blockDim.x) {
@@ -51,7 +52,7 @@ __global__ void input_normalize_kernel(int N, int Hin, int Win, int C, int S, in
     for (int n = blockIdx.x * rpi + r; n < N; n += int(gridDim.x) * rpi) {
       int top = 0, left = 0, flip = 0;
       if (crop) top = crop[n].top, left = crop[n].left, flip = crop[n].flip;
-      const int jj = left + (flip ? S - 1 - j : j);  // source column
+      const int jj = left + ((flip != 0) != mirror ? S - 1 - j : j);  // source column
       const uint8_t v = x[((int64_t(n) * Hin + top + i) * Win + jj) * C + c];
       y[(int64_t(n) * S + i) * L + k] = tc[v];
     }
@@ -61,7 +62,7 @@ __global__ void input_normalize_kernel(int N, int Hin, int Win, int C, int S, in
 template <typename T>
 void input_normalize_gpu(int N, int Hin, int Win, int C, int S, const uint8_t* x,
                          const InputCrop* crop, const float* mean, const float* stddev, T* y,
-                         cudaStream_t stream) {
+                         cudaStream_t stream, bool mirror) {
   CHECK(N > 0 && Hin > 0 && Win > 0 && C > 0 && S > 0,
         "input normalisation: sizes must be positive, got (N,Hin,Win,C) = ("
             << N << "," << Hin << "," << Win << "," << C << ") and S = " << S);
@@ -76,15 +77,15 @@ void input_normalize_gpu(int N, int Hin, int Win, int C, int S, const uint8_t* x
   const size_t smem = size_t(256) * C * sizeof(T);
   using TD = storage_t<T>;
   input_normalize_kernel<TD><<<dim3(unsigned(gx), unsigned(S)), kInputBlock, smem, stream>>>(
-      N, Hin, Win, C, S, rpi, x, crop, mean, stddev, reinterpret_cast<TD*>(y));
+      N, Hin, Win, C, S, rpi, x, crop, mean, stddev, reinterpret_cast<TD*>(y), mirror);
   LAUNCH_CHECK();
 }
 
 template void input_normalize_gpu<float>(int, int, int, int, int, const uint8_t*,
                                          const InputCrop*, const float*, const float*, float*,
-                                         cudaStream_t);
+                                         cudaStream_t, bool);
 template void input_normalize_gpu<half_t>(int, int, int, int, int, const uint8_t*,
                                           const InputCrop*, const float*, const float*, half_t*,
-                                          cudaStream_t);
+                                          cudaStream_t, bool);
 
 }  // namespace cutrain

@@ -10,7 +10,9 @@
 // in the same pass as the normalisation, on either device.
 //
 // math: y[n][i][j][c] = (x[n][top+i][jj][c] / 255 - mean[c]) / stddev[c],
-//       jj = flip ? left + S-1-j : left + j, with (top, left, flip) = crop[n]
+//       jj = flip ? left + S-1-j : left + j, with (top, left) = crop[n] and
+//       flip = crop[n].flip XOR mirror (mirror: every sample mirrored once more, as test-time
+//       flips want the mirror of what evaluation sees: train/engine/evaluate.h)
 //   x (N,Hin,Win,C) uint8 NHWC, as the loader delivers it (uncut)
 //   crop (N) InputCrop: the S x S window of sample n starts at (top, left); flip mirrors it
 //   mean, stddev (C) float: per-channel statistics of the data on the [0,1] scale
@@ -61,7 +63,7 @@ void input_check_crops(int N, int Hin, int Win, int S, const InputCrop* crop);
 template <typename T>
 void input_normalize_crop_cpu(int N, int Hin, int Win, int C, int S, const uint8_t* x,
                               const InputCrop* crop, const std::vector<float>& mean,
-                              const std::vector<float>& stddev, T* y);
+                              const std::vector<float>& stddev, T* y, bool mirror = false);
 
 // The images already have the network's size (S = Hin = Win): no crop, no flip.
 // Equal to input_normalize_crop_cpu with zero crops (it calls it).
@@ -80,7 +82,7 @@ void input_normalize_cpu(int N, int S, int C, const uint8_t* x, const std::vecto
 template <typename T>
 void input_normalize_gpu(int N, int Hin, int Win, int C, int S, const uint8_t* x,
                          const InputCrop* crop, const float* mean, const float* stddev, T* y,
-                         cudaStream_t stream);
+                         cudaStream_t stream, bool mirror = false);
 
 // The kernel's grid (input.cu), here so that its cost counts the same blocks: blocks of
 // kInputBlock threads, each covering rpi output rows of rpi samples (kInputBlock / (S*C) when a

@@ -11,7 +11,8 @@ namespace cutrain {
 
 bool operator==(const ParamSlot& a, const ParamSlot& b) {
   return a.grad == b.grad && a.master == b.master && a.state1 == b.state1 &&
-         a.state2 == b.state2 && a.working == b.working && a.n == b.n && a.half == b.half;
+         a.state2 == b.state2 && a.working == b.working && a.ema == b.ema && a.n == b.n &&
+         a.half == b.half;
 }
 
 std::vector<ParamChunk> param_chunks(const std::vector<ParamSlot>& slots) {
@@ -31,10 +32,24 @@ size_t chunks_offset(size_t slots) {
 
 void ParamTable::build(const std::vector<ParamSlot>& slots, int device, cudaStream_t stream) {
   CHECK(!slots.empty(), "ParamTable: no parameters");
-  for (const ParamSlot& s : slots)
-    CHECK(s.n >= 0 && s.grad && s.master && s.state1,
-          "ParamTable: a slot without its gradient, master weights or optimizer state");
+  int params = 0;
+  for (const ParamSlot& s : slots) {
+    if (!s.grad) {  // averaged-only
+      CHECK(s.n >= 0 && s.master && s.ema && !s.state1 && !s.state2 && !s.working,
+            "ParamTable: an averaged-only slot (no gradient) needs its tensor and its average, "
+            "and nothing else");
+      continue;
+    }
+    CHECK(params == &s - slots.data(),
+          "ParamTable: a parameter's slot after an averaged-only one: parameters come first");
+    CHECK(s.n >= 0 && s.master && s.state1,
+          "ParamTable: a slot without its master weights or optimizer state");
+    params++;
+  }
   const std::vector<ParamChunk> chunks = param_chunks(slots);
+  int param_chunks = 0;
+  while (param_chunks < int(chunks.size()) && chunks[size_t(param_chunks)].slot < params)
+    param_chunks++;
   const size_t at = chunks_offset(slots.size());
   std::vector<char> bytes(at + chunks.size() * sizeof(ParamChunk), 0);
   std::memcpy(bytes.data(), slots.data(), slots.size() * sizeof(ParamSlot));
@@ -47,6 +62,8 @@ void ParamTable::build(const std::vector<ParamSlot>& slots, int device, cudaStre
   done.synchronize();
   host_ = slots;
   chunks_ = int(chunks.size());
+  params_ = params;
+  param_chunks_ = param_chunks;
 }
 
 const ParamChunk* ParamTable::chunks() const {
@@ -57,6 +74,11 @@ const ParamChunk* ParamTable::chunks() const {
 ParamTotals param_totals(const std::vector<ParamSlot>& slots) {
   ParamTotals t;
   for (const ParamSlot& s : slots) {
+    if (s.ema) {
+      t.ema_elements += s.n;
+      t.ema_bytes += (s.grad ? 8.0 : 12.0) * double(s.n);
+    }
+    if (!s.grad) continue;  // averaged-only
     const double elem = s.half ? 2.0 : 4.0;
     t.elements += s.n;
     t.grad_bytes += elem * double(s.n);
@@ -78,29 +100,42 @@ template <typename F> void on_slot(const ParamSlot& s, F&& f) {
 void multi_grads_nonfinite_cpu(const std::vector<ParamSlot>& slots, double inv_scale,
                                int32_t* flags) {
   for (size_t i = 0; i < slots.size(); i++)
-    on_slot(slots[i], [&](auto tag) {
+    if (slots[i].grad) on_slot(slots[i], [&](auto tag) {
       using T = decltype(tag);
       if (!grads_finite_cpu<T>(slots[i].n, static_cast<const T*>(slots[i].grad), inv_scale))
         flags[i] = 1;
     });
 }
 
-void multi_sgd_step_cpu(const std::vector<ParamSlot>& slots, double inv_scale, bool skip,
-                        const SgdParams& p) {
+namespace {
+// The averages of every slot that has one, on a step taken (multi_tensor.h).
+void average_slots(const std::vector<ParamSlot>& slots, bool skip, double ema_decay, int64_t t) {
+  if (skip) return;
   for (const ParamSlot& s : slots)
-    on_slot(s, [&](auto tag) {
+    if (s.ema) {
+      CHECK(ema_decay > 0, "multi-tensor step: a slot has an average but the decay is 0");
+      ema_update_cpu<float>(s.n, s.master, s.ema, ema_decay, t);
+    }
+}
+}  // namespace
+
+void multi_sgd_step_cpu(const std::vector<ParamSlot>& slots, double inv_scale, bool skip,
+                        const SgdParams& p, double ema_decay, int64_t t) {
+  for (const ParamSlot& s : slots)
+    if (s.grad) on_slot(s, [&](auto tag) {
       using T = decltype(tag);
       T* g = static_cast<T*>(s.grad);
       if (!skip)
         sgd_step_cpu<T>(s.n, g, inv_scale, s.master, s.state1, static_cast<T*>(s.working), p);
       std::memset(static_cast<void*>(g), 0, size_t(s.n) * sizeof(T));
     });
+  average_slots(slots, skip, ema_decay, t);
 }
 
 void multi_adamw_step_cpu(const std::vector<ParamSlot>& slots, double inv_scale, bool skip,
-                          const AdamWParams& p, int64_t t) {
+                          const AdamWParams& p, int64_t t, double ema_decay) {
   for (const ParamSlot& s : slots)
-    on_slot(s, [&](auto tag) {
+    if (s.grad) on_slot(s, [&](auto tag) {
       using T = decltype(tag);
       T* g = static_cast<T*>(s.grad);
       if (!skip)
@@ -108,6 +143,7 @@ void multi_adamw_step_cpu(const std::vector<ParamSlot>& slots, double inv_scale,
                           static_cast<T*>(s.working), p, t);
       std::memset(static_cast<void*>(g), 0, size_t(s.n) * sizeof(T));
     });
+  average_slots(slots, skip, ema_decay, t);
 }
 
 }  // namespace cutrain

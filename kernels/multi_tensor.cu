@@ -6,6 +6,8 @@
 // elements with a step's work folded in: one block, which is also the last.
 // The skip decision stays on the device, read first by every thread (the same value: the whole
 // grid takes the same branch); skipped or not, each gradient element is zeroed once read.
+// The check visits the parameters' chunks only; the updates every chunk, the averaged-only
+// slots' too (which they only average).
 // precision: sgd_update / adamw_update / scaled_finite (sgd.h, adamw.h) through the _rn
 // intrinsics of hd.h: the per-tensor kernels' bits, which are the CPU's.
 #include <cuda_fp16.h>
@@ -21,7 +23,6 @@ namespace {
 
 constexpr int kBlock = 256;
 
-int grid_of(const ParamTable& t) { return t.chunk_count() < 4096 ? t.chunk_count() : 4096; }
 
 // The folded step work (multi_tensor.h): run by the launch's last block, thread 0, after
 // every other block is through; a no-op when neither is asked for.
@@ -60,10 +61,25 @@ __global__ void multi_nonfinite_kernel(const ParamSlot* slots, const ParamChunk*
   folded.run(arrivals);
 }
 
+// The moving average's two factors at this step (kernels/ema.h), read before the launch's
+// last block may finish the step (which moves t on); both 0 without an average.
+struct EmaFactors {
+  float d = 0, one_minus_d = 0;
+};
+__device__ EmaFactors ema_factors(double decay, const int64_t* step) {
+  EmaFactors f;
+  if (decay > 0) {
+    f.d = ema_decay_at<float>(decay, *step);
+    f.one_minus_d = sub_rn(1.0f, f.d);
+  }
+  return f;
+}
+
 // The update of one element of slot sl by `update(g, w, s1, s2)` (the stored gradient, the
-// master and the states), its working copy written, its gradient zeroed.
+// master and the states), its working copy written, its gradient zeroed, its average moved.
 template <typename Update>
-__device__ void update_element(const ParamSlot& sl, int64_t i, bool skip, Update update) {
+__device__ void update_element(const ParamSlot& sl, int64_t i, bool skip, EmaFactors e,
+                               Update update) {
   float g;
   if (sl.half) {
     __half* gp = static_cast<__half*>(sl.grad);
@@ -84,16 +100,23 @@ __device__ void update_element(const ParamSlot& sl, int64_t i, bool skip, Update
     if (sl.half) static_cast<__half*>(sl.working)[i] = from_acc<__half>(w);
     else static_cast<float*>(sl.working)[i] = w;
   }
+  if (sl.ema) sl.ema[i] = ema_update(sl.ema[i], w, e.d, e.one_minus_d);
 }
 
 template <typename Update>
 __device__ void for_each_element(const ParamSlot* slots, const ParamChunk* chunks, int n_chunks,
-                                 bool skip, Update update) {
+                                 bool skip, EmaFactors e, Update update) {
   for (int c = blockIdx.x; c < n_chunks; c += gridDim.x) {
     const ParamChunk ch = chunks[c];
     const ParamSlot sl = slots[ch.slot];
+    if (!sl.grad) {  // averaged-only: the average alone, on a step taken
+      if (!skip)
+        for (int64_t i = ch.begin + threadIdx.x; i < ch.end; i += blockDim.x)
+          sl.ema[i] = ema_update(sl.ema[i], sl.master[i], e.d, e.one_minus_d);
+      continue;
+    }
     for (int64_t i = ch.begin + threadIdx.x; i < ch.end; i += blockDim.x)
-      update_element(sl, i, skip, update);
+      update_element(sl, i, skip, e, update);
   }
 }
 
@@ -101,10 +124,11 @@ __device__ void for_each_element(const ParamSlot* slots, const ParamChunk* chunk
 // changes inv_scale and t, runs after every block has read them.
 __global__ void multi_sgd_kernel(const ParamSlot* slots, const ParamChunk* chunks, int n_chunks,
                                  const float* inv_scale, const int32_t* skip, const double* lr,
-                                 SgdScalars<float> k, Folded folded, unsigned* arrivals) {
+                                 SgdScalars<float> k, const int64_t* step, double ema_decay,
+                                 Folded folded, unsigned* arrivals) {
   const float s = *inv_scale;
   k.lr = float(*lr);  // rounded once from double, as sgd_scalars does on the host
-  for_each_element(slots, chunks, n_chunks, *skip != 0,
+  for_each_element(slots, chunks, n_chunks, *skip != 0, ema_factors(ema_decay, step),
                    [&](float g, float& w, float& v, float&) { sgd_update(g, s, k, w, v); });
   folded.run(arrivals);
 }
@@ -113,11 +137,11 @@ __global__ void multi_adamw_kernel(const ParamSlot* slots, const ParamChunk* chu
                                    int n_chunks, const float* inv_scale, const int32_t* skip,
                                    const double* lr, AdamWScalars<float> k, double beta1,
                                    double beta2, double weight_decay, const int64_t* step,
-                                   Folded folded, unsigned* arrivals) {
+                                   double ema_decay, Folded folded, unsigned* arrivals) {
   float bc1, bc2;
   adamw_block_values(beta1, beta2, weight_decay, lr, step, k, bc1, bc2);
   const float s = *inv_scale;
-  for_each_element(slots, chunks, n_chunks, *skip != 0,
+  for_each_element(slots, chunks, n_chunks, *skip != 0, ema_factors(ema_decay, step),
                    [&](float g, float& w, float& m, float& v) {
                      adamw_update(g, s, k, bc1, bc2, w, m, v);
                    });
@@ -128,11 +152,23 @@ void check_table(const ParamTable& t, const char* what) {
   CHECK(t.built(), what << ": the parameter table was not built");
 }
 
+// An update's averages: a decay in (0, 1) with the step it is taken at, or none at all.
+void check_ema(const ParamTable& t, const int64_t* step, double ema_decay, const char* what) {
+  bool any = false;
+  for (const ParamSlot& s : t.host()) any = any || s.ema;
+  CHECK(any == (ema_decay > 0), what << ": " << (any ? "the table has averages but the decay is 0"
+                                                     : "a decay but no average in the table"));
+  CHECK(ema_decay < 1 && (ema_decay == 0 || step), what << ": the average's decay "
+                                                        << ema_decay << " needs to be in (0, 1), "
+                                                        << "and the step count in device memory");
+}
+
 }  // namespace
 
-// Blocks of a launch: at least one when a step's work is folded in (an empty table).
-int grid_for(const ParamTable& t, const Folded& f) {
-  return t.chunk_count() > 0 ? grid_of(t) : f.any() ? 1 : 0;
+// Blocks of a launch over `chunks` chunks: at least one when a step's work is folded in (an
+// empty table), at most 4096 (each then takes every 4096th chunk).
+int grid_for(int chunks, const Folded& f) {
+  return chunks > 0 ? (chunks < 4096 ? chunks : 4096) : f.any() ? 1 : 0;
 }
 Folded fold_finish(const StepFinish* finish) {
   Folded f;
@@ -144,40 +180,42 @@ void multi_grads_nonfinite_gpu(const ParamTable& t, const float* inv_scale, int3
                                StepState* decide, cudaStream_t stream) {
   check_table(t, "multi_grads_nonfinite_gpu");
   Folded f;
-  f.P = t.slot_count(), f.flags = flags, f.decide = decide;
-  const int grid = grid_for(t, f);
+  f.P = t.param_count(), f.flags = flags, f.decide = decide;
+  const int grid = grid_for(t.param_chunk_count(), f);
   if (grid == 0) return;
-  multi_nonfinite_kernel<<<grid, kBlock, 0, stream>>>(t.slots(), t.chunks(), t.chunk_count(),
-                                                      inv_scale, flags, f,
+  multi_nonfinite_kernel<<<grid, kBlock, 0, stream>>>(t.slots(), t.chunks(),
+                                                      t.param_chunk_count(), inv_scale, flags, f,
                                                       arrival_counters(stream, 1));
   LAUNCH_CHECK();
 }
 
 void multi_sgd_step_gpu(const ParamTable& t, const float* inv_scale, const int32_t* skip,
-                        const double* lr, const SgdParams& p, const StepFinish* finish,
-                        cudaStream_t stream) {
+                        const double* lr, const SgdParams& p, const int64_t* step,
+                        double ema_decay, const StepFinish* finish, cudaStream_t stream) {
   check_table(t, "multi_sgd_step_gpu");
+  check_ema(t, step, ema_decay, "multi_sgd_step_gpu");
   CHECK(lr != nullptr, "SGD step: the learning rate must be in device memory");
   const Folded f = fold_finish(finish);
-  const int grid = grid_for(t, f);
+  const int grid = grid_for(t.chunk_count(), f);
   if (grid == 0) return;
   multi_sgd_kernel<<<grid, kBlock, 0, stream>>>(t.slots(), t.chunks(), t.chunk_count(),
-                                                inv_scale, skip, lr, sgd_scalars<float>(p), f,
-                                                arrival_counters(stream, 1));
+                                                inv_scale, skip, lr, sgd_scalars<float>(p), step,
+                                                ema_decay, f, arrival_counters(stream, 1));
   LAUNCH_CHECK();
 }
 
 void multi_adamw_step_gpu(const ParamTable& t, const float* inv_scale, const int32_t* skip,
                           const double* lr, const AdamWParams& p, const int64_t* step,
-                          const StepFinish* finish, cudaStream_t stream) {
+                          double ema_decay, const StepFinish* finish, cudaStream_t stream) {
   check_table(t, "multi_adamw_step_gpu");
+  check_ema(t, step, ema_decay, "multi_adamw_step_gpu");
   CHECK(lr != nullptr, "AdamW step: the learning rate must be in device memory");
   const Folded f = fold_finish(finish);
-  const int grid = grid_for(t, f);
+  const int grid = grid_for(t.chunk_count(), f);
   if (grid == 0) return;
   multi_adamw_kernel<<<grid, kBlock, 0, stream>>>(
       t.slots(), t.chunks(), t.chunk_count(), inv_scale, skip, lr, adamw_scalars<float>(p),
-      p.beta1, p.beta2, p.weight_decay, step, f, arrival_counters(stream, 1));
+      p.beta1, p.beta2, p.weight_decay, step, ema_decay, f, arrival_counters(stream, 1));
   LAUNCH_CHECK();
 }
 

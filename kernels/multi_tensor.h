@@ -16,11 +16,16 @@
 // sgd_step_cpu's and adamw_step_cpu's. The CPU references below run those per slot.
 // zeroing: the update writes 0 into each gradient after reading it, whether the step is taken
 // or skipped (*skip): the next step's backward accumulates into zeros, and nobody memsets them.
+// average (--ema, kernels/ema.h): a slot with an `ema` array has it moved towards the updated
+// master weights by the same update, on a step taken only. Averaged-only slots (no gradient:
+// BatchNorm's running statistics as `master`) come after every parameter's slot: the check
+// never sees them, the update only averages them.
 #pragma once
 #include <cstdint>
 #include <vector>
 
 #include "kernels/adamw.h"
+#include "kernels/ema.h"
 #include "kernels/gpu.h"
 #include "kernels/half.h"
 #include "kernels/launch_plan.h"
@@ -31,13 +36,16 @@ namespace cutrain {
 
 // One parameter tensor. grad and working are half_t when half, else float; master and the
 // optimizer's state are fp32. working is null when the master weights are the parameter
-// (fp32 training); state2 is null for SGD (its one state is the velocity).
+// (fp32 training); state2 is null for SGD (its one state is the velocity); ema is null without
+// a moving average. An averaged-only slot has no grad, states or working copy: master is the
+// tensor averaged into ema (fp32).
 struct ParamSlot {
   void* grad = nullptr;
   float* master = nullptr;
   float* state1 = nullptr;  // SGD: velocity; AdamW: m
   float* state2 = nullptr;  // AdamW: v
   void* working = nullptr;
+  float* ema = nullptr;     // the moving average of master (kernels/ema.h), or null
   int64_t n = 0;
   int32_t half = 0;
 };
@@ -54,7 +62,8 @@ std::vector<ParamChunk> param_chunks(const std::vector<ParamSlot>& slots);
 
 // The table on a GPU: the slots and their chunks in one device buffer, uploaded by build()
 // (a copy waited for: call it outside a CUDA graph's capture; the optimizer builds it at its
-// first step and again only if a tensor moved). In a CPU-only build build() throws.
+// first step and again only if a tensor moved). In a CPU-only build build() throws. The
+// parameters' slots first, then the averaged-only ones (build() checks the order).
 class ParamTable {
  public:
   void build(const std::vector<ParamSlot>& slots, int device, cudaStream_t stream);
@@ -64,27 +73,34 @@ class ParamTable {
   const ParamChunk* chunks() const;
   int slot_count() const { return int(host_.size()); }
   int chunk_count() const { return chunks_; }
+  // The parameters' slots (with a gradient) and their chunks: the first of each.
+  int param_count() const { return params_; }
+  int param_chunk_count() const { return param_chunks_; }
 
  private:
   std::vector<ParamSlot> host_;
   DeviceBuffer mem_;
-  int chunks_ = 0;
+  int chunks_ = 0, params_ = 0, param_chunks_ = 0;
 };
 
-// --- CPU references: the per-tensor CPU functions of sgd.h and adamw.h over every slot ---
+// --- CPU references: the per-tensor CPU functions of sgd.h, adamw.h and ema.h over every slot ---
 // flags[i] = 1 where slot i's gradient, unscaled, holds an inf or NaN (never cleared).
+// Averaged-only slots are left out.
 void multi_grads_nonfinite_cpu(const std::vector<ParamSlot>& slots, double inv_scale,
                                int32_t* flags);
-// Unless skip: sgd_step_cpu on every slot (p.lr the rate). Skip or not: every gradient zeroed.
+// Unless skip: sgd_step_cpu on every slot (p.lr the rate), then, where a slot has an ema,
+// ema_update_cpu at step t with ema_decay (averaged-only slots: that alone). Skip or not:
+// every gradient zeroed.
 void multi_sgd_step_cpu(const std::vector<ParamSlot>& slots, double inv_scale, bool skip,
-                        const SgdParams& p);
-// Unless skip: adamw_step_cpu on every slot at step t. Skip or not: every gradient zeroed.
+                        const SgdParams& p, double ema_decay = 0, int64_t t = 1);
+// The same with adamw_step_cpu at step t.
 void multi_adamw_step_cpu(const std::vector<ParamSlot>& slots, double inv_scale, bool skip,
-                          const AdamWParams& p, int64_t t);
+                          const AdamWParams& p, int64_t t, double ema_decay = 0);
 
 // --- GPU (CUDA builds only; the table's device pointers; queued on stream) ---
 // The scalars as the per-tensor kernels take them (sgd.h, adamw.h): inv_scale, skip, lr
-// (StepState::lr; p.lr is not read) and t in device memory.
+// (StepState::lr; p.lr is not read) and t (step) in device memory; ema_decay > 0: the slots'
+// averages move at step *step (then step must not be null; 0: no slot may have an ema).
 // The step's own work folded in (kernels/step_state.h), done by the launch's last block once
 // every other block is through (last_block_to_arrive, kernels/cuda_util.cuh): one launch
 // instead of two. decide: after the check, step_decide over the table's slot_count() flags
@@ -98,19 +114,22 @@ struct StepFinish {
 void multi_grads_nonfinite_gpu(const ParamTable& t, const float* inv_scale, int32_t* flags,
                                StepState* decide, cudaStream_t stream);
 void multi_sgd_step_gpu(const ParamTable& t, const float* inv_scale, const int32_t* skip,
-                        const double* lr, const SgdParams& p, const StepFinish* finish,
-                        cudaStream_t stream);
+                        const double* lr, const SgdParams& p, const int64_t* step,
+                        double ema_decay, const StepFinish* finish, cudaStream_t stream);
 void multi_adamw_step_gpu(const ParamTable& t, const float* inv_scale, const int32_t* skip,
                           const double* lr, const AdamWParams& p, const int64_t* step,
-                          const StepFinish* finish, cudaStream_t stream);
+                          double ema_decay, const StepFinish* finish, cudaStream_t stream);
 
 // Their costs, from the slots' sizes: 1 launch each (none for an empty table, unless a step's
 // work is folded in). The check reads every gradient; an update reads the gradient and writes
-// its zero, reads and writes the master and each state, and writes the working copy.
+// its zero, reads and writes the master and each state, writes the working copy, and reads
+// and writes each average (reading an averaged-only slot's master too).
 struct ParamTotals {
-  int64_t elements = 0;       // all slots
+  int64_t elements = 0;       // the parameters' slots
   double grad_bytes = 0;      // sum of n * (2 or 4)
   double working_bytes = 0;   // of the slots with a working copy
+  int64_t ema_elements = 0;   // of every average (averaged-only slots included)
+  double ema_bytes = 0;       // 8 an element, 12 in an averaged-only slot (its master read)
 };
 ParamTotals param_totals(const std::vector<ParamSlot>& slots);
 // folded: a step's work folded in (decide, finish).
@@ -123,8 +142,8 @@ inline LaunchCost multi_step_gpu_cost(const char* kernel, const ParamTotals& t, 
                                       double flops_per_element, bool folded) {
   const double fp32 = 4.0 * double(t.elements);
   return {kernel, t.elements > 0 || folded ? 1 : 0,
-          2 * t.grad_bytes + 2 * fp32 * (1 + states) + t.working_bytes,
-          flops_per_element * double(t.elements)};
+          2 * t.grad_bytes + 2 * fp32 * (1 + states) + t.working_bytes + t.ema_bytes,
+          flops_per_element * double(t.elements) + 3.0 * double(t.ema_elements)};
 }
 
 }  // namespace cutrain

@@ -98,4 +98,9 @@ VarPtr softmax_cross_entropy(Tape& tape, const VarPtr& logits, const Tensor& lab
 // work queued on the logits' stream (Tensor::home).
 int64_t top1_correct(const Tensor& logits, const Tensor& labels);
 
+// (a + b) / 2, elementwise (kernels/elementwise.h: average_cpu/gpu), in ctx (a GPU's stream),
+// a new tensor of a's shape and dtype. Not differentiable: for inference, where test-time
+// flips average an image's logits with its mirror's (train/engine/evaluate.h).
+Tensor average(const Context& ctx, const Tensor& a, const Tensor& b);
+
 }  // namespace cutrain

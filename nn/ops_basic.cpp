@@ -82,6 +82,24 @@ VarPtr add(Tape& tape, const VarPtr& a, const VarPtr& b) {
   return y;
 }
 
+Tensor average(const Context& ctx, const Tensor& a, const Tensor& b) {
+  const bool gpu = op_on_gpu(ctx, "average", {&a, &b});
+  check_same_dtype("average", a, b);
+  CHECK(a.shape() == b.shape(), "average: shapes differ: " << shape_str(a.shape()) << " and "
+                                                           << shape_str(b.shape()));
+  Tensor y = Tensor::empty(a.shape(), a.dtype(), ctx);
+  dispatch_float(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    note_launch(ctx.plan, average_gpu_cost(a.numel(), sizeof(T)));
+    if (gpu)
+      ON_GPU("average", T, average_gpu<T>(a.numel(), a.data<T>(), b.data<T>(), y.data<T>(),
+                                          ctx.stream));
+    else
+      average_cpu<T>(a.numel(), a.data<T>(), b.data<T>(), y.data<T>());
+  });
+  return y;
+}
+
 VarPtr flatten(Tape& tape, const VarPtr& x) {
   const Context ctx = tape.context();
   const Tensor& X = x->value;

@@ -41,6 +41,10 @@ ParamTotals Optimizer::totals() const {
     t.grad_bytes += bytes;  // the gradient has the parameter's dtype
     if (masters_[i].raw() != p.raw()) t.working_bytes += bytes;
   }
+  // an average: read and written, 8 bytes an element; a buffer's also reads the buffer
+  for (const Tensor& e : param_ema_) t.ema_elements += e.numel(), t.ema_bytes += 8.0 * e.numel();
+  for (const auto& [name, e] : buffer_ema_)
+    t.ema_elements += e.numel(), t.ema_bytes += 12.0 * e.numel();
   return t;
 }
 
@@ -55,6 +59,14 @@ const ParamTable& Optimizer::table(const DeviceStep& ds) {
     s.n = g.numel();
     s.half = g.dtype() == DType::f16;
     fill_state(i, s);
+    if (ema_decay_ > 0) s.ema = param_ema_[i].data<float>();
+  }
+  for (size_t j = 0; j < buffers_.size(); j++) {  // averaged-only, after the parameters
+    ParamSlot b;
+    b.master = buffers_[j]->data<float>();
+    b.ema = buffer_ema_[j].second.data<float>();
+    b.n = buffers_[j]->numel();
+    slots.push_back(b);
   }
   if (!table_.built() || table_.host() != slots) {
     const Context& c = ds.context();
@@ -102,6 +114,17 @@ void Optimizer::apply(DeviceStep& ds) {
     CHECK(std::isfinite(s.lr) && s.lr >= 0,
           who_ << ": learning rate must be >= 0, got " << s.lr);
     update_cpu(s);
+    if (ema_decay_ > 0) {  // the averages, of the updated weights, at step t
+      auto average = [&](const Tensor& of, Tensor& avg) {
+        if (of.dtype() == DType::f64)
+          ema_update_cpu<double>(of.numel(), of.data<double>(), avg.data<double>(), ema_decay_,
+                                 s.t);
+        else
+          ema_update_cpu<float>(of.numel(), of.data<float>(), avg.data<float>(), ema_decay_, s.t);
+      };
+      for (size_t i = 0; i < params_.size(); i++) average(masters_[i], param_ema_[i]);
+      for (size_t j = 0; j < buffers_.size(); j++) average(*buffers_[j], buffer_ema_[j].second);
+    }
   }
   // Zeroed in place, not by Tensor::zero_: a GPU's update zeroes them as it reads them, so there
   // is no memset to note in a LaunchPlan.
@@ -125,6 +148,29 @@ void Optimizer::zero_grad() {
 void Optimizer::add_masters(std::vector<std::pair<std::string, Tensor*>>& out, size_t i) {
   if (masters_[i].raw() != params_[i]->value.raw())
     out.emplace_back(parameter_name(i) + ".master", &masters_[i]);
+}
+
+void Optimizer::enable_ema(double decay, std::vector<std::pair<std::string, Tensor*>> buffers) {
+  CHECK(std::isfinite(decay) && decay > 0 && decay < 1,
+        who_ << ": the moving average's decay must be in (0, 1), got " << decay);
+  CHECK(ema_decay_ == 0, who_ << ": the moving average is already kept");
+  CHECK(!table_.built(), who_ << ": the moving average must be asked for before the first step");
+  for (const Tensor& m : masters_) param_ema_.push_back(m.clone());
+  for (auto& [name, t] : buffers) {
+    CHECK(t && t->dtype() == masters_[0].dtype() && t->device() == device(),
+          who_ << ": buffer '" << name << "' to average is " << (t ? t->str() : "null")
+               << ", expected " << dtype_name(masters_[0].dtype()) << " on "
+               << device_name(device()));
+    buffers_.push_back(t);
+    buffer_ema_.emplace_back(name, t->clone());
+  }
+  ema_decay_ = decay;
+}
+
+void Optimizer::add_averages(std::vector<std::pair<std::string, Tensor*>>& out) {
+  for (size_t i = 0; i < param_ema_.size(); i++)
+    out.emplace_back(parameter_name(i) + ".ema", &param_ema_[i]);
+  for (auto& [name, t] : buffer_ema_) out.emplace_back(name + ".ema", &t);
 }
 
 std::vector<Tensor> Optimizer::acc_zeros() const {
@@ -174,8 +220,8 @@ void SGD::fill_state(size_t i, ParamSlot& s) { s.state1 = velocity_[i].data<floa
 void SGD::update_gpu(DeviceStep& ds, const ParamTable& table, const StepFinish& finish) {
 #if defined(CUTRAIN_CUDA)
   // the learning rate is ds.lr(), on the device
-  multi_sgd_step_gpu(table, ds.inv_scale(), ds.skip(), ds.lr(), hp_, &finish,
-                     ds.context().stream);
+  multi_sgd_step_gpu(table, ds.inv_scale(), ds.skip(), ds.lr(), hp_, ds.t(), ema_decay(),
+                     &finish, ds.context().stream);
 #else
   (void)ds, (void)table, (void)finish;
   no_gpu_kernel(who_);  // not reached: a CPU-only build has no cuda tensors
@@ -188,6 +234,7 @@ std::vector<std::pair<std::string, Tensor*>> SGD::state_tensors() {
     add_masters(out, i);
     out.emplace_back(parameter_name(i) + ".momentum", &velocity_[i]);
   }
+  add_averages(out);
   return out;
 }
 
@@ -231,8 +278,8 @@ void AdamW::fill_state(size_t i, ParamSlot& s) {
 void AdamW::update_gpu(DeviceStep& ds, const ParamTable& table, const StepFinish& finish) {
 #if defined(CUTRAIN_CUDA)
   // the learning rate is ds.lr(), on the device
-  multi_adamw_step_gpu(table, ds.inv_scale(), ds.skip(), ds.lr(), hp_, ds.t(), &finish,
-                       ds.context().stream);
+  multi_adamw_step_gpu(table, ds.inv_scale(), ds.skip(), ds.lr(), hp_, ds.t(), ema_decay(),
+                       &finish, ds.context().stream);
 #else
   (void)ds, (void)table, (void)finish;
   no_gpu_kernel(who_);  // not reached: a CPU-only build has no cuda tensors
@@ -246,6 +293,7 @@ std::vector<std::pair<std::string, Tensor*>> AdamW::state_tensors() {
     out.emplace_back(parameter_name(i) + ".adam_m", &m_[i]);
     out.emplace_back(parameter_name(i) + ".adam_v", &v_[i]);
   }
+  add_averages(out);
   return out;
 }
 

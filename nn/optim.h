@@ -16,9 +16,14 @@
 //   if (!taken) report(opt->parameter_name(size_t(ds.read().first_bad)));
 //   // the gradients are zero again: the next backward accumulates into them
 //
+// The weights' moving average (--ema, kernels/ema.h): after enable_ema(decay, buffers), apply()
+// moves an average of every parameter's master weights and of each buffer (BatchNorm's running
+// statistics) on every step taken, never on a skipped one; on a GPU inside the update's launch.
+//
 // Checkpoints: state_tensors() lists, in parameter order, every tensor besides the parameters
 // themselves that a resume needs: "<param>.master" (only where separate from the parameter),
-// "<param>.momentum" (SGD), "<param>.adam_m" and "<param>.adam_v" (AdamW). The step count
+// "<param>.momentum" (SGD), "<param>.adam_m" and "<param>.adam_v" (AdamW); then, with an
+// average, "<param>.ema" for every parameter and "<buffer>.ema" for every buffer. The step count
 // (AdamW's bias correction depends on it) and the loss scaler are the DeviceStep's state. The
 // parameters (the fp16 working copies) are saved and restored with the model.
 #pragma once
@@ -60,6 +65,19 @@ class Optimizer {
   void apply(DeviceStep& ds);
   void zero_grad();
 
+  // Keeps the moving average from now on (decay in (0, 1)): of every parameter's master
+  // weights, and of each named buffer (in the accumulation dtype, on the parameters' device;
+  // the pointers must outlive the optimizer). Each average starts as a copy of its tensor.
+  // Called once, before the first step.
+  void enable_ema(double decay, std::vector<std::pair<std::string, Tensor*>> buffers);
+  double ema_decay() const { return ema_decay_; }  // 0: no average
+  // The averages (ema_decay() > 0): of parameter i (its master's dtype and shape), and of each
+  // buffer by its name.
+  const Tensor& param_average(size_t i) const { return param_ema_[i]; }
+  const std::vector<std::pair<std::string, Tensor>>& buffer_averages() const {
+    return buffer_ema_;
+  }
+
   Device device() const { return params_[0]->value.device(); }
   // The name of parameter i ("parameter 3" when unnamed): StepState::first_bad's name.
   std::string parameter_name(size_t i) const;
@@ -92,6 +110,9 @@ class Optimizer {
   }
   // Zero tensors of the accumulation dtype, one per parameter (velocities, moments).
   std::vector<Tensor> acc_zeros() const;
+  // The "<param>.ema" and "<buffer>.ema" entries (none without an average): state_tensors()
+  // ends with them.
+  void add_averages(std::vector<std::pair<std::string, Tensor*>>& out);
   void check_step(const DeviceStep& ds) const;  // ds is this optimizer's: device, flags
   void check_flags(DeviceStep& ds, bool decide);  // check(), then ds.decide() when asked
 
@@ -104,6 +125,10 @@ class Optimizer {
   // moved (a gradient allocated or replaced). Missing gradients are allocated first (zeros).
   const ParamTable& table(const DeviceStep& ds);
   ParamTable table_;
+  double ema_decay_ = 0;
+  std::vector<Tensor> param_ema_;  // one per parameter, the master's dtype
+  std::vector<Tensor*> buffers_;   // the tensors averaged besides the parameters
+  std::vector<std::pair<std::string, Tensor>> buffer_ema_;
 };
 
 // SGD with momentum (optionally Nesterov) and L2 weight decay: the math is in kernels/sgd.h.

@@ -4,10 +4,10 @@
 # within one call of the device tool (../shared/GPU.md). Tables and trimmed logs go to OUTDIR:
 # at most 8 files, which is what the device tool brings back.
 #
-#   quick  = info tests bench train            (about 5 minutes on an H100; TRAIN_EPOCHS=2)
+#   quick  = info tests bench plan train recipe (about 5 minutes on an H100; TRAIN_EPOCHS=2)
 #   deep   = info sanitize replicas compare    (memcheck, racecheck, synccheck; --devices 0,0;
 #                                               PyTorch side by side)
-#   all    = info tests+sanitize bench train train-graph compare  (one call: the test groups and
+#   all    = info tests+sanitize bench train train-graph recipe compare  (one call: the test groups and
 #            the sanitizers share the GPU in parallel, then the timed steps one at a time)
 #
 # Steps:
@@ -29,6 +29,10 @@
 #               quick: 2), with its trace; then the loader alone (bench_data) for the
 #               pipeline ratio
 #   train-graph the same with CUDA graphs (train's default)
+#   recipe      [recipe-94]: cutrain train --recipe fmnist on all 60,000 images from the JPEG
+#               list, evaluated on the 10,000 test images, for each seed of RECIPE_SEEDS
+#               (default 1; the claim wants "1 2 3"): wall time and test top-1 (the weights and
+#               their average), into train-gpu.md
 #   plan        cutrain describe default --step --measure: every launch of a step timed on the
 #               GPU beside its ideal time on the GPU's roofline ([lean-step]); into train-gpu.md
 #   compare     bench/compare.sh (cutrain vs PyTorch at its strongest) when the host's python
@@ -54,9 +58,9 @@ set -uo pipefail
 out=${1:?usage: run.sh OUTDIR [quick|deep|all|STEP...]}
 shift
 case "${1:-quick}" in
-  quick) steps="info tests bench plan train"; TRAIN_EPOCHS=${TRAIN_EPOCHS:-2} ;;
+  quick) steps="info tests bench plan train recipe"; TRAIN_EPOCHS=${TRAIN_EPOCHS:-2} ;;
   deep) steps="info sanitize replicas compare" ;;
-  all) steps="info tests+sanitize train bench plan train-graph compare" ;;
+  all) steps="info tests+sanitize train bench plan train-graph recipe compare" ;;
   *) steps="$*" ;;
 esac
 TRAIN_EPOCHS=${TRAIN_EPOCHS:-10}
@@ -416,6 +420,25 @@ train_step() {  # $1: train or train-graph
   fi
 }
 
+# [recipe-94]'s preset on the full data, one run per seed of RECIPE_SEEDS.
+recipe_step() {
+  local seed run final
+  if [ -n "$gpu_reason" ]; then step_row recipe - 0 "skipped: $gpu_reason"; return; fi
+  import_fm || { step_row recipe 1 0 "import-fashion-mnist failed (train.log)"; status=1; return; }
+  for seed in ${RECIPE_SEEDS:-1}; do
+    run=$work/run-recipe-$seed
+    timed "recipe-seed$seed" 120 "$out/train.log" "${cr[@]}" bin/cutrain train --train "$fm/train.txt" \
+      --val "$fm/test.txt" --recipe fmnist --device cuda --seed "$seed" --out "$run"
+    [ "$last_rc" = 0 ] || status=1
+    final=$(grep -a "^final" "$out/train.log" | tail -2 | tr '\n' ' ')
+    { echo "## recipe: cutrain train --recipe fmnist --seed $seed (all 60,000 images, 10,000 test)"
+      echo; echo "- exit status $last_rc, wall time ${last_secs} s (the whole process)"
+      echo "- ${final:-no final line (train.log)}"
+      echo "- $(grep -a "^trained " "$out/train.log" | tail -1)"; echo; } >>"$out/train-gpu.md"
+    step_row "recipe-seed$seed" "$last_rc" "$last_secs" "${final:-no final line}"
+  done
+}
+
 # compare_step compare|photos
 compare_step() {
   local py=python3 cmp=$work/compare name=$1 results=$out/$1.md
@@ -475,6 +498,7 @@ for step in $steps; do
       step_row bench "$last_rc" "$last_secs" "$(grep -a "^- \(PASS\|FAIL\|NOT\)\|WRONG" "$out/bench.log" | head -4 | tr '\n' ' ')"
       ;;
     train|train-graph) train_step "$step" ;;
+    recipe) recipe_step ;;
     plan)
       if [ -n "$gpu_reason" ]; then step_row plan - 0 "skipped: $gpu_reason"; continue; fi
       roof=h100  # the roofline of the GPU here, when cutrain knows it
@@ -495,7 +519,7 @@ for step in $steps; do
       [ "$last_rc" = 0 ] || status=1
       step_row replicas "$last_rc" "$last_secs" "$(grep -a '^| 2 |' "$out/replicas.md" | head -1)"
       ;;
-    *) echo "run.sh: unknown step '$step' (info tests sanitize tests+sanitize bench train train-graph compare photos replicas)" >&2
+    *) echo "run.sh: unknown step '$step' (info tests sanitize tests+sanitize bench train train-graph recipe plan compare photos replicas)" >&2
        exit 2 ;;
   esac
 done

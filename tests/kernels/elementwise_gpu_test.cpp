@@ -84,6 +84,25 @@ TEST_CASE_TEMPLATE("elementwise [gpu]: add and accumulate equal the CPU bit for 
     }
 }
 
+TEST_CASE_TEMPLATE("elementwise [gpu]: average equals the CPU bit for bit", T, float, half_t) {
+  REQUIRE_GPU();
+  Stream s;
+  for (size_t n : kSizes)
+    for (size_t off : {0, 1}) {
+      INFO("n " << n << " offset " << off);
+      const size_t len = n + off;
+      const std::vector<T> a = test_values<T>(len, 7), b = test_values<T>(len, 8);
+      std::vector<T> y(len);
+      average_cpu<T>(int64_t(n), a.data() + off, b.data() + off, y.data() + off);
+      DeviceBuffer da = upload(a), db = upload(b), dyo = poisoned<T>(len, s.get());
+      average_gpu<T>(int64_t(n), ptr<T>(da) + off, ptr<T>(db) + off, ptr<T>(dyo) + off, s.get());
+      s.synchronize();
+      std::vector<T> got = download<T>(dyo, len);
+      if (off) got[0] = y[0] = T(0.0f);
+      require_same_bits(got, y);
+    }
+}
+
 TEST_CASE("elementwise [gpu]: fp16 sums that overflow give inf, as on the CPU") {
   REQUIRE_GPU();
   const std::vector<half_t> a = {half_t(65504.0f), half_t(-65504.0f), half_t(60000.0f)};

@@ -40,9 +40,11 @@ void compare(const Case& k, const std::vector<float>& mean, const std::vector<fl
     crop[0] = {k.Hin - k.S, k.Win - k.S, 1};
     crop[1] = {0, 0, 0};
   }
+  for (bool mirror : {false, true}) {
+  INFO((mirror ? "mirrored" : "as cropped"));
   std::vector<T> want(size_t(k.N) * k.S * k.S * k.C);
   input_normalize_crop_cpu<T>(k.N, k.Hin, k.Win, k.C, k.S, x.data(),
-                              k.crop ? crop.data() : nullptr, mean, stddev, want.data());
+                              k.crop ? crop.data() : nullptr, mean, stddev, want.data(), mirror);
 
   Stream stream;
   DeviceBuffer dx = upload(x), dcrop = upload(crop), dmean = upload(mean),
@@ -53,9 +55,10 @@ void compare(const Case& k, const std::vector<float>& mean, const std::vector<fl
                          k.crop ? static_cast<const InputCrop*>(dcrop.data()) : nullptr,
                          static_cast<const float*>(dmean.data()),
                          static_cast<const float*>(dstd.data()), static_cast<T*>(dy.data()),
-                         stream.get());
+                         stream.get(), mirror);
   stream.synchronize();
   require_same_bits(download<T>(dy, want.size()), want, "y");
+  }
 }
 }  // namespace
 

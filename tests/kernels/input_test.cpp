@@ -127,6 +127,27 @@ TEST_CASE("input_normalize_crop_cpu: a flip of the whole image mirrors each row"
   require_equal(doubles(y), doubles(want_y));
 }
 
+TEST_CASE("input_normalize_crop_cpu: mirror flips every sample once more") {
+  // the 3x3 image of the case above; sample 0 unflipped, sample 1 flipped: mirrored, sample 0
+  // comes out flipped and sample 1 as it is
+  std::vector<uint8_t> x = {0, 51, 102, 153, 204, 255, 1, 2, 3};
+  x.insert(x.end(), x.begin(), x.end());  // (2,3,3,1): the same image twice
+  const InputCrop crops[2] = {{0, 0, 0}, {0, 0, 1}};
+  std::vector<float> y(18), plain(9), flipped(9);
+  input_normalize_crop_cpu<float>(2, 3, 3, 1, 3, x.data(), crops, {0.0f}, {1.0f}, y.data(),
+                                  /*mirror=*/true);
+  const InputCrop none[1] = {{0, 0, 0}}, flip[1] = {{0, 0, 1}};
+  input_normalize_crop_cpu<float>(1, 3, 3, 1, 3, x.data(), none, {0.0f}, {1.0f}, plain.data());
+  input_normalize_crop_cpu<float>(1, 3, 3, 1, 3, x.data(), flip, {0.0f}, {1.0f}, flipped.data());
+  require_equal(doubles(std::vector<float>(y.begin(), y.begin() + 9)), doubles(flipped));
+  require_equal(doubles(std::vector<float>(y.begin() + 9, y.end())), doubles(plain));
+  // and without crops (null): every sample mirrored
+  std::vector<float> z(9);
+  input_normalize_crop_cpu<float>(1, 3, 3, 1, 3, x.data(), nullptr, {0.0f}, {1.0f}, z.data(),
+                                  true);
+  require_equal(doubles(z), doubles(flipped));
+}
+
 TEST_CASE("input_normalize_cpu equals input_normalize_crop_cpu with zero crops") {
   const int N = 3, S = 7, C = 3;
   std::vector<uint8_t> x(size_t(N) * S * S * C);

@@ -1,7 +1,9 @@
 // The multi-tensor optimizer steps on the GPU (kernels/multi_tensor.h) against their CPU
 // references, bit for bit: one launch over slots of both dtypes whose sizes cross the chunk
 // boundaries (the masters, the states, the working copies; every gradient zeroed), skipped
-// or not; the check raising exactly the flags of the poisoned slots. Skips without a GPU.
+// or not, with and without the moving averages (--ema: every parameter's and two
+// averaged-only slots'); the check raising exactly the flags of the poisoned slots, the
+// averaged-only slots left out. Skips without a GPU.
 #include <cmath>
 #include <vector>
 
@@ -22,9 +24,24 @@ const std::vector<int64_t> kSizes = {288, 32, 32, 9216, kParamChunk + 1, 1, 3 * 
 // copy), the master and two states in fp32.
 struct HostSlot {
   bool half = false;
+  bool averaged_only = false;  // a BatchNorm statistic: master and ema only
   std::vector<half_t> gh, wh;
-  std::vector<float> gf, master, s1, s2;
+  std::vector<float> gf, master, s1, s2, ema;  // ema empty: no average
 };
+
+// With averages: every slot gets one, and two averaged-only slots follow (one crossing a chunk
+// boundary).
+void add_averages(std::vector<HostSlot>& hs, uint64_t seed) {
+  for (size_t i = 0; i < hs.size(); i++)
+    hs[i].ema = random_values<float>(hs[i].master.size(), seed + 100 + i);
+  for (int64_t n : {int64_t(64), kParamChunk + 5}) {
+    HostSlot h;
+    h.averaged_only = true;
+    h.master = random_values<float>(size_t(n), seed + 200 + uint64_t(n), 0, 2);
+    h.ema = random_values<float>(size_t(n), seed + 300 + uint64_t(n), 0, 2);
+    hs.push_back(std::move(h));
+  }
+}
 
 std::vector<HostSlot> make_host(uint64_t seed) {
   std::vector<HostSlot> out;
@@ -51,6 +68,12 @@ std::vector<ParamSlot> host_slots(std::vector<HostSlot>& hs, bool adam) {
   for (HostSlot& h : hs) {
     ParamSlot p;
     p.n = int64_t(h.master.size());
+    p.ema = h.ema.empty() ? nullptr : h.ema.data();
+    p.master = h.master.data();
+    if (h.averaged_only) {
+      s.push_back(p);
+      continue;
+    }
     p.half = h.half;
     p.grad = h.half ? static_cast<void*>(h.gh.data()) : static_cast<void*>(h.gf.data());
     p.working = h.half ? h.wh.data() : nullptr;
@@ -70,6 +93,16 @@ struct DeviceSlots {
     for (const HostSlot& h : hs) {
       ParamSlot p;
       p.n = int64_t(h.master.size());
+      if (!h.ema.empty()) {
+        bufs.push_back(upload(h.ema));
+        p.ema = ptr<float>(bufs.back());
+      }
+      if (h.averaged_only) {
+        bufs.push_back(upload(h.master));
+        p.master = ptr<float>(bufs.back());
+        slots.push_back(p);
+        continue;
+      }
       p.half = h.half;
       bufs.push_back(h.half ? upload(h.gh) : upload(h.gf));
       p.grad = bufs.back().data();
@@ -96,10 +129,15 @@ void require_same(const DeviceSlots& d, const std::vector<HostSlot>& want) {
     const ParamSlot& p = d.slots[i];
     const size_t n = size_t(p.n);
     auto down = [&](const void* q, size_t bytes, void* to) { copy_sync(to, q, bytes); };
-    std::vector<float> m(n), s1(n), s2(n);
+    std::vector<float> m(n), s1(n), s2(n), e(n);
     down(p.master, n * 4, m.data());
-    down(p.state1, n * 4, s1.data());
     require_same_bits(m, want[i].master, "master");
+    if (p.ema) {
+      down(p.ema, n * 4, e.data());
+      require_same_bits(e, want[i].ema, "average");
+    }
+    if (!p.grad) continue;  // averaged-only
+    down(p.state1, n * 4, s1.data());
     require_same_bits(s1, want[i].s1, "state1");
     if (p.state2) {
       down(p.state2, n * 4, s2.data());
@@ -125,8 +163,9 @@ TEST_CASE("multi_tensor [gpu]: SGD, Nesterov and AdamW over every slot, the CPU'
   REQUIRE_GPU();
   Stream st;
   for (const char* kind : {"sgd", "nesterov", "adamw"})
-    for (int32_t skip : {0, 1}) {
-      INFO(kind << (skip ? ", skipped" : ""));
+    for (int32_t skip : {0, 1})
+    for (double ema : {0.0, 0.999}) {
+      INFO(kind << (skip ? ", skipped" : "") << (ema > 0 ? ", with averages" : ""));
       // With the step's finish folded in: every block reads inv_scale, skip, lr and t from the
       // very state that the last block's finish then changes (as the trainer runs it).
       const float inv_scale = 1.0f / 512;
@@ -145,24 +184,27 @@ TEST_CASE("multi_tensor [gpu]: SGD, Nesterov and AdamW over every slot, the CPU'
       const StepFinish finish{cfg, d};
       const bool adam = std::string(kind) == "adamw";
       std::vector<HostSlot> want = make_host(3);
+      if (ema > 0) add_averages(want, 3);
       DeviceSlots dev(want, adam);
       ParamTable table;
       table.build(dev.slots, current_device(), st.get());
       REQUIRE(table.chunk_count() == int(param_chunks(dev.slots).size()));
+      REQUIRE(table.param_count() == int(kSizes.size()));
       REQUIRE(table.chunk_count() > 1);  // several blocks read the state before the finish
       SgdParams sp;
       sp.lr = lr, sp.momentum = 0.9, sp.weight_decay = 5e-4, sp.nesterov = kind[0] == 'n';
       AdamWParams ap;
       ap.lr = lr, ap.weight_decay = 0.05;
       if (adam)
-        multi_adamw_step_gpu(table, &d->inv_scale, &d->skip, &d->lr, ap, &d->t, &finish,
+        multi_adamw_step_gpu(table, &d->inv_scale, &d->skip, &d->lr, ap, &d->t, ema, &finish,
                              st.get());
       else
-        multi_sgd_step_gpu(table, &d->inv_scale, &d->skip, &d->lr, sp, &finish, st.get());
+        multi_sgd_step_gpu(table, &d->inv_scale, &d->skip, &d->lr, sp, &d->t, ema, &finish,
+                           st.get());
       st.synchronize();
       const std::vector<ParamSlot> hs = host_slots(want, adam);
-      if (adam) multi_adamw_step_cpu(hs, inv_scale, skip, ap, t);
-      else multi_sgd_step_cpu(hs, inv_scale, skip, sp);
+      if (adam) multi_adamw_step_cpu(hs, inv_scale, skip, ap, t, ema);
+      else multi_sgd_step_cpu(hs, inv_scale, skip, sp, ema, t);
       require_same(dev, want);
       step_finish_cpu(cfg, &state);
       require_same_state(download<StepState>(d_state, 1)[0], state);
@@ -186,8 +228,9 @@ TEST_CASE("multi_tensor [gpu]: the folded finish alone, over a table of no eleme
   DeviceBuffer d_state = upload(std::vector<StepState>{state});
   StepState* d = static_cast<StepState*>(d_state.data());
   const StepFinish finish{cfg, d};
-  multi_sgd_step_gpu(table, &d->inv_scale, &d->skip, &d->lr, SgdParams{}, &finish, st.get());
-  multi_adamw_step_gpu(table, &d->inv_scale, &d->skip, &d->lr, AdamWParams{}, &d->t, &finish,
+  multi_sgd_step_gpu(table, &d->inv_scale, &d->skip, &d->lr, SgdParams{}, &d->t, 0, &finish,
+                     st.get());
+  multi_adamw_step_gpu(table, &d->inv_scale, &d->skip, &d->lr, AdamWParams{}, &d->t, 0, &finish,
                        st.get());
   st.synchronize();
   step_finish_cpu(cfg, &state);

@@ -4,8 +4,9 @@
 // steps with an inf in one gradient, a NaN in another, both at once, and a parameter whose
 // gradient was never allocated: the weights, masters and optimizer state, the whole step state
 // (the loss scaler's state, the step count, the decision and the parameter named at fault).
-// A skipped step changes nothing on the device. The seed and a replica's decide_into give the
-// CPU's bits. And an optimizer refuses a step state on the other device, or of another size.
+// A skipped step changes nothing on the device. With --ema's averages (of the parameters and
+// of a statistic that changes every step) the same, in the update's launch. The seed and a
+// replica's decide_into give the CPU's bits. And an optimizer refuses a step state on the other device, or of another size.
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -118,8 +119,9 @@ TEST_CASE("optim [gpu]: the step on a cuda DeviceStep equals the CPU DeviceStep'
   LossScalerConfig cfg;  // x2 after 2 clean steps, x0.5 on overflow: both happen in 8 steps
   cfg.init = 1024, cfg.min_scale = 1, cfg.max_scale = 4096, cfg.growth_interval = 2;
   for (DType dtype : {DType::f32, DType::f16}) {
-    for (const char* kind : {"sgd", "nesterov", "adamw"}) {
-      INFO(kind << ", " << dtype_name(dtype));
+    for (const char* kind : {"sgd", "nesterov", "adamw"})
+    for (double ema : {0.0, 0.95}) {
+      INFO(kind << ", " << dtype_name(dtype) << (ema > 0 ? ", --ema" : ""));
       Stream stream;
       const Context ctx = Context::cuda(stream.get());  // every GPU tensor and kernel here
       const std::vector<VarPtr> cpu_ps = make_params(dtype);
@@ -127,6 +129,12 @@ TEST_CASE("optim [gpu]: the step on a cuda DeviceStep equals the CPU DeviceStep'
       const double wd = std::string(kind) == "adamw" ? 0.05 : 5e-4;
       auto cpu = make_optimizer(kind, cpu_ps, 0.01, 0.9, wd);
       auto gpu = make_optimizer(kind, gpu_ps, 0.01, 0.9, wd);
+      Tensor cpu_stat = cutrain_test::uniform({37}, DType::f32, 77, 0.5, 2);
+      Tensor gpu_stat = cpu_stat.to(ctx);
+      if (ema > 0) {
+        cpu->enable_ema(ema, {{"bn.running_var", &cpu_stat}});
+        gpu->enable_ema(ema, {{"bn.running_var", &gpu_stat}});
+      }
       REQUIRE(gpu->device() == Device::cuda);
       for (auto& [name, t] : gpu->state_tensors()) REQUIRE(t->device() == Device::cuda);
       require_same(snapshot(*gpu), snapshot(*cpu), "at the start");
@@ -143,6 +151,9 @@ TEST_CASE("optim [gpu]: the step on a cuda DeviceStep equals the CPU DeviceStep'
         const double scale = scaler_before.scale;
         REQUIRE(gds.read().scaler.scale == scale);  // the scale backward used on both sides
         const std::vector<Tensor> g = gradients(cpu_ps, step, scale);
+        const Tensor stat = cutrain_test::uniform({37}, DType::f32, 90 + uint64_t(step), 0.5, 2);
+        cpu_stat.copy_from(stat);  // as the step's forward moves BatchNorm's statistics
+        gpu_stat.copy_from(stat.to(ctx));
         for (size_t i = 0; i < g.size(); i++) {
           cpu_ps[i]->grad = g[i].defined() ? g[i].clone() : Tensor();
           gpu_ps[i]->grad = g[i].defined() ? g[i].to(ctx) : Tensor();

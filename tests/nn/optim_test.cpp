@@ -289,3 +289,48 @@ TEST_CASE("optim: make_optimizer by name, and a clear error for others") {
                 "unknown optimizer 'adam' (expected sgd, nesterov or adamw)");
   REQUIRE_ERROR(make_optimizer("nesterov", {w}, 0.1, 0.0, 0), "Nesterov needs a momentum > 0");
 }
+
+TEST_CASE("optim: --ema's averages move on a step taken, by their definition, never on a skip") {
+  for (const char* kind : {"sgd", "adamw"}) {
+    INFO("optimizer " << kind);
+    const std::vector<VarPtr> ps = make_params();
+    auto opt = make_optimizer(kind, ps, 0.01, 0.9, 0.01);
+    Tensor stat = Tensor::from_floats({1, 2, 3}, {3}, DType::f32);  // a BatchNorm statistic
+    opt->enable_ema(0.9, {{"bn.running_var", &stat}});
+    REQUIRE(opt->ema_decay() == 0.9);
+    // the names a checkpoint saves, after the optimizer's own state
+    std::vector<std::string> names;
+    for (auto& [name, t] : opt->state_tensors()) names.push_back(name);
+    REQUIRE(names.size() >= 4);
+    REQUIRE(std::vector<std::string>(names.end() - 4, names.end()) ==
+            std::vector<std::string>{"conv1.w.ema", "bn.g.ema", "fc.w.ema", "bn.running_var.ema"});
+    // they start as the masters (fp32) and the statistic
+    REQUIRE(opt->param_average(0).dtype() == DType::f32);
+    REQUIRE(opt->param_average(1).to_floats() == ps[1]->value.to_floats());
+    DeviceStep ds(fixed_scale(1), int(ps.size()), Context::cpu());
+    ds.reset(loss_scaler_start(ds.config()), 0);
+    std::vector<double> want = ps[1]->value.to_doubles(), want_stat = {1, 2, 3};
+    for (int t = 1; t <= 3; t++) {
+      set_grads(ps, 1, t);
+      stat.copy_from(Tensor::from_floats({float(t), 2, 3}, {3}, DType::f32));  // as a forward
+      REQUIRE(take_step(*opt, ds, 0.01));
+      const double d = std::min(0.9, (1.0 + t) / (10.0 + t));
+      const std::vector<double> w = ps[1]->value.to_doubles();
+      for (size_t i = 0; i < want.size(); i++) want[i] = d * want[i] + (1 - d) * w[i];
+      want_stat[0] = d * want_stat[0] + (1 - d) * t;
+      const std::vector<double> got = opt->param_average(1).to_doubles();
+      for (size_t i = 0; i < want.size(); i++) REQUIRE(std::fabs(got[i] - want[i]) < 1e-6);
+      REQUIRE(std::fabs(opt->buffer_averages()[0].second.to_doubles()[0] - want_stat[0]) < 1e-6);
+    }
+    // a skipped step: nothing moves, the averages included
+    const std::vector<Tensor> before = snapshot(*opt);
+    set_grads(ps, 1, 9);
+    poison(ps[0], NAN);
+    REQUIRE_FALSE(take_step(*opt, ds, 0.01));
+    require_same_bytes(*opt, before);
+    // asked twice, or of a bad decay: refused
+    REQUIRE_ERROR(opt->enable_ema(0.9, {}), "already kept");
+    auto other = make_optimizer(kind, make_params(), 0.01, 0.9, 0.01);
+    REQUIRE_ERROR(other->enable_ema(1.0, {}), "must be in (0, 1)");
+  }
+}

@@ -37,6 +37,21 @@ void add_checkpoint_option(CLI::App* cmd, std::string& checkpoint) {
                                               "else its newest checkpoint)")->required();
 }
 
+// --weights and --tta, one rule for eval, predict and export.
+void add_weights_options(CLI::App* cmd, std::string& weights, std::string& tta) {
+  cmd->add_option("--weights", weights, "auto (the weights' moving average when the checkpoint "
+                                        "has one: its run's --ema), ema, or raw (the weights)")
+      ->check(CLI::IsMember({"auto", "ema", "raw"}));
+  cmd->add_option("--tta", tta, "Test-time flips: none, flip (each image's logits averaged with "
+                                "its mirror image's) or run (as the checkpoint's run evaluated)")
+      ->check(CLI::IsMember({"none", "flip", "run"}));
+}
+
+// --tta run: the checkpoint's own setting.
+bool tta_flip(const std::string& tta, const TrainConfig& cfg) {
+  return tta == "flip" || (tta == "run" && cfg.tta == "flip");
+}
+
 }  // namespace
 
 // ---- eval and predict --------------------------------------------------------------------
@@ -53,7 +68,7 @@ struct Loaded {
 };
 
 Loaded load_for_inference(const std::string& checkpoint, const std::string& device,
-                          const std::string& precision) {
+                          const std::string& precision, const std::string& weights) {
   Loaded l;
   l.path = resolve_checkpoint_arg(checkpoint);
   l.ckpt = read_checkpoint(l.path);
@@ -70,10 +85,12 @@ Loaded load_for_inference(const std::string& checkpoint, const std::string& devi
   Context in = gpu ? Context::cuda(nullptr, ConvImpl::tc, LinearImpl::tc, d.gpu) : Context::cpu();
   in.conv = parse_conv_impl(l.cfg.conv, gpu);
   in.linear = parse_linear_impl(l.cfg.linear, gpu);
-  l.model = load_model(l.ckpt, l.cfg, d.dtype, in);
-  std::printf("%s: step %lld, epoch %lld, %s, %dx%dx%d, %d classes; %s\n", l.path.c_str(),
+  const WeightChoice choice = parse_weight_choice(weights);
+  l.model = load_model(l.ckpt, l.cfg, d.dtype, in, choice);
+  std::printf("%s: step %lld, epoch %lld, %s, %dx%dx%d, %d classes, %s; %s\n", l.path.c_str(),
               (long long)l.ckpt.step, (long long)l.ckpt.epoch, l.cfg.model.c_str(), l.cfg.size,
-              l.cfg.size, l.cfg.channels, l.cfg.classes, d.describe().c_str());
+              l.cfg.size, l.cfg.channels, l.cfg.classes, weights_loaded(l.ckpt, choice),
+              d.describe().c_str());
   return l;
 }
 
@@ -85,8 +102,10 @@ ListOptions checkpoint_lists(const Loaded& l, const std::string& csv_columns) {
   return o;
 }
 
-EvalOptions eval_options(const Loaded& l, int batch, int threads, bool strict) {
+EvalOptions eval_options(const Loaded& l, int batch, int threads, bool strict,
+                         const std::string& tta) {
   EvalOptions o;
+  o.tta_flip = tta_flip(tta, l.cfg);
   o.batch = batch;
   o.threads = run_decode_threads(threads, l.device, 1);
   o.strict = strict;
@@ -113,11 +132,12 @@ CLI::App* add_eval_command(CLI::App& app, EvalArgs& a) {
   e->add_option("--device", a.device, "auto, cpu or cuda");
   e->add_option("--precision", a.precision, "auto, fp16 or fp32");
   e->add_flag("--strict", a.strict, "Stop at the first bad image instead of skipping it");
+  add_weights_options(e, a.weights, a.tta);
   return e;
 }
 
 int cmd_eval(const EvalArgs& a) {
-  Loaded l = load_for_inference(a.checkpoint, a.device, a.precision);
+  Loaded l = load_for_inference(a.checkpoint, a.device, a.precision, a.weights);
   std::shared_ptr<const SampleSource> data;
   std::string name = a.data;
   if (!a.data.empty()) {
@@ -142,9 +162,11 @@ int cmd_eval(const EvalArgs& a) {
     }
     name = validation_name(l.cfg);
   }
-  std::printf("eval: %s (%lld images)\n", name.c_str(), (long long)data->size());
+  const EvalOptions o = eval_options(l, a.batch, a.threads, a.strict, a.tta);
+  std::printf("eval: %s (%lld images%s)\n", name.c_str(), (long long)data->size(),
+              o.tta_flip ? ", each with its mirror image: --tta flip" : "");
   std::fflush(stdout);
-  const EvalResult r = evaluate(*l.model, data, eval_options(l, a.batch, a.threads, a.strict));
+  const EvalResult r = evaluate(*l.model, data, o);
   std::printf("%s\n%s", eval_summary(r).c_str(), per_class_report(r, l.cfg.class_names).c_str());
   return 0;
 }
@@ -167,6 +189,7 @@ CLI::App* add_predict_command(CLI::App& app, PredictArgs& a) {
   p->add_option("--precision", a.precision, "auto, fp16 or fp32");
   p->add_option("--csv", a.csv, "Also write every class's probability of every image to this "
                                 "CSV file (columns path, label, predicted, then one per class)");
+  add_weights_options(p, a.weights, a.tta);
   return p;
 }
 
@@ -209,7 +232,7 @@ std::string predictions_csv(const std::vector<Prediction>& preds, const ImageLis
 int cmd_predict(const PredictArgs& a) {
   USER_CHECK(a.images.empty() != a.list.empty(), "predict: give image files or --list, not "
                                                 << (a.images.empty() ? "neither" : "both"));
-  Loaded l = load_for_inference(a.checkpoint, a.device, a.precision);
+  Loaded l = load_for_inference(a.checkpoint, a.device, a.precision, a.weights);
   ImageList list;
   const bool labelled = !a.list.empty();
   if (labelled) {
@@ -228,7 +251,7 @@ int cmd_predict(const PredictArgs& a) {
   }
   const auto data = std::make_shared<ListSource>(list, eval_image_spec(l.cfg));
   const std::vector<Prediction> preds = predict(
-      *l.model, data, eval_options(l, a.batch, a.threads, false), a.top, !a.csv.empty());
+      *l.model, data, eval_options(l, a.batch, a.threads, false, a.tta), a.top, !a.csv.empty());
   auto name = [&](int k) {
     return size_t(k) < l.cfg.class_names.size() ? l.cfg.class_names[size_t(k)] : std::to_string(k);
   };
@@ -265,15 +288,17 @@ CLI::App* add_export_command(CLI::App& app, ExportArgs& a) {
                                     "float (pixels/255 in [0,1])")
       ->check(CLI::IsMember({"uint8", "float"}));
   e->add_flag("--softmax", a.softmax, "Output the probabilities (softmax) instead of the logits");
+  add_weights_options(e, a.weights, a.tta);
   return e;
 }
 
 int cmd_export(const ExportArgs& a) {
   // The fp32 weights on the CPU: the master weights of a run trained in fp16.
-  const Loaded l = load_for_inference(a.checkpoint, "cpu", "fp32");
+  const Loaded l = load_for_inference(a.checkpoint, "cpu", "fp32", a.weights);
   OnnxOptions o;
   o.input = parse_onnx_input(a.input);
   o.softmax = a.softmax;
+  o.tta_flip = tta_flip(a.tta, l.cfg);
   o.mean = l.cfg.mean;
   o.std = l.cfg.std;
   o.class_names = l.cfg.class_names;

@@ -9,6 +9,7 @@
 #include "kernels/check.h"
 #include "train/report/report.h"
 #include "train/run/run.h"
+#include "train/setup/recipe.h"
 
 namespace cutrain {
 
@@ -94,6 +95,11 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
               "same results bit for bit). --no-cuda-graph launches every kernel from the host")
       ->group("Model");
   // optimisation
+  t->add_option("--recipe", c.recipe,
+                "Start from a recipe, a preset of these options that a search found: fmnist "
+                "(Fashion-MNIST), or a .json file of options; options given here override its "
+                "values (train/setup/recipe.h)")
+      ->group("Optimization");
   t->add_option("--optimizer", c.optimizer, "sgd, nesterov or adamw")->group("Optimization");
   t->add_option("--lr", c.lr, "Peak learning rate (0: 0.1 for sgd/nesterov, 0.001 for adamw)")
       ->group("Optimization");
@@ -127,6 +133,15 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
                 "sample's loss weighted by N / (classes x its class's count))")
       ->group("Optimization");
   t->add_option("--seed", c.seed, "Seed of the weights, the batch order and the augmentation")
+      ->group("Optimization");
+  t->add_option("--ema", c.ema,
+                "Keep an exponential moving average of the weights with this decay (such as "
+                "0.999; warmed up as min(DECAY, (1+t)/(10+t)) at step t), BatchNorm's running "
+                "statistics averaged too; evaluated each epoch beside the weights, and best.h5 "
+                "is chosen by it (0: none)")
+      ->group("Optimization");
+  t->add_option("--tta", c.tta, "Test-time augmentation of the evaluations: none, or flip (each "
+                                "image's logits averaged with its mirror image's)")
       ->group("Optimization");
   // the run
   t->add_option("--threads", c.threads, kDecodeThreadsHelp)->group("Run");
@@ -169,7 +184,9 @@ int cmd_train(const TrainArgs& a) {
       given.push_back(option_key(o->get_name()));
   USER_CHECK(!a.allow_data_change || !a.cfg.resume.empty(),
              "--allow-data-change goes with --resume: a new run has no earlier data");
-  const RunSummary s = run_training(a.cfg, given, stdout, a.allow_data_change, a.mpi);
+  // --recipe: its values under the options given (config.json keeps the result)
+  const TrainConfig cfg = apply_recipe(a.cfg, given);
+  const RunSummary s = run_training(cfg, given, stdout, a.allow_data_change, a.mpi);
   return s.exit_code;
 }
 

@@ -41,6 +41,8 @@ int cmd_train(const TrainArgs& a);
 struct EvalArgs {
   std::string checkpoint, data, csv_columns;
   std::string device = "auto", precision = "auto";
+  std::string weights = "auto";  // auto | ema | raw (train/engine/engine.h: WeightChoice)
+  std::string tta = "run";       // none | flip | run (the training run's --tta)
   int batch = 256, threads = 0;
   int64_t limit = 0;
   bool strict = false;
@@ -53,6 +55,7 @@ struct PredictArgs {
   std::string csv;  // every class's probability of every image, as CSV
   std::vector<std::string> images;
   std::string device = "auto", precision = "auto";
+  std::string weights = "auto", tta = "run";  // as EvalArgs
   int top = 5, batch = 256, threads = 0;
 };
 CLI::App* add_predict_command(CLI::App& app, PredictArgs& a);
@@ -62,6 +65,8 @@ struct ExportArgs {
   std::string checkpoint, onnx;
   std::string input = "uint8";  // or "float" (train/export/onnx_export.h: OnnxInput)
   bool softmax = false;
+  std::string weights = "auto";  // as EvalArgs
+  std::string tta = "run";       // flip: the graph averages each image's logits with its mirror's
 };
 CLI::App* add_export_command(CLI::App& app, ExportArgs& a);
 int cmd_export(const ExportArgs& a);

@@ -4,8 +4,9 @@
 #   1. the Debian packages (make deps: a no-op when they are all there)
 #   2. the build (make: a no-op when it is up to date)
 #   3. Fashion-MNIST -> 70,000 JPEGs + train/test lists in data-cache/ (reused when complete)
-#   4. cutrain train with the default model: on the GPU when one is usable (all 60,000 training
-#      images, the default epochs); otherwise on the CPU on a subset, and it says so
+#   4. cutrain train with the default model and the Fashion-MNIST recipe (--recipe fmnist,
+#      train/setup/recipe.cpp): on the GPU when one is usable (all 60,000 training images, the
+#      recipe's epochs); otherwise on the CPU on a subset, and it says so
 #   5. the test accuracy, the time, images/s, and where the checkpoint, metrics and trace went
 #
 # Environment: DEMO_DEVICE=cpu|cuda forces a device; DEMO_OUT sets the run folder;
@@ -42,7 +43,7 @@ fi
 subset=()
 if [ "$device" = cuda ]; then
   echo "GPU: $(printf '%s\n' "$info" | sed -n 's/^  training (--device auto): //p')." \
-       "Full data: 60,000 training images, 10,000 test images, the default epochs."
+       "Full data: 60,000 training images, 10,000 test images, the recipe's epochs."
 else
   why=$(printf '%s\n' "$info" | sed -n 's/^  not on a GPU because: //p')
   echo "NOT ON A GPU${why:+: $why}."
@@ -58,7 +59,7 @@ observe=()
 if printf '%s\n' "$help" | grep -q -- '--trace'; then observe+=(--trace "$OUT/trace.json"); fi
 if printf '%s\n' "$help" | grep -q -- '--metrics'; then observe+=(--metrics "$OUT/metrics.jsonl"); fi
 cmd=(bin/cutrain train --train "$DATA/train.txt" --val "$DATA/test.txt" --model default
-     --device "$device" --out "$OUT" "${subset[@]}" "${observe[@]}")
+     --recipe fmnist --device "$device" --out "$OUT" "${subset[@]}" "${observe[@]}")
 echo "${cmd[*]}"
 mkdir -p "$OUT"
 start=$(date +%s.%N)

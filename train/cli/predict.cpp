@@ -28,13 +28,11 @@ std::vector<Prediction> predict(Model& model, std::shared_ptr<const SampleSource
   for (int64_t b = 0; b < loader.sampler().batches_per_epoch(); b++) {
     const Batch batch = loader.next();
     if (batch.n > 0) {
-      Tape tape(mo.context, /*enabled=*/false);  // where the model was made
-      // Converted on the host, then on the model's device: a synchronous copy for a model on
-      // cuda, which is fine for the few images predict is for (evaluate() is the pipelined
-      // path).
-      const ModelInput in = model_input(batch, 0, batch.n, norm, mo.dtype, mo.context);
+      // Where the model was made. Converted on the host, then on the model's device: a
+      // synchronous copy for a model on cuda, which is fine for the few images predict is for
+      // (evaluate() is the pipelined path).
       const std::vector<float> z =
-          model.forward(tape, make_var(in.x), false)->value.to_floats();  // (n,K)
+          infer(model, mo.context, batch, norm, opt.tta_flip).logits.to_floats();  // (n,K)
       for (int i = 0; i < batch.n; i++) {
         const float* row = &z[size_t(i) * size_t(mo.classes)];
         Prediction p;

@@ -40,7 +40,7 @@ InputNorm::InputNorm(const Normalization& norm, const Context& in)
 }
 
 ModelInput model_input(const Batch& batch, int begin, int n, const InputNorm& norm, DType dtype,
-                       const Context& at) {
+                       const Context& at, bool mirror) {
   const int P = batch.side, S = batch.size, C = batch.channels;
   CHECK(begin >= 0 && n >= 0 && int64_t(begin) + n <= batch.n,
         "model_input: images [" << begin << ", " << int64_t(begin) + n << ") of a batch of "
@@ -76,10 +76,10 @@ ModelInput model_input(const Batch& batch, int begin, int n, const InputNorm& no
 #if defined(CUTRAIN_CUDA)
     if (dtype == DType::f16)
       input_normalize_gpu<half_t>(n, P, P, C, S, d_images, d_crops, norm.device_mean(),
-                                  norm.device_stddev(), in.x.data<half_t>(), stream);
+                                  norm.device_stddev(), in.x.data<half_t>(), stream, mirror);
     else
       input_normalize_gpu<float>(n, P, P, C, S, d_images, d_crops, norm.device_mean(),
-                                 norm.device_stddev(), in.x.data<float>(), stream);
+                                 norm.device_stddev(), in.x.data<float>(), stream, mirror);
 #else
     (void)d_images, (void)d_crops;  // unreachable: require_gpu threw
 #endif
@@ -96,7 +96,7 @@ ModelInput model_input(const Batch& batch, int begin, int n, const InputNorm& no
     dispatch_float(dtype, [&](auto tag) {
       using T = decltype(tag);
       input_normalize_crop_cpu<T>(n, P, P, C, S, batch.images + offset, crops, norm.mean(),
-                                  norm.stddev(), in.x.data<T>());
+                                  norm.stddev(), in.x.data<T>(), mirror);
     });
   note_launch(at.plan, labels_copy);
   if (at.device == Device::cuda) {  // a host batch for a model on a GPU: a synchronous copy

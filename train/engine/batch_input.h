@@ -58,9 +58,10 @@ struct ModelInput {
 //  - else on the CPU (input_normalize_crop_cpu; dtype f32, f16 or f64), then, for a model on
 //    a GPU, copied there (predict: a batch the loader kept on the host).
 // Batch::crops (and d_crops) may be null: every window at (0, 0), unflipped (P = S). n = 0
-// gives empty tensors. Throws (CHECK) for a range outside the batch, a window outside its
+// gives empty tensors. mirror: every image mirrored left to right after its own flip (the
+// second half of a test-time flip: train/engine/evaluate.h). Throws (CHECK) for a range outside the batch, a window outside its
 // image or channels that do not match the normalisation's.
 ModelInput model_input(const Batch& batch, int begin, int n, const InputNorm& norm, DType dtype,
-                       const Context& in);
+                       const Context& in, bool mirror = false);
 
 }  // namespace cutrain

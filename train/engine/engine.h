@@ -119,6 +119,11 @@ class Engine {
   const Replica& replica(int r) const { return *replicas_.at(size_t(r)); }
   Model& model(int r = 0) { return *replica(r).model; }
   Optimizer& optimizer(int r = 0) { return *replica(r).optimizer; }
+  // --ema: a model of the weights' moving average (replica 0's optimizer keeps it: every
+  // replica's is the same), for evaluation: its parameters the averages in the training dtype,
+  // its BatchNorm statistics theirs. Made at the first call on replica 0's device, filled at
+  // each, after the launched steps (queued there). Throws without --ema.
+  Model& averaged_model();
   // Replica r's GPU made the current device for a scope (nn/context.h: CUDA launches kernels
   // on the current device). Nothing on the CPU or with one GPU. Its tensors' copies are
   // ordered on its compute stream anyway (they were made there).
@@ -260,6 +265,7 @@ class Engine {
                                                //   replicas' threads share (--sync-bn)
   bool collective_traced_ = false;             // collective_->trace(tracer) was called
   std::unique_ptr<Graphs> graphs_;             // --cuda-graph on a GPU
+  std::unique_ptr<Model> averaged_;            // --ema: averaged_model(), once asked for
   void phase(const char* name) {               // the phase of the plan's next notes
     if (plan_) plan_->phase(name);
   }
@@ -292,11 +298,24 @@ class Engine {
 // gradient (there is no scale to lower, so no later step can do better).
 LossScalerConfig loss_scaler_config(DType dtype, int max_skips);
 
+// Which weights eval, predict and export load from a checkpoint (--weights): the moving
+// average's (--ema) when the checkpoint has it, else the weights (auto); the average's, or an
+// error naming the checkpoint without one (ema); the weights, even beside an average (raw).
+enum class WeightChoice { automatic, ema, raw };
+// "auto", "ema", "raw"; throws a UserError naming the choices for anything else.
+WeightChoice parse_weight_choice(const std::string& text);
+// Whether a checkpoint holds the weights' moving average (its "<param>.ema" tensors).
+bool has_average(const Checkpoint& c);
+
 // A model as a checkpoint saved it, for evaluation and prediction: built from the checkpoint's
-// configuration in `dtype`, weights and BatchNorm statistics loaded. For a dtype other than
-// the training one, the fp32 master weights are used when the checkpoint has them, else the
-// weights are converted. The model lives in context `in` (on a GPU: made on its stream).
+// configuration in `dtype`, weights (or, by `weights`, their average) and BatchNorm statistics
+// (or theirs) loaded. For a dtype other than the training one, the fp32 master weights are
+// used when the checkpoint has them (an average is fp32 already), else the weights are
+// converted. The model lives in context `in` (on a GPU: made on its stream).
 std::unique_ptr<Model> load_model(const Checkpoint& c, const TrainConfig& cfg, DType dtype,
-                                  const Context& in = Context::cpu());
+                                  const Context& in = Context::cpu(),
+                                  WeightChoice weights = WeightChoice::automatic);
+// What load_model took: "the weights' moving average" or "the weights".
+const char* weights_loaded(const Checkpoint& c, WeightChoice weights);
 
 }  // namespace cutrain

@@ -6,6 +6,8 @@
 //   "<param>.master", ...      the optimizer's state_tensors(): fp32 masters (fp16 training),
 //                              "<param>.momentum" (SGD), "<param>.adam_m", "<param>.adam_v"
 //   "<bn>.running_mean", "<bn>.running_var"   BatchNorm statistics (fp32)
+//   "<param>.ema", "<bn>.running_mean.ema", "<bn>.running_var.ema"   --ema: the moving averages
+//                              (fp32; the optimizer's state_tensors() end with them)
 // Scalars: "loss_scale", "scaler_clean_steps", "scaler_consecutive_skips",
 //   "scaler_skipped_total", "optimizer_steps_taken", plus what the caller adds (best_top1, the
 //   epoch's validation metrics).
@@ -13,6 +15,8 @@
 // clock), epoch (epochs completed), cursor (the next batch), seed, and the resolved
 // configuration as JSON.
 #include <cstring>
+#include <functional>
+#include <map>
 #include <memory>
 #include <set>
 
@@ -51,6 +55,30 @@ void put_scaler_state(Checkpoint& c, const LossScalerState& s, int64_t steps_tak
   c.scalars["scaler_consecutive_skips"] = s.consecutive_skips;
   c.scalars["scaler_skipped_total"] = double(s.skipped_total);
   c.scalars["optimizer_steps_taken"] = double(steps_taken);
+}
+
+// Where a model's tensors come from: the tensor of that name, or null.
+using FindTensor = std::function<const Tensor*(const std::string&)>;
+
+// The model's parameters and BatchNorm statistics from `find`: with `averaged` their moving
+// averages "<name>.ema" (fp32, converted to the model's dtype where it differs); else
+// "<name>", or for a parameter of another dtype its "<name>.master" when that has the model's
+// dtype, else converted. `where` names the source in errors.
+void fill_model(Model& model, const FindTensor& find, bool averaged, const std::string& where) {
+  auto set = [&](Tensor& to, const std::string& name) {
+    const std::string key = averaged ? name + ".ema" : name;
+    const Tensor* from = find(key);
+    USER_CHECK(from, where << " has no tensor '" << key << "'");
+    if (from->dtype() == to.dtype()) return copy_into(to, *from, key);
+    const Tensor* master = averaged ? nullptr : find(name + ".master");
+    if (master && master->dtype() == to.dtype()) return copy_into(to, *master, name + ".master");
+    copy_into(to, from->to(to.dtype()), key);
+  };
+  for (const VarPtr& p : model.parameters()) set(p->value, p->name);
+  for (auto& [name, bn] : model.batchnorm_states()) {
+    set(bn->running_mean, name + ".running_mean");
+    set(bn->running_var, name + ".running_var");
+  }
 }
 
 double scalar(const Checkpoint& c, const char* name) {
@@ -138,8 +166,55 @@ void Engine::restore(const Checkpoint& c) {
   }
 }
 
+Model& Engine::averaged_model() {
+  Optimizer& opt = optimizer();
+  USER_CHECK(opt.ema_decay() > 0, "the run keeps no moving average of its weights (--ema)");
+  interrupt_clock();  // the copies go on the lane between two steps
+  const OnDevice on = on_device();
+  if (!averaged_) {  // the same model, on replica 0's device and stream (its options')
+    averaged_ = build_model(model().spec(), model().options());
+    if (!cfg_.kernel_plan.empty()) averaged_->set_kernel_plan(parse_kernel_plan(cfg_.kernel_plan));
+  }
+  std::map<std::string, const Tensor*> named;
+  for (const auto& [name, t] : opt.state_tensors()) named[name] = t;
+  fill_model(*averaged_, [&](const std::string& n) {
+    const auto it = named.find(n);
+    return it == named.end() ? nullptr : it->second;
+  }, true, "the optimizer");
+  return *averaged_;
+}
+
+WeightChoice parse_weight_choice(const std::string& text) {
+  if (text == "auto") return WeightChoice::automatic;
+  if (text == "ema") return WeightChoice::ema;
+  if (text == "raw") return WeightChoice::raw;
+  USER_CHECK(false, "--weights " << text << ": expected auto (the moving average when the "
+                                 << "checkpoint has one), ema or raw");
+  return WeightChoice::automatic;
+}
+
+bool has_average(const Checkpoint& c) {
+  for (const auto& [name, t] : c.tensors)
+    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".ema") == 0) return true;
+  return false;
+}
+
+namespace {
+bool load_average(const Checkpoint& c, WeightChoice weights) {
+  return weights == WeightChoice::ema || (weights == WeightChoice::automatic && has_average(c));
+}
+}  // namespace
+
+const char* weights_loaded(const Checkpoint& c, WeightChoice weights) {
+  return load_average(c, weights) ? "the weights' moving average" : "the weights";
+}
+
 std::unique_ptr<Model> load_model(const Checkpoint& c, const TrainConfig& cfg, DType dtype,
-                                  const Context& in) {
+                                  const Context& in, WeightChoice weights) {
+  const bool averaged = load_average(c, weights);
+  USER_CHECK(!averaged || has_average(c),
+             "--weights ema: the checkpoint holds no moving average of its weights (its run "
+             "had no --ema)");
   ModelOptions mo;
   mo.H = mo.W = cfg.size;
   mo.C = cfg.channels;
@@ -149,22 +224,12 @@ std::unique_ptr<Model> load_model(const Checkpoint& c, const TrainConfig& cfg, D
   mo.context = in;
   auto model = build_model(parse_model_spec(cfg.model_text, cfg.model), mo);
   if (!cfg.kernel_plan.empty()) model->set_kernel_plan(parse_kernel_plan(cfg.kernel_plan));
-  for (const VarPtr& p : model->parameters()) {
-    const Tensor& saved = c.tensor(p->name);
-    const std::string master = p->name + ".master";
-    bool has_master = false;
-    for (const auto& t : c.tensors) has_master = has_master || t.first == master;
-    if (saved.dtype() == p->value.dtype())
-      copy_into(p->value, saved, p->name);
-    else if (has_master && c.tensor(master).dtype() == p->value.dtype())
-      copy_into(p->value, c.tensor(master), master);
-    else
-      copy_into(p->value, saved.to(p->value.dtype()), p->name);
-  }
-  for (auto& [name, bn] : model->batchnorm_states()) {
-    copy_into(bn->running_mean, c.tensor(name + ".running_mean"), name + ".running_mean");
-    copy_into(bn->running_var, c.tensor(name + ".running_var"), name + ".running_var");
-  }
+  std::map<std::string, const Tensor*> named;
+  for (const auto& [name, t] : c.tensors) named[name] = &t;
+  fill_model(*model, [&](const std::string& n) {
+    const auto it = named.find(n);
+    return it == named.end() ? nullptr : it->second;
+  }, averaged, "the checkpoint");
   return model;
 }
 

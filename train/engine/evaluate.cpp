@@ -74,6 +74,19 @@ EvalResult EvalAccumulator::result() const {
   return r;
 }
 
+Inference infer(Model& model, const Context& ctx, const Batch& batch, const InputNorm& norm,
+                bool tta_flip) {
+  Tape tape(ctx, /*enabled=*/false);  // inference: nothing recorded, nothing kept alive
+  const DType dtype = model.options().dtype;
+  ModelInput in = model_input(batch, 0, batch.n, norm, dtype, ctx);  // (n,S,S,C), (n) i32
+  Tensor logits = model.forward(tape, make_var(in.x), false)->value;
+  if (tta_flip) {  // the mirror images through the model too, the two logits averaged
+    const ModelInput m = model_input(batch, 0, batch.n, norm, dtype, ctx, /*mirror=*/true);
+    logits = average(ctx, logits, model.forward(tape, make_var(m.x), false)->value);
+  }
+  return {std::move(logits), std::move(in.labels)};
+}
+
 namespace {
 
 // One batch's results on their way back to the host. On a GPU the copies into pinned memory
@@ -109,14 +122,14 @@ void drain(ResultSlot& s, EvalAccumulator& acc) {
   s.n = 0;
 }
 
-// One batch in context ctx: normalise, forward, loss, and the logits (as f32) and the loss
-// into `out`. On a GPU queued, nothing waits for the device.
+// One batch in context ctx: infer (with tta_flip the mirror images too, the logits averaged),
+// the loss, and the logits (as f32) and the loss into `out`. On a GPU queued, nothing waits
+// for the device.
 void run_batch(Model& model, const Context& ctx, const Batch& batch, const InputNorm& norm,
-               ResultSlot& out) {
-  Tape tape(ctx, /*enabled=*/false);  // inference: nothing recorded, nothing kept alive
-  const ModelInput in = model_input(batch, 0, batch.n, norm, model.options().dtype,
-                                    ctx);  // (n,S,S,C), (n) i32
-  VarPtr logits = model.forward(tape, make_var(in.x), false);
+               bool tta_flip, ResultSlot& out) {
+  Tape tape(ctx, /*enabled=*/false);  // the loss: nothing recorded
+  const Inference in = infer(model, ctx, batch, norm, tta_flip);
+  const VarPtr logits = make_var(in.logits);
   const Tensor loss = softmax_cross_entropy(tape, logits, in.labels, 0.0)->value;  // (1)
   const Tensor z = logits->value.to(DType::f32);  // (n,K) f32: on a GPU a cast there for f16
   if (out.ready) {
@@ -160,7 +173,7 @@ void evaluate_in(Model& model, const Context& ctx, Loader& loader, const EvalOpt
   for (int64_t b = 0; b < loader.sampler().batches_per_epoch(); b++) {
     const Batch batch = loader.next(ctx.stream);  // a GPU stream waits for the batch's copy
     ResultSlot& mine = slots[b % 2];              // free: batch b-2 was drained last time round
-    if (batch.n > 0) run_batch(model, ctx, batch, norm, mine);
+    if (batch.n > 0) run_batch(model, ctx, batch, norm, opt.tta_flip, mine);
     loader.release(batch, ctx.stream);            // refilled only after the work queued above
     drain(slots[(b + 1) % 2], acc);               // batch b-1, while batch b runs
   }

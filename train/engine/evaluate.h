@@ -6,6 +6,8 @@
 // Evaluation runs the model in inference mode (BatchNorm uses its running statistics), records
 // nothing on the tape, and visits the samples in order, each once (the last batch may be
 // smaller). The loss is the plain cross-entropy (no label smoothing), averaged over images.
+// With test-time flips (EvalOptions::tta_flip, --tta flip) each image's logits are the average
+// of its own and its mirror image's (left to right), and the loss and the ranks are of those.
 // Ties between logits rank the lower class first, as top1_correct does.
 //
 // On a GPU (the model's options().device is cuda) the loader copies each batch to the device,
@@ -46,6 +48,7 @@ struct EvalOptions {
   bool strict = false;  // a bad file stops evaluation instead of being skipped
   Normalization norm;
   Tracer* tracer = nullptr;  // the loader's spans (data/trace.h); null: none
+  bool tta_flip = false;     // the logits of each image and its mirror averaged (--tta flip)
 };
 
 // The host side of evaluation, one code path for the CPU and the GPU: each batch's logits and
@@ -63,6 +66,16 @@ class EvalAccumulator {
   EvalResult r_;
   double loss_sum_ = 0;  // the sum over images, not batches: a short last batch weighs less
 };
+
+// One batch through the model in inference mode, in context ctx (on a GPU queued on its
+// stream): logits (n,K) in the model's dtype and labels (n) i32. With tta_flip the logits are
+// the average of the images' and their mirror images' (average, nn/ops.h). evaluate and
+// predict both call it.
+struct Inference {
+  Tensor logits, labels;
+};
+Inference infer(Model& model, const Context& ctx, const Batch& batch, const InputNorm& norm,
+                bool tta_flip);
 
 // Every sample of `data` through the model, in the context it was made in
 // (options().context: its device, and on a GPU its stream and conv/linear implementations, or

@@ -165,7 +165,7 @@ StepResult Trainer::step() {
   return r[0];
 }
 
-EvalResult Trainer::evaluate() {
+EvalResult Trainer::evaluate(bool averaged) {
   USER_CHECK(val_, "evaluate: no validation data (--val)");
   TraceSpan span(tracer, "evaluate", "train");
   engine_->interrupt_clock();  // the next step's idle time is not the evaluation's
@@ -175,11 +175,12 @@ EvalResult Trainer::evaluate() {
   opt.strict = cfg_.strict;
   opt.norm = norm_;
   opt.tracer = tracer;
+  opt.tta_flip = cfg_.tta == "flip";
   // Every replica holds the same model (its BatchNorm statistics too: Engine::update_batchnorm).
   // Under mpirun rank 0 evaluates for all.
   if (device_.mpi && !device_.mpi->root()) return EvalResult{};
   const OnDevice on = engine_->on_replica(0);  // on a GPU: after the steps, in order
-  return cutrain::evaluate(engine_->model(), val_, opt);
+  return cutrain::evaluate(averaged ? engine_->averaged_model() : engine_->model(), val_, opt);
 }
 
 }  // namespace cutrain

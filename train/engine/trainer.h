@@ -107,10 +107,12 @@ class Trainer {
   // step may be pending.
   StepResult step();
 
-  // The model on the validation data (cfg.val; an error when there is none). Under mpirun
-  // every rank calls it (the BatchNorm average is a collective) and rank 0 alone evaluates:
-  // the others get an empty result.
-  EvalResult evaluate();
+  // The model on the validation data (cfg.val; an error when there is none), with --tta's
+  // flips; averaged: the weights' moving average instead (--ema; Engine::averaged_model).
+  // Under mpirun every rank calls it (the BatchNorm average is a collective) and rank 0 alone
+  // evaluates: the others get an empty result.
+  EvalResult evaluate(bool averaged = false);
+  bool has_average() const { return cfg_.ema > 0; }  // --ema
   bool has_validation() const { return bool(val_); }
 
   // Everything a resumed run needs after the last launched step, as host copies (the writer

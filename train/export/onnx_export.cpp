@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -63,6 +64,15 @@ class GraphBuilder {
     parameters_ += n;
     return name;
   }
+  // An int64 initializer (a Slice's indices, a Reshape's shape): not a parameter.
+  std::string int64s(const std::string& name, const std::vector<int64_t>& values) {
+    onnx::TensorProto* t = g_->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(int64_t(values.size()));
+    t->set_raw_data(values.data(), values.size() * sizeof(int64_t));
+    return name;
+  }
 
   // One node; its outputs take the names given. Attributes are added by the caller. Node
   // names must be unique in a graph (onnxruntime refuses a graph where they are not).
@@ -78,14 +88,16 @@ class GraphBuilder {
     return n;
   }
 
-  // The shape cutrain's builder gave this activation, NCHW or (N,C), N symbolic.
+  // The shape cutrain's builder gave this activation, NCHW or (N,C), the batch symbolic
+  // (batch_param: "N", or "2N" inside a graph of test-time flips).
   void declare(const Value& v) { set_type(g_->add_value_info(), v); }
+  std::string batch_param = "N";
   void set_type(onnx::ValueInfoProto* vi, const Value& v, int elem = onnx::TensorProto::FLOAT) {
     vi->set_name(v.name);
     onnx::TypeProto_Tensor* t = vi->mutable_type()->mutable_tensor_type();
     t->set_elem_type(elem);
     onnx::TensorShapeProto* s = t->mutable_shape();
-    s->add_dim()->set_dim_param("N");
+    s->add_dim()->set_dim_param(batch_param);
     if (v.shape.flat) {
       s->add_dim()->set_dim_value(v.shape.C);
     } else {
@@ -363,6 +375,20 @@ OnnxGraph onnx_model(const Model& model, const OnnxOptions& o) {
   set_ints(nchw, "perm", {0, 3, 1, 2});
   Value v{"image.nchw", FeatureShape::spatial(mo.H, mo.W, C)};
   b.declare(v);
+  if (o.tta_flip) {  // the images and their mirrors, one batch of 2N (the layers are per image)
+    b.node("Slice", "image.mirror",
+           {v.name, b.int64s("mirror.starts", {-1}),
+            b.int64s("mirror.ends", {std::numeric_limits<int64_t>::min()}),
+            b.int64s("mirror.axes", {3}), b.int64s("mirror.steps", {-1})},
+           {"image.mirror"});
+    b.declare({"image.mirror", v.shape});
+    onnx::NodeProto* both = b.node("Concat", "image.both", {v.name, "image.mirror"},
+                                   {"image.both"});
+    set_int(both, "axis", 0);
+    b.batch_param = "2N";
+    v.name = "image.both";
+    b.declare(v);
+  }
 
   // The layers. Their names and output shapes come from the model's own table: its rows of
   // depth 0 are the description's lines, in order.
@@ -378,6 +404,18 @@ OnnxGraph onnx_model(const Model& model, const OnnxOptions& o) {
     v = e.layer(spec.layers[i], spec.where(spec.layers[i]), name, v, out);
     CHECK(v.shape == out, "onnx: " << name << " gives " << v.shape.str() << ", the model "
                                    << out.str());
+  }
+
+  if (o.tta_flip) {  // (2N,K) -> (2,N,K) -> the mean of each image's two rows, (N,K)
+    b.node("Reshape", "mirror.pairs",
+           {v.name, b.int64s("mirror.pairs.shape", {2, -1, mo.classes})}, {"mirror.pairs"});
+    onnx::NodeProto* mean =
+        b.node("ReduceMean", "mirror.mean", {"mirror.pairs"}, {"mirror.mean"});
+    set_ints(mean, "axes", {0});
+    set_int(mean, "keepdims", 0);
+    b.batch_param = "N";
+    v = {"mirror.mean", v.shape};
+    b.declare(v);
   }
 
   // The output: the logits, or their softmax.
@@ -406,7 +444,11 @@ OnnxGraph onnx_model(const Model& model, const OnnxOptions& o) {
                                               : "float pixels/255 in [0,1]") +
       ", NHWC " + shape_text(image_dims) + ", normalised in the graph";
   meta("input", input_text);
-  meta("output", o.softmax ? "probabilities (N,classes), softmax" : "logits (N,classes)");
+  meta("output", std::string(o.softmax ? "probabilities (N,classes), softmax"
+                                       : "logits (N,classes)") +
+                     (o.tta_flip ? " of the logits averaged over each image and its mirror "
+                                   "image (test-time flips)"
+                                 : ""));
   meta("mean", nlohmann::json(o.mean).dump());
   meta("std", nlohmann::json(o.std).dump());
   for (const auto& [k, val] : o.metadata) meta(k, val);

@@ -25,6 +25,10 @@
 //     linear     Gemm with transB (weights (K,C), as cutrain stores them)
 //     resblock   Conv, BatchNormalization, Relu, Conv, BatchNormalization, the shortcut (the
 //                input, or Conv + BatchNormalization), Add, Relu
+//   with tta_flip (--tta flip), around the layers:
+//     Slice (steps -1 along W) the mirror images, Concat them after the images: a batch of 2N;
+//     after the layers Reshape (2,N,classes), ReduceMean over the first axis: each image's
+//     logits averaged with its mirror image's, as `cutrain eval --tta flip` does
 //   logits (N,classes) float       or, with softmax, "probabilities": Softmax over the classes
 //
 // The batch size N is free (a symbolic dimension). Every layer's output is declared with the
@@ -61,6 +65,7 @@ OnnxInput parse_onnx_input(const std::string& s);
 struct OnnxOptions {
   OnnxInput input = OnnxInput::uint8;
   bool softmax = false;             // output probabilities instead of logits
+  bool tta_flip = false;            // average each image's logits with its mirror's
   std::vector<double> mean, std;    // per channel, of pixels/255: the run's normalisation
   std::vector<std::string> class_names;  // empty: the classes are numbered
   std::string graph_name = "cutrain";

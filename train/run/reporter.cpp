@@ -119,7 +119,7 @@ void RunReporter::step(const StepResult& r, int64_t steps_done, double loss_scal
 }
 
 void RunReporter::epoch(int epoch, int epochs, int64_t step, const EvalResult* e,
-                        const std::vector<std::string>& class_names) {
+                        const std::vector<std::string>& class_names, const EvalResult* average) {
   progress_.end_line();
   say_report_failures();
   const double seconds = std::chrono::duration<double>(Clock::now() - epoch_start_).count();
@@ -129,6 +129,9 @@ void RunReporter::epoch(int epoch, int epochs, int64_t step, const EvalResult* e
   if (e) {
     std::fprintf(out_, "  |  val loss %.4f  top-1 %.2f%%  top-5 %.2f%%", e->loss,
                  100 * e->top1_accuracy(), 100 * e->top5_accuracy());
+    if (average)
+      std::fprintf(out_, "  |  EMA loss %.4f  top-1 %.2f%%", average->loss,
+                   100 * average->top1_accuracy());
     nlohmann::json per_class = nlohmann::json::array();
     for (size_t k = 0; k < e->class_images.size(); k++)
       per_class.push_back({{"class", k < class_names.size() ? class_names[k] : std::to_string(k)},
@@ -142,6 +145,11 @@ void RunReporter::epoch(int epoch, int epochs, int64_t step, const EvalResult* e
         {"seconds", e->seconds},
         {"time", std::chrono::duration<double>(Clock::now() - start_).count()},
         {"per_class", per_class}};
+    if (average) {
+      record["ema_loss"] = average->loss;
+      record["ema_top1"] = average->top1_accuracy();
+      record["ema_top5"] = average->top5_accuracy();
+    }
     const size_t K = e->class_images.size();
     if (K <= kMaxConfusionClasses && e->confusion.size() == K * K) {
       nlohmann::json rows = nlohmann::json::array();

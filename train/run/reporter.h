@@ -50,9 +50,10 @@ class RunReporter {
   void start(int64_t steps_per_epoch, const std::string& device);
   // After each step. loss_scale: the scaler's scale now (0 when there is no scaling, fp32).
   void step(const StepResult& r, int64_t steps_done, double loss_scale);
-  // After the evaluation at the end of an epoch (e null: no validation data).
+  // After the evaluation at the end of an epoch (e null: no validation data); average: the
+  // weights' moving average's (--ema), or null.
   void epoch(int epoch, int epochs, int64_t step, const EvalResult* e,
-             const std::vector<std::string>& class_names);
+             const std::vector<std::string>& class_names, const EvalResult* average = nullptr);
   void checkpoint(int64_t step, const std::string& path, bool best);
   // OUT/report.html rewritten from the metrics file and the folder (train/report/report.h). A
   // failure never stops the run: it is a note on stderr, at once when `say_now` (the main

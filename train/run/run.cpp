@@ -96,6 +96,16 @@ void print_plan(Trainer& t, const TrainConfig& cfg, FILE* out) {
   if (has_validation(cfg))
     std::fprintf(out, "validation: %lld images, %s\n", (long long)t.val_data()->size(),
                  validation_name(cfg).c_str());
+  if (!cfg.recipe.empty())
+    std::fprintf(out, "recipe %s: its options, under those given on the command line (the "
+                      "result in config.json)\n", cfg.recipe.c_str());
+  if (cfg.ema > 0)
+    std::fprintf(out, "moving average of the weights (--ema %g): evaluated after each epoch "
+                      "beside the weights%s\n", cfg.ema,
+                 has_validation(cfg) ? "; best.h5 is chosen by its validation top-1" : "");
+  if (cfg.tta == "flip" && has_validation(cfg))
+    std::fprintf(out, "test-time flips (--tta flip): each validation image's logits averaged "
+                      "with its mirror image's\n");
   const MemoryPlan& mem = t.memory_plan();
   std::fprintf(out, "memory (estimated): %s on the host", bytes_str(MemoryPlan::total(mem.host)).c_str());
   if (!mem.device.empty())
@@ -227,8 +237,9 @@ void save_checkpoint(Run& run, bool is_best, std::map<std::string, double> extra
     run.report->note("cutrain: waited " + std::to_string(waited) + " s for the checkpoint writer");
 }
 
-// The end of an epoch: evaluate on the validation data (if any), the epoch's line, a
-// checkpoint (best.h5 when its top-1 is the best so far).
+// The end of an epoch: evaluate on the validation data (if any), with --ema the weights'
+// average too, the epoch's line, a checkpoint (best.h5 when its top-1 is the best so far: the
+// average's with --ema, the run's header says so).
 void end_epoch(Run& run) {
   Trainer& t = run.t;
   gather_bad_files(run);
@@ -242,12 +253,22 @@ void end_epoch(Run& run) {
     const EvalResult& e = run.sum.final_eval;
     extra = {{"val_loss", e.loss}, {"val_top1", e.top1_accuracy()},
              {"val_top5", e.top5_accuracy()}};
-    is_best = e.top1_accuracy() > run.best_top1;
-    if (is_best) run.best_top1 = e.top1_accuracy();
+    double top1 = e.top1_accuracy();
+    if (t.has_average()) {
+      run.sum.final_average_eval = t.evaluate(/*averaged=*/true);
+      const EvalResult& a = run.sum.final_average_eval;
+      extra["val_ema_loss"] = a.loss;
+      extra["val_ema_top1"] = a.top1_accuracy();
+      top1 = a.top1_accuracy();  // best.h5 follows the average
+    }
+    is_best = top1 > run.best_top1;
+    if (is_best) run.best_top1 = top1;
   }
   if (run.report)
     run.report->epoch(t.epochs_done(), run.cfg.epochs, t.steps_done(),
-                      t.has_validation() ? &run.sum.final_eval : nullptr, run.cfg.class_names);
+                      t.has_validation() ? &run.sum.final_eval : nullptr, run.cfg.class_names,
+                      t.has_validation() && t.has_average() ? &run.sum.final_average_eval
+                                                            : nullptr);
   save_checkpoint(run, is_best, extra);
 }
 
@@ -338,6 +359,12 @@ void final_report(Run& run) {
     if (sum.final_eval.images == 0) sum.final_eval = t.evaluate();
     std::fprintf(run.out, "final: %s\n%s", eval_summary(sum.final_eval).c_str(),
                  per_class_report(sum.final_eval, cfg.class_names).c_str());
+    if (t.has_average()) {
+      if (sum.final_average_eval.images == 0) sum.final_average_eval = t.evaluate(true);
+      std::fprintf(run.out, "final, the weights' moving average (--ema %g): %s\n%s", cfg.ema,
+                   eval_summary(sum.final_average_eval).c_str(),
+                   per_class_report(sum.final_average_eval, cfg.class_names).c_str());
+    }
   }
   if (cfg.cuda_graph && run.device.device == Device::cuda)
     std::fprintf(run.out, "CUDA graph: %lld of %lld steps replayed from it\n",

@@ -31,6 +31,7 @@ struct RunSummary {
   std::vector<double> losses;   // the loss of every step this process ran, in order
   int64_t graph_steps = 0;      // of them, replayed from the CUDA graph (--cuda-graph)
   EvalResult final_eval;        // the last evaluation (images == 0: none)
+  EvalResult final_average_eval;  // --ema: the last evaluation of the weights' average
   std::string last_checkpoint;  // the newest checkpoint file written
   double train_seconds = 0;     // in training steps, this process
   double seconds = 0;           // the whole run, this process

@@ -177,6 +177,9 @@ void validate_config(const TrainConfig& c) {
   real_in("--collective-timeout", c.collective_timeout, 0, 1e9, false, " (0: no limit)");
   in_range("--max-skips", c.max_skips, 1, 1000000);
   real_in("--label-smoothing", c.label_smoothing, 0, 1, true);
+  need(c.ema == 0 || (std::isfinite(c.ema) && c.ema > 0 && c.ema < 1),
+       "--ema must be a decay in (0, 1), such as 0.999, or 0 for none; got " + str(c.ema));
+  need(one_of(c.tta, {"none", "flip"}), "--tta " + c.tta + ": expected none or flip");
   need(one_of(c.balance, {"none", "sampler", "loss"}),
        "--balance " + c.balance + ": expected none, sampler or loss");
   in_range("--threads", c.threads, 0, kMaxThreads, " (0: automatic)");
@@ -215,7 +218,8 @@ void for_each_field(Config& c, F&& f) {
   f("epochs", c.epochs), f("batch", c.batch), f("accum", c.accum);
   f("sync_bn", c.sync_bn);
   f("label_smoothing", c.label_smoothing), f("balance", c.balance), f("max_skips", c.max_skips);
-  f("seed", c.seed), f("threads", c.threads), f("compute_threads", c.compute_threads);
+  f("seed", c.seed), f("ema", c.ema), f("tta", c.tta), f("recipe", c.recipe);
+  f("threads", c.threads), f("compute_threads", c.compute_threads);
   f("out", c.out), f("keep", c.keep), f("resume", c.resume), f("metrics", c.metrics);
   f("trace", c.trace), f("log_every", c.log_every);
   f("checkpoint_every", c.checkpoint_every), f("check_replicas", c.check_replicas);

@@ -81,6 +81,13 @@ struct TrainConfig {
   int max_skips = 30;               // fp16: stop after this many steps in a row skipped for inf/NaN
                                     //   gradients (nothing is being learnt)
   uint64_t seed = 1;                // weights, batch order and augmentation
+  double ema = 0;                   // > 0: keep an exponential moving average of the weights
+                                    //   with this decay (nn/optim.h), evaluated beside them;
+                                    //   0: none
+  std::string tta = "none";         // none | flip: evaluation averages each image's logits
+                                    //   with its mirror image's (train/engine/evaluate.h)
+  std::string recipe;               // the preset the run started from (train/setup/recipe.h),
+                                    //   its values already applied; "": none
 
   // ---- the run --------------------------------------------------------------------------
   int threads = 0;                  // decode threads (0: train/setup/device.h, run_decode_threads)

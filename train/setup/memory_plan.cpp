@@ -160,10 +160,14 @@ MemoryPlan plan_memory(const TrainConfig& cfg, Device device, DType dtype) {
                                  " values each, kept for backward" + each
                            : "evaluation batches of " + std::to_string(eval_batch) + " images",
                        saturated(std::max(train_act, eval_act))};
+  // 16 bytes a parameter (weights, gradient, master, state); --ema: an fp32 average on each
+  // replica, and replica 0's model of it for evaluation (8 more)
+  const double per_param = 16.0 + (cfg.ema > 0 ? 8.0 : 0.0);
   const MemoryItem params{"parameters",
                           std::to_string(model->parameter_count()) +
-                              " with gradients and optimizer state" + each,
-                          saturated(16.0 * double(model->parameter_count()) * (gpu ? 1 : R))};
+                              " with gradients and optimizer state" +
+                              (cfg.ema > 0 ? " and their moving average" : "") + each,
+                          saturated(per_param * double(model->parameter_count()) * (gpu ? 1 : R))};
   if (gpu) {
     p.device.push_back({"batch ring", std::to_string(kRingSlots) + " slots of " +
                                           images_str(shard, side, cfg.channels),

@@ -33,8 +33,11 @@ TEST_CASE_TEMPLATE("evaluate [gpu]: a model on cuda gives the CPU's metrics", T,
   const bool half = dtype == DType::f16;
   const FashionMnistFiles& fm = fashion_mnist_jpegs();
   const auto data = open_source(fm.test, ImageSpec{}, 301);  // 28x28x1
+  for (bool tta : {false, true}) {  // and with test-time flips (the input kernel's mirror)
+  INFO((tta ? "--tta flip" : "no flips"));
   EvalOptions opt;
   opt.batch = 64, opt.threads = 2, opt.norm = {{0.286}, {0.353}};
+  opt.tta_flip = tta;
 
   ModelOptions mo;
   mo.seed = 5, mo.dtype = dtype;
@@ -69,6 +72,7 @@ TEST_CASE_TEMPLATE("evaluate [gpu]: a model on cuda gives the CPU's metrics", T,
     // f16: activations rounded to 11 bits at each of ~10 layers, 2e-2 relative.
     REQUIRE(std::fabs(got.loss - want.loss) <= (half ? 2e-2 : 1e-4) * std::fabs(want.loss));
     REQUIRE(std::isfinite(got.loss));
+  }
   }
 }
 

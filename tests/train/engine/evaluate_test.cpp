@@ -90,6 +90,54 @@ TEST_CASE("evaluate: batches of 7 (a short last one) give the metrics of one for
   REQUIRE(eval_summary(r).find("(61 images") != std::string::npos);
 }
 
+TEST_CASE("evaluate with test-time flips: each image's logits averaged with its mirror's") {
+  const FashionMnistFiles& fm = fashion_mnist_jpegs();
+  ImageSpec spec;
+  auto data = open_source(fm.test, spec, 45);
+  ModelOptions mo;
+  mo.seed = 9;
+  auto model = build_model(parse_model_spec("conv 4 3x3 pad=1\nbn\nrelu\nmaxpool 4x4\nflatten\n"
+                                            "linear classes\n", "tiny"),
+                           mo);
+  EvalOptions opt;
+  opt.batch = 8, opt.threads = 2, opt.norm = {{0.3}, {0.35}};
+  const EvalResult plain = evaluate(*model, data, opt);
+  opt.tta_flip = true;
+  const EvalResult r = evaluate(*model, data, opt);
+  REQUIRE(r.images == 45);
+
+  // By hand: the images and their mirrors (each row reversed here), one forward each, the
+  // logits averaged, then ranked and scored.
+  std::vector<uint8_t> px(45 * 784), mirrored(45 * 784);
+  std::vector<int32_t> y(45);
+  StageTimes t;
+  for (int i = 0; i < 45; i++) {
+    REQUIRE(data->load_cut(i, 0, &px[size_t(i) * 784], t).ok());
+    y[size_t(i)] = data->label(i);
+    for (int row = 0; row < 28; row++)
+      for (int col = 0; col < 28; col++)
+        mirrored[size_t(i) * 784 + size_t(row) * 28 + size_t(col)] =
+            px[size_t(i) * 784 + size_t(row) * 28 + size_t(27 - col)];
+  }
+  auto logits_of = [&](const std::vector<uint8_t>& images) {
+    Tensor x = Tensor::empty({45, 28, 28, 1}, DType::f32);
+    input_normalize_cpu<float>(45, 28, 1, images.data(), {0.3f}, {0.35f}, x.data<float>());
+    Tape tape(Context::cpu(), false);
+    return model->forward(tape, make_var(x), false)->value.to_floats();
+  };
+  const std::vector<float> a = logits_of(px), b = logits_of(mirrored);
+  REQUIRE(a != b);  // the mirror images do give other logits
+  std::vector<float> avg(a.size());
+  for (size_t i = 0; i < a.size(); i++) avg[i] = (a[i] + b[i]) * 0.5f;
+  Tape tape(Context::cpu(), false);
+  const Tensor labels = Tensor::from_ints(y, {45});
+  const Tensor z = Tensor::from_floats(avg, {45, 10});
+  REQUIRE(r.top1 == top1_correct(z, labels));
+  REQUIRE(std::abs(r.loss - softmax_cross_entropy(tape, make_var(z), labels, 0.0)->value.item()) <
+          1e-5);
+  REQUIRE(r.loss != plain.loss);
+}
+
 TEST_CASE("EvalAccumulator: ranks each row, counts per class, weighs the loss by images") {
   // K = 3: top-5 means all three classes.
   EvalAccumulator acc(3);

@@ -57,6 +57,31 @@ TEST_CASE("trainer [gpu]: fp32 steps on the GPU follow the CPU's losses and accu
   REQUIRE(gpu.step_state().steps_taken == 6);
 }
 
+TEST_CASE("trainer [gpu]: --ema's averages on the GPU follow the CPU's; so does their evaluation") {
+  REQUIRE_GPU();
+  TempDir dir;
+  TrainConfig cfg = tiny_run_config(dir / "run", 320, 1);  // 10 steps
+  cfg.conv = "direct", cfg.linear = "direct", cfg.ema = 0.9;
+  Trainer cpu(cfg, on(Device::cpu, DType::f32)), gpu(cfg, on(Device::cuda, DType::f32));
+  require_same_state(cpu.snapshot(), gpu.snapshot());  // the averages start as the weights
+  for (int s = 0; s < 6; s++) REQUIRE(cpu.step().taken == gpu.step().taken);
+  const Checkpoint a = cpu.snapshot(), b = gpu.snapshot();
+  // the weights differ by the order of the sums (as the losses above); their averages as much
+  for (const char* name : {"conv1.w.ema", "linear1.w.ema", "bn2.running_var.ema"}) {
+    INFO(name);
+    const std::vector<float> x = a.tensor(name).to_floats(), y = b.tensor(name).to_floats();
+    REQUIRE(x.size() == y.size());
+    for (size_t i = 0; i < x.size(); i++)
+      REQUIRE(std::fabs(x[i] - y[i]) <= 1e-3f * (1 + std::fabs(x[i])));
+    const std::string averaged = std::string(name).substr(0, std::string(name).size() - 4);
+    REQUIRE(x != a.tensor(averaged).to_floats());  // an average, not the weights
+  }
+  const EvalResult ea = cpu.evaluate(true), eb = gpu.evaluate(true);
+  REQUIRE(eb.images == ea.images);
+  REQUIRE(std::fabs(eb.loss - ea.loss) <= 1e-3 * std::fabs(ea.loss));
+  REQUIRE(std::llabs(eb.top1 - ea.top1) <= 2);
+}
+
 TEST_CASE("trainer [gpu]: fp16 with dynamic loss scaling trains, and stays near fp32") {
   REQUIRE_GPU();
   TempDir dir;
@@ -83,6 +108,7 @@ TEST_CASE("trainer [gpu]: resume on the GPU gives the unbroken run's losses bit 
     TrainConfig cfg = tiny_run_config(dir / "run", 160, 3);  // 15 steps
     cfg.optimizer = dtype == DType::f16 ? "adamw" : "sgd";
     cfg.lr = dtype == DType::f16 ? 3e-3 : 0.05;
+    cfg.ema = dtype == DType::f16 ? 0.95 : 0;  // fp16: the averages resume too (in the snapshot)
     const int k = 7, N = 15;
     Trainer a(cfg, on(Device::cuda, dtype));
     std::vector<double> losses;

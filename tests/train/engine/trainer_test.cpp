@@ -39,22 +39,27 @@ TEST_CASE("resume: losses and final weights after a reload equal those of an unb
   // Through a real checkpoint file, mid-epoch (step 11: epoch 2, batch 1, of 5 per epoch),
   // with augmentation, 2 micro-batches per step, and the warm-up and cosine schedule.
   // fp32 runs oneDNN (auto: the CPU's default, the same bits run to run on a fixed thread
-  // count) or the reference (direct); fp16 runs the reference whatever the choice.
+  // count) or the reference (direct); fp16 runs the reference whatever the choice. With --ema
+  // the averages resume too (the snapshots compared below hold them).
   struct Variant {
     const char* name;
     DType dtype;
     const char* optimizer;
     const char* kernels;
+    double ema = 0;
   };
   for (const Variant v : {Variant{"fp32 sgd onednn", DType::f32, "sgd", "auto"},
                           Variant{"fp32 sgd reference", DType::f32, "sgd", "direct"},
-                          Variant{"fp16 adamw", DType::f16, "adamw", "auto"}}) {
+                          Variant{"fp16 adamw", DType::f16, "adamw", "auto"},
+                          Variant{"fp16 nesterov, --ema 0.9", DType::f16, "nesterov", "auto", 0.9},
+                          Variant{"fp32 adamw, --ema 0.99", DType::f32, "adamw", "auto", 0.99}}) {
     INFO(std::string(v.name));
     TempDir dir;
     TrainConfig cfg = tiny_run_config(dir / "run", 160, 4);  // 5 steps per epoch, 20 steps
     cfg.conv = cfg.linear = v.kernels;
     cfg.optimizer = v.optimizer;
     cfg.lr = v.dtype == DType::f16 ? 3e-3 : 0.05;
+    cfg.ema = v.ema;
     const int k = 11, N = 20;
     Trainer a(cfg, cpu(v.dtype));
     REQUIRE(a.total_steps() == N);
@@ -75,6 +80,12 @@ TEST_CASE("resume: losses and final weights after a reload equal those of an unb
       REQUIRE(r.loss == losses[size_t(s)]);  // exactly: same batches, weights, state, lr
     }
     require_same_state(a.snapshot(), b.snapshot());
+    if (v.ema > 0) {  // the averages are in the checkpoint, and they moved from the start
+      REQUIRE(ck.tensor("conv1.w.ema").dtype() == DType::f32);
+      REQUIRE(ck.tensor("bn1.running_var.ema").numel() == ck.tensor("bn1.running_var").numel());
+      REQUIRE(!(a.snapshot().tensor("conv1.w.ema").to_floats() ==
+                ck.tensor("conv1.w.ema").to_floats()));
+    }
     // The comparison has teeth: an unbroken run does move the weights and the losses.
     REQUIRE(losses.front() != losses.back());
   }
@@ -351,4 +362,75 @@ TEST_CASE("onednn: a fixed-seed CPU run stays within 1e-5 of the reference run's
   REQUIRE(losses.front() - losses.back() > 0.3);  // it trained: the comparison means something
   REQUIRE(worst < 1e-5);
   REQUIRE(off < 1e-5);
+}
+
+TEST_CASE("--ema: the averages of the weights and of BatchNorm's statistics, by definition") {
+  // e_0 = the start; at step t, d = min(decay, (1+t)/(10+t)), e_t = d e_{t-1} + (1-d) w_t, with
+  // w_t the weights (the running variance) after step t: computed here in double from each
+  // step's snapshot, against the trainer's fp32 averages.
+  TempDir dir;
+  TrainConfig cfg = tiny_run_config(dir / "run", 160, 1);
+  cfg.accum = 1, cfg.conv = cfg.linear = "direct", cfg.ema = 0.8;
+  Trainer t(cfg, cpu(DType::f32));
+  const Checkpoint c0 = t.snapshot();
+  REQUIRE(c0.tensor("conv1.w.ema").to_floats() == c0.tensor("conv1.w").to_floats());
+  auto doubles_of = [](const Checkpoint& c, const char* name) {
+    const std::vector<float> f = c.tensor(name).to_floats();
+    return std::vector<double>(f.begin(), f.end());
+  };
+  std::vector<double> ew = doubles_of(c0, "conv1.w"), ev = doubles_of(c0, "bn2.running_var");
+  for (int64_t s = 1; s <= 5; s++) {
+    REQUIRE(t.step().taken);
+    const Checkpoint c = t.snapshot();
+    const double d = std::min(0.8, (1.0 + double(s)) / (10.0 + double(s)));
+    const std::vector<double> w = doubles_of(c, "conv1.w"), v = doubles_of(c, "bn2.running_var");
+    for (size_t i = 0; i < ew.size(); i++) ew[i] = d * ew[i] + (1 - d) * w[i];
+    for (size_t i = 0; i < ev.size(); i++) ev[i] = d * ev[i] + (1 - d) * v[i];
+    const std::vector<double> gw = doubles_of(c, "conv1.w.ema");
+    const std::vector<double> gv = doubles_of(c, "bn2.running_var.ema");
+    for (size_t i = 0; i < ew.size(); i++) REQUIRE(std::fabs(gw[i] - ew[i]) < 1e-6);
+    for (size_t i = 0; i < ev.size(); i++) REQUIRE(std::fabs(gv[i] - ev[i]) < 1e-6 * ev[i] + 1e-7);
+    if (s == 5) REQUIRE(gw != w);  // the average is not the weights
+  }
+  // Evaluated by the trainer (its averaged model) as a model loaded from the checkpoint's
+  // averages is: the same metrics; and the weights' own evaluation differs.
+  const Checkpoint c = t.snapshot();
+  const EvalResult mine = t.evaluate(true);
+  EvalOptions o;
+  o.batch = 256, o.threads = 1, o.norm = {cfg.mean, cfg.std};
+  const auto model = load_model(c, cfg, DType::f32, Context::cpu(), WeightChoice::ema);
+  const std::shared_ptr<const SampleSource> val(t.val_data(), [](const SampleSource*) {});
+  const EvalResult loaded = evaluate(*model, val, o);
+  REQUIRE(mine.top1 == loaded.top1);
+  REQUIRE(mine.loss == loaded.loss);
+  REQUIRE(t.evaluate(false).loss != mine.loss);
+}
+
+TEST_CASE("load_model: --weights auto takes the average when there is one; raw and ema choose") {
+  TempDir dir;
+  TrainConfig cfg = tiny_run_config(dir / "run", 64, 1);
+  cfg.accum = 1, cfg.ema = 0.5;
+  Trainer t(cfg, cpu(DType::f32));
+  t.step();
+  const Checkpoint c = t.snapshot();
+  REQUIRE(has_average(c));
+  auto conv1 = [&](WeightChoice w) {
+    auto m = load_model(c, cfg, DType::f32, Context::cpu(), w);
+    return m->parameters()[0]->value.to_floats();
+  };
+  REQUIRE(conv1(WeightChoice::automatic) == c.tensor("conv1.w.ema").to_floats());
+  REQUIRE(conv1(WeightChoice::ema) == c.tensor("conv1.w.ema").to_floats());
+  REQUIRE(conv1(WeightChoice::raw) == c.tensor("conv1.w").to_floats());
+  REQUIRE(std::string(weights_loaded(c, WeightChoice::automatic)) == "the weights' moving average");
+  // A checkpoint without an average (a run without --ema, or one from before it) still loads.
+  TrainConfig plain = tiny_run_config(dir / "plain", 64, 1);
+  Trainer p(plain, cpu(DType::f32));
+  const Checkpoint pc = p.snapshot();
+  REQUIRE(!has_average(pc));
+  auto m = load_model(pc, plain, DType::f32, Context::cpu(), WeightChoice::automatic);
+  REQUIRE(m->parameters()[0]->value.to_floats() == pc.tensor("conv1.w").to_floats());
+  REQUIRE(std::string(weights_loaded(pc, WeightChoice::automatic)) == "the weights");
+  REQUIRE_ERROR(load_model(pc, plain, DType::f32, Context::cpu(), WeightChoice::ema),
+                "holds no moving average");
+  REQUIRE_ERROR(parse_weight_choice("best"), "expected auto");
 }

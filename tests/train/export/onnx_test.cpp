@@ -147,6 +147,18 @@ TEST_CASE("onnx export: every layer kind as ONNX nodes, weights in ONNX's layout
     REQUIRE(f.graph().output(0).name() == "probabilities");
     REQUIRE(f.graph().node(f.graph().node_size() - 1).op_type() == "Softmax");
   }
+  SUBCASE("test-time flips: the mirror images beside the images, the two logits averaged") {
+    o.tta_flip = true;
+    onnx::ModelProto f;
+    REQUIRE(f.ParseFromString(onnx_model(*model, o).bytes));
+    REQUIRE(ops(f).rfind("Cast Div Sub Div Transpose Slice Concat Conv", 0) == 0);
+    const std::string all = ops(f), tail = "Gemm Reshape ReduceMean Identity";
+    REQUIRE(all.size() > tail.size());
+    REQUIRE(all.substr(all.size() - tail.size()) == tail);
+    REQUIRE(int_attributes(f, "image.mirror").empty());  // its indices are inputs in opset 13
+    REQUIRE(int_attributes(f, "mirror.mean").at("axes") == std::vector<int64_t>{0});
+    REQUIRE(metadata(f).at("output").find("mirror image") != std::string::npos);
+  }
 }
 
 TEST_CASE("onnx export: refusals name what is wrong") {
@@ -215,7 +227,8 @@ std::string write_pgm_list(const fs::path& dir, const std::string& prefix, int n
 // Trains `train_args`, exports with `export_args`, predicts the 1,000 test images to a CSV
 // and runs the client on them.
 void check_against_onnxruntime(const std::vector<std::string>& train_args,
-                               const std::vector<std::string>& export_args, int channels) {
+                               const std::vector<std::string>& export_args, int channels,
+                               const std::string& weights = "the weights") {
   std::string why;
   const std::string python = onnx_python(why);
   if (python.empty()) return skip(why);
@@ -237,11 +250,13 @@ void check_against_onnxruntime(const std::vector<std::string>& train_args,
   r = run_cutrain(args, (d / "export.log").string());
   REQUIRE_MESSAGE(r.status == 0, r.output);
   REQUIRE(r.output.find("checked by ONNX's checker and shape inference") != std::string::npos);
+  REQUIRE(r.output.find(", " + weights + ";") != std::string::npos);
 
   r = run_cutrain({"predict", "--checkpoint", run, "--list", test, "--csv", csv, "--device",
                    "cpu", "--precision", "fp32", "--top", "1"},
                   (d / "predict.log").string());
   REQUIRE_MESSAGE(r.status == 0, r.output);
+  REQUIRE(r.output.find(", " + weights + ";") != std::string::npos);
 
   r = run_process({python, (repo_root() / "tests/train/export/onnx_client.py").string(), "--model",
                    onnx, "--idx", fashion_mnist_idx_dir() + "/t10k-images-idx3-ubyte.gz",
@@ -263,6 +278,13 @@ TEST_CASE("onnx export: onnxruntime gives cutrain predict's top-1 and probabilit
 TEST_CASE("onnx export: a run trained in fp16 exports its fp32 master weights, which "
           "onnxruntime runs as cutrain predict does") {
   check_against_onnxruntime({"--precision", "fp16"}, {}, 1);
+}
+
+TEST_CASE("onnx export: a run with --ema and --tta flip exports its average and its flips, "
+          "which onnxruntime runs as cutrain predict does") {
+  // export and predict both follow the checkpoint (--weights auto, --tta run)
+  check_against_onnxruntime({"--ema", "0.9", "--tta", "flip"}, {"--softmax"}, 1,
+                            "the weights' moving average");
 }
 
 TEST_CASE("onnx export: onnxruntime agrees on a resnet with 3 channels of their own "
