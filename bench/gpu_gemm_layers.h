@@ -3,7 +3,9 @@
 // two convs of a ResNet block, are timed once and named together), in fp16:
 //   passes  forward, dgrad (backward data, dx +=), wgrad (backward filter, dw += and db +=)
 //   impls   direct, tc, and the vendor library (cuDNN for conv, cuBLAS for linear), through
-//           the switch of kernels/impl.h
+//           the switch of kernels/impl.h; for conv also the ladder's other rungs, v2 fma and
+//           v4 async (kernels/ladder/conv_ladder.h; direct is v1, tc v3), and after the table
+//           the ladder's summary: each rung's time and its speed-up over the rung below
 // Each implementation is first checked against the CPU reference (run in fp32 on the same
 // fp16 values) at a small batch; a wrong one is reported and not timed. Then each pass is
 // timed at the full batch: TFLOP/s (2 flops per multiply-add; each pass costs the forward's
@@ -18,6 +20,7 @@
 #include "bench/model_layers.h"
 #include "kernels/conv2d.h"
 #include "kernels/impl.h"
+#include "kernels/ladder/conv_ladder.h"
 #include "kernels/linear.h"
 #include "kernels/vendor.h"
 
@@ -76,8 +79,11 @@ struct GemmTensors {
   }
 };
 
-// impl: 0 direct, 1 tc, 2 the vendor library.
+// impl: 0 direct, 1 tc, 2 the vendor library; conv only: 3 the ladder's v2, 4 its v4.
+constexpr int kImpls = 5;
 inline const char* impl_label(const BenchLayer& L, int impl) {
+  if (impl == 3) return "v2 fma";
+  if (impl == 4) return "v4 async";
   return impl == 0 ? "direct" : impl == 1 ? "tc" : L.conv ? "cudnn" : "cublas";
 }
 
@@ -85,7 +91,16 @@ inline void run_pass(const BenchLayer& L, const Conv2dShape& s, int impl, Pass p
                      const GemmTensors& t, cudaStream_t st) {
   const half_t* b = L.bias ? t.dev_b.get() : nullptr;
   half_t* db = L.bias ? t.dev_db.get() : nullptr;
-  if (L.conv) {
+  if (L.conv && impl >= 3) {  // a rung of the ladder
+    const ConvRung r = impl == 3 ? ConvRung::fma : ConvRung::async;
+    if (p == Pass::forward)
+      conv2d_forward_rung_gpu(r, s, t.dev_x.get(), t.dev_w.get(), b, t.dev_y.get(), st);
+    else if (p == Pass::dgrad)
+      conv2d_backward_data_rung_gpu(r, s, t.dev_dy.get(), t.dev_w.get(), t.dev_dx.get(), st);
+    else
+      conv2d_backward_filter_rung_gpu(r, s, t.dev_x.get(), t.dev_dy.get(), t.dev_dw.get(), db,
+                                      st);
+  } else if (L.conv) {
     const ConvImpl ci[3] = {ConvImpl::direct, ConvImpl::tc, ConvImpl::cudnn};
     if (p == Pass::forward)
       conv2d_forward_gpu<half_t>(ci[impl], s, t.dev_x.get(), t.dev_w.get(), b, t.dev_y.get(), st);
@@ -199,8 +214,15 @@ inline void bench_gemm_layers(BenchContext& ctx, const std::vector<std::string>&
   r.print("| layers | shape (NxHxWxC, K RxS /stride pad) | pass | impl | ms | TFLOP/s | "
           "of GEMM ceiling | speed vs vendor | check |\n"
           "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+  struct LadderRow {  // the ladder's summary: ms per impl (0: not timed)
+    std::string layers;
+    Pass pass;
+    double ms[kImpls];
+  };
+  std::vector<LadderRow> ladder;
   for (const LayerGroup& g : distinct_layers(models, batch)) {
     const BenchLayer& L = g.layer;
+    double times[3][kImpls] = {};  // per pass and impl
     const auto wanted = [&](Pass p, int impl) {
       std::string key = (L.conv ? "conv " : "linear ") + std::string(pass_name(p)) + " " +
                         impl_label(L, impl);
@@ -208,7 +230,8 @@ inline void bench_gemm_layers(BenchContext& ctx, const std::vector<std::string>&
       return ctx.wanted(key);
     };
     double vendor_ms[3] = {0, 0, 0};  // per pass
-    for (int impl : {2, 0, 1}) {      // the vendor first: its time is the yardstick
+    for (int impl : {2, 0, 3, 1, 4}) {  // the vendor first: its time is the yardstick
+      if (impl >= 3 && !L.conv) continue;  // the ladder is conv's
       if (!wanted(Pass::forward, impl) && !wanted(Pass::dgrad, impl) &&
           !wanted(Pass::wgrad, impl))
         continue;
@@ -229,9 +252,39 @@ inline void bench_gemm_layers(BenchContext& ctx, const std::vector<std::string>&
         else
           r.failures++;
         if (impl == 2) vendor_ms[int(p)] = ms;
+        times[int(p)][impl] = ms;
         gemm_row(ctx, g, p, impl, ms, vendor_ms[int(p)], c);
       }
     }
+    if (L.conv)
+      for (Pass p : kPasses) {
+        LadderRow row{names_text(g.names), p, {}};
+        for (int i = 0; i < kImpls; i++) row.ms[i] = times[int(p)][i];
+        ladder.push_back(row);
+      }
+  }
+  // The ladder: v1 direct (impl 0), v2 fma (3), v3 tc (1), v4 async (4), cuDNN (2); each
+  // rung's speed-up over the one below it (its time / this time), and v4 against cuDNN.
+  r.print("\n### The conv ladder (kernels/ladder/README.md): ms, and the speed-up over the rung "
+          "below\n\n| layers | pass | v1 direct | v2 fma | v3 tc | v4 async | cuDNN | v4 vs "
+          "cuDNN |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+  const int order[4] = {0, 3, 1, 4};
+  for (const LadderRow& row : ladder) {
+    std::string cells;
+    char buf[64];
+    for (int k = 0; k < 4; k++) {
+      const double ms = row.ms[order[k]], below = k > 0 ? row.ms[order[k - 1]] : 0;
+      if (ms <= 0) std::snprintf(buf, sizeof buf, " |");
+      else if (below > 0) std::snprintf(buf, sizeof buf, " %.3f (%.1fx) |", ms, below / ms);
+      else std::snprintf(buf, sizeof buf, " %.3f |", ms);
+      cells += buf;
+    }
+    const double cudnn = row.ms[2], v4 = row.ms[4];
+    char vendor[32] = "", ratio[32] = "";
+    if (cudnn > 0) std::snprintf(vendor, sizeof vendor, "%.3f", cudnn);
+    if (cudnn > 0 && v4 > 0) std::snprintf(ratio, sizeof ratio, "%.2fx", cudnn / v4);
+    r.print("| %s | %s |%s %s | %s |\n", row.layers.c_str(), pass_name(row.pass), cells.c_str(),
+            vendor, ratio);
   }
 }
 

@@ -12,7 +12,7 @@
 #include "kernels/conv2d.h"
 #include "kernels/cuda_util.cuh"
 #include "kernels/linear.h"
-#include "kernels/tc_gemm.cuh"
+#include "kernels/conv_gemm.cuh"
 
 namespace cutrain {
 
@@ -154,182 +154,21 @@ CUTRAIN_INSTANTIATE(float)
 CUTRAIN_INSTANTIATE(half_t)
 #undef CUTRAIN_INSTANTIATE
 
-// --- tc: implicit GEMM on tensor cores (tc_gemm.cuh), fp16 -------------------------------
-//
-// The three passes are GEMMs whose A or B is the input or dy gathered through the convolution
-// on the fly (no im2col buffer). Each operand below says which element (mn, kd) is and
-// returns 0 where that element is padding. Fast path: when the run of 8 it is asked for lies
-// along a channel dimension that is a multiple of 8 (C for x and w, K for dy), the 8 halves are
-// one aligned 16-byte load of one pixel (or zeros when the pixel is padding); otherwise (the
-// first layer, C = 1 or 3; odd channel counts) 8 scalar gathers.
+// --- tc: implicit GEMM on tensor cores (conv_gemm.cuh's operands over tc_gemm.cuh), fp16 ---
 
-namespace {
-
-// The shape in plain ints, for the device.
-struct Geom {
-  int N, H, W, C, K, R, S, P, Q, sh, sw, ph, pw;
-  static Geom of(const Conv2dShape& s) {
-    return {s.N, s.H, s.W, s.C, s.K, s.R, s.S, s.P(), s.Q(),
-            s.stride_h, s.stride_w, s.pad_h, s.pad_w};
-  }
-  // x[n][h][w][c] when (h, w) is inside the image, else 0.
-  __device__ __half x_at(const __half* x, int64_t n, int h, int w, int c) const {
-    if (h < 0 || h >= H || w < 0 || w >= W) return __half(0.0f);
-    return x[((n * H + h) * W + w) * C + c];
-  }
-  // The output pixel (p, q) whose tap (r, s) reads input pixel (h, w); false when none does
-  // (h + ph - r not a multiple of the stride, or outside the output).
-  __device__ bool out_of(int h, int w, int r, int s, int& p, int& q) const {
-    const int hp = h + ph - r, wq = w + pw - s;
-    if (hp < 0 || wq < 0 || hp % sh != 0 || wq % sw != 0) return false;
-    p = hp / sh;
-    q = wq / sw;
-    return p < P && q < Q;
-  }
-};
-
-// forward A = im2col(x) (N*P*Q x R*S*C): A[(n,p,q)][(r,s,c)] = x[n][p*sh-ph+r][q*sw-pw+s][c].
-// Contiguous along kd (c). vec: C % 8 == 0 and x 16-byte aligned, so a run of 8 at kd % 8 == 0
-// stays inside one tap (r, s) and is 8 channels of one pixel.
-struct Im2colA {
-  static constexpr bool kContigKd = true;
-  const __half* x;
-  Geom g;
-  int64_t M;
-  int Kd;
-  bool vec;
-  __device__ void load8(int64_t m, int64_t kd, __half* dst) const {
-    if (m >= M || kd >= Kd) return tc::zero8(dst);
-    const int64_t PQ = int64_t(g.P) * g.Q;
-    const int64_t n = m / PQ;
-    const int pq = int(m % PQ), p = pq / g.Q, q = pq % g.Q;
-    const int h0 = p * g.sh - g.ph, w0 = q * g.sw - g.pw;  // the pixel under tap (0, 0)
-    if (vec) {
-      const int c = int(kd % g.C), rs = int(kd / g.C), h = h0 + rs / g.S, w = w0 + rs % g.S;
-      if (h < 0 || h >= g.H || w < 0 || w >= g.W) return tc::zero8(dst);
-      return tc::copy8(dst, x + ((n * g.H + h) * g.W + w) * g.C + c);
-    }
-    for (int j = 0; j < 8; j++) {
-      const int k = int(kd) + j, c = k % g.C, rs = k / g.C;
-      dst[j] = k < Kd ? g.x_at(x, n, h0 + rs / g.S, w0 + rs % g.S, c) : __half(0.0f);
-    }
-  }
-};
-
-// dgrad A (N*H*W x R*S*K): A[(n,h,w)][(r,s,k)] = dy[n][p][q][k] for the output pixel (p, q)
-// whose tap (r, s) reads (h, w), 0 when there is none. Contiguous along kd (k).
-// vec: K % 8 == 0 and dy aligned.
-struct DgradA {
-  static constexpr bool kContigKd = true;
-  const __half* dy;
-  Geom g;
-  int64_t M;
-  int Kd;
-  bool vec;
-  __device__ void load8(int64_t m, int64_t kd, __half* dst) const {
-    if (m >= M || kd >= Kd) return tc::zero8(dst);
-    const int64_t HW = int64_t(g.H) * g.W;
-    const int64_t n = m / HW;
-    const int hw = int(m % HW), h = hw / g.W, w = hw % g.W;
-    int p, q;
-    if (vec) {
-      const int k = int(kd % g.K), rs = int(kd / g.K);
-      if (!g.out_of(h, w, rs / g.S, rs % g.S, p, q)) return tc::zero8(dst);
-      return tc::copy8(dst, dy + ((n * g.P + p) * g.Q + q) * g.K + k);
-    }
-    for (int j = 0; j < 8; j++) {
-      const int kk = int(kd) + j, k = kk % g.K, rs = kk / g.K;
-      const bool hit = kk < Kd && g.out_of(h, w, rs / g.S, rs % g.S, p, q);
-      dst[j] = hit ? dy[((n * g.P + p) * g.Q + q) * g.K + k] : __half(0.0f);
-    }
-  }
-};
-
-// dgrad B (R*S*K x C): B[(r,s,k)][c] = w[k][r][s][c]. Contiguous along mn (c).
-// vec: C % 8 == 0 and w aligned.
-struct DgradB {
-  static constexpr bool kContigKd = false;
-  const __half* w;
-  Geom g;
-  int Kd;
-  bool vec;
-  __device__ void load8(int64_t c, int64_t kd, __half* dst) const {
-    if (kd >= Kd) return tc::zero8(dst);
-    const int k = int(kd % g.K), rs = int(kd / g.K);
-    const __half* row = w + (int64_t(k) * g.R * g.S + rs) * g.C;  // w[k][r][s][:]
-    if (vec && c + 8 <= g.C) return tc::copy8(dst, row + c);
-    for (int j = 0; j < 8; j++) dst[j] = c + j < g.C ? row[c + j] : __half(0.0f);
-  }
-};
-
-// wgrad B = im2col(x) seen from the other side (N*P*Q x R*S*C): B[(n,p,q)][(r,s,c)], as Im2colA
-// but contiguous along mn (c). vec: C % 8 == 0 and x aligned.
-struct WgradB {
-  static constexpr bool kContigKd = false;
-  const __half* x;
-  Geom g;
-  int64_t Kd;  // N*P*Q
-  int RSC;
-  bool vec;
-  __device__ void load8(int64_t rsc, int64_t kd, __half* dst) const {
-    if (kd >= Kd || rsc >= RSC) return tc::zero8(dst);
-    const int64_t PQ = int64_t(g.P) * g.Q;
-    const int64_t n = kd / PQ;
-    const int pq = int(kd % PQ), p = pq / g.Q, q = pq % g.Q;
-    const int h0 = p * g.sh - g.ph, w0 = q * g.sw - g.pw;
-    if (vec && rsc + 8 <= RSC) {
-      const int c = int(rsc % g.C), rs = int(rsc / g.C), h = h0 + rs / g.S, w = w0 + rs % g.S;
-      if (h < 0 || h >= g.H || w < 0 || w >= g.W) return tc::zero8(dst);
-      return tc::copy8(dst, x + ((n * g.H + h) * g.W + w) * g.C + c);
-    }
-    for (int j = 0; j < 8; j++) {
-      const int i = int(rsc) + j, c = i % g.C, rs = i / g.C;
-      dst[j] = i < RSC ? g.x_at(x, n, h0 + rs / g.S, w0 + rs % g.S, c) : __half(0.0f);
-    }
-  }
-};
-
-const __half* hp(const half_t* p) { return reinterpret_cast<const __half*>(p); }
-__half* hp(half_t* p) { return reinterpret_cast<__half*>(p); }
-
-}  // namespace
-
-// y (N*P*Q x K) = im2col(x) (N*P*Q x R*S*C) * w^T (R*S*C x K), + b[k], rounded once.
 void conv2d_forward_tc_gpu(const Conv2dShape& s, const half_t* x, const half_t* w,
                            const half_t* b, half_t* y, cudaStream_t stream) {
-  const Geom g = Geom::of(s);
-  const int64_t M = int64_t(s.N) * g.P * g.Q;
-  const int Kd = s.R * s.S * s.C;
-  const Im2colA a{hp(x), g, M, Kd, s.C % 8 == 0 && tc::aligned16(x)};
-  const auto bw = tc::Dense<true>::make(hp(w), s.K, Kd, Kd);  // B(kd, k) = w[k][kd]
-  tc_gemm(M, s.K, Kd, a, bw, EpiBias{hp(y), hp(b), s.K}, stream);
+  conv2d_forward_gemm<tc::WmmaKernel>(s, x, w, b, y, stream);
 }
 
-// dx (N*H*W x C) += gather(dy) (N*H*W x R*S*K) * w' (R*S*K x C). For stride > 1 most of the
-// gathered row is zeros (taps whose h + ph - r is not a multiple of the stride); simple, and
-// the price is paid only in the strided layers.
 void conv2d_backward_data_tc_gpu(const Conv2dShape& s, const half_t* dy, const half_t* w,
                                  half_t* dx, cudaStream_t stream) {
-  const Geom g = Geom::of(s);
-  const int64_t M = int64_t(s.N) * s.H * s.W;
-  const int Kd = s.R * s.S * s.K;
-  const DgradA a{hp(dy), g, M, Kd, s.K % 8 == 0 && tc::aligned16(dy)};
-  const DgradB b{hp(w), g, Kd, s.C % 8 == 0 && tc::aligned16(w)};
-  tc_gemm(M, s.C, Kd, a, b, EpiAccumulate{hp(dx), s.C}, stream);
+  conv2d_backward_data_gemm<tc::WmmaKernel>(s, dy, w, dx, stream);
 }
 
-// dw (K x R*S*C) += dy^T (K x N*P*Q) * im2col(x) (N*P*Q x R*S*C); db by bias_grad_gpu.
 void conv2d_backward_filter_tc_gpu(const Conv2dShape& s, const half_t* x, const half_t* dy,
                                    half_t* dw, half_t* db, cudaStream_t stream) {
-  const Geom g = Geom::of(s);
-  const int64_t NPQ = int64_t(s.N) * g.P * g.Q;
-  const int RSC = s.R * s.S * s.C;
-  if (dw) {
-    const auto a = tc::Dense<false>::make(hp(dy), s.K, NPQ, s.K);  // A(k, m) = dy[m][k]
-    const WgradB b{hp(x), g, NPQ, RSC, s.C % 8 == 0 && tc::aligned16(x)};
-    tc_gemm<true>(s.K, RSC, NPQ, a, b, EpiAccumulate{hp(dw), RSC}, stream);  // kd: the batch
-  }
-  if (db) bias_grad_gpu(NPQ, s.K, dy, db, stream);
+  conv2d_backward_filter_gemm<tc::WmmaKernel>(s, x, dy, dw, db, stream);
 }
 
 }  // namespace cutrain

@@ -15,7 +15,9 @@
 //   __device__ void load8(int64_t mn, int64_t kd, __half* dst) const;
 // load8 writes 8 consecutive elements along the contiguous direction, (mn, kd..kd+7) or
 // (mn..mn+7, kd), into shared memory (dst is 16-byte aligned): one 16-byte load when the 8
-// are inside the matrix, contiguous and aligned, else 8 scalar reads with zeros outside.
+// are inside the matrix, contiguous and aligned, else 8 scalar reads with zeros outside. The
+// 16-byte load goes through the operand's `copy` argument (Copy8: a load and a store; the
+// pipelined rung of kernels/ladder/ passes an asynchronous copy instead).
 //
 // launch: one block computes one BM x BN tile of C (128x64, 64x64, 128x32 or 32x64);
 //   one warp computes a 32 x 32 piece of it as 2 x 2 WMMA 16x16x16 fragments (half x half ->
@@ -76,6 +78,12 @@ __device__ __forceinline__ void zero8(__half* dst) {
 __device__ __forceinline__ void copy8(__half* dst, const __half* src) {  // 16 bytes, aligned
   *reinterpret_cast<uint4*>(dst) = __ldg(reinterpret_cast<const uint4*>(src));
 }
+// The operands' 16-byte copy into shared memory, as a policy: this one loads and stores.
+struct Copy8 {
+  __device__ __forceinline__ void operator()(__half* dst, const __half* src) const {
+    copy8(dst, src);
+  }
+};
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 // A plain matrix as an operand. ContigKd: element (mn, kd) at p[mn * ld + kd] (rows of mn,
@@ -90,16 +98,17 @@ struct Dense {
   static Dense make(const __half* p, int64_t MN, int64_t Kd, int64_t ld) {
     return {p, MN, Kd, ld, aligned16(p) && ld % 8 == 0};
   }
-  __device__ void load8(int64_t mn, int64_t kd, __half* dst) const {
+  template <class Copy = Copy8>
+  __device__ void load8(int64_t mn, int64_t kd, __half* dst, Copy copy = {}) const {
     if constexpr (ContigKd) {
       if (mn >= MN) return zero8(dst);
       const __half* row = p + mn * ld;
-      if (vec && kd + 8 <= Kd) return copy8(dst, row + kd);
+      if (vec && kd + 8 <= Kd) return copy(dst, row + kd);
       for (int j = 0; j < 8; j++) dst[j] = kd + j < Kd ? row[kd + j] : __half(0.0f);
     } else {
       if (kd >= Kd) return zero8(dst);
       const __half* row = p + kd * ld;
-      if (vec && mn + 8 <= MN) return copy8(dst, row + mn);
+      if (vec && mn + 8 <= MN) return copy(dst, row + mn);
       for (int j = 0; j < 8; j++) dst[j] = mn + j < MN ? row[mn + j] : __half(0.0f);
     }
   }
@@ -109,20 +118,22 @@ struct Dense {
 
 // Copies the ROWS x BK tile of `op` at (mn0, kd0) into shared memory: [ROWS][BK+PAD] when the
 // operand is contiguous along kd, else [BK][ROWS+PAD]. Every thread of the block takes runs of
-// 8 in turn, so neighbouring threads read neighbouring 16 bytes.
-template <int ROWS, int THREADS, class Op>
-__device__ __forceinline__ void load_tile(const Op& op, int64_t mn0, int64_t kd0, __half* s) {
+// 8 in turn, so neighbouring threads read neighbouring 16 bytes. copy: the operands' 16-byte
+// copy (Copy8 above).
+template <int ROWS, int THREADS, class Op, class Copy = Copy8>
+__device__ __forceinline__ void load_tile(const Op& op, int64_t mn0, int64_t kd0, __half* s,
+                                          Copy copy = {}) {
   if constexpr (Op::kContigKd) {
     constexpr int runs_per_row = BK / 8;
     for (int i = threadIdx.x; i < ROWS * runs_per_row; i += THREADS) {
       const int r = i / runs_per_row, k8 = (i % runs_per_row) * 8;
-      op.load8(mn0 + r, kd0 + k8, s + r * (BK + PAD) + k8);
+      op.load8(mn0 + r, kd0 + k8, s + r * (BK + PAD) + k8, copy);
     }
   } else {
     constexpr int runs_per_row = ROWS / 8;
     for (int i = threadIdx.x; i < BK * runs_per_row; i += THREADS) {
       const int k = i / runs_per_row, r8 = (i % runs_per_row) * 8;
-      op.load8(mn0 + r8, kd0 + k, s + k * (ROWS + PAD) + r8);
+      op.load8(mn0 + r8, kd0 + k, s + k * (ROWS + PAD) + r8, copy);
     }
   }
 }
@@ -139,52 +150,52 @@ template <class Frag> __device__ __forceinline__ void add_fragment(Frag& a, cons
   for (int t = 0; t < a.num_elements; t++) a.x[t] += b.x[t];
 }
 
-// Block (BM/32)*(BN/32) warps; grid (ceil(M/BM), ceil(N/BN), splits). Slice z covers kd in
-// [z*kd_chunk, min(Kd, (z+1)*kd_chunk)); kd_chunk is a multiple of BK, so a tile never
-// straddles two slices. Calls epi(m, n, z, acc) for every (m, n) inside C. Blocked: the sums
-// over kd in blocks of kSumBlock (above).
-template <int BM, int BN, bool Blocked, class OpA, class OpB, class Epi>
-__global__ void __launch_bounds__((BM / 32) * (BN / 32) * 32)
-    tc_gemm_kernel(int64_t M, int64_t N, int64_t Kd, int64_t kd_chunk, OpA a, OpB b, Epi epi) {
-  using namespace nvcuda;
-  constexpr int WARPS_N = BN / 32, THREADS = (BM / 32) * WARPS_N * 32;
-  constexpr int A_HALVES = tile_halves<BM, OpA::kContigKd>();
-  constexpr int B_HALVES = tile_halves<BN, OpB::kContigKd>();
-  constexpr int LDC = BN + 4;  // floats; WMMA wants ldm % 4 == 0 for float
-  constexpr int AB_BYTES = (A_HALVES + B_HALVES) * 2, C_BYTES = BM * LDC * 4;
-  // The A/B tiles during the main loop, the fp32 C tile after it: the same bytes.
-  __shared__ __align__(128) unsigned char smem[AB_BYTES > C_BYTES ? AB_BYTES : C_BYTES];
-  __half* sA = reinterpret_cast<__half*>(smem);
-  __half* sB = sA + A_HALVES;  // A_HALVES * 2 bytes is a multiple of 32: WMMA alignment holds
-  float* sC = reinterpret_cast<float*>(smem);
+// The C tile in shared memory (fp32, BM x BN, rows of ldc) through epi, each thread handing it
+// consecutive n (coalesced stores), skipping what lies outside C. Called by every thread of the
+// block after a __syncthreads.
+template <int BM, int BN, int THREADS, class Epi>
+__device__ __forceinline__ void epilogue(int64_t M, int64_t N, int64_t m0, int64_t n0,
+                                         const float* sC, int ldc, const Epi& epi) {
+  for (int i = threadIdx.x; i < BM * BN; i += THREADS) {
+    const int r = i / BN, c = i % BN;
+    const int64_t m = m0 + r, n = n0 + c;
+    if (m < M && n < N) epi(m, n, int(blockIdx.z), sC[r * ldc + c]);
+  }
+}
 
-  const int64_t m0 = int64_t(blockIdx.x) * BM, n0 = int64_t(blockIdx.y) * BN;
-  const int64_t kd_begin = int64_t(blockIdx.z) * kd_chunk;
-  const int64_t kd_end = kd_begin + kd_chunk < Kd ? kd_begin + kd_chunk : Kd;
-  const int warp = threadIdx.x / 32;
-  const int wm = (warp / WARPS_N) * 32, wn = (warp % WARPS_N) * 32;  // this warp's 32x32
-
+// One warp's 32 x 32 piece of the C tile: 2 x 2 WMMA accumulators (and with Blocked a second
+// set, the finished blocks of the sum), fed from the A and B tiles in shared memory. The main
+// loops of the tensor-core kernels (tc_gemm_kernel below, and the ladder's pipelined rung)
+// differ in how the tiles get there, not in this.
+template <int BM, int BN, bool Blocked, class OpA, class OpB>
+struct WarpTile {
   // A tile [BM][BK+PAD] is row-major A; [BK][BM+PAD] is column-major A. B tile [BN][BK+PAD]
   // holds B^T row-major, i.e. column-major B; [BK][BN+PAD] is row-major B.
-  using LayoutA = std::conditional_t<OpA::kContigKd, wmma::row_major, wmma::col_major>;
-  using LayoutB = std::conditional_t<OpB::kContigKd, wmma::col_major, wmma::row_major>;
-  wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, LayoutA> fa[2];
-  wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, LayoutB> fb[2];
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2], sum[2][2];  // sum: Blocked
-  for (int i = 0; i < 2; i++)
-    for (int j = 0; j < 2; j++) {
-      wmma::fill_fragment(acc[i][j], 0.0f);
-      wmma::fill_fragment(sum[i][j], 0.0f);
-    }
+  using LayoutA = std::conditional_t<OpA::kContigKd, nvcuda::wmma::row_major,
+                                     nvcuda::wmma::col_major>;
+  using LayoutB = std::conditional_t<OpB::kContigKd, nvcuda::wmma::col_major,
+                                     nvcuda::wmma::row_major>;
+  using Acc = nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float>;
   static_assert(kSumBlock % BK == 0, "a block of the sum is whole kd steps");
-  int steps = 0;  // kd steps in acc since it was last added into sum (Blocked)
 
-  for (int64_t kd0 = kd_begin; kd0 < kd_end; kd0 += BK) {
-    // kd >= Kd reads as 0 inside the operands; kd in [kd_end, Kd) only happens in the last
-    // slice's last tile, where kd_end == Kd.
-    load_tile<BM, THREADS>(a, m0, kd0, sA);
-    load_tile<BN, THREADS>(b, n0, kd0, sB);
-    __syncthreads();
+  int wm, wn;         // the piece's first row and column in the tile
+  Acc acc[2][2], sum[2][2];  // sum: Blocked
+  int steps = 0;      // kd steps in acc since it was last added into sum (Blocked)
+
+  __device__ explicit WarpTile(int warp) {
+    wm = (warp / (BN / 32)) * 32, wn = (warp % (BN / 32)) * 32;
+    for (int i = 0; i < 2; i++)
+      for (int j = 0; j < 2; j++) {
+        nvcuda::wmma::fill_fragment(acc[i][j], 0.0f);
+        nvcuda::wmma::fill_fragment(sum[i][j], 0.0f);
+      }
+  }
+  // The MMAs of one kd step (BK = 2 x 16) from the tiles at sA, sB; then, Blocked, a whole
+  // block goes into sum and acc starts from 0 again.
+  __device__ void step(const __half* sA, const __half* sB) {
+    using namespace nvcuda;
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, LayoutA> fa[2];
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, LayoutB> fb[2];
     for (int kk = 0; kk < BK; kk += 16) {
       for (int i = 0; i < 2; i++) {
         const int row = wm + 16 * i;
@@ -203,32 +214,76 @@ __global__ void __launch_bounds__((BM / 32) * (BN / 32) * 32)
       for (int i = 0; i < 2; i++)
         for (int j = 0; j < 2; j++) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
     }
-    __syncthreads();  // before the next tile overwrites sA / sB
     if (Blocked && ++steps == kSumBlock / BK) {  // a whole block: into sum, acc from 0 again
       for (int i = 0; i < 2; i++)
         for (int j = 0; j < 2; j++) {
           add_fragment(sum[i][j], acc[i][j]);
-          wmma::fill_fragment(acc[i][j], 0.0f);
+          nvcuda::wmma::fill_fragment(acc[i][j], 0.0f);
         }
       steps = 0;
     }
   }
-  if (Blocked)  // acc = the blocks' sum + the last (shorter) block
+  // After the last step: the piece (Blocked: the blocks' sum + the last, shorter, block) into
+  // the fp32 C tile sC (rows of ldc floats).
+  __device__ void store(float* sC, int ldc) {
+    if (Blocked)
+      for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++) add_fragment(acc[i][j], sum[i][j]);
     for (int i = 0; i < 2; i++)
-      for (int j = 0; j < 2; j++) add_fragment(acc[i][j], sum[i][j]);
-
-  // The loop ended on a __syncthreads (or never ran): sA/sB are free to reuse as sC.
-  for (int i = 0; i < 2; i++)
-    for (int j = 0; j < 2; j++)
-      wmma::store_matrix_sync(sC + (wm + 16 * i) * LDC + wn + 16 * j, acc[i][j], LDC,
-                              wmma::mem_row_major);
-  __syncthreads();
-  for (int i = threadIdx.x; i < BM * BN; i += THREADS) {
-    const int r = i / BN, c = i % BN;
-    const int64_t m = m0 + r, n = n0 + c;
-    if (m < M && n < N) epi(m, n, int(blockIdx.z), sC[r * LDC + c]);
+      for (int j = 0; j < 2; j++)
+        nvcuda::wmma::store_matrix_sync(sC + (wm + 16 * i) * ldc + wn + 16 * j, acc[i][j], ldc,
+                                        nvcuda::wmma::mem_row_major);
   }
+};
+
+// Block (BM/32)*(BN/32) warps; grid (ceil(M/BM), ceil(N/BN), splits). Slice z covers kd in
+// [z*kd_chunk, min(Kd, (z+1)*kd_chunk)); kd_chunk is a multiple of BK, so a tile never
+// straddles two slices. Calls epi(m, n, z, acc) for every (m, n) inside C. Blocked: the sums
+// over kd in blocks of kSumBlock (above).
+template <int BM, int BN, bool Blocked, class OpA, class OpB, class Epi>
+__global__ void __launch_bounds__((BM / 32) * (BN / 32) * 32)
+    tc_gemm_kernel(int64_t M, int64_t N, int64_t Kd, int64_t kd_chunk, OpA a, OpB b, Epi epi) {
+  constexpr int THREADS = (BM / 32) * (BN / 32) * 32;
+  constexpr int A_HALVES = tile_halves<BM, OpA::kContigKd>();
+  constexpr int B_HALVES = tile_halves<BN, OpB::kContigKd>();
+  constexpr int LDC = BN + 4;  // floats; WMMA wants ldm % 4 == 0 for float
+  constexpr int AB_BYTES = (A_HALVES + B_HALVES) * 2, C_BYTES = BM * LDC * 4;
+  // The A/B tiles during the main loop, the fp32 C tile after it: the same bytes.
+  __shared__ __align__(128) unsigned char smem[AB_BYTES > C_BYTES ? AB_BYTES : C_BYTES];
+  __half* sA = reinterpret_cast<__half*>(smem);
+  __half* sB = sA + A_HALVES;  // A_HALVES * 2 bytes is a multiple of 32: WMMA alignment holds
+  float* sC = reinterpret_cast<float*>(smem);
+
+  const int64_t m0 = int64_t(blockIdx.x) * BM, n0 = int64_t(blockIdx.y) * BN;
+  const int64_t kd_begin = int64_t(blockIdx.z) * kd_chunk;
+  const int64_t kd_end = kd_begin + kd_chunk < Kd ? kd_begin + kd_chunk : Kd;
+  WarpTile<BM, BN, Blocked, OpA, OpB> tile(threadIdx.x / 32);
+
+  for (int64_t kd0 = kd_begin; kd0 < kd_end; kd0 += BK) {
+    // kd >= Kd reads as 0 inside the operands; kd in [kd_end, Kd) only happens in the last
+    // slice's last tile, where kd_end == Kd.
+    load_tile<BM, THREADS>(a, m0, kd0, sA);
+    load_tile<BN, THREADS>(b, n0, kd0, sB);
+    __syncthreads();
+    tile.step(sA, sB);
+    __syncthreads();  // before the next tile overwrites sA / sB
+  }
+  // The loop ended on a __syncthreads (or never ran): sA/sB are free to reuse as sC.
+  tile.store(sC, LDC);
+  __syncthreads();
+  epilogue<BM, BN, THREADS>(M, N, m0, n0, sC, LDC, epi);
 }
+
+// The kernel a launch runs, as a type: tc_gemm_kernel above, or a rung of the kernel ladder
+// (kernels/ladder/: the same tiles, split and epilogue around another main loop).
+struct WmmaKernel {
+  template <int BM, int BN, bool Blocked, class OpA, class OpB, class Epi>
+  static void run(dim3 grid, cudaStream_t stream, int64_t M, int64_t N, int64_t Kd,
+                  int64_t kd_chunk, const OpA& a, const OpB& b, const Epi& epi) {
+    tc_gemm_kernel<BM, BN, Blocked>
+        <<<grid, (BM / 32) * (BN / 32) * 32, 0, stream>>>(M, N, Kd, kd_chunk, a, b, epi);
+  }
+};
 
 // Split-K, pass 1's epilogue: the slice's fp32 partial sum to ws[z][m][n].
 struct StorePartial {
@@ -265,7 +320,8 @@ __global__ void tc_splitk_finish_warp_kernel(int64_t M, int64_t N, int splits, c
 }
 
 // Runs one tile configuration as `plan` (tc_gemm_plan: the split, the grid) says, checks.
-template <int BM, int BN, bool Blocked, class OpA, class OpB, class Epi>
+// Kernel: WmmaKernel, or a ladder rung's (the same grid and threads).
+template <int BM, int BN, bool Blocked, class Kernel, class OpA, class OpB, class Epi>
 void launch(const TcPlan& plan, int64_t M, int64_t N, int64_t Kd, const OpA& a, const OpB& b,
             const Epi& epi, cudaStream_t stream) {
   constexpr int THREADS = (BM / 32) * (BN / 32) * 32;
@@ -275,13 +331,13 @@ void launch(const TcPlan& plan, int64_t M, int64_t N, int64_t Kd, const OpA& a, 
   const int64_t splits = plan.splits, kd_chunk = plan.kd_chunk;
   const dim3 grid{unsigned(plan.tiles_m), unsigned(plan.tiles_n), unsigned(splits)};
   if (splits == 1) {
-    tc_gemm_kernel<BM, BN, Blocked><<<grid, THREADS, 0, stream>>>(M, N, Kd, kd_chunk, a, b, epi);
+    Kernel::template run<BM, BN, Blocked>(grid, stream, M, N, Kd, kd_chunk, a, b, epi);
     LAUNCH_CHECK();
     return;
   }
   DeviceBuffer ws(size_t(splits * M * N) * sizeof(float), current_device(), stream);
   const StorePartial part{static_cast<float*>(ws.data()), M, N};
-  tc_gemm_kernel<BM, BN, Blocked><<<grid, THREADS, 0, stream>>>(M, N, Kd, kd_chunk, a, b, part);
+  Kernel::template run<BM, BN, Blocked>(grid, stream, M, N, Kd, kd_chunk, a, b, part);
   LAUNCH_CHECK();
   if (plan.warp_finish)
     tc_splitk_finish_warp_kernel<<<grid_size(M * N * 32, 256), 256, 0, stream>>>(
@@ -299,16 +355,17 @@ void launch(const TcPlan& plan, int64_t M, int64_t N, int64_t Kd, const OpA& a, 
 // C = A * B through epi (see the top of this file). The tile shape and the split are
 // tc_gemm_plan's (kernels/tc_plan.h: 32x64 for M <= 32, 128x32 for N <= 32, 64x64 for
 // M <= 64, else 128x64), which the launch costs count from too. Blocked = true: kd runs over a
-// whole batch (the weight gradients), summed in blocks (above).
-template <bool Blocked = false, class OpA, class OpB, class Epi>
+// whole batch (the weight gradients), summed in blocks (above). Kernel: the main loop
+// (tc::WmmaKernel; the ladder's rungs run theirs through the same plan, kernels/ladder/).
+template <bool Blocked = false, class Kernel = tc::WmmaKernel, class OpA, class OpB, class Epi>
 void tc_gemm(int64_t M, int64_t N, int64_t Kd, const OpA& a, const OpB& b, const Epi& epi,
              cudaStream_t stream) {
   const TcPlan plan = tc_gemm_plan(M, N, Kd);
   if (plan.launches == 0) return;  // M or N empty
-  if (plan.bm == 32) tc::launch<32, 64, Blocked>(plan, M, N, Kd, a, b, epi, stream);
-  else if (plan.bn == 32) tc::launch<128, 32, Blocked>(plan, M, N, Kd, a, b, epi, stream);
-  else if (plan.bm == 64) tc::launch<64, 64, Blocked>(plan, M, N, Kd, a, b, epi, stream);
-  else tc::launch<128, 64, Blocked>(plan, M, N, Kd, a, b, epi, stream);
+  if (plan.bm == 32) tc::launch<32, 64, Blocked, Kernel>(plan, M, N, Kd, a, b, epi, stream);
+  else if (plan.bn == 32) tc::launch<128, 32, Blocked, Kernel>(plan, M, N, Kd, a, b, epi, stream);
+  else if (plan.bm == 64) tc::launch<64, 64, Blocked, Kernel>(plan, M, N, Kd, a, b, epi, stream);
+  else tc::launch<128, 64, Blocked, Kernel>(plan, M, N, Kd, a, b, epi, stream);
 }
 
 // --- epilogues: the conv2d and linear outputs are all row-major (M x N) with stride ld -----

@@ -1,5 +1,7 @@
 // batchnorm GPU kernels (plain and fused with the ReLU after them) against the CPU reference:
-// batchnorm_*_cpu, composed with relu_forward_cpu / relu_backward_cpu for the fused path.
+// batchnorm_*_cpu, composed with relu_forward_cpu / relu_backward_cpu for the fused path; and
+// the BatchNorm ladder's rungs (kernels/ladder/batchnorm_ladder.h) the same way, v1's plain
+// running sums allowed M roundings instead of sqrt(M).
 //
 // Tolerances. The GPU and the CPU both add each channel's M terms blocked pairwise in fp32
 // (kernels/blocked_sum.h), in different orders. Rounding errors of a running sum behave like a
@@ -18,6 +20,7 @@
 
 #include "kernels/batchnorm.h"
 #include "kernels/elementwise.h"
+#include "kernels/ladder/batchnorm_ladder.h"
 #include "tests/kernels/gpu_compare.h"
 #include "tests/kernels/batch_parts.h"
 
@@ -124,6 +127,79 @@ TEST_CASE_TEMPLATE("batchnorm [gpu]: training forward and backward match the CPU
       require_close_values(download<float>(d_dg, Cs), dg, grad_tol, S);
       require_close_values(download<float>(d_db, Cs), db, grad_tol, S);
     }
+}
+
+TEST_CASE_TEMPLATE("batchnorm [gpu]: the ladder's rungs match the CPU, forward and backward", T,
+                   float, half_t) {
+  REQUIRE_GPU();
+  Stream st;
+  const double eps = 1e-5;
+  // C a multiple of 8 (v3 runs), and not (v3 runs v2: bn_rung_runs)
+  const Case cases[] = {{1568, 32}, {1000, 64}, {37, 8}, {429, 67}, {6272, 128}};
+  for (BnRung r : kBnRungs)
+    for (const Case& k : cases)
+      for (bool relu : {false, true}) {
+        const int64_t M = k.M;
+        const int C = k.C;
+        const size_t n = size_t(M) * size_t(C), Cs = size_t(C);
+        INFO(bn_rung_name(r) << ": M " << M << " C " << C << (relu ? " fused relu" : ""));
+        // v1 sums each channel in one running fp32 sum: M roundings, not ~sqrt(M)
+        const double S = r == BnRung::naive ? 4 * double(M) * std::ldexp(1.0, -24) : sum_tol(M);
+        const Inputs<T> in = random_inputs<T>(n, Cs, 11);
+        std::vector<T> y(n);
+        std::vector<float> sm(Cs), si(Cs), rm = in.rm, rv = in.rv;
+        cpu_forward_train<T>(M, C, in.x, in.g, in.b, eps, relu, y, sm, si, rm, rv);
+        DeviceBuffer d_x = upload(in.x), d_g = upload(in.g), d_b = upload(in.b);
+        DeviceBuffer d_rm = upload(in.rm), d_rv = upload(in.rv);
+        DeviceBuffer d_y = poisoned<T>(n, st.get()), d_sm = poisoned<float>(Cs, st.get()),
+                     d_si = poisoned<float>(Cs, st.get());
+        batchnorm_forward_train_rung_gpu<T>(r, M, C, ptr<T>(d_x), ptr<float>(d_g), ptr<float>(d_b),
+                                            eps, 0.1, relu, ptr<T>(d_y), ptr<float>(d_sm),
+                                            ptr<float>(d_si), ptr<float>(d_rm), ptr<float>(d_rv),
+                                            st.get());
+        st.synchronize();
+        require_close_values(download<T>(d_y, n), y, 4 * S, ulp_rtol<T>());
+        require_close_values(download<float>(d_sm, Cs), sm, S, S);
+        require_close_values(download<float>(d_si, Cs), si, S, S);
+        require_close_values(download<float>(d_rm, Cs), rm, S, S);
+        require_close_values(download<float>(d_rv, Cs), rv, S, S);
+
+        const std::vector<T> dy = random_values<T>(n, 16, -1, 1);
+        const std::vector<T> dx0 = random_values<T>(n, 17, -1, 1);
+        const std::vector<float> dg0 = random_values<float>(Cs, 18, -1, 1);
+        const std::vector<float> db0 = random_values<float>(Cs, 19, -1, 1);
+        std::vector<T> dx = dx0;
+        std::vector<float> dg = dg0, db = db0;
+        batchnorm_backward_train_cpu<T>(M, C, in.x.data(), nullptr,
+                                        cpu_masked_dy(relu, y, dy).data(), in.g.data(),
+                                        sm.data(), si.data(), false, dx.data(), dg.data(),
+                                        db.data());
+        DeviceBuffer d_ycpu = upload(y), d_dy = upload(dy), d_dx = upload(dx0);
+        DeviceBuffer d_smc = upload(sm), d_sic = upload(si), d_dg = upload(dg0),
+                     d_db = upload(db0);
+        batchnorm_backward_train_rung_gpu<T>(r, M, C, ptr<T>(d_x), ptr<T>(d_ycpu), ptr<T>(d_dy),
+                                             ptr<float>(d_g), ptr<float>(d_smc),
+                                             ptr<float>(d_sic), relu, ptr<T>(d_dx),
+                                             ptr<float>(d_dg), ptr<float>(d_db), st.get());
+        st.synchronize();
+        const double grad_tol = 4 * std::sqrt(double(M)) * S;
+        require_close_values(download<T>(d_dx, n), dx, 8 * S, ulp_rtol<T>());
+        require_close_values(download<float>(d_dg, Cs), dg, grad_tol, S);
+        require_close_values(download<float>(d_db, Cs), db, grad_tol, S);
+      }
+}
+
+TEST_CASE("batchnorm ladder: v3 runs where its vectors fit, v2 elsewhere") {
+  float aligned[8] __attribute__((aligned(16))) = {};
+  const void* ok[1] = {aligned};
+  const void* odd[1] = {reinterpret_cast<const char*>(aligned) + 2};
+  REQUIRE(bn_rung_runs(BnRung::vector, 1000, 32, 2, ok, 1) == BnRung::vector);
+  REQUIRE(bn_rung_runs(BnRung::vector, 1000, 36, 2, ok, 1) == BnRung::blocked);  // 36 % 8
+  REQUIRE(bn_rung_runs(BnRung::vector, 1000, 36, 4, ok, 1) == BnRung::vector);   // 36 % 4
+  REQUIRE(bn_rung_runs(BnRung::vector, 1000, 32, 2, odd, 1) == BnRung::blocked);
+  REQUIRE(bn_rung_runs(BnRung::vector, int64_t(1) << 24, 32, 2, ok, 1) == BnRung::blocked);
+  REQUIRE(bn_rung_runs(BnRung::vector, 1000, 8 * 257, 2, ok, 1) == BnRung::blocked);
+  REQUIRE(bn_rung_runs(BnRung::naive, 1000, 36, 2, odd, 1) == BnRung::naive);
 }
 
 TEST_CASE_TEMPLATE("batchnorm [gpu]: eval forward and backward match the CPU", T, float, half_t) {

@@ -1,5 +1,6 @@
-// conv2d on the GPU against the CPU reference: the direct kernels (f32, f16) and the
-// tensor-core path (f16), forward, backward-data, backward-filter and bias, on odd shapes
+// conv2d on the GPU against the CPU reference: the direct kernels (f32, f16), the
+// tensor-core path (f16) and the conv ladder's other rungs (kernels/ladder/: v2 fma, v4 async;
+// v4 also against v3's bits), forward, backward-data, backward-filter and bias, on odd shapes
 // (tails of every tile; C and K multiples of 8 or not, which picks the tc path's 16-byte or
 // scalar loads; split-K for the weight gradient) and on the layers of the default models.
 // Forward outputs are poisoned (0xff bytes: NaN) before the run; backward outputs are
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "kernels/conv2d.h"
+#include "kernels/ladder/conv_ladder.h"
 #include "tests/kernels/gpu_compare.h"
 #include "tests/test_util.h"
 
@@ -19,7 +21,13 @@ using namespace cutrain_test;
 
 namespace {
 
-enum class Path { direct, tc };
+enum class Path { direct, tc, fma, async };  // fma, async: the ladder's v2 and v4
+const char* path_name(Path p) {
+  return p == Path::direct ? "direct"
+         : p == Path::tc   ? "tc"
+         : p == Path::fma  ? "v2 fma"
+                           : "v4 async";
+}
 
 struct Case {
   const char* name;
@@ -107,6 +115,13 @@ Out<T> run_gpu(Path path, const Conv2dShape& s, const Data<T>& d) {
       conv2d_backward_data_tc_gpu(s, ptr<T>(dy), ptr<T>(w), ptr<T>(dx), st.get());
       conv2d_backward_filter_tc_gpu(s, ptr<T>(x), ptr<T>(dy), ptr<T>(dw), ptr<T>(db), st.get());
     }
+    if (path == Path::fma || path == Path::async) {
+      const ConvRung r = path == Path::fma ? ConvRung::fma : ConvRung::async;
+      conv2d_forward_rung_gpu(r, s, ptr<T>(x), ptr<T>(w), ptr<T>(b), ptr<T>(y), st.get());
+      conv2d_backward_data_rung_gpu(r, s, ptr<T>(dy), ptr<T>(w), ptr<T>(dx), st.get());
+      conv2d_backward_filter_rung_gpu(r, s, ptr<T>(x), ptr<T>(dy), ptr<T>(dw), ptr<T>(db),
+                                      st.get());
+    }
   }
   if (path == Path::direct) {
     conv2d_forward_direct_gpu<T>(s, ptr<T>(x), ptr<T>(w), ptr<T>(b), ptr<T>(y), st.get());
@@ -124,7 +139,7 @@ Out<T> run_gpu(Path path, const Conv2dShape& s, const Data<T>& d) {
 template <typename T>
 void check_case(Path path, const Case& c, uint64_t seed, double xmax = 1, double wmax = 1) {
   const Conv2dShape& s = c.s;
-  INFO("shape: " << c.name << (path == Path::tc ? " (tc)" : " (direct)"));
+  INFO("shape: " << c.name << " (" << path_name(path) << ")");
   const Data<T> d = make_data<T>(s, seed, xmax, wmax);
   const Out<T> want = run_cpu(s, d), got = run_gpu(path, s, d);
   const double xw = xmax * wmax, npq = double(s.N) * s.P() * s.Q();
@@ -160,6 +175,30 @@ TEST_CASE("conv2d [gpu]: the default models' layers at batch 2, tc") {
   REQUIRE_GPU();
   uint64_t seed = 400;
   for (const Case& c : model_cases) check_case<half_t>(Path::tc, c, seed += 10);
+}
+
+TEST_CASE("conv2d [gpu]: the ladder's v2 (fma) and v4 (async) equal the CPU reference") {
+  REQUIRE_GPU();
+  uint64_t seed = 700;
+  for (Path p : {Path::fma, Path::async}) {
+    for (const Case& c : odd_cases) check_case<half_t>(p, c, seed += 10);
+    for (const Case& c : model_cases) check_case<half_t>(p, c, seed += 10);
+  }
+}
+
+TEST_CASE("conv2d [gpu]: the ladder's v4 gives v3's bits (the same fragments, in the same order)") {
+  REQUIRE_GPU();
+  uint64_t seed = 800;
+  for (const std::vector<Case>* cases : {&odd_cases, &model_cases})
+    for (const Case& c : *cases) {
+      INFO(c.name);
+      const Data<half_t> d = make_data<half_t>(c.s, seed += 10);
+      const Out<half_t> v3 = run_gpu(Path::tc, c.s, d), v4 = run_gpu(Path::async, c.s, d);
+      require_same_bits(v4.y, v3.y, "y");
+      require_same_bits(v4.dx, v3.dx, "dx");
+      require_same_bits(v4.dw, v3.dw, "dw");
+      require_same_bits(v4.db, v3.db, "db");
+    }
 }
 
 TEST_CASE("conv2d [gpu]: f16 inputs near the limits give no inf or NaN where the sum is finite") {
