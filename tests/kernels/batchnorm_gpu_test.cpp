@@ -72,70 +72,15 @@ template <typename T> Inputs<T> random_inputs(size_t n, size_t Cs, uint64_t seed
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("batchnorm [gpu]: training forward and backward match the CPU", T, float,
-                   half_t) {
+TEST_CASE_TEMPLATE("batchnorm [gpu]: training forward and backward match the CPU, on every rung "
+                   "of the ladder (v2: the production kernels)", T, float, half_t) {
   REQUIRE_GPU();
   Stream st;
   const double eps = 1e-5;
-  for (const Case& k : kCases)
-    for (bool relu : {false, true}) {
-      const int64_t M = k.M;
-      const int C = k.C;
-      const size_t n = size_t(M) * size_t(C), Cs = size_t(C);
-      INFO("M " << M << " C " << C << (relu ? " fused relu" : ""));
-      const double S = sum_tol(M);
-      const Inputs<T> in = random_inputs<T>(n, Cs, 1);
-      const std::vector<T>& x = in.x;
-      const std::vector<float> &g = in.g, &b = in.b, &rm0 = in.rm, &rv0 = in.rv;
-      std::vector<T> y(n);
-      std::vector<float> sm(Cs), si(Cs), rm = rm0, rv = rv0;
-      cpu_forward_train<T>(M, C, x, g, b, eps, relu, y, sm, si, rm, rv);
-
-      DeviceBuffer d_x = upload(x), d_g = upload(g), d_b = upload(b);
-      DeviceBuffer d_rm = upload(rm0), d_rv = upload(rv0);
-      DeviceBuffer d_y = poisoned<T>(n, st.get()), d_sm = poisoned<float>(Cs, st.get()),
-                   d_si = poisoned<float>(Cs, st.get());
-      batchnorm_forward_train_gpu<T>(M, C, ptr<T>(d_x), ptr<float>(d_g), ptr<float>(d_b), eps,
-                                     0.1, relu, ptr<T>(d_y), ptr<float>(d_sm), ptr<float>(d_si),
-                                     ptr<float>(d_rm), ptr<float>(d_rv), st.get());
-      st.synchronize();
-      require_close_values(download<T>(d_y, n), y, 4 * S, ulp_rtol<T>());
-      require_close_values(download<float>(d_sm, Cs), sm, S, S);
-      require_close_values(download<float>(d_si, Cs), si, S, S);
-      require_close_values(download<float>(d_rm, Cs), rm, S, S);
-      require_close_values(download<float>(d_rv, Cs), rv, S, S);
-
-      // Backward on the CPU's forward results (so both see the same mask and statistics),
-      // into prefilled dx, dgamma, dbeta.
-      const std::vector<T> dy = random_values<T>(n, 6, -1, 1);
-      const std::vector<T> dx0 = random_values<T>(n, 7, -1, 1);
-      const std::vector<float> dg0 = random_values<float>(Cs, 8, -1, 1);
-      const std::vector<float> db0 = random_values<float>(Cs, 9, -1, 1);
-      std::vector<T> dx = dx0;
-      std::vector<float> dg = dg0, db = db0;
-      batchnorm_backward_train_cpu<T>(M, C, x.data(), nullptr, cpu_masked_dy(relu, y, dy).data(),
-                                      g.data(), sm.data(), si.data(), false, dx.data(), dg.data(),
-                                      db.data());
-      DeviceBuffer d_ycpu = upload(y), d_dy = upload(dy), d_dx = upload(dx0);
-      DeviceBuffer d_smc = upload(sm), d_sic = upload(si), d_dg = upload(dg0), d_db = upload(db0);
-      batchnorm_backward_train_gpu<T>(M, C, ptr<T>(d_x), ptr<T>(d_ycpu), ptr<T>(d_dy),
-                                      ptr<float>(d_g), ptr<float>(d_smc), ptr<float>(d_sic), relu,
-                                      ptr<T>(d_dx), ptr<float>(d_dg), ptr<float>(d_db), st.get());
-      st.synchronize();
-      const double grad_tol = 4 * std::sqrt(double(M)) * S;
-      require_close_values(download<T>(d_dx, n), dx, 8 * S, ulp_rtol<T>());
-      require_close_values(download<float>(d_dg, Cs), dg, grad_tol, S);
-      require_close_values(download<float>(d_db, Cs), db, grad_tol, S);
-    }
-}
-
-TEST_CASE_TEMPLATE("batchnorm [gpu]: the ladder's rungs match the CPU, forward and backward", T,
-                   float, half_t) {
-  REQUIRE_GPU();
-  Stream st;
-  const double eps = 1e-5;
-  // C a multiple of 8 (v3 runs), and not (v3 runs v2: bn_rung_runs)
-  const Case cases[] = {{1568, 32}, {1000, 64}, {37, 8}, {429, 67}, {6272, 128}};
+  // kCases, and C a multiple of 8 (where v3 runs; elsewhere it runs v2: bn_rung_runs)
+  std::vector<Case> cases(std::begin(kCases), std::end(kCases));
+  for (const Case& k : {Case{1568, 32}, Case{1000, 64}, Case{37, 8}, Case{6272, 128}})
+    cases.push_back(k);
   for (BnRung r : kBnRungs)
     for (const Case& k : cases)
       for (bool relu : {false, true}) {
