@@ -120,7 +120,7 @@ void average_slots(const std::vector<ParamSlot>& slots, bool skip, double ema_de
 }  // namespace
 
 void multi_sgd_step_cpu(const std::vector<ParamSlot>& slots, double inv_scale, bool skip,
-                        const SgdParams& p, double ema_decay, int64_t t) {
+                        const SgdParams& p, int64_t t, double ema_decay) {
   for (const ParamSlot& s : slots)
     if (s.grad) on_slot(s, [&](auto tag) {
       using T = decltype(tag);

@@ -92,7 +92,7 @@ void multi_grads_nonfinite_cpu(const std::vector<ParamSlot>& slots, double inv_s
 // ema_update_cpu at step t with ema_decay (averaged-only slots: that alone). Skip or not:
 // every gradient zeroed.
 void multi_sgd_step_cpu(const std::vector<ParamSlot>& slots, double inv_scale, bool skip,
-                        const SgdParams& p, double ema_decay = 0, int64_t t = 1);
+                        const SgdParams& p, int64_t t = 1, double ema_decay = 0);
 // The same with adamw_step_cpu at step t.
 void multi_adamw_step_cpu(const std::vector<ParamSlot>& slots, double inv_scale, bool skip,
                           const AdamWParams& p, int64_t t, double ema_decay = 0);
@@ -103,7 +103,7 @@ void multi_adamw_step_cpu(const std::vector<ParamSlot>& slots, double inv_scale,
 // averages move at step *step (then step must not be null; 0: no slot may have an ema).
 // The step's own work folded in (kernels/step_state.h), done by the launch's last block once
 // every other block is through (last_block_to_arrive, kernels/cuda_util.cuh): one launch
-// instead of two. decide: after the check, step_decide over the table's slot_count() flags
+// instead of two. decide: after the check, step_decide over the table's param_count() flags
 // into *decide (null: not folded; replicas OR their flags first). finish: after an update,
 // step_finish(finish->config, finish->state) (null: not folded). An empty table launches the
 // folded kernel alone.

@@ -140,7 +140,8 @@ int next_pow2(int n) {
 }
 
 // Forward statistics in one pass: per thread Welford over its rows, then Chan's merges. Every
-// value is first shifted by its channel's first value x[0][c] (exact: Sterbenz), so that
+// value is first shifted by its channel's first value x[0][c] (exact where x is within a factor
+// 2 of it, else rounded once; the mean gets it back), so that
 // Welford works on deviations of the data's own scale: unshifted, fp32 Welford loses three
 // digits of the variance on activations far from 0 (tests/kernels/welford_test.cpp).
 // part: (3, G, C) floats: n, mean (shifted), m2 of each block and channel.

@@ -7,8 +7,8 @@
 //   add x:      n += 1; d = x - mean; mean += d / n; m2 += d * (x - mean)
 //   merge a, b: n = na + nb; d = mean_b - mean_a; mean = mean_a + d * (nb / n);
 //               m2 = m2_a + m2_b + d * d * (na * (nb / n))
-// The variance of the batch is m2 / n. The kernel adds x - K, K the channel's first value (an
-// exact subtraction), and adds K back to the mean: fp32 Welford on unshifted activations far
+// The variance of the batch is m2 / n. The kernel adds x - K, K the channel's first value (one
+// rounding at most, none for x within a factor 2 of K), and adds K back to the mean: fp32 Welford on unshifted activations far
 // from 0 keeps fewer digits than the two-pass sums (tests/kernels/welford_test.cpp measures
 // both). Why not sum x and x^2 in one pass: for values far
 // from 0 relative to their spread (activations with a large mean), sum x^2 - (sum x)^2 / n

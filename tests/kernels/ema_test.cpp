@@ -82,7 +82,7 @@ TEST_CASE("multi_tensor CPU references: the averages move on a step taken, after
   for (bool skip : {false, true}) {
     INFO((skip ? "skipped" : "taken"));
     Slots a = make(5), want = make(5);
-    multi_sgd_step_cpu(a.slots(), 1.0 / 64, skip, sp, 0.99, 7);
+    multi_sgd_step_cpu(a.slots(), 1.0 / 64, skip, sp, 7, 0.99);
     if (!skip) {  // by the per-tensor functions: the update, then the averages of both slots
       sgd_step_cpu<float>(40, want.g0.data(), 1.0 / 64, want.m0.data(), want.v0.data(), nullptr,
                           sp);

@@ -204,7 +204,7 @@ TEST_CASE("multi_tensor [gpu]: SGD, Nesterov and AdamW over every slot, the CPU'
       st.synchronize();
       const std::vector<ParamSlot> hs = host_slots(want, adam);
       if (adam) multi_adamw_step_cpu(hs, inv_scale, skip, ap, t, ema);
-      else multi_sgd_step_cpu(hs, inv_scale, skip, sp, ema, t);
+      else multi_sgd_step_cpu(hs, inv_scale, skip, sp, t, ema);
       require_same(dev, want);
       step_finish_cpu(cfg, &state);
       require_same_state(download<StepState>(d_state, 1)[0], state);
@@ -246,9 +246,14 @@ TEST_CASE("multi_tensor [gpu]: the check raises exactly the poisoned slots' flag
   h[3].gh[9215] = half_t(INFINITY);                // a half slot's last element
   h[4].gf[size_t(kParamChunk)] = NAN;              // a float slot's second chunk
   h[1].gf[0] = 3e38f;                              // finite; overflows once multiplied by 1024
+  // averaged-only slots after them (no gradient): the check's launch covers the parameters'
+  // chunks only, so it never reads their null gradients, nor raises a flag past the last one
+  add_averages(h, 9);
   DeviceSlots dev(h, false);
   ParamTable table;
   table.build(dev.slots, current_device(), st.get());
+  REQUIRE(table.param_count() == int(kSizes.size()));
+  REQUIRE(table.param_chunk_count() < table.chunk_count());
   for (float inv_scale : {1.0f / 512, 1024.0f}) {
     INFO("inv_scale " << inv_scale);
     DeviceBuffer d_s = upload(std::vector<float>{inv_scale});

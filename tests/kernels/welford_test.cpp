@@ -1,11 +1,12 @@
 // The one-pass statistics of the BatchNorm ladder's v3 (kernels/ladder/welford.h), on the CPU
-// in the kernel's own structure: each value shifted by the channel's first value (exact), then
-// Welford's update over each lane's rows, Chan's merge of the lanes pairwise and of the blocks
-// in order. Without the shift fp32 Welford loses three digits on such data (measured: 6e-4 of
-// the variance against the two passes' 1.4e-6), which the first case would catch. Against the exact (long double) mean and variance,
-// beside the two-pass blocked sums of v2 and the production CPU reference (kernels/
-// batchnorm.h), and beside the naive one-pass sum of x and x^2, which shows what the test can
-// catch: on activations far from 0 (mean 1000, spread 0.01) that form cancels to nothing.
+// in the kernel's own structure: each value shifted by the channel's first value (one rounding
+// at most; exact for values within a factor 2 of it), then Welford's update over each lane's
+// rows, Chan's merge of the lanes pairwise and of the blocks in order. Against the exact (long
+// double) mean and variance, beside the two-pass blocked sums of v2 (kernels/batchnorm.h), and
+// beside the naive one-pass sum of x and x^2, which shows what the test can catch: on
+// activations far from 0 (mean 1000, spread 0.01) that form cancels to nothing. Without the
+// shift, fp32 Welford loses three digits on those (measured: 6e-4 of the variance against the
+// two passes' 1.4e-6), which the mean-1000 case of the first test catches.
 #include <cmath>
 #include <vector>
 
