@@ -32,6 +32,27 @@ struct Geom {
     if (h < 0 || h >= H || w < 0 || w >= W) return __half(0.0f);
     return x[((n * H + h) * W + w) * C + c];
   }
+  // im2col's 8 values from (r,s,c) index rsc on (rsc < RSC = R*S*C; 0 past it) of output
+  // pixel `pixel` = (n, p, q): x at each tap under it, 0 in the padding. vec: one 16-byte copy
+  // when the 8 are 8 channels of one pixel (C % 8 == 0, x aligned, rsc % 8 == 0). The forward's
+  // A and the weight gradient's B are this gather, seen from either side (Im2colA, WgradB).
+  template <class Copy>
+  __device__ void im2col8(const __half* x, int64_t pixel, int64_t rsc, int RSC, bool vec,
+                          __half* dst, Copy copy) const {
+    const int64_t PQ = int64_t(P) * Q;
+    const int64_t n = pixel / PQ;
+    const int pq = int(pixel % PQ), p = pq / Q, q = pq % Q;
+    const int h0 = p * sh - ph, w0 = q * sw - pw;  // the pixel under tap (0, 0)
+    if (vec && rsc + 8 <= RSC) {
+      const int c = int(rsc % C), rs = int(rsc / C), h = h0 + rs / S, w = w0 + rs % S;
+      if (h < 0 || h >= H || w < 0 || w >= W) return tc::zero8(dst);
+      return copy(dst, x + ((n * H + h) * W + w) * C + c);
+    }
+    for (int j = 0; j < 8; j++) {
+      const int i = int(rsc) + j, c = i % C, rs = i / C;
+      dst[j] = i < RSC ? x_at(x, n, h0 + rs / S, w0 + rs % S, c) : __half(0.0f);
+    }
+  }
   // The output pixel (p, q) whose tap (r, s) reads input pixel (h, w); false when none does
   // (h + ph - r not a multiple of the stride, or outside the output).
   __device__ bool out_of(int h, int w, int r, int s, int& p, int& q) const {
@@ -56,19 +77,7 @@ struct Im2colA {
   template <class Copy = tc::Copy8>
   __device__ void load8(int64_t m, int64_t kd, __half* dst, Copy copy = {}) const {
     if (m >= M || kd >= Kd) return tc::zero8(dst);
-    const int64_t PQ = int64_t(g.P) * g.Q;
-    const int64_t n = m / PQ;
-    const int pq = int(m % PQ), p = pq / g.Q, q = pq % g.Q;
-    const int h0 = p * g.sh - g.ph, w0 = q * g.sw - g.pw;  // the pixel under tap (0, 0)
-    if (vec) {
-      const int c = int(kd % g.C), rs = int(kd / g.C), h = h0 + rs / g.S, w = w0 + rs % g.S;
-      if (h < 0 || h >= g.H || w < 0 || w >= g.W) return tc::zero8(dst);
-      return copy(dst, x + ((n * g.H + h) * g.W + w) * g.C + c);
-    }
-    for (int j = 0; j < 8; j++) {
-      const int k = int(kd) + j, c = k % g.C, rs = k / g.C;
-      dst[j] = k < Kd ? g.x_at(x, n, h0 + rs / g.S, w0 + rs % g.S, c) : __half(0.0f);
-    }
+    g.im2col8(x, m, kd, Kd, vec, dst, copy);
   }
 };
 
@@ -132,19 +141,7 @@ struct WgradB {
   template <class Copy = tc::Copy8>
   __device__ void load8(int64_t rsc, int64_t kd, __half* dst, Copy copy = {}) const {
     if (kd >= Kd || rsc >= RSC) return tc::zero8(dst);
-    const int64_t PQ = int64_t(g.P) * g.Q;
-    const int64_t n = kd / PQ;
-    const int pq = int(kd % PQ), p = pq / g.Q, q = pq % g.Q;
-    const int h0 = p * g.sh - g.ph, w0 = q * g.sw - g.pw;
-    if (vec && rsc + 8 <= RSC) {
-      const int c = int(rsc % g.C), rs = int(rsc / g.C), h = h0 + rs / g.S, w = w0 + rs % g.S;
-      if (h < 0 || h >= g.H || w < 0 || w >= g.W) return tc::zero8(dst);
-      return copy(dst, x + ((n * g.H + h) * g.W + w) * g.C + c);
-    }
-    for (int j = 0; j < 8; j++) {
-      const int i = int(rsc) + j, c = i % g.C, rs = i / g.C;
-      dst[j] = i < RSC ? g.x_at(x, n, h0 + rs / g.S, w0 + rs % g.S, c) : __half(0.0f);
-    }
+    g.im2col8(x, kd, rsc, RSC, vec, dst, copy);
   }
 };
 

@@ -33,7 +33,9 @@ size_t chunks_offset(size_t slots) {
 void ParamTable::build(const std::vector<ParamSlot>& slots, int device, cudaStream_t stream) {
   CHECK(!slots.empty(), "ParamTable: no parameters");
   int params = 0;
+  bool averages = false;
   for (const ParamSlot& s : slots) {
+    averages = averages || s.ema;
     if (!s.grad) {  // averaged-only
       CHECK(s.n >= 0 && s.master && s.ema && !s.state1 && !s.state2 && !s.working,
             "ParamTable: an averaged-only slot (no gradient) needs its tensor and its average, "
@@ -64,6 +66,7 @@ void ParamTable::build(const std::vector<ParamSlot>& slots, int device, cudaStre
   chunks_ = int(chunks.size());
   params_ = params;
   param_chunks_ = param_chunks;
+  averages_ = averages;
 }
 
 const ParamChunk* ParamTable::chunks() const {

@@ -154,8 +154,7 @@ void check_table(const ParamTable& t, const char* what) {
 
 // An update's averages: a decay in (0, 1) with the step it is taken at, or none at all.
 void check_ema(const ParamTable& t, const int64_t* step, double ema_decay, const char* what) {
-  bool any = false;
-  for (const ParamSlot& s : t.host()) any = any || s.ema;
+  const bool any = t.has_averages();
   CHECK(any == (ema_decay > 0), what << ": " << (any ? "the table has averages but the decay is 0"
                                                      : "a decay but no average in the table"));
   CHECK(ema_decay < 1 && (ema_decay == 0 || step), what << ": the average's decay "

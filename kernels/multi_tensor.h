@@ -76,11 +76,13 @@ class ParamTable {
   // The parameters' slots (with a gradient) and their chunks: the first of each.
   int param_count() const { return params_; }
   int param_chunk_count() const { return param_chunks_; }
+  bool has_averages() const { return averages_; }  // a slot has an ema
 
  private:
   std::vector<ParamSlot> host_;
   DeviceBuffer mem_;
   int chunks_ = 0, params_ = 0, param_chunks_ = 0;
+  bool averages_ = false;
 };
 
 // --- CPU references: the per-tensor CPU functions of sgd.h, adamw.h and ema.h over every slot ---

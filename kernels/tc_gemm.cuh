@@ -150,6 +150,32 @@ template <class Frag> __device__ __forceinline__ void add_fragment(Frag& a, cons
   for (int t = 0; t < a.num_elements; t++) a.x[t] += b.x[t];
 }
 
+// What a block of a tile kernel works on: its tile's first row m0 and column n0 of C, and its
+// slice [kd_begin, kd_end) of kd (slice blockIdx.z of kd_chunk; kd_chunk a multiple of BK, so a
+// tile never straddles two slices).
+struct BlockRange {
+  int64_t m0, n0, kd_begin, kd_end;
+};
+template <int BM, int BN> __device__ __forceinline__ BlockRange block_range(int64_t Kd,
+                                                                            int64_t kd_chunk) {
+  const int64_t kd_begin = int64_t(blockIdx.z) * kd_chunk;
+  return {int64_t(blockIdx.x) * BM, int64_t(blockIdx.y) * BN, kd_begin,
+          kd_begin + kd_chunk < Kd ? kd_begin + kd_chunk : Kd};
+}
+
+// The shared memory of a tile kernel, in halves and bytes: Stages copies of the A and B tiles
+// (load_tile's layouts) during the main loop, then the fp32 C tile (rows of kLdc floats: WMMA
+// wants ldm % 4 == 0) in the same bytes. A's halves * 2 bytes is a multiple of 32, so B (and
+// each stage) starts WMMA-aligned.
+template <int BM, int BN, class OpA, class OpB, int Stages = 1> struct TileSmem {
+  static constexpr int kA = tile_halves<BM, OpA::kContigKd>();
+  static constexpr int kB = tile_halves<BN, OpB::kContigKd>();
+  static constexpr int kStage = kA + kB;
+  static constexpr int kLdc = BN + 4;
+  static constexpr int kBytes = Stages * kStage * 2 > BM * kLdc * 4 ? Stages * kStage * 2
+                                                                     : BM * kLdc * 4;
+};
+
 // The C tile in shared memory (fp32, BM x BN, rows of ldc) through epi, each thread handing it
 // consecutive n (coalesced stores), skipping what lies outside C. Called by every thread of the
 // block after a __syncthreads.
@@ -244,34 +270,27 @@ template <int BM, int BN, bool Blocked, class OpA, class OpB, class Epi>
 __global__ void __launch_bounds__((BM / 32) * (BN / 32) * 32)
     tc_gemm_kernel(int64_t M, int64_t N, int64_t Kd, int64_t kd_chunk, OpA a, OpB b, Epi epi) {
   constexpr int THREADS = (BM / 32) * (BN / 32) * 32;
-  constexpr int A_HALVES = tile_halves<BM, OpA::kContigKd>();
-  constexpr int B_HALVES = tile_halves<BN, OpB::kContigKd>();
-  constexpr int LDC = BN + 4;  // floats; WMMA wants ldm % 4 == 0 for float
-  constexpr int AB_BYTES = (A_HALVES + B_HALVES) * 2, C_BYTES = BM * LDC * 4;
-  // The A/B tiles during the main loop, the fp32 C tile after it: the same bytes.
-  __shared__ __align__(128) unsigned char smem[AB_BYTES > C_BYTES ? AB_BYTES : C_BYTES];
+  using Smem = TileSmem<BM, BN, OpA, OpB>;
+  __shared__ __align__(128) unsigned char smem[Smem::kBytes];
   __half* sA = reinterpret_cast<__half*>(smem);
-  __half* sB = sA + A_HALVES;  // A_HALVES * 2 bytes is a multiple of 32: WMMA alignment holds
+  __half* sB = sA + Smem::kA;
   float* sC = reinterpret_cast<float*>(smem);
-
-  const int64_t m0 = int64_t(blockIdx.x) * BM, n0 = int64_t(blockIdx.y) * BN;
-  const int64_t kd_begin = int64_t(blockIdx.z) * kd_chunk;
-  const int64_t kd_end = kd_begin + kd_chunk < Kd ? kd_begin + kd_chunk : Kd;
+  const BlockRange blk = block_range<BM, BN>(Kd, kd_chunk);
   WarpTile<BM, BN, Blocked, OpA, OpB> tile(threadIdx.x / 32);
 
-  for (int64_t kd0 = kd_begin; kd0 < kd_end; kd0 += BK) {
+  for (int64_t kd0 = blk.kd_begin; kd0 < blk.kd_end; kd0 += BK) {
     // kd >= Kd reads as 0 inside the operands; kd in [kd_end, Kd) only happens in the last
     // slice's last tile, where kd_end == Kd.
-    load_tile<BM, THREADS>(a, m0, kd0, sA);
-    load_tile<BN, THREADS>(b, n0, kd0, sB);
+    load_tile<BM, THREADS>(a, blk.m0, kd0, sA);
+    load_tile<BN, THREADS>(b, blk.n0, kd0, sB);
     __syncthreads();
     tile.step(sA, sB);
     __syncthreads();  // before the next tile overwrites sA / sB
   }
   // The loop ended on a __syncthreads (or never ran): sA/sB are free to reuse as sC.
-  tile.store(sC, LDC);
+  tile.store(sC, Smem::kLdc);
   __syncthreads();
-  epilogue<BM, BN, THREADS>(M, N, m0, n0, sC, LDC, epi);
+  epilogue<BM, BN, THREADS>(M, N, blk.m0, blk.n0, sC, Smem::kLdc, epi);
 }
 
 // The kernel a launch runs, as a type: tc_gemm_kernel above, or a rung of the kernel ladder

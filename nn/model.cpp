@@ -82,6 +82,15 @@ VarPtr Model::forward(Tape& tape, const VarPtr& x, bool training) {
   return y;
 }
 
+std::vector<std::pair<std::string, Tensor*>> Model::batchnorm_tensors() const {
+  std::vector<std::pair<std::string, Tensor*>> out;
+  for (const auto& [name, bn] : bn_states_) {
+    out.emplace_back(name + ".running_mean", &bn->running_mean);
+    out.emplace_back(name + ".running_var", &bn->running_var);
+  }
+  return out;
+}
+
 int64_t Model::parameter_count() const {
   int64_t n = 0;
   for (const auto& l : layers_) n += l->params();  // from the shapes: also when shapes_only

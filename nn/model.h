@@ -112,6 +112,9 @@ class Model {
   const std::vector<std::pair<std::string, BatchNormState*>>& batchnorm_states() const {
     return bn_states_;
   }
+  // The same statistics as named tensors, "<bn>.running_mean" then "<bn>.running_var" of each
+  // BatchNorm in turn: the names checkpoints, the replicas' comparison and --ema's averages use.
+  std::vector<std::pair<std::string, Tensor*>> batchnorm_tensors() const;
 
   // Forward FLOPs for one image: 2 per multiply-add of the convolutions and linear layers
   // (Conv2dShape::forward_flops). BN, ReLU, pooling and biases are memory-bound and not counted.

@@ -1,4 +1,5 @@
-// The BatchNorm+ReLU ladder's v1 and v3 (batchnorm_ladder.h; v2 is kernels/batchnorm.cu).
+// The BatchNorm+ReLU ladder's v1 and v3 (batchnorm_ladder.h; v2 is kernels/batchnorm.cu; the
+// CPU reference of all three is batchnorm_*_cpu, kernels/batchnorm.h).
 // x is (M,C), channel c of pixel m at x[m*C + c], as in batchnorm.h.
 #include <cuda_fp16.h>
 
@@ -12,18 +13,9 @@
 
 namespace cutrain {
 
-const char* bn_rung_name(BnRung r) {
-  switch (r) {
-    case BnRung::naive: return "v1 naive";
-    case BnRung::blocked: return "v2 blocked";
-    case BnRung::vector: return "v3 vector";
-  }
-  return "?";
-}
-
 namespace {
 
-constexpr int kBlock = 256;
+constexpr int kBlock = kBnVectorBlock;
 
 // The masked gradient g = dy, or 0 where the fused ReLU's output is not positive.
 __device__ __forceinline__ float masked(float y, float dy, bool relu) {
@@ -309,18 +301,7 @@ __global__ void vec_dx_kernel(int64_t M, int C, const S* x, const S* y, const S*
   }
 }
 
-bool aligned(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
-
 }  // namespace
-
-BnRung bn_rung_runs(BnRung r, int64_t M, int C, size_t elem, const void* const* tensors,
-                    int count) {
-  if (r != BnRung::vector) return r;
-  const int V = int(16 / elem);
-  bool ok = C % V == 0 && C / V <= kBlock && M < (int64_t(1) << 24);
-  for (int i = 0; i < count; i++) ok = ok && (!tensors[i] || aligned(tensors[i]));
-  return ok ? BnRung::vector : BnRung::blocked;
-}
 
 template <typename T>
 void batchnorm_forward_train_rung_gpu(BnRung r, int64_t M, int C, const T* x, const float* gamma,

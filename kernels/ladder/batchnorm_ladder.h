@@ -18,7 +18,9 @@
 //               bn_rung_runs says so.
 //
 // Math, shapes, the running averages and the accumulate rule (dx, dgamma, dbeta +=) as
-// batchnorm.h; fp32 sums; T = float or half_t. CUDA builds only; queued on `stream`.
+// batchnorm.h, whose batchnorm_*_cpu is every rung's CPU reference; fp32 sums; T = float or
+// half_t. The kernels: CUDA builds only, queued on `stream`; the names and bn_rung_runs
+// (batchnorm_ladder.cpp): every build.
 #pragma once
 #include <cstdint>
 
@@ -27,6 +29,7 @@
 namespace cutrain {
 
 enum class BnRung { naive, blocked, vector };
+constexpr int kBnVectorBlock = 256;  // v3's threads a block: at most that many vectors a row
 constexpr BnRung kBnRungs[] = {BnRung::naive, BnRung::blocked, BnRung::vector};
 const char* bn_rung_name(BnRung r);  // "v1 naive", "v2 blocked", "v3 vector"
 

@@ -1,21 +1,12 @@
 // The conv ladder's switch (conv_ladder.h): each rung's three passes over conv_gemm.cuh's
-// operands (v2, v4) or the production kernels (v1, v3).
+// operands (v2, v4) or the production kernels (v1, v3). Their CPU reference is conv2d_*_cpu
+// (kernels/conv2d.h).
 #include "kernels/conv_gemm.cuh"
 #include "kernels/ladder/conv_ladder.h"
 #include "kernels/ladder/gemm_fma.cuh"
 #include "kernels/ladder/tc_gemm_async.cuh"
 
 namespace cutrain {
-
-const char* conv_rung_name(ConvRung r) {
-  switch (r) {
-    case ConvRung::direct: return "v1 direct";
-    case ConvRung::fma: return "v2 fma";
-    case ConvRung::tc: return "v3 tc";
-    case ConvRung::async: return "v4 async";
-  }
-  return "?";
-}
 
 void conv2d_forward_rung_gpu(ConvRung r, const Conv2dShape& s, const half_t* x, const half_t* w,
                              const half_t* b, half_t* y, cudaStream_t stream) {

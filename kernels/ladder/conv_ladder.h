@@ -9,8 +9,9 @@
 //   v3 tc         the same on tensor cores, WMMA (tc_gemm.cuh: the production tc path)
 //   v4 async      v3 with the tiles' loads pipelined through cp.async (tc_gemm_async.cuh)
 //
-// Same math, shapes, layouts and accumulate rule (+=) as conv2d.h; fp16 storage, fp32 sums.
-// CUDA builds only (device pointers, queued on `stream`).
+// Same math, shapes, layouts and accumulate rule (+=) as conv2d.h, whose conv2d_*_cpu is every
+// rung's CPU reference; fp16 storage, fp32 sums. The rungs: CUDA builds only (device pointers,
+// queued on `stream`); conv_rung_name (conv_ladder.cpp): every build.
 #pragma once
 #include <string>
 

@@ -33,18 +33,13 @@ __global__ void __launch_bounds__(BM * BN / 32)
   constexpr int THREADS = BM * BN / 32, TM = 4, TN = 8;
   static_assert(THREADS == (BM / 32) * (BN / 32) * 32, "the tile plan's thread count");
   static_assert((BM / TM) * (BN / TN) == THREADS, "a 4 x 8 piece a thread");
-  constexpr int A_HALVES = tile_halves<BM, OpA::kContigKd>();
-  constexpr int B_HALVES = tile_halves<BN, OpB::kContigKd>();
-  constexpr int LDC = BN + 4;
-  constexpr int AB_BYTES = (A_HALVES + B_HALVES) * 2, C_BYTES = BM * LDC * 4;
-  __shared__ __align__(128) unsigned char smem[AB_BYTES > C_BYTES ? AB_BYTES : C_BYTES];
+  using Smem = TileSmem<BM, BN, OpA, OpB>;
+  constexpr int LDC = Smem::kLdc;
+  __shared__ __align__(128) unsigned char smem[Smem::kBytes];
   __half* sA = reinterpret_cast<__half*>(smem);
-  __half* sB = sA + A_HALVES;
+  __half* sB = sA + Smem::kA;
   float* sC = reinterpret_cast<float*>(smem);
-
-  const int64_t m0 = int64_t(blockIdx.x) * BM, n0 = int64_t(blockIdx.y) * BN;
-  const int64_t kd_begin = int64_t(blockIdx.z) * kd_chunk;
-  const int64_t kd_end = kd_begin + kd_chunk < Kd ? kd_begin + kd_chunk : Kd;
+  const BlockRange blk = block_range<BM, BN>(Kd, kd_chunk);
   const int row0 = (threadIdx.x / (BN / TN)) * TM, col0 = (threadIdx.x % (BN / TN)) * TN;
 
   // A(r, k) and B(k, c) of the tiles in shared memory, in either layout (load_tile).
@@ -57,9 +52,9 @@ __global__ void __launch_bounds__(BM * BN / 32)
 
   float acc[TM][TN] = {}, sum[TM][TN] = {};  // sum: the finished blocks (Blocked)
   int steps = 0;
-  for (int64_t kd0 = kd_begin; kd0 < kd_end; kd0 += BK) {
-    load_tile<BM, THREADS>(a, m0, kd0, sA);
-    load_tile<BN, THREADS>(b, n0, kd0, sB);
+  for (int64_t kd0 = blk.kd_begin; kd0 < blk.kd_end; kd0 += BK) {
+    load_tile<BM, THREADS>(a, blk.m0, kd0, sA);
+    load_tile<BN, THREADS>(b, blk.n0, kd0, sB);
     __syncthreads();
     for (int k = 0; k < BK; k++) {
       float av[TM], bv[TN];
@@ -78,7 +73,7 @@ __global__ void __launch_bounds__(BM * BN / 32)
   for (int i = 0; i < TM; i++)
     for (int j = 0; j < TN; j++) sC[(row0 + i) * LDC + col0 + j] = acc[i][j] + sum[i][j];
   __syncthreads();
-  epilogue<BM, BN, THREADS>(M, N, m0, n0, sC, LDC, epi);
+  epilogue<BM, BN, THREADS>(M, N, blk.m0, blk.n0, sC, LDC, epi);
 }
 
 // The rung as tc_gemm's Kernel: tc_gemm<Blocked, tc::FmaKernel>(...).

@@ -59,18 +59,13 @@ __global__ void __launch_bounds__((BM / 32) * (BN / 32) * 32)
     async_gemm_kernel(int64_t M, int64_t N, int64_t Kd, int64_t kd_chunk, OpA a, OpB b,
                       Epi epi) {
   constexpr int THREADS = (BM / 32) * (BN / 32) * 32;
-  constexpr int A_HALVES = tile_halves<BM, OpA::kContigKd>();
-  constexpr int B_HALVES = tile_halves<BN, OpB::kContigKd>();
-  constexpr int STAGE = A_HALVES + B_HALVES;  // halves; a multiple of 16: WMMA alignment holds
-  constexpr int LDC = BN + 4;
-  constexpr int AB_BYTES = 2 * STAGE * 2, C_BYTES = BM * LDC * 4;
-  __shared__ __align__(128) unsigned char smem[AB_BYTES > C_BYTES ? AB_BYTES : C_BYTES];
-  __half* stages = reinterpret_cast<__half*>(smem);  // stage s: A at s*STAGE, then B
+  using Smem = TileSmem<BM, BN, OpA, OpB, 2>;
+  constexpr int STAGE = Smem::kStage, A_HALVES = Smem::kA;  // a stage: A, then B
+  __shared__ __align__(128) unsigned char smem[Smem::kBytes];
+  __half* stages = reinterpret_cast<__half*>(smem);  // stage s at s*STAGE halves
   float* sC = reinterpret_cast<float*>(smem);
-
-  const int64_t m0 = int64_t(blockIdx.x) * BM, n0 = int64_t(blockIdx.y) * BN;
-  const int64_t kd_begin = int64_t(blockIdx.z) * kd_chunk;
-  const int64_t kd_end = kd_begin + kd_chunk < Kd ? kd_begin + kd_chunk : Kd;
+  const BlockRange blk = block_range<BM, BN>(Kd, kd_chunk);
+  const int64_t m0 = blk.m0, n0 = blk.n0, kd_begin = blk.kd_begin, kd_end = blk.kd_end;
   WarpTile<BM, BN, Blocked, OpA, OpB> tile(threadIdx.x / 32);  // v3's, the same MMAs
   auto issue = [&](int64_t kd0, int s) {  // the copies of step kd0 into stage s, one group
     load_tile<BM, THREADS>(a, m0, kd0, stages + s * STAGE, AsyncCopy8{});
@@ -91,9 +86,9 @@ __global__ void __launch_bounds__((BM / 32) * (BN / 32) * 32)
     tile.step(stages + s * STAGE, stages + s * STAGE + A_HALVES);
     __syncthreads();  // stage s is read: the copies issued next round may overwrite it
   }
-  tile.store(sC, LDC);
+  tile.store(sC, Smem::kLdc);
   __syncthreads();
-  epilogue<BM, BN, THREADS>(M, N, m0, n0, sC, LDC, epi);
+  epilogue<BM, BN, THREADS>(M, N, m0, n0, sC, Smem::kLdc, epi);
 }
 
 // The rung as tc_gemm's Kernel: tc_gemm<Blocked, tc::AsyncKernel>(...).

@@ -134,19 +134,6 @@ TEST_CASE_TEMPLATE("batchnorm [gpu]: training forward and backward match the CPU
       }
 }
 
-TEST_CASE("batchnorm ladder: v3 runs where its vectors fit, v2 elsewhere") {
-  float aligned[8] __attribute__((aligned(16))) = {};
-  const void* ok[1] = {aligned};
-  const void* odd[1] = {reinterpret_cast<const char*>(aligned) + 2};
-  REQUIRE(bn_rung_runs(BnRung::vector, 1000, 32, 2, ok, 1) == BnRung::vector);
-  REQUIRE(bn_rung_runs(BnRung::vector, 1000, 36, 2, ok, 1) == BnRung::blocked);  // 36 % 8
-  REQUIRE(bn_rung_runs(BnRung::vector, 1000, 36, 4, ok, 1) == BnRung::vector);   // 36 % 4
-  REQUIRE(bn_rung_runs(BnRung::vector, 1000, 32, 2, odd, 1) == BnRung::blocked);
-  REQUIRE(bn_rung_runs(BnRung::vector, int64_t(1) << 24, 32, 2, ok, 1) == BnRung::blocked);
-  REQUIRE(bn_rung_runs(BnRung::vector, 1000, 8 * 257, 2, ok, 1) == BnRung::blocked);
-  REQUIRE(bn_rung_runs(BnRung::naive, 1000, 36, 2, odd, 1) == BnRung::naive);
-}
-
 TEST_CASE_TEMPLATE("batchnorm [gpu]: eval forward and backward match the CPU", T, float, half_t) {
   REQUIRE_GPU();
   Stream st;

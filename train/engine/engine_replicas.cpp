@@ -96,14 +96,8 @@ Engine::Engine(const TrainConfig& cfg, const RunDevice& device, const ClassBalan
     if (!cfg_.kernel_plan.empty()) rep->model->set_kernel_plan(parse_kernel_plan(cfg_.kernel_plan));
     rep->optimizer = make_optimizer(cfg_.optimizer, rep->model->parameters(), cfg_.lr,
                                     cfg_.momentum, cfg_.wd);
-    if (cfg_.ema > 0) {  // --ema: the parameters' average and BatchNorm's statistics'
-      std::vector<std::pair<std::string, Tensor*>> stats;
-      for (const auto& [name, st] : rep->model->batchnorm_states()) {
-        stats.emplace_back(name + ".running_mean", &st->running_mean);
-        stats.emplace_back(name + ".running_var", &st->running_var);
-      }
-      rep->optimizer->enable_ema(cfg_.ema, std::move(stats));
-    }
+    // --ema: the parameters' average and BatchNorm's statistics'
+    if (cfg_.ema > 0) rep->optimizer->enable_ema(cfg_.ema, rep->model->batchnorm_tensors());
     rep->lane->make_step(scaler_config_, int(rep->model->parameters().size()));
     rep->norm = InputNorm(Normalization{cfg_.mean, cfg_.std}, ctx);
     if (!balance.weights.empty())  // --balance loss: on the replica's device, once

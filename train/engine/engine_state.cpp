@@ -36,18 +36,6 @@ void copy_into(Tensor& to, const Tensor& from, const std::string& name) {
   to.copy_from(from);
 }
 
-// Every tensor of a run's state, by name, pointing at the live tensors.
-std::vector<std::pair<std::string, Tensor*>> state_tensors(Model& model, Optimizer& opt) {
-  std::vector<std::pair<std::string, Tensor*>> all;
-  for (const VarPtr& p : model.parameters()) all.emplace_back(p->name, &p->value);
-  for (auto& t : opt.state_tensors()) all.push_back(t);
-  for (auto& [name, bn] : model.batchnorm_states()) {
-    all.emplace_back(name + ".running_mean", &bn->running_mean);
-    all.emplace_back(name + ".running_var", &bn->running_var);
-  }
-  return all;
-}
-
 // The scalars a resume needs: the loss scaler's state and the optimizer's step count.
 void put_scaler_state(Checkpoint& c, const LossScalerState& s, int64_t steps_taken) {
   c.scalars["loss_scale"] = s.scale;
@@ -75,10 +63,7 @@ void fill_model(Model& model, const FindTensor& find, bool averaged, const std::
     copy_into(to, from->to(to.dtype()), key);
   };
   for (const VarPtr& p : model.parameters()) set(p->value, p->name);
-  for (auto& [name, bn] : model.batchnorm_states()) {
-    set(bn->running_mean, name + ".running_mean");
-    set(bn->running_var, name + ".running_var");
-  }
+  for (auto& [name, t] : model.batchnorm_tensors()) set(*t, name);
 }
 
 double scalar(const Checkpoint& c, const char* name) {

@@ -31,14 +31,12 @@ std::string overflow_name(const std::vector<char>& overflowed,
   return count < R ? "replica " + std::to_string(first) + ": " + param(first) : param(first);
 }
 
-std::vector<std::pair<std::string, const Tensor*>> replica_tensors(Replica& rep) {
-  std::vector<std::pair<std::string, const Tensor*>> all;
-  for (const VarPtr& p : rep.model->parameters()) all.emplace_back(p->name, &p->value);
-  for (auto& [name, t] : rep.optimizer->state_tensors()) all.emplace_back(name, t);
-  for (const auto& [name, st] : rep.model->batchnorm_states()) {  // equal too: one update a step
-    all.emplace_back(name + ".running_mean", &st->running_mean);
-    all.emplace_back(name + ".running_var", &st->running_var);
-  }
+std::vector<std::pair<std::string, Tensor*>> state_tensors(Model& model, Optimizer& opt) {
+  std::vector<std::pair<std::string, Tensor*>> all;
+  for (const VarPtr& p : model.parameters()) all.emplace_back(p->name, &p->value);
+  for (auto& t : opt.state_tensors()) all.push_back(t);
+  // BatchNorm's statistics are equal on every replica too: one update a step
+  for (auto& t : model.batchnorm_tensors()) all.push_back(t);
   return all;
 }
 

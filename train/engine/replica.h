@@ -66,7 +66,12 @@ std::string overflow_name(const std::vector<char>& overflowed,
 // replica and tensor differ first, with the xxh64 of both. GPU replicas' tensors are copied to
 // the host (after the work queued for them): a debugging aid, not for every step.
 std::string replica_difference(const std::vector<Replica*>& replicas);
-// What replica_difference compares, by name: the weights, then the optimizer's state.
-std::vector<std::pair<std::string, const Tensor*>> replica_tensors(Replica& rep);
+// Every tensor of a replica's state, by name, pointing at the live tensors: the weights, the
+// optimizer's state (its averages with --ema), BatchNorm's statistics. What a checkpoint holds
+// (engine_state.cpp) and what replica_difference compares.
+std::vector<std::pair<std::string, Tensor*>> state_tensors(Model& model, Optimizer& opt);
+inline std::vector<std::pair<std::string, Tensor*>> replica_tensors(Replica& rep) {
+  return state_tensors(*rep.model, *rep.optimizer);
+}
 
 }  // namespace cutrain

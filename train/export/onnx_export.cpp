@@ -139,11 +139,8 @@ class Weights {
  public:
   explicit Weights(const Model& m) {
     for (const VarPtr& p : m.parameters()) tensors_[p->name] = &p->value;
-    for (const auto& [name, bn] : m.batchnorm_states()) {
-      tensors_[name + ".running_mean"] = &bn->running_mean;
-      tensors_[name + ".running_var"] = &bn->running_var;
-      bn_eps_[name] = bn->eps;
-    }
+    for (const auto& [name, t] : m.batchnorm_tensors()) tensors_[name] = t;
+    for (const auto& [name, bn] : m.batchnorm_states()) bn_eps_[name] = bn->eps;
   }
   double bn_eps(const std::string& name) const {
     auto it = bn_eps_.find(name);

@@ -15,6 +15,30 @@
 using namespace cutrain;
 using namespace cutrain_test;
 
+namespace {
+
+// A small model (one conv, BN, ReLU, pool, linear) for evaluate's tests.
+std::unique_ptr<Model> tiny_model(uint64_t seed) {
+  ModelOptions mo;
+  mo.seed = seed;
+  return build_model(parse_model_spec("conv 4 3x3 pad=1\nbn\nrelu\nmaxpool 4x4\nflatten\n"
+                                      "linear classes\n", "tiny"),
+                     mo);
+}
+
+// The first n images of data (28x28x1) as one uint8 array, and their labels.
+void load_all(const SampleSource& data, int n, std::vector<uint8_t>& px, std::vector<int32_t>& y) {
+  px.assign(size_t(n) * 784, 0);
+  y.assign(size_t(n), 0);
+  StageTimes t;
+  for (int i = 0; i < n; i++) {
+    REQUIRE(data.load_cut(i, 0, &px[size_t(i) * 784], t).ok());
+    y[size_t(i)] = data.label(i);
+  }
+}
+
+}  // namespace
+
 TEST_CASE("label_rank and top_k: larger logits first, ties to the lower class") {
   const float z[5] = {0.5f, 2.0f, 0.5f, -1.0f, 2.0f};
   REQUIRE(label_rank(z, 5, 1) == 0);
@@ -35,24 +59,16 @@ TEST_CASE("evaluate: batches of 7 (a short last one) give the metrics of one for
   const FashionMnistFiles& fm = fashion_mnist_jpegs();
   ImageSpec spec;  // 28x28x1, centred
   auto data = open_source(fm.test, spec, 61);
-  ModelOptions mo;
-  mo.seed = 5;
-  auto model = build_model(parse_model_spec("conv 4 3x3 pad=1\nbn\nrelu\nmaxpool 4x4\nflatten\n"
-                                            "linear classes\n", "tiny"),
-                           mo);
+  auto model = tiny_model(5);
   EvalOptions opt;
   opt.batch = 7, opt.threads = 2, opt.norm = {{0.3}, {0.35}};
   const EvalResult r = evaluate(*model, data, opt);
   REQUIRE(r.images == 61);
 
   // The same by hand: every image in one batch, in list order, normalised by the kernel.
-  std::vector<uint8_t> px(61 * 784);
-  std::vector<int32_t> y(61);
-  StageTimes t;
-  for (int i = 0; i < 61; i++) {
-    REQUIRE(data->load_cut(i, 0, &px[size_t(i) * 784], t).ok());
-    y[size_t(i)] = data->label(i);
-  }
+  std::vector<uint8_t> px;
+  std::vector<int32_t> y;
+  load_all(*data, 61, px, y);
   Tensor x = Tensor::empty({61, 28, 28, 1}, DType::f32);
   input_normalize_cpu<float>(61, 28, 1, px.data(), {float(opt.norm.mean[0])},
                              {float(opt.norm.std[0])}, x.data<float>());
@@ -94,11 +110,7 @@ TEST_CASE("evaluate with test-time flips: each image's logits averaged with its 
   const FashionMnistFiles& fm = fashion_mnist_jpegs();
   ImageSpec spec;
   auto data = open_source(fm.test, spec, 45);
-  ModelOptions mo;
-  mo.seed = 9;
-  auto model = build_model(parse_model_spec("conv 4 3x3 pad=1\nbn\nrelu\nmaxpool 4x4\nflatten\n"
-                                            "linear classes\n", "tiny"),
-                           mo);
+  auto model = tiny_model(9);
   EvalOptions opt;
   opt.batch = 8, opt.threads = 2, opt.norm = {{0.3}, {0.35}};
   const EvalResult plain = evaluate(*model, data, opt);
@@ -108,12 +120,10 @@ TEST_CASE("evaluate with test-time flips: each image's logits averaged with its 
 
   // By hand: the images and their mirrors (each row reversed here), one forward each, the
   // logits averaged, then ranked and scored.
-  std::vector<uint8_t> px(45 * 784), mirrored(45 * 784);
-  std::vector<int32_t> y(45);
-  StageTimes t;
+  std::vector<uint8_t> px, mirrored(45 * 784);
+  std::vector<int32_t> y;
+  load_all(*data, 45, px, y);
   for (int i = 0; i < 45; i++) {
-    REQUIRE(data->load_cut(i, 0, &px[size_t(i) * 784], t).ok());
-    y[size_t(i)] = data->label(i);
     for (int row = 0; row < 28; row++)
       for (int col = 0; col < 28; col++)
         mirrored[size_t(i) * 784 + size_t(row) * 28 + size_t(col)] =
