@@ -1,7 +1,8 @@
 // bench_cpu_kernels: the CPU kernels of a model's conv and linear layers, the reference
 // (--impl direct) or oneDNN (--impl onednn, the CPU's default), timed on 1 thread and on N
 // threads, side by side; then one whole training step (forward, loss, backward) through nn/ on
-// the same kernels, so the share of everything else (BN, ReLU, pooling, loss, tape) shows too.
+// the same kernels, so the share of everything else (BN, ReLU, pooling, loss, tape) shows too;
+// then every BatchNorm layer's fused BN+ReLU against BN then ReLU (below).
 //
 // For each conv and linear layer at batch B: forward, backward data and backward filter
 // (with bias), each the median of R runs after one warm-up, in ms and GFLOP/s (2 flops per
@@ -12,14 +13,24 @@
 // A difference stops the bench. --json FILE writes the per-layer medians for other programs
 // (bench/cpu_training.py sets them beside PyTorch's).
 //
+// BatchNorm (--bn-only: this table alone): for each BN layer of the model, (M, C) with M = N*H*W,
+// the training forward and backward with the ReLU fused (relu = true: what nn/ runs for `bn`
+// then `relu`) against the two ops it replaces (BN with relu = false, then relu_forward_cpu;
+// relu_backward_cpu into a zeroed buffer, then BN's backward), on 1 thread and on N. First
+// both are checked to give the same bits (kernels/batchnorm.h promises it); then each is timed
+// alternately, run for run, so that a busy machine slows both alike; medians, and the ratio
+// separate / fused (> 1: the fused op is faster).
+//
 //   bin/bench_cpu_kernels                  default model, batch 64, f32, oneDNN, N = all cores
 //   bin/bench_cpu_kernels --impl direct --threads 2 --dtype f16 --repeats 9
+//   bin/bench_cpu_kernels --bn-only --model resnet --repeats 21     fused BN+ReLU alone
 //   OMP_NUM_THREADS=2 bin/bench_cpu_kernels      the same N
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -31,8 +42,10 @@
 #include <vector>
 
 #include "bench/model_layers.h"
+#include "kernels/batchnorm.h"
 #include "kernels/check.h"
 #include "kernels/conv2d.h"
+#include "kernels/elementwise.h"
 #include "kernels/linear.h"
 #include "kernels/onednn.h"
 #include "kernels/rng.h"
@@ -195,6 +208,111 @@ void time_step(const ModelSpec& spec, ModelOptions o, ConvImpl impl, int batch, 
         "whole step: " << threads << " threads do not give the 1-thread loss and gradients");
 }
 
+// Runs a and b alternately, `repeats` times each after a warm-up of each: their median ms.
+std::pair<double, double> time_alternating(int repeats, const std::function<void()>& a,
+                                           const std::function<void()>& b) {
+  a(), b();
+  std::vector<double> ms[2];
+  for (int i = 0; i < repeats; i++)
+    for (int k = 0; k < 2; k++) {
+      const auto t0 = Clock::now();
+      (k == 0 ? a : b)();
+      ms[k].push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    }
+  for (auto& v : ms) std::sort(v.begin(), v.end());
+  return {ms[0][ms[0].size() / 2], ms[1][ms[1].size() / 2]};
+}
+
+// One BN layer: the fused op against BN then ReLU (the header's table), checked, then timed.
+// Prints its rows; returns {separate, fused} ms summed over both passes on each thread count.
+template <typename T>
+std::array<double, 4> time_bn_layer(const std::string& name, int64_t M, int C, int threads,
+                                    int repeats) {
+  using A = acc_t<T>;
+  const size_t n = size_t(M) * size_t(C), Cs = size_t(C);
+  const std::vector<T> x = random_vec<T>(n, 11), dy = random_vec<T>(n, 12);
+  std::vector<A> gamma(Cs), beta(Cs);
+  for (size_t c = 0; c < Cs; c++) gamma[c] = A(0.5 + rng_uniform(13, c)), beta[c] = A(0.1);
+  struct Out {  // what one way writes
+    std::vector<T> y, z, dz, dx;  // z: BN's output before the separate ReLU; dz: its gradient
+    std::vector<A> mean, invstd, rmean, rvar, dgamma, dbeta;
+  };
+  const auto fresh = [&] {
+    Out o{std::vector<T>(n), std::vector<T>(n), std::vector<T>(n), std::vector<T>(n),
+          std::vector<A>(Cs), std::vector<A>(Cs), std::vector<A>(Cs, A(0)),
+          std::vector<A>(Cs, A(1)), std::vector<A>(Cs, A(0)), std::vector<A>(Cs, A(0))};
+    return o;
+  };
+  Out sep = fresh(), fus = fresh();
+  const auto forward = [&](Out& o, bool fused) {
+    batchnorm_forward_train_cpu<T>(M, C, x.data(), gamma.data(), beta.data(), 1e-5, 0.1, fused,
+                                   fused ? o.y.data() : o.z.data(), o.mean.data(),
+                                   o.invstd.data(), o.rmean.data(), o.rvar.data());
+    if (!fused) relu_forward_cpu<T>(M * C, o.z.data(), o.y.data());
+  };
+  const auto backward = [&](Out& o, bool fused) {
+    std::fill(o.dx.begin(), o.dx.end(), T(0.0f));  // both: a zeroed dx to accumulate into
+    if (fused) {
+      batchnorm_backward_train_cpu<T>(M, C, x.data(), o.y.data(), dy.data(), gamma.data(),
+                                      o.mean.data(), o.invstd.data(), true, o.dx.data(),
+                                      o.dgamma.data(), o.dbeta.data());
+    } else {
+      std::fill(o.dz.begin(), o.dz.end(), T(0.0f));
+      relu_backward_cpu<T>(M * C, o.y.data(), dy.data(), o.dz.data());
+      batchnorm_backward_train_cpu<T>(M, C, x.data(), nullptr, o.dz.data(), gamma.data(),
+                                      o.mean.data(), o.invstd.data(), false, o.dx.data(),
+                                      o.dgamma.data(), o.dbeta.data());
+    }
+  };
+  omp_set_num_threads(threads);
+  forward(sep, false), forward(fus, true), backward(sep, false), backward(fus, true);
+  CHECK(same_bits(fus.y, sep.y) && same_bits(fus.mean, sep.mean) &&
+            same_bits(fus.invstd, sep.invstd) && same_bits(fus.dx, sep.dx) &&
+            same_bits(fus.dgamma, sep.dgamma) && same_bits(fus.dbeta, sep.dbeta),
+        name << ": the fused BN+ReLU does not give BN then ReLU's bits");
+  std::array<double, 4> total{};  // separate 1, fused 1, separate N, fused N
+  const char* pass_name[2] = {"forward", "backward"};
+  for (int p = 0; p < 2; p++) {
+    double ms[2][2];  // [1 thread, N][separate, fused]
+    for (int ti = 0; ti < 2; ti++) {
+      omp_set_num_threads(ti == 0 ? 1 : threads);
+      const auto [s, f] =
+          p == 0 ? time_alternating(repeats, [&] { forward(sep, false); },
+                                    [&] { forward(fus, true); })
+                 : time_alternating(repeats, [&] { backward(sep, false); },
+                                    [&] { backward(fus, true); });
+      ms[ti][0] = s, ms[ti][1] = f;
+      total[size_t(2 * ti)] += s, total[size_t(2 * ti + 1)] += f;
+    }
+    std::printf("| %s | %lld x %d | %s | %.3f | %.3f | %.2f | %.3f | %.3f | %.2f |\n",
+                name.c_str(), static_cast<long long>(M), C, pass_name[p], ms[0][0], ms[0][1],
+                ms[0][0] / ms[0][1], ms[1][0], ms[1][1], ms[1][0] / ms[1][1]);
+  }
+  return total;
+}
+
+// Every BN layer of the model at batch N (Model::rows(), shapes only), fused against separate.
+template <typename T>
+void time_bn_layers(const ModelSpec& spec, ModelOptions o, int batch, int threads,
+                    int repeats) {
+  o.shapes_only = true;
+  const auto model = build_model(spec, o);
+  std::printf("BatchNorm+ReLU (training), fused against BN then ReLU, the same bits checked; "
+              "medians of %d alternated runs; ratio = separate / fused (> 1: fused is faster)\n\n"
+              "| layer | M x C | pass | 1 thread: BN, ReLU ms | fused ms | ratio | "
+              "%d threads: BN, ReLU ms | fused ms | ratio |\n"
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n", repeats, threads);
+  std::array<double, 4> all{};
+  for (const TableRow& r : model->rows()) {
+    if (r.text.rfind("bn", 0) != 0) continue;
+    const int64_t M = int64_t(batch) * (r.out.flat ? 1 : int64_t(r.out.H) * r.out.W);
+    const auto t = time_bn_layer<T>(r.name, M, r.out.C, threads, repeats);
+    for (size_t i = 0; i < 4; i++) all[i] += t[i];
+  }
+  std::printf("| all BN layers | | both | %.3f | %.3f | %.2f | %.3f | %.3f | %.2f |\n\n", all[0],
+              all[1], all[0] / all[1], all[2], all[3], all[2] / all[3]);
+}
+
 // "8.10 8.02 6.22": the 1, 5 and 15 minute load averages. On a shared machine other work
 // steals cores and inflates the times; the header and footer print this so readers can judge.
 std::string load_average() {
@@ -213,7 +331,7 @@ std::string cpu_name() {
 
 template <typename T>
 void run(const ModelSpec& spec, const ModelOptions& o, ConvImpl impl, int batch, int threads,
-         int repeats, const std::string& json_path) {
+         int repeats, const std::string& json_path, bool bn_only) {
   const std::vector<BenchLayer> layers = gemm_layers(spec, o, batch);  // may throw: first
   const std::time_t now = std::time(nullptr);
   char date[32];
@@ -222,6 +340,12 @@ void run(const ModelSpec& spec, const ModelOptions& o, ConvImpl impl, int batch,
               cpu_name().c_str(), omp_get_num_procs(), load_average().c_str());
   std::printf("model %s, input %dx%dx%d, batch %d, %s, median of %d; N = %d threads\n",
               spec.source.c_str(), o.H, o.W, o.C, batch, dtype_name(o.dtype), repeats, threads);
+  if (bn_only) {
+    std::printf("\n");
+    time_bn_layers<T>(spec, o, batch, threads, repeats);
+    std::printf("load average at the end: %s\n", load_average().c_str());
+    return;
+  }
   std::printf("kernels: %s\n\n", impl == ConvImpl::onednn
                                      ? (onednn_version() + ", --impl onednn").c_str()
                                      : "the reference (--impl direct)");
@@ -275,6 +399,8 @@ void run(const ModelSpec& spec, const ModelOptions& o, ConvImpl impl, int batch,
     std::printf("\nchecked: every layer within 1e-4 of the reference, and the same bits in two "
                 "runs on %d threads\noneDNN's kernels:\n", threads);
   for (const std::string& line : picked) std::printf("- %s\n", line.c_str());
+  std::printf("\n");
+  time_bn_layers<T>(spec, o, batch, threads, repeats);
   std::printf("load average at the end: %s\n", load_average().c_str());
   if (!json_path.empty()) {
     const nlohmann::json j = {{"model", spec.source}, {"batch", batch}, {"threads", threads},
@@ -303,6 +429,8 @@ int main(int argc, char** argv) {
   app.add_option("--impl", impl_arg, "onednn (fp32) or direct (the reference)")
       ->capture_default_str();
   app.add_option("--json", json_path, "Also write the per-layer medians to this JSON file");
+  bool bn_only = false;
+  app.add_flag("--bn-only", bn_only, "Only the BatchNorm table: fused BN+ReLU against BN, ReLU");
   CLI11_PARSE(app, argc, argv);
   try {
     CHECK(dtype == "f32" || dtype == "f16", "--dtype must be f32 or f16, got '" << dtype << "'");
@@ -316,8 +444,10 @@ int main(int argc, char** argv) {
     const ModelSpec spec = load_model_spec(model);
     ModelOptions o;  // 28x28x1, 10 classes: the Fashion-MNIST shape
     o.dtype = dtype == "f16" ? DType::f16 : DType::f32;
-    if (o.dtype == DType::f16) run<half_t>(spec, o, impl, batch, threads, repeats, json_path);
-    else run<float>(spec, o, impl, batch, threads, repeats, json_path);
+    if (o.dtype == DType::f16)
+      run<half_t>(spec, o, impl, batch, threads, repeats, json_path, bn_only);
+    else
+      run<float>(spec, o, impl, batch, threads, repeats, json_path, bn_only);
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_cpu_kernels: %s\n", e.what());
     return 1;

@@ -29,11 +29,19 @@ F.conv2d and aten.convolution_backward (what autograd calls in training), on 1 a
 (torch.set_num_threads), and prints torch ms / cutrain ms (> 1: cutrain is faster).
 --layers-json FILE takes cutrain's side from a saved --json file instead.
 
+--guard is the check to run after any change to a CPU kernel or to the step (bench/README.md):
+the default model, batch 128, 1 compute thread, 4 warm-up + 16 timed steps, 3 rounds, oneDNN
+against torch (and the tuned row when there is one), no reference and no layers: about two
+minutes. It prints cutrain / torch for each round; below 1, or well below the last recorded
+figure (bench/results/), is a slowdown to find before it lands. Its report goes to
+results/cpu-guard-<date>.md.
+
 The programs are copied into --work first and run from there; the report (markdown) goes to
 stdout and to --out.
 
   bench/cpu_training.py                 # default and resnet, batch 64 and 128, 1 and 2 threads
   bench/cpu_training.py --quick         # the default model, batch 64 only: a check
+  bench/cpu_training.py --guard         # after any change to a CPU kernel or the step (below)
   bench/cpu_training.py --models default --no-layers --rounds 3   # the target, medians
   bench/cpu_training.py --dry-run       # print the plan, run nothing
   bench/cpu_training.py --no-layers --models default --batches 128 --threads 2
@@ -73,6 +81,11 @@ def parse_args():
     a.add_argument("--threads", type=int_list, default=[1, 2],
                    help="compute thread counts T, comma-separated (OMP_NUM_THREADS)")
     a.add_argument("--quick", action="store_true", help="the default model at batch 64 only")
+    a.add_argument("--guard", action="store_true",
+                   help="the check after a CPU kernel change: default model, batch 128, 1 "
+                   "thread, 4 + 16 steps, 3 rounds, no reference, no layers")
+    a.add_argument("--reference", action=argparse.BooleanOptionalAction, default=True,
+                   help="the reference kernels' row (--conv direct --linear direct)")
     a.add_argument("--warmup", type=int, default=3, help="onednn and torch: steps left out")
     a.add_argument("--timed", type=int, default=12, help="onednn and torch: steps timed")
     a.add_argument("--ref-warmup", type=int, default=1, help="reference: steps left out")
@@ -93,8 +106,8 @@ def parse_args():
     a.add_argument("--work", default=os.path.join(ROOT, "runs", "cpu-training-" +
                                                   time.strftime("%Y%m%d-%H%M%S")),
                    help="folder for the runs' outputs and logs")
-    a.add_argument("--out", default=os.path.join(HERE, "results", f"cpu-training-{DATE}.md"),
-                   help="the report")
+    a.add_argument("--out", help="the report (default: results/cpu-training-<date>.md, "
+                   "results/cpu-guard-<date>.md with --guard)")
     a.add_argument("--layers", action=argparse.BooleanOptionalAction, default=True,
                    help="part 2: conv layers against torch")
     a.add_argument("--layers-batch", type=int, default=64)
@@ -109,6 +122,13 @@ def parse_args():
         args.tuned_python = None
     if args.quick:
         args.batches = [64]
+    if args.guard:
+        args.models, args.batches, args.threads = ["default"], [128], [1]
+        args.warmup, args.timed, args.rounds = 4, 16, 3
+        args.reference, args.layers = False, False
+    if args.out is None:
+        args.out = os.path.join(HERE, "results",
+                                f"cpu-{'guard' if args.guard else 'training'}-{DATE}.md")
     if min(args.warmup, args.ref_warmup) < 1 or min(args.timed, args.ref_timed) < 1:
         a.error("every program needs at least 1 warm-up step and 1 timed step")
     if args.rounds < 1:
@@ -137,9 +157,10 @@ def plan_training(args):
         for B in args.batches:
             for T in args.threads:
                 tag = os.path.join(args.work, f"{model}-b{B}-t{T}")
-                for program, impl, warm, timed in (
-                        ("reference", "direct", args.ref_warmup, args.ref_timed),
-                        ("onednn", "onednn", args.warmup, args.timed)):
+                programs = [("onednn", "onednn", args.warmup, args.timed)]
+                if args.reference:
+                    programs.insert(0, ("reference", "direct", args.ref_warmup, args.ref_timed))
+                for program, impl, warm, timed in programs:
                     argv = [args.cutrain, "train", "--train",
                             os.path.join(args.data, "train.txt"), "--model", model,
                             "--batch", str(B), "--epochs", "1",
@@ -240,17 +261,18 @@ def training_report(runs):
         if r.program != "torch":
             continue
         key = (r.model, r.batch, r.threads)
-        ref, dnn = by[key + ("reference",)], by[key + ("onednn",)]
+        ref, dnn = by.get(key + ("reference",)), by[key + ("onednn",)]
         peers = [r] + ([by[key + ("tuned",)]] if tuned else [])
         strong = max(peers, key=lambda p: p.images_per_s)
         vs = dnn.images_per_s / strong.images_per_s
         target = ("PASS" if vs >= 1.0 else "FAIL") if r.model == "default" else "-"
         each = " ".join(f"{d / max(p.rates[i] for p in peers):.2f}"
                         for i, d in enumerate(dnn.rates))
-        out.append(f"| {r.model} | {r.batch} | {r.threads} | {ref.images_per_s:.1f} | "
+        out.append(f"| {r.model} | {r.batch} | {r.threads} | "
+                   f"{f'{ref.images_per_s:.1f}' if ref else '-'} | "
                    f"{dnn.images_per_s:.1f} | {r.images_per_s:.1f} | " +
                    (f"{peers[1].images_per_s:.1f} | " if tuned else "") +
-                   f"{dnn.images_per_s / ref.images_per_s:.2f} | "
+                   f"{f'{dnn.images_per_s / ref.images_per_s:.2f}' if ref else '-'} | "
                    f"{dnn.images_per_s / r.images_per_s:.2f} | " +
                    (f"{dnn.images_per_s / peers[1].images_per_s:.2f} | " if tuned else "") +
                    f"{target} |" + (f" {each} |" if rounds > 1 else ""))
@@ -439,7 +461,7 @@ def probe_torch(python, args):
 
 def header(args, commit, torches, load_start):
     return [f"# CPU training: cutrain (reference, oneDNN) against PyTorch, {DATE}"
-            + (" (--quick)" if args.quick else ""), "",
+            + (" (--quick)" if args.quick else "") + (" (--guard)" if args.guard else ""), "",
             f"host: {cpu_name()}, {os.cpu_count()} cores; load average at the start "
             f"{load_start}, at the end {load_average()}  ",
             f"cutrain {commit}, oneDNN {cutrain_onednn(args.cutrain)}; " +

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/blocked_sum.h"
@@ -23,12 +24,28 @@ namespace cutrain {
 // share of the pixels, so every sum adds its terms in the 1-thread order.
 
 namespace {
-// The fused ReLU's rules (batchnorm.h): the output, and the gradient masked by it.
-template <typename T> T relu_out(bool relu, T v) {
-  return relu && !(acc_t<T>(v) > 0) ? T(0.0f) : v;
+// The fused ReLU's flag as a compile-time constant: with_relu(relu, f) calls f with
+// std::true_type or std::false_type, so each loop that takes it is compiled twice and neither
+// copy tests the flag per element (y, null without the ReLU, may then be read unconditionally).
+// Measured with the flag tested per element: every BN layer of the default model about 1.5x
+// slower, fused or not (bench_cpu_kernels --bn-only, which prints both ways).
+template <typename F> void with_relu(bool relu, F&& f) {
+  if (relu) f(std::true_type{});
+  else f(std::false_type{});
 }
-template <typename T> acc_t<T> masked_dy(bool relu, const T* y, const T* dy, int64_t i) {
-  return relu && !(acc_t<T>(y[i]) > 0) ? acc_t<T>(0) : acc_t<T>(dy[i]);
+// The fused ReLU's rules (batchnorm.h): the output, and the gradient masked by it. Both are
+// selects between values already loaded: dy[i] is read whatever y[i] is. With the load inside
+// the select's arm (`y > 0 ? dy[i] : 0`) the compiler may not read dy[i] where the source does
+// not, so the select stayed a branch, taken at random on real activations: the fused backward
+// ran 3-5x slower than BN and ReLU apart ([cpu-bn], bench/results/cpu-bn-2026-12-07.md).
+template <bool Relu, typename T> T relu_out(T v) {
+  if constexpr (Relu) return !(acc_t<T>(v) > 0) ? T(0.0f) : v;
+  else return v;
+}
+template <bool Relu, typename T> acc_t<T> masked_dy(const T* y, const T* dy, int64_t i) {
+  const acc_t<T> g = acc_t<T>(dy[i]);
+  if constexpr (Relu) return !(acc_t<T>(y[i]) > 0) ? acc_t<T>(0) : g;
+  else return g;
 }
 
 // out[c] = sum over m = 0, 1, ..., M-1 of term(m, c), for every channel c, blocked pairwise
@@ -118,14 +135,17 @@ void batchnorm_forward_train_cpu(int64_t M, int C, const T* x, const acc_t<T>* g
     running_var[c] = (A(1) - mom) * running_var[c] + mom * unbiased;
   }
   // Each thread owns whole pixel rows y[m][:].
+  with_relu(relu, [&](auto relu_c) {
+    constexpr bool fused = decltype(relu_c)::value;
 #pragma omp parallel for schedule(static) if (worth_threads(M * C))
-  for (int64_t m = 0; m < M; m++) {
-    const T* xr = x + m * C;
-    T* yr = y + m * C;
+    for (int64_t m = 0; m < M; m++) {
+      const T* xr = x + m * C;
+      T* yr = y + m * C;
 #pragma omp simd
-    for (size_t c = 0; c < Cs; c++)
-      yr[c] = relu_out(relu, T(gamma[c] * ((A(xr[c]) - mean[c]) * save_invstd[c]) + beta[c]));
-  }
+      for (size_t c = 0; c < Cs; c++)
+        yr[c] = relu_out<fused>(T(gamma[c] * ((A(xr[c]) - mean[c]) * save_invstd[c]) + beta[c]));
+    }
+  });
 }
 
 template <typename T>
@@ -139,14 +159,18 @@ void batchnorm_forward_eval_cpu(int64_t M, int C, const T* x, const acc_t<T>* ga
   // (x - mean) * scale rather than the folded x * scale + shift: the fold cancels badly when
   // |x| is large next to its deviation from the mean (the case the two passes above guard).
   // Each thread owns whole pixel rows y[m][:].
+  with_relu(relu, [&](auto relu_c) {
+    constexpr bool fused = decltype(relu_c)::value;
 #pragma omp parallel for schedule(static) if (worth_threads(M * C))
-  for (int64_t m = 0; m < M; m++) {
-    const T* xr = x + m * C;
-    T* yr = y + m * C;
+    for (int64_t m = 0; m < M; m++) {
+      const T* xr = x + m * C;
+      T* yr = y + m * C;
 #pragma omp simd
-    for (size_t c = 0; c < Cs; c++)
-      yr[c] = relu_out(relu, T(gamma[c] * ((A(xr[c]) - running_mean[c]) * invstd[c]) + beta[c]));
-  }
+      for (size_t c = 0; c < Cs; c++)
+        yr[c] = relu_out<fused>(
+            T(gamma[c] * ((A(xr[c]) - running_mean[c]) * invstd[c]) + beta[c]));
+    }
+  });
 }
 
 namespace {
@@ -158,10 +182,13 @@ std::vector<acc_t<T>> sum_dy_dyxhat(int64_t M, int C, const T* x, const T* y, co
                                     bool relu, const acc_t<T>* mean, const acc_t<T>* invstd) {
   using A = acc_t<T>;
   std::vector<A> sums(2 * size_t(C));
-  channel_sums_k<2>(M, C, sums.data(), [&](int64_t m, int c, A* b, size_t n) {  // one pass
-    const A g = masked_dy(relu, y, dy, m * C + c);
-    b[0] += g;
-    b[n] += g * ((A(x[m * C + c]) - mean[c]) * invstd[c]);
+  with_relu(relu, [&](auto relu_c) {
+    constexpr bool fused = decltype(relu_c)::value;
+    channel_sums_k<2>(M, C, sums.data(), [&](int64_t m, int c, A* b, size_t n) {  // one pass
+      const A g = masked_dy<fused>(y, dy, m * C + c);
+      b[0] += g;
+      b[n] += g * ((A(x[m * C + c]) - mean[c]) * invstd[c]);
+    });
   });
   return sums;
 }
@@ -193,18 +220,21 @@ void batchnorm_backward_train_cpu(int64_t M, int C, const T* x, const T* y, cons
   std::vector<A> k(Cs);  // gamma * invstd / M
   for (size_t c = 0; c < Cs; c++) k[c] = gamma[c] * save_invstd[c] / Ma;
   // Each thread owns whole pixel rows dx[m][:].
+  with_relu(relu, [&](auto relu_c) {
+    constexpr bool fused = decltype(relu_c)::value;
 #pragma omp parallel for schedule(static) if (worth_threads(M * C))
-  for (int64_t m = 0; m < M; m++) {
-    const T* xr = x + m * C;
-    T* dxr = dx + m * C;
+    for (int64_t m = 0; m < M; m++) {
+      const T* xr = x + m * C;
+      T* dxr = dx + m * C;
 #pragma omp simd
-    for (size_t c = 0; c < Cs; c++) {
-      const A xhat = (A(xr[c]) - save_mean[c]) * save_invstd[c];
-      const A g = masked_dy(relu, y, dy, m * C + int64_t(c));
-      const A d = k[c] * (Ma * g - sdy[c] - xhat * sdyx[c]);
-      dxr[c] = T(A(dxr[c]) + d);
+      for (size_t c = 0; c < Cs; c++) {
+        const A xhat = (A(xr[c]) - save_mean[c]) * save_invstd[c];
+        const A g = masked_dy<fused>(y, dy, m * C + int64_t(c));
+        const A d = k[c] * (Ma * g - sdy[c] - xhat * sdyx[c]);
+        dxr[c] = T(A(dxr[c]) + d);
+      }
     }
-  }
+  });
 }
 
 template <typename T>
@@ -221,12 +251,16 @@ void batchnorm_backward_eval_cpu(int64_t M, int C, const T* x, const T* y, const
         C, sum_dy_dyxhat<T>(M, C, x, y, dy, relu, running_mean, invstd.data()), dgamma, dbeta);
   if (!dx) return;
   // Each thread owns whole pixel rows dx[m][:].
+  with_relu(relu, [&](auto relu_c) {
+    constexpr bool fused = decltype(relu_c)::value;
 #pragma omp parallel for schedule(static) if (worth_threads(M * C))
-  for (int64_t m = 0; m < M; m++) {
-    T* dxr = dx + m * C;
-    for (size_t c = 0; c < Cs; c++)
-      dxr[c] = T(A(dxr[c]) + masked_dy(relu, y, dy, m * C + int64_t(c)) * gamma[c] * invstd[c]);
-  }
+    for (int64_t m = 0; m < M; m++) {
+      T* dxr = dx + m * C;
+#pragma omp simd
+      for (size_t c = 0; c < Cs; c++)
+        dxr[c] = T(A(dxr[c]) + masked_dy<fused>(y, dy, m * C + int64_t(c)) * gamma[c] * invstd[c]);
+    }
+  });
 }
 
 #define CUTRAIN_INSTANTIATE(T)                                                             \
