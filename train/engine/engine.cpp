@@ -31,6 +31,7 @@ void Engine::launch(const StepResult& host) {
   }
 }
 
+// The step, top to bottom (docs/journey.md, stop 10; the comments below name its other stops).
 void Engine::launch_step(const StepResult& host) {
   StepResult r = host;
   TraceSpan span(tracer, "step", "train");
@@ -41,6 +42,7 @@ void Engine::launch_step(const StepResult& host) {
   if (collective_) collective_->at_step(r.step);
 
   // 1. Every replica's shard of the batch (on a GPU the compute stream waits for its copy).
+  // Journey stop 11.
   phase("input");
   next_shards(r);
   const int images = r.images;
@@ -49,7 +51,8 @@ void Engine::launch_step(const StepResult& host) {
   // 2. Forward and backward, replica after replica; the loss and the top-1 count add up in
   // each replica's record. With replicas, each bucket is averaged once every replica's
   // backward has completed it (bucket_ready), and then every replica waits for the
-  // collective.
+  // collective. Journey stops 12 (the graphs) and 13-20 (forward_backward), then stop 21's
+  // wait for the all-reduce.
   if (R > 1) {
     std::fill(marked_.begin(), marked_.end(), 0);
     reduced_ = 0;
@@ -115,7 +118,7 @@ void Engine::launch_step(const StepResult& host) {
 
   // 3-4. The step's learning rate into every replica's step state: the one value the host
   // sends, outside any graph. Then check, decide, update, move the scale, the state into the
-  // record, the gradients zeroed (with --cuda-graph, one graph launch).
+  // record, the gradients zeroed (with --cuda-graph, one graph launch). Journey stop 21.
   const bool stepped = images > 0;
   {
     TraceSpan s(tracer, "optimizer", "train");
@@ -132,7 +135,7 @@ void Engine::launch_step(const StepResult& host) {
   }
 
   // The records on their way to the host; 5. the loader's slots refilled once each lane is
-  // past what reads them.
+  // past what reads them. Journey stops 22 and 23.
   phase("record");
   for (size_t i = 0; i < replicas_.size(); i++) {
     Replica& rep = *replicas_[i];
