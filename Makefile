@@ -274,10 +274,11 @@ FUZZ_LIB_CPP  := $(addprefix data/,atomic_file.cpp image_list.cpp image_decode.c
                    ops_norm.cpp ops_pool.cpp) \
                  $(addprefix kernels/,cast.cpp gpu.cpp batchnorm.cpp conv2d.cpp elementwise.cpp \
                    linear.cpp matmul_cpu.cpp onednn.cpp impl.cpp launch_plan.cpp parallel.cpp pool.cpp \
-                   xxhash64.cpp) \
+                   printable.cpp xxhash64.cpp) \
                  train/checkpoint/checkpoint.cpp train/setup/config.cpp
 # The readers behind image_list.cpp: the labels of any list (list_rows), CSV lists (libcsv), and
-# what prints a name that is not UTF-8 (text_width).
+# the terminal widths of names (text_width; the names themselves are made printable by
+# kernels/printable.cpp, above).
 FUZZ_LIB_CPP  += data/list_rows.cpp data/csv_list.cpp data/text_width.cpp
 FUZZ_LIB      := $(FUZZ_BUILD)/libcutrain_fuzz.a
 FUZZ_BINS     := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/bin/%_fuzz)

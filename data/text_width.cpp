@@ -10,12 +10,10 @@
 namespace cutrain {
 namespace {
 
-constexpr ucs4_t kReplacement = 0xFFFD;  // �
-
 const uint8_t* bytes(std::string_view s) { return reinterpret_cast<const uint8_t*>(s.data()); }
 
 // Columns of one code point of printable text. uc_width says -1 for control characters;
-// printable() has replaced those, so this is 0, 1 or 2.
+// printable() has escaped those, so this is 0, 1 or 2.
 int char_width(ucs4_t uc) { return std::max(uc_width(uc, "UTF-8"), 0); }
 
 // The columns of valid UTF-8 (printable's output): the sum over its code points.
@@ -29,37 +27,7 @@ size_t valid_width(const uint8_t* s, const uint8_t* end) {
   return w;
 }
 
-void append(std::string* out, ucs4_t uc) {
-  uint8_t buf[6];
-  const int n = u8_uctomb(buf, uc, int(sizeof buf));
-  out->append(reinterpret_cast<const char*>(buf), size_t(n));
-}
-
 }  // namespace
-
-std::string printable(std::string_view utf8) {
-  std::string out;
-  out.reserve(utf8.size());
-  const uint8_t* s = bytes(utf8);
-  const uint8_t* end = s + utf8.size();
-  while (s < end) {
-    ucs4_t uc;
-    // u8_mbtoucr: the length of a valid sequence, -1 for an invalid one, -2 for one cut short
-    // by the end; either failure stands for one byte.
-    const int n = u8_mbtoucr(&uc, s, size_t(end - s));
-    if (n < 0) {
-      append(&out, kReplacement);
-      s += 1;
-    } else {
-      if (uc == 0 || uc_width(uc, "UTF-8") < 0)  // NUL and the control characters
-        append(&out, kReplacement);
-      else
-        out.append(reinterpret_cast<const char*>(s), size_t(n));
-      s += n;
-    }
-  }
-  return out;
-}
 
 size_t display_width(std::string_view utf8) {
   const std::string p = printable(utf8);

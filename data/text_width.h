@@ -1,15 +1,14 @@
-// defines: display_width(), printable(), pad_right(), truncate_to_width(), fit_to_width() and
+// defines: display_width(), pad_right(), truncate_to_width(), fit_to_width() and
 // column_width(): text measured in terminal columns rather than bytes, so that tables whose
 // cells hold class names ("Ñandú", "靴", "Ankle boot") line up, and a cut never falls inside
 // a character. The widths come from libunistring (uc_width, as in a UTF-8 locale), the
 // character boundaries from its grapheme cluster breaks (u8_grapheme_breaks).
 //
 // Rules, the same in every function:
-//   - Text is UTF-8. A byte that does not begin a valid sequence (a stray continuation byte,
-//     a sequence cut short, an overlong form, a surrogate) is shown as U+FFFD "�", one per
-//     byte: it counts 1 column and never crashes or shifts a column.
-//   - Control characters (C0 with NUL, tab and newline; DEL; C1) are shown as U+FFFD too: a
-//     tab or an escape sequence inside a name would move the cursor, not take a column.
+//   - Text is UTF-8, printed as printable() shows it (kernels/printable.h): an invalid byte,
+//     a control character (a tab or an escape sequence would move the cursor, not take a
+//     column) or a bidi control becomes a visible escape such as "\x1b" or "\u202e", and its
+//     columns are the escape's (4 or 6). Nothing in a cell can move the cursor.
 //   - East Asian wide and fullwidth characters (靴, most emoji) count 2 columns; combining
 //     marks and other zero-width characters count 0; the rest 1. Ambiguous-width characters
 //     (…, �, Greek and Cyrillic in CJK fonts) count 1, as most terminals in UTF-8 locales draw
@@ -27,6 +26,8 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/printable.h"  // printable(): what these functions print
+
 namespace cutrain {
 
 // The widest a table's column of names grows (terminal columns); longer names are cut.
@@ -36,12 +37,9 @@ constexpr size_t kMaxNameColumns = 40;
 inline constexpr std::string_view kEllipsis = "\u2026";  // …, 1 column
 
 // The columns `utf8` takes when printed (printed as printable(utf8)).
-// "cat" -> 3, "Ñandú" -> 5 (precomposed or with combining marks), "靴" -> 2, "\xff" -> 1.
+// "cat" -> 3, "Ñandú" -> 5 (precomposed or with combining marks), "靴" -> 2, "\xff" -> 4
+// (printed as the 4 characters \xff).
 size_t display_width(std::string_view utf8);
-
-// `utf8` with each invalid byte and each control character replaced by U+FFFD: what the
-// functions below print. Valid text without control characters comes back unchanged.
-std::string printable(std::string_view utf8);
 
 // printable(utf8) followed by spaces up to `width` columns; unchanged (not cut) if wider.
 std::string pad_right(std::string_view utf8, size_t width);

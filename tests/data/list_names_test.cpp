@@ -160,9 +160,9 @@ TEST_CASE("list names: a name the list introduces must be UTF-8 (the run keeps n
   TempDir t;
   write_text(t / "latin1.txt", "a.jpg caf\xE9\nb.jpg\tcaf\xC3\xA9 au lait\nc.jpg tea\n");
   REQUIRE_USER_ERROR(read_image_list(t / "latin1.txt"), "1 malformed line:");
-  // The name printed with U+FFFD for the byte that is not UTF-8, and where that byte is.
+  // The name printed with the byte that is not UTF-8 escaped, and where that byte is.
   REQUIRE_USER_ERROR(read_image_list(t / "latin1.txt"),
-                     "latin1.txt:1: class name 'caf\xEF\xBF\xBD' is not UTF-8 text (byte 3 of "
+                     "latin1.txt:1: class name 'caf\\xe9' is not UTF-8 text (byte 3 of "
                      "the name): save the list as UTF-8");
 }
 
@@ -175,14 +175,14 @@ TEST_CASE("list names: a classes.txt or a class folder that is not UTF-8 is refu
   REQUIRE(first_non_utf8("caf\xE9") == 3);
   REQUIRE(first_non_utf8("\xC3") == 0);  // a sequence cut short
   REQUIRE_USER_ERROR(read_class_names(t / "a/classes.txt"),
-                     "classes.txt:2: the class name 'caf\xEF\xBF\xBD' is not UTF-8 text (byte 8 "
+                     "classes.txt:2: the class name 'caf\\xe9' is not UTF-8 text (byte 8 "
                      "of the file): save classes.txt as UTF-8");
   REQUIRE_USER_ERROR(read_image_list(t / "a/list.txt"), "is not UTF-8 text (byte 8 of the file)");
   // A class folder whose name is Latin-1 (Linux names are bytes): refused, naming it.
   write_text(t / "b/ok/1.jpg", "\xFF\xD8");
   write_text(t / "b/caf\xE9/1.jpg", "\xFF\xD8");
   REQUIRE_USER_ERROR(scan_class_folders(t / "b"),
-                     "b/caf\xEF\xBF\xBD': its name is not UTF-8 text (byte 3 of the name): "
+                     "b/caf\\xe9': its name is not UTF-8 text (byte 3 of the name): "
                      "rename the folder");
 }
 

@@ -17,8 +17,9 @@
 
 namespace cutrain {
 
-// &, <, >, " and ' as entities; invalid UTF-8 and control characters but line breaks and tabs
-// as U+FFFD (data/text_width.h: printable), so any run's names make valid HTML and SVG.
+// &, <, >, " and ' as entities; invalid UTF-8, control characters but line breaks and tabs, and
+// bidi controls as escapes ("\x1b", kernels/printable.h), so any run's names make valid HTML
+// and SVG.
 std::string html_escape(const std::string& text);
 
 // printf of one number ("%.1f", v): the numbers of the charts and of the page.

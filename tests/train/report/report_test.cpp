@@ -245,7 +245,8 @@ TEST_CASE("report: nice ticks and escaping") {
   REQUIRE(t.front() == 0);
   REQUIRE(t.back() == 1500);
   REQUIRE(html_escape("a<b & \"c\" 'd'") == "a&lt;b &amp; &quot;c&quot; &#39;d&#39;");
-  REQUIRE(html_escape("bad \xff byte") == "bad \xEF\xBF\xBD byte");  // U+FFFD: valid UTF-8
+  REQUIRE(html_escape("bad \xff byte") == "bad \\xff byte");  // kernels/printable.h's escape
+  REQUIRE(html_escape("a\x1b[2Jb\u202e") == "a\\x1b[2Jb\\u202e");
 }
 
 TEST_CASE("report: a folder without a run, config.json or metrics records is refused clearly") {
