@@ -14,6 +14,7 @@
 #include "data/image_list.h"
 #include "data/list_rows.h"
 #include "kernels/check.h"
+#include "kernels/printable.h"
 
 namespace fs = std::filesystem;
 
@@ -127,8 +128,8 @@ struct CsvState {
         err = "--csv-columns " + opt.csv_columns + " names column " + std::to_string(path_col) +
               " ('" + header[size_t(path_col)] + "') for both the path and the label";
     }
-    if (!err.empty())
-      fatal = file + ":" + std::to_string(record_line) + ": " + err;
+    if (!err.empty())  // the header's names quoted as they are, made printable once here
+      fatal = printable(file + ":" + std::to_string(record_line) + ": " + err);
   }
 
   void take_row() {
@@ -186,7 +187,8 @@ std::string csv_columns_problem(const std::string& spec) {
   const bool two = split_columns(spec, &path, &label);
   if (two && !path.empty() && !label.empty() && lower(path) != lower(label)) return "";
   return "expected PATH,LABEL: two different column names or 0-based indices (e.g. "
-         "filename,class or 0,1), got '" + spec + "'";
+         "filename,class or 0,1), got '" +
+         printable(spec) + "'";
 }
 
 bool is_csv_list(const std::string& path, const ListOptions& opt) {
@@ -197,10 +199,11 @@ ImageList read_csv_list(const std::string& csv_path, const ListOptions& opt) {
   const std::string columns_problem = csv_columns_problem(opt.csv_columns);
   USER_CHECK(columns_problem.empty(), "--csv-columns: " << columns_problem);
   std::error_code ec;
-  USER_CHECK(fs::exists(csv_path, ec), "CSV list '" << csv_path << "' does not exist");
-  USER_CHECK(!fs::is_directory(csv_path, ec), "CSV list '" << csv_path << "' is a folder");
+  USER_CHECK(fs::exists(csv_path, ec), "CSV list '" << printable(csv_path) << "' does not exist");
+  USER_CHECK(!fs::is_directory(csv_path, ec),
+             "CSV list '" << printable(csv_path) << "' is a folder");
   std::ifstream in(csv_path, std::ios::binary);
-  USER_CHECK(in, "cannot read CSV list '" << csv_path << "': " << std::strerror(errno));
+  USER_CHECK(in, "cannot read CSV list '" << printable(csv_path) << "': " << std::strerror(errno));
 
   ListProblems problems(csv_path);
   CsvState st;
@@ -222,24 +225,24 @@ ImageList read_csv_list(const std::string& csv_path, const ListOptions& opt) {
     USER_CHECK(st.fatal.empty(), st.fatal);
     if (used != line.size()) {
       const int e = csv_error(&parser.p);
-      USER_CHECK(e == CSV_EPARSE, csv_path << ":" << st.line << ": " << csv_strerror(e));
+      USER_CHECK(e == CSV_EPARSE, printable(csv_path) << ":" << st.line << ": " << csv_strerror(e));
       problems.add(st.line, "CSV syntax error: a quote inside an unquoted field, or text after "
                             "a closing quote (a quote in a field is written \"\" inside a "
                             "quoted field); the lines after it are not read");
       syntax_error = true;
     }
   }
-  USER_CHECK(!in.bad(), "error while reading CSV list '" << csv_path << "'");
+  USER_CHECK(!in.bad(), "error while reading CSV list '" << printable(csv_path) << "'");
   if (!syntax_error && csv_fini(&parser.p, on_field, on_record, &st) != 0)
     problems.add(st.record_line, "CSV syntax error: a quoted field that starts here is never "
                                  "closed (the file ends inside it)");
   USER_CHECK(st.fatal.empty(), st.fatal);
   if (st.rows.empty()) {
     problems.throw_if_any();
-    USER_CHECK(false, "CSV list '" << csv_path << "' has no samples ("
-                                   << (st.have_header ? "a header and no rows"
-                                                      : "not even a header row")
-                                   << ")");
+    USER_CHECK(false, "CSV list '"
+                          << printable(csv_path) << "' has no samples ("
+                          << (st.have_header ? "a header and no rows" : "not even a header row")
+                          << ")");
   }
   return make_image_list(csv_path, st.rows, problems, opt);
 }

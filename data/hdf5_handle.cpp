@@ -2,6 +2,7 @@
 #include "data/hdf5_handle.h"
 
 #include "kernels/check.h"
+#include "kernels/printable.h"
 
 namespace cutrain {
 
@@ -50,7 +51,7 @@ std::string h5_error_text() {
   H5Lock lock;
   std::string text;
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, keep_innermost, &text);
-  return system_reason(text);
+  return printable(system_reason(text));  // it may quote a file's name, or names in the file
 }
 
 namespace {

@@ -74,7 +74,8 @@ class H5Handle {
 
 // HDF5's description of the most recent failure on this thread ("bad symbol table"; for a
 // failed system call the system's reason alone: "File too large"), or "" when its error stack
-// is empty. Call it under H5Lock, right after the failed call.
+// is empty. Printable (kernels/printable.h): HDF5 may quote a name it read from the file. Call
+// it under H5Lock, right after the failed call.
 std::string h5_error_text();
 
 // Takes ownership of the id an H5*create/open call returned; a negative id means the call

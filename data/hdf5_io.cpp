@@ -7,6 +7,7 @@
 
 #include "data/hdf5_handle.h"
 #include "kernels/check.h"
+#include "kernels/printable.h"
 
 namespace cutrain {
 
@@ -33,32 +34,36 @@ std::string describe_type(hid_t type) {
 }
 
 H5Handle open_attribute(hid_t obj, const std::string& name, const std::string& where) {
-  USER_CHECK(h5_has_attribute(obj, name), where << ": attribute '" << name << "' is missing");
+  USER_CHECK(h5_has_attribute(obj, name),
+             printable(where) << ": attribute '" << printable(name) << "' is missing");
   return h5_owned(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose,
-                  where + ": cannot open attribute '" + name + "'");
+                  printable(where) + ": cannot open attribute '" + printable(name) + "'");
 }
 
 // Opens a scalar attribute and checks that its type is of class `cls`.
 H5Handle open_scalar_attribute(hid_t obj, const std::string& name, H5T_class_t cls,
                                const char* cls_name, const std::string& where) {
   H5Handle attr = open_attribute(obj, name, where);
-  H5Handle space = h5_owned(H5Aget_space(attr.get()), H5Sclose, where + ": attribute " + name);
+  H5Handle space = h5_owned(H5Aget_space(attr.get()), H5Sclose,
+                            printable(where) + ": attribute " + printable(name));
   USER_CHECK(H5Sget_simple_extent_npoints(space.get()) == 1,
-        where << ": attribute '" << name << "' should hold one value");
-  H5Handle type = h5_owned(H5Aget_type(attr.get()), H5Tclose, where + ": attribute " + name);
-  USER_CHECK(H5Tget_class(type.get()) == cls, where << ": attribute '" << name << "' is "
-                                                << describe_type(type.get()) << ", not "
-                                                << cls_name);
+             printable(where) << ": attribute '" << printable(name) << "' should hold one value");
+  H5Handle type = h5_owned(H5Aget_type(attr.get()), H5Tclose,
+                           printable(where) + ": attribute " + printable(name));
+  USER_CHECK(H5Tget_class(type.get()) == cls,
+             printable(where) << ": attribute '" << printable(name) << "' is "
+                              << describe_type(type.get()) << ", not " << cls_name);
   return attr;
 }
 
 void write_scalar_attribute(hid_t obj, const std::string& name, hid_t file_type,
                             hid_t mem_type, const void* value) {
   H5Handle space = h5_owned(H5Screate(H5S_SCALAR), H5Sclose, "cannot make a dataspace");
-  H5Handle attr = h5_owned(H5Acreate2(obj, name.c_str(), file_type, space.get(), H5P_DEFAULT,
-                                      H5P_DEFAULT),
-                           H5Aclose, "cannot create attribute '" + name + "'");
-  h5_check(H5Awrite(attr.get(), mem_type, value), "cannot write attribute '" + name + "'");
+  H5Handle attr =
+      h5_owned(H5Acreate2(obj, name.c_str(), file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT),
+               H5Aclose, "cannot create attribute '" + printable(name) + "'");
+  h5_check(H5Awrite(attr.get(), mem_type, value),
+           "cannot write attribute '" + printable(name) + "'");
 }
 
 // Before a dataset of n variable-length strings is read (n from its dataspace, the file's
@@ -142,7 +147,7 @@ int64_t h5_read_int_attribute(hid_t obj, const std::string& name, const std::str
   H5Handle attr = open_scalar_attribute(obj, name, H5T_INTEGER, "an integer", where);
   int64_t v = 0;
   h5_check(H5Aread(attr.get(), H5T_NATIVE_INT64, &v),
-           where + ": cannot read attribute '" + name + "'");
+           printable(where) + ": cannot read attribute '" + printable(name) + "'");
   return v;
 }
 
@@ -151,7 +156,7 @@ uint64_t h5_read_uint_attribute(hid_t obj, const std::string& name, const std::s
   H5Handle attr = open_scalar_attribute(obj, name, H5T_INTEGER, "an integer", where);
   uint64_t v = 0;
   h5_check(H5Aread(attr.get(), H5T_NATIVE_UINT64, &v),
-           where + ": cannot read attribute '" + name + "'");
+           printable(where) + ": cannot read attribute '" + printable(name) + "'");
   return v;
 }
 
@@ -159,8 +164,9 @@ std::string h5_read_string_attribute(hid_t obj, const std::string& name,
                                      const std::string& where) {
   H5Lock lock;
   H5Handle attr = open_scalar_attribute(obj, name, H5T_STRING, "a string", where);
-  H5Handle type = h5_owned(H5Aget_type(attr.get()), H5Tclose, where + ": attribute " + name);
-  const std::string what = where + ": cannot read attribute '" + name + "'";
+  H5Handle type = h5_owned(H5Aget_type(attr.get()), H5Tclose,
+                           printable(where) + ": attribute " + printable(name));
+  const std::string what = printable(where) + ": cannot read attribute '" + printable(name) + "'";
   if (H5Tis_variable_str(type.get()) > 0) {
     H5Handle mem = vlen_string_type();
     char* p = nullptr;
@@ -176,8 +182,8 @@ std::string h5_read_string_attribute(hid_t obj, const std::string& name,
   {
     const H5Handle file(H5Iget_file_id(obj), H5Fclose);
     CHECK(file.valid() && H5Fget_filesize(file.get(), &file_size) >= 0 && bytes <= file_size,
-          where << ": attribute '" << name << "' claims a string of " << bytes
-                << " bytes, more than the file's " << file_size);
+          printable(where) << ": attribute '" << printable(name) << "' claims a string of " << bytes
+                           << " bytes, more than the file's " << file_size);
   }
   std::string s(bytes, '\0');
   h5_check(H5Aread(attr.get(), type.get(), &s[0]), what);
@@ -189,7 +195,7 @@ double h5_read_double_attribute(hid_t obj, const std::string& name, const std::s
   H5Handle attr = open_scalar_attribute(obj, name, H5T_FLOAT, "a float", where);
   double v = 0;
   h5_check(H5Aread(attr.get(), H5T_NATIVE_DOUBLE, &v),
-           where + ": cannot read attribute '" + name + "'");
+           printable(where) + ": cannot read attribute '" + printable(name) + "'");
   return v;
 }
 
@@ -201,28 +207,28 @@ std::vector<std::string> h5_attribute_names(hid_t obj, const std::string& where)
     return 0;
   };
   h5_check(H5Aiterate2(obj, H5_INDEX_NAME, H5_ITER_INC, nullptr, add, &names),
-           where + ": cannot list attributes");
+           printable(where) + ": cannot list attributes");
   return names;
 }
 
 H5Handle h5_create_group(hid_t loc, const std::string& name) {
   H5Lock lock;
-  return h5_owned(H5Gcreate2(loc, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-                  H5Gclose, "cannot create group '" + name + "'");
+  return h5_owned(H5Gcreate2(loc, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
+                  "cannot create group '" + printable(name) + "'");
 }
 
 H5Handle h5_open_group(hid_t loc, const std::string& name, const std::string& where) {
   H5Lock lock;
   USER_CHECK(H5Lexists(loc, name.c_str(), H5P_DEFAULT) > 0,
-        where << ": group '" << name << "' is missing");
+             printable(where) << ": group '" << printable(name) << "' is missing");
   return h5_owned(H5Gopen2(loc, name.c_str(), H5P_DEFAULT), H5Gclose,
-                  where + ": '" + name + "' is not a group");
+                  printable(where) + ": '" + printable(name) + "' is not a group");
 }
 
 int64_t h5_group_size(hid_t group, const std::string& where) {
   H5Lock lock;
   H5G_info_t info;
-  h5_check(H5Gget_info(group, &info), where + ": cannot read a group");
+  h5_check(H5Gget_info(group, &info), printable(where) + ": cannot read a group");
   return int64_t(info.nlinks);
 }
 
@@ -232,38 +238,42 @@ void h5_write_strings(hid_t loc, const std::string& name,
   H5Handle type = vlen_string_type();
   const hsize_t n = values.size();
   H5Handle space = h5_owned(H5Screate_simple(1, &n, nullptr), H5Sclose, "dataspace");
-  H5Handle ds = h5_owned(H5Dcreate2(loc, name.c_str(), type.get(), space.get(), H5P_DEFAULT,
-                                    H5P_DEFAULT, H5P_DEFAULT),
-                         H5Dclose, "cannot create dataset '" + name + "'");
+  H5Handle ds = h5_owned(
+      H5Dcreate2(loc, name.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+      H5Dclose, "cannot create dataset '" + printable(name) + "'");
   if (n == 0) return;
   std::vector<const char*> ptrs;
   for (const std::string& v : values) ptrs.push_back(v.c_str());
   h5_check(H5Dwrite(ds.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()),
-           "cannot write dataset '" + name + "'");
+           "cannot write dataset '" + printable(name) + "'");
 }
 
 std::vector<std::string> h5_read_strings(hid_t loc, const std::string& name,
                                          const std::string& where) {
   H5Lock lock;
   USER_CHECK(H5Lexists(loc, name.c_str(), H5P_DEFAULT) > 0,
-        where << ": dataset '" << name << "' is missing");
+             printable(where) << ": dataset '" << printable(name) << "' is missing");
   H5Handle ds = h5_owned(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), H5Dclose,
-                         where + ": cannot open dataset '" + name + "'");
-  H5Handle type = h5_owned(H5Dget_type(ds.get()), H5Tclose, where + ": dataset " + name);
-  H5Handle space = h5_owned(H5Dget_space(ds.get()), H5Sclose, where + ": dataset " + name);
+                         printable(where) + ": cannot open dataset '" + printable(name) + "'");
+  H5Handle type =
+      h5_owned(H5Dget_type(ds.get()), H5Tclose, printable(where) + ": dataset " + printable(name));
+  H5Handle space =
+      h5_owned(H5Dget_space(ds.get()), H5Sclose, printable(where) + ": dataset " + printable(name));
   USER_CHECK(H5Tget_class(type.get()) == H5T_STRING && H5Tis_variable_str(type.get()) > 0 &&
-            H5Sget_simple_extent_ndims(space.get()) == 1,
-        where << ": dataset '" << name << "' should be a 1-D list of variable-length strings");
+                 H5Sget_simple_extent_ndims(space.get()) == 1,
+             printable(where) << ": dataset '" << printable(name)
+                              << "' should be a 1-D list of variable-length strings");
   const hssize_t n = H5Sget_simple_extent_npoints(space.get());
-  CHECK(n >= 0, where << ": dataset '" << name << "': cannot read its size");
+  CHECK(n >= 0, printable(where) << ": dataset '" << printable(name) << "': cannot read its size");
   // Its size and its strings' lengths are the file's word: checked before they size anything.
   const std::string lengths = string_lengths_problem(ds.get(), uint64_t(n));
-  CHECK(lengths.empty(), where << ": dataset '" << name << "' is damaged: " << lengths);
+  CHECK(lengths.empty(), printable(where)
+                             << ": dataset '" << printable(name) << "' is damaged: " << lengths);
   std::vector<char*> ptrs(size_t(n), nullptr);
   if (ptrs.empty()) return {};
   H5Handle mem = vlen_string_type();
   h5_check(H5Dread(ds.get(), mem.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()),
-           where + ": cannot read dataset '" + name + "'");
+           printable(where) + ": cannot read dataset '" + printable(name) + "'");
   std::vector<std::string> out;
   for (char* p : ptrs) out.emplace_back(p ? p : "");
   H5Dvlen_reclaim(mem.get(), space.get(), H5P_DEFAULT, ptrs.data());
@@ -295,35 +305,35 @@ H5Handle h5_write_array(hid_t loc, const std::string& name, const void* data,
                        ? h5_owned(H5Screate(H5S_SCALAR), H5Sclose, "dataspace")
                        : h5_owned(H5Screate_simple(int(dims.size()), dims.data(), nullptr),
                                   H5Sclose, "dataspace");
-  H5Handle ds = h5_owned(H5Dcreate2(loc, name.c_str(), file_type, space.get(), H5P_DEFAULT,
-                                    H5P_DEFAULT, H5P_DEFAULT),
-                         H5Dclose, "cannot create dataset '" + name + "'");
+  H5Handle ds = h5_owned(
+      H5Dcreate2(loc, name.c_str(), file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+      H5Dclose, "cannot create dataset '" + printable(name) + "'");
   if (H5Sget_simple_extent_npoints(space.get()) == 0) return ds;
   h5_check(H5Dwrite(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data),
-           "cannot write dataset '" + name + "'");
+           "cannot write dataset '" + printable(name) + "'");
   return ds;
 }
 
 H5Handle h5_open_dataset(hid_t loc, const std::string& name, const std::string& where) {
   H5Lock lock;
   USER_CHECK(H5Lexists(loc, name.c_str(), H5P_DEFAULT) > 0,
-        where << ": dataset '" << name << "' is missing");
+             printable(where) << ": dataset '" << printable(name) << "' is missing");
   return h5_owned(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), H5Dclose,
-                  where + ": '" + name + "' is not a dataset");
+                  printable(where) + ": '" + printable(name) + "' is not a dataset");
 }
 
 H5DatasetInfo h5_dataset_info(hid_t dataset, const std::string& where) {
   H5Lock lock;
   H5DatasetInfo info;
-  info.type = h5_owned(H5Dget_type(dataset), H5Tclose, where + ": dataset type");
+  info.type = h5_owned(H5Dget_type(dataset), H5Tclose, printable(where) + ": dataset type");
   const hid_t t = info.type.get();
   info.type_class = H5Tget_class(t);
   info.type_bytes = H5Tget_size(t);
   info.is_signed = info.type_class == H5T_INTEGER && H5Tget_sign(t) == H5T_SGN_2;
   info.type_name = describe_type(t);
-  H5Handle space = h5_owned(H5Dget_space(dataset), H5Sclose, where + ": dataset shape");
+  H5Handle space = h5_owned(H5Dget_space(dataset), H5Sclose, printable(where) + ": dataset shape");
   const int rank = H5Sget_simple_extent_ndims(space.get());
-  USER_CHECK(rank >= 0, where << ": cannot read a dataset's shape");
+  USER_CHECK(rank >= 0, printable(where) << ": cannot read a dataset's shape");
   info.dims.resize(size_t(rank));
   if (rank > 0) H5Sget_simple_extent_dims(space.get(), info.dims.data(), nullptr);
   return info;
@@ -339,20 +349,22 @@ std::vector<hsize_t> h5_check_int_dataset(hid_t loc, const std::string& name,
                                           const std::string& where) {
   H5Lock lock;
   USER_CHECK(H5Lexists(loc, name.c_str(), H5P_DEFAULT) > 0,
-        where << ": dataset '" << name << "' is missing");
+             printable(where) << ": dataset '" << printable(name) << "' is missing");
   H5Handle ds = h5_owned(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), H5Dclose,
-                         where + ": '" + name + "' is not a dataset");
-  H5Handle type = h5_owned(H5Dget_type(ds.get()), H5Tclose, where + ": dataset " + name);
+                         printable(where) + ": '" + printable(name) + "' is not a dataset");
+  H5Handle type =
+      h5_owned(H5Dget_type(ds.get()), H5Tclose, printable(where) + ": dataset " + printable(name));
   const std::string want = (rule.is_signed ? "int" : "uint") + std::to_string(8 * rule.bytes);
   const bool type_ok = H5Tget_class(type.get()) == H5T_INTEGER &&
                        H5Tget_size(type.get()) == size_t(rule.bytes) &&
                        (H5Tget_sign(type.get()) == H5T_SGN_2) == rule.is_signed;
-  USER_CHECK(type_ok, where << ": dataset '" << name << "' is " << describe_type(type.get())
-                       << ", expected " << want);
-  H5Handle space = h5_owned(H5Dget_space(ds.get()), H5Sclose, where + ": dataset " + name);
+  USER_CHECK(type_ok, printable(where) << ": dataset '" << printable(name) << "' is "
+                                       << describe_type(type.get()) << ", expected " << want);
+  H5Handle space =
+      h5_owned(H5Dget_space(ds.get()), H5Sclose, printable(where) + ": dataset " + printable(name));
   const int rank = H5Sget_simple_extent_ndims(space.get());
-  USER_CHECK(rank == rule.rank, where << ": dataset '" << name << "' has " << rank
-                                 << " dimensions, expected " << rule.rank);
+  USER_CHECK(rank == rule.rank, printable(where) << ": dataset '" << printable(name) << "' has "
+                                                 << rank << " dimensions, expected " << rule.rank);
   std::vector<hsize_t> dims(static_cast<size_t>(rank));
   H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
   return dims;

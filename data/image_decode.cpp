@@ -16,6 +16,7 @@
 #include "data/image_decoders.h"
 #include "data/image_format.h"
 #include "kernels/check.h"
+#include "kernels/printable.h"
 
 namespace cutrain {
 
@@ -34,7 +35,9 @@ const char* image_error_name(ImageError e) {
 
 namespace {
 
-DecodeResult fail(ImageError e, std::string message) { return {e, std::move(message)}; }
+// The decoders' own text (libjpeg-turbo's, libwebp's, stb_image's) is quoted as they give it:
+// made printable once here, as a bad file's message reaches the terminal.
+DecodeResult fail(ImageError e, const std::string& message) { return {e, printable(message)}; }
 
 // ---- colour conversion ----
 

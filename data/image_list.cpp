@@ -1,11 +1,8 @@
 #include "data/image_list.h"
 
-#include "data/atomic_file.h"
-
-
 #include <algorithm>
-#include <cerrno>
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -13,9 +10,10 @@
 #include <set>
 #include <sstream>
 
+#include "data/atomic_file.h"
 #include "data/list_rows.h"
-#include "data/text_width.h"
 #include "kernels/check.h"
+#include "kernels/printable.h"
 
 namespace fs = std::filesystem;
 
@@ -81,27 +79,31 @@ bool hidden(const fs::path& p) { return p.filename().string().compare(0, 1, ".")
 
 std::vector<std::string> read_class_names(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  USER_CHECK(in, "cannot read class names '" << path << "'");
+  USER_CHECK(in, "cannot read class names '" << printable(path) << "'");
   std::vector<std::string> names;
   std::string line;
   int64_t offset = 0;  // of the line in the file
   for (bool first = true; std::getline(in, line); first = false) {
     const int64_t bad = first_non_utf8(line);
-    USER_CHECK(bad < 0, path << ":" << names.size() + 1 << ": the class name '" << printable(line)
-                             << "' is not UTF-8 text (byte " << offset + bad << " of the file): "
-                             << "save " << fs::path(path).filename().string() << " as UTF-8");
+    USER_CHECK(bad < 0, printable(path)
+                            << ":" << names.size() + 1 << ": the class name '" << printable(line)
+                            << "' is not UTF-8 text (byte " << offset + bad << " of the file): "
+                            << "save " << printable(fs::path(path).filename().string())
+                            << " as UTF-8");
     offset += int64_t(line.size()) + 1;
     strip_line_end(line, first);
     names.push_back(trim_list_field(line));
   }
   while (!names.empty() && names.back().empty()) names.pop_back();
-  USER_CHECK(!names.empty(), path << ": no class names");
+  USER_CHECK(!names.empty(), printable(path) << ": no class names");
   std::set<std::string> seen;
   for (size_t i = 0; i < names.size(); i++) {
-    USER_CHECK(!names[i].empty(), path << ":" << i + 1 << ": empty class name (a blank line would "
-                                  << "shift every later label)");
-    USER_CHECK(seen.insert(names[i]).second, path << ":" << i + 1 << ": duplicate class name '"
-                                             << names[i] << "'");
+    USER_CHECK(!names[i].empty(), printable(path)
+                                      << ":" << i + 1 << ": empty class name (a blank line would "
+                                      << "shift every later label)");
+    USER_CHECK(seen.insert(names[i]).second, printable(path)
+                                                 << ":" << i + 1 << ": duplicate class name '"
+                                                 << printable(names[i]) << "'");
   }
   return names;
 }
@@ -114,11 +116,15 @@ ImageList read_image_list(const std::string& list_path, int num_classes) {
 
 ImageList read_image_list(const std::string& list_path, const ListOptions& opt) {
   std::error_code ec;
-  USER_CHECK(fs::exists(list_path, ec), "image list '" << list_path << "' does not exist");
-  USER_CHECK(!fs::is_directory(list_path, ec), "image list '" << list_path << "' is a folder, "
-        << "not a list file (a folder per class is read by scan_class_folders)");
+  USER_CHECK(fs::exists(list_path, ec),
+             "image list '" << printable(list_path) << "' does not exist");
+  USER_CHECK(
+      !fs::is_directory(list_path, ec),
+      "image list '" << printable(list_path) << "' is a folder, "
+                     << "not a list file (a folder per class is read by scan_class_folders)");
   std::ifstream in(list_path, std::ios::binary);
-  USER_CHECK(in, "cannot read image list '" << list_path << "': " << std::strerror(errno));
+  USER_CHECK(in,
+             "cannot read image list '" << printable(list_path) << "': " << std::strerror(errno));
 
   ListProblems problems(list_path);
   std::vector<ListRow> rows;
@@ -135,10 +141,10 @@ ImageList read_image_list(const std::string& list_path, const ListOptions& opt) 
     else
       problems.add(n, err);
   }
-  USER_CHECK(!in.bad(), "error while reading image list '" << list_path << "'");
+  USER_CHECK(!in.bad(), "error while reading image list '" << printable(list_path) << "'");
   if (rows.empty()) {
     problems.throw_if_any();
-    USER_CHECK(false, "image list '" << list_path << "' has no samples (" << n
+    USER_CHECK(false, "image list '" << printable(list_path) << "' has no samples (" << n
                                      << " lines, all blank or comments)");
   }
   return make_image_list(list_path, rows, problems, opt);
@@ -146,8 +152,8 @@ ImageList read_image_list(const std::string& list_path, const ListOptions& opt) 
 
 ImageList scan_class_folders(const std::string& root) {
   std::error_code ec;
-  USER_CHECK(fs::exists(root, ec), "image folder '" << root << "' does not exist");
-  USER_CHECK(fs::is_directory(root, ec), "'" << root << "' is not a folder");
+  USER_CHECK(fs::exists(root, ec), "image folder '" << printable(root) << "' does not exist");
+  USER_CHECK(fs::is_directory(root, ec), "'" << printable(root) << "' is not a folder");
   ImageList list;
   list.source = root;
   const fs::path base = absolute_normal(root);
@@ -156,36 +162,38 @@ ImageList scan_class_folders(const std::string& root) {
       if (e.is_directory() && !hidden(e.path()))
         list.class_names.push_back(e.path().filename().string());
     std::sort(list.class_names.begin(), list.class_names.end());
-    USER_CHECK(!list.class_names.empty(), "'" << root << "' has no class folders (expected "
-                                         << "<root>/<class name>/<images>)");
+    USER_CHECK(!list.class_names.empty(), "'" << printable(root)
+                                              << "' has no class folders (expected "
+                                              << "<root>/<class name>/<images>)");
     std::vector<std::string> empty;
     for (size_t k = 0; k < list.class_names.size(); k++) {
       const std::string& name = list.class_names[k];
       const int64_t bad = first_non_utf8(name);
-      USER_CHECK(bad < 0, "class folder '" << (base / printable(name)).string()
+      USER_CHECK(bad < 0, "class folder '" << printable((base / name).string())
                                            << "': its name is not UTF-8 text (byte " << bad
                                            << " of the name): rename the folder (the run keeps "
                                            << "class names as UTF-8 text)");
       USER_CHECK(name.find_first_of("\r\n") == std::string::npos && !has_outer_space(name),
-            "class folder '" << name << "': a class name cannot hold a line break or begin or "
-                                "end with whitespace (it is written to " << kClassNamesFile
-                             << ")");
+                 "class folder '" << printable(name)
+                                  << "': a class name cannot hold a line break or begin or "
+                                     "end with whitespace (it is written to "
+                                  << kClassNamesFile << ")");
       std::vector<std::string> files;
       for (const fs::directory_entry& e : fs::directory_iterator(base / name))
         if (e.is_regular_file() && !hidden(e.path()) && is_image_name(e.path()))
           files.push_back(e.path().filename().string());
-      if (files.empty()) empty.push_back("'" + name + "'");
+      if (files.empty()) empty.push_back("'" + printable(name) + "'");
       std::sort(files.begin(), files.end());
       for (const std::string& f : files)
         list.samples.push_back({(base / name / f).string(), int32_t(k)});
     }
     std::ostringstream names;
     for (size_t i = 0; i < empty.size(); i++) names << (i ? ", " : "") << empty[i];
-    USER_CHECK(empty.empty(), "'" << root << "': " << empty.size() << " class folder"
-                             << (empty.size() == 1 ? " has" : "s have") << " no images (jpg, "
-                             << "jpeg, png, bmp, gif, tga, pgm, ppm, webp): " << names.str());
+    USER_CHECK(empty.empty(), "'" << printable(root) << "': " << empty.size() << " class folder"
+                                  << (empty.size() == 1 ? " has" : "s have") << " no images (jpg, "
+                                  << "jpeg, png, bmp, gif, tga, pgm, ppm, webp): " << names.str());
   } catch (const fs::filesystem_error& e) {
-    USER_CHECK(false, "cannot scan '" << root << "': " << e.what());
+    USER_CHECK(false, "cannot scan '" << printable(root) << "': " << printable(e.what()));
   }
   return list;
 }
@@ -198,8 +206,9 @@ void write_image_list(const ImageList& list, const std::string& path) {
     USER_CHECK(s.path.find_first_of(std::string("\t\r\n\0", 4)) == std::string::npos &&
                    !has_outer_space(s.path) && !s.path.empty(),
                "sample " << i << ": the path cannot be written to a list (empty, or a tab, line "
-                         << "break, NUL or surrounding whitespace): '" << s.path << "'");
-    USER_CHECK(s.label >= 0, "sample " << i << " (" << s.path << "): negative label " << s.label);
+                         << "break, NUL or surrounding whitespace): '" << printable(s.path) << "'");
+    USER_CHECK(s.label >= 0,
+               "sample " << i << " (" << printable(s.path) << "): negative label " << s.label);
     const fs::path p = absolute_normal(s.path);
     const fs::path rel = p.lexically_relative(dir);
     std::string out = p.string();
@@ -219,9 +228,10 @@ void write_class_names(const std::vector<std::string>& names, const std::string&
   for (size_t i = 0; i < names.size(); i++) {
     const std::string& n = names[i];
     USER_CHECK(!n.empty() && n.find_first_of("\r\n") == std::string::npos && !has_outer_space(n),
-          "class " << i << ": name '" << n << "' is empty or holds a line break or surrounding "
-                   << "whitespace");
-    USER_CHECK(seen.insert(n).second, "class " << i << ": duplicate name '" << n << "'");
+               "class " << i << ": name '" << printable(n)
+                        << "' is empty or holds a line break or surrounding "
+                        << "whitespace");
+    USER_CHECK(seen.insert(n).second, "class " << i << ": duplicate name '" << printable(n) << "'");
     text += n + "\n";
   }
   write_file_atomically(path, text);
@@ -244,8 +254,9 @@ std::vector<int64_t> class_histogram(const ImageList& list, int num_classes) {
   std::vector<int64_t> counts(size_t(num_classes), 0);
   for (size_t i = 0; i < list.samples.size(); i++) {
     const int32_t label = list.samples[i].label;
-    USER_CHECK(label >= 0 && label < num_classes, "sample " << i << " (" << list.samples[i].path
-          << "): label " << label << " is outside [0, " << num_classes << ")");
+    USER_CHECK(label >= 0 && label < num_classes,
+               "sample " << i << " (" << printable(list.samples[i].path) << "): label " << label
+                         << " is outside [0, " << num_classes << ")");
     counts[size_t(label)]++;
   }
   return counts;
@@ -263,8 +274,8 @@ ImageList read_images(const std::string& list_or_folder, const ListOptions& opt)
                                             : read_image_list(list_or_folder, opt);
   ImageList l = scan_class_folders(list_or_folder);
   USER_CHECK(opt.num_classes == 0 || int(l.class_names.size()) == opt.num_classes,
-        list_or_folder << " has " << l.class_names.size() << " class folders, but "
-                       << opt.num_classes << " classes were asked for");
+             printable(list_or_folder) << " has " << l.class_names.size() << " class folders, but "
+                                       << opt.num_classes << " classes were asked for");
   return l;
 }
 

@@ -1,5 +1,7 @@
 #include "data/list_rows.h"
 
+#include <unistr.h>  // libunistring: u8_check
+
 #include <charconv>
 #include <filesystem>
 #include <iterator>
@@ -7,10 +9,8 @@
 #include <set>
 #include <sstream>
 
-#include <unistr.h>  // libunistring: u8_check
-
-#include "data/text_width.h"
 #include "kernels/check.h"
+#include "kernels/printable.h"
 
 namespace fs = std::filesystem;
 
@@ -34,7 +34,7 @@ std::string quoted(const Names& names) {
   size_t i = 0;
   for (const std::string& n : names) {
     if (i == kMaxNames) return s + ", ... (" + std::to_string(names.size()) + " in all)";
-    s += (i++ ? ", '" : "'") + n + "'";
+    s += (i++ ? ", '" : "'") + printable(n) + "'";
   }
   return s;
 }
@@ -189,14 +189,16 @@ std::string trim_list_field(const std::string& s) {
 void ListProblems::add(int64_t line, const std::string& what) {
   count_++;
   if (shown_.size() == size_t(kMaxShown) && line >= shown_.rbegin()->first) return;
-  shown_.emplace(line, file_ + ":" + std::to_string(line) + ": " + what);
+  shown_.emplace(line, printable(file_) + ":" + std::to_string(line) + ": " + printable(what));
   if (shown_.size() > size_t(kMaxShown)) shown_.erase(std::prev(shown_.end()));
 }
+
+void ListProblems::note(const std::string& text) { notes_.push_back(printable(text)); }
 
 void ListProblems::throw_if_any() const {
   if (count_ == 0) return;
   std::ostringstream os;
-  os << file_ << ": " << count_ << " malformed line" << (count_ == 1 ? "" : "s") << ":";
+  os << printable(file_) << ": " << count_ << " malformed line" << (count_ == 1 ? "" : "s") << ":";
   for (const auto& [line, s] : shown_) os << "\n  " << s;
   if (count_ > kMaxShown) os << "\n  ... and " << count_ - kMaxShown << " more";
   for (const std::string& n : notes_) os << "\n  " << n;
@@ -216,8 +218,8 @@ ImageList make_image_list(const std::string& list_path, const std::vector<ListRo
     list.class_names = read_class_names(classes.string());
     const int n = int(list.class_names.size());
     USER_CHECK(num_classes == 0 || num_classes == n,
-               list_path << ": " << classes.string() << " names " << n << " classes, but "
-                         << num_classes << " were asked for");
+               printable(list_path) << ": " << printable(classes.string()) << " names " << n
+                                    << " classes, but " << num_classes << " were asked for");
     num_classes = n;
   }
 
@@ -234,8 +236,8 @@ ImageList make_image_list(const std::string& list_path, const std::vector<ListRo
   } else {
     list.class_names = resolve_collected(rows, opt.num_classes, labels, problems);
     USER_CHECK(opt.num_classes == 0 || int(list.class_names.size()) <= opt.num_classes,
-               list_path << " names " << list.class_names.size() << " classes, but "
-                         << opt.num_classes << " were asked for");
+               printable(list_path) << " names " << list.class_names.size() << " classes, but "
+                                    << opt.num_classes << " were asked for");
   }
   for (size_t i = 0; i < rows.size(); i++) {
     if (labels[i] < 0) continue;
@@ -244,7 +246,7 @@ ImageList make_image_list(const std::string& list_path, const std::vector<ListRo
                             labels[i]});
   }
   problems.throw_if_any();
-  CHECK(!list.samples.empty(), list_path << ": rows but no samples and no problems");
+  CHECK(!list.samples.empty(), printable(list_path) << ": rows but no samples and no problems");
   return list;
 }
 

@@ -27,12 +27,14 @@ struct ListRow {
 
 // Collects the problems of a whole file, so that one run reports all of them: the 20 with the
 // lowest line numbers, in line order, as "file:line: what", then a count of the rest, then
-// any notes (once each).
+// any notes (once each). Each problem and note is one line of the message, and is made
+// printable here (kernels/printable.h), so the readers may quote the file's text as it is: a
+// name holding a line break or an escape sequence shows as "\x0a", "\x1b".
 class ListProblems {
  public:
   explicit ListProblems(std::string file) : file_(std::move(file)) {}
   void add(int64_t line, const std::string& what);
-  void note(const std::string& text) { notes_.push_back(text); }
+  void note(const std::string& text);
   int64_t count() const { return count_; }
   // Throws UserError (the data's fault) when there are problems.
   void throw_if_any() const;

@@ -11,6 +11,7 @@
 #include "data/gpu_timeline.h"
 #include "data/trace.h"
 #include "kernels/check.h"
+#include "kernels/printable.h"
 #include "kernels/thread_start.h"
 
 namespace cutrain {
@@ -381,19 +382,20 @@ bool Loader::known_bad(int64_t index) {
 
 void Loader::record_bad(int64_t index, const DecodeResult& r) {
   const std::string name = src_->name(index);
-  USER_CHECK(!cfg_.strict, "bad file (" << image_error_name(r.error) << "): " << name << ": "
-                                   << r.message << " (--strict: stopping)");
+  // The name comes from a list or a folder: printed printable, as is the decoder's message.
+  USER_CHECK(!cfg_.strict, "bad file (" << image_error_name(r.error) << "): " << printable(name)
+                                        << ": " << printable(r.message) << " (--strict: stopping)");
   std::lock_guard<std::mutex> lock(bad_mu_);
   if (bad_flag_[size_t(index)].exchange(1)) return;  // two workers of two epochs: count it once
   bad_.push_back(BadFile{index, name, r.error, r.message});
   const size_t count = bad_.size();
   if (int(count) <= cfg_.print_bad)
     std::fprintf(stderr, "cutrain: skipping bad file (%s): %s: %s\n", image_error_name(r.error),
-                 name.c_str(), r.message.c_str());
+                 printable(name).c_str(), printable(r.message).c_str());
   if (int(count) == cfg_.print_bad)
     std::fprintf(stderr, "cutrain: further bad files are not printed%s%s\n",
                  cfg_.bad_files_path.empty() ? "" : "; all are listed in ",
-                 cfg_.bad_files_path.c_str());
+                 printable(cfg_.bad_files_path).c_str());
   // One line per file in the run's list, however often the run is resumed: a file listed
   // by an earlier process is found again (it is still bad), but not listed twice.
   if (!cfg_.bad_files_path.empty() && listed_bad_.insert(name).second) {
@@ -402,7 +404,7 @@ void Loader::record_bad(int64_t index, const DecodeResult& r) {
     f.close();
     if (!f.good() && !bad_file_write_failed_) {  // say so once; training goes on
       bad_file_write_failed_ = true;
-      std::fprintf(stderr, "cutrain: cannot write %s: %s\n", cfg_.bad_files_path.c_str(),
+      std::fprintf(stderr, "cutrain: cannot write %s: %s\n", printable(cfg_.bad_files_path).c_str(),
                    std::strerror(errno));
     }
   }

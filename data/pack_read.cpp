@@ -8,6 +8,7 @@
 #include "data/hdf5_io.h"
 #include "data/pack.h"
 #include "kernels/check.h"
+#include "kernels/printable.h"
 
 namespace cutrain {
 
@@ -22,32 +23,35 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 // type and shape. Fills `info`; returns the open file.
 H5Handle open_pack(const std::string& path, PackInfo& info) {
   struct stat st;
-  USER_CHECK(::stat(path.c_str(), &st) == 0, "cannot open pack '" << path << "': "
-                                            << std::strerror(errno));
-  USER_CHECK(S_ISREG(st.st_mode), "cannot open pack '" << path << "': not a regular file");
+  USER_CHECK(::stat(path.c_str(), &st) == 0,
+             "cannot open pack '" << printable(path) << "': " << std::strerror(errno));
+  USER_CHECK(S_ISREG(st.st_mode),
+             "cannot open pack '" << printable(path) << "': not a regular file");
   H5Lock lock;
   USER_CHECK(H5Fis_hdf5(path.c_str()) > 0,
-        "'" << path << "' is not an HDF5 file, so not a pack (make one with `cutrain pack`)");
+             "'" << printable(path)
+                 << "' is not an HDF5 file, so not a pack (make one with `cutrain pack`)");
   H5Handle file = h5_owned(H5Fopen(path.c_str(), H5F_ACC_RDONLY, h5_file_access().get()), H5Fclose,
-                           "cannot open pack '" + path + "'");
+                           "cannot open pack '" + printable(path) + "'");
   const hid_t root = file.get();
   const std::string& where = path;
   USER_CHECK(h5_has_attribute(root, "format") &&
-            h5_read_string_attribute(root, "format", where) == kPackFormat,
-        "'" << path << "' is an HDF5 file but not a cutrain pack (no format = \"" << kPackFormat
-            << "\" attribute)");
+                 h5_read_string_attribute(root, "format", where) == kPackFormat,
+             "'" << printable(path) << "' is an HDF5 file but not a cutrain pack (no format = \""
+                 << kPackFormat << "\" attribute)");
 
   info.path = path;
   const int64_t version = h5_read_int_attribute(root, "version", where);
-  USER_CHECK(version == kPackVersion, path << ": pack format version " << version
-                                      << ", but this cutrain reads version " << kPackVersion
-                                      << "; make the pack again with `cutrain pack`");
+  USER_CHECK(version == kPackVersion, printable(path)
+                                          << ": pack format version " << version
+                                          << ", but this cutrain reads version " << kPackVersion
+                                          << "; make the pack again with `cutrain pack`");
   info.version = int(version);
   const int64_t size = h5_read_int_attribute(root, "size", where);
   const int64_t channels = h5_read_int_attribute(root, "channels", where);
-  USER_CHECK(size >= 1 && size <= (1 << 16), path << ": bad attribute size = " << size);
-  USER_CHECK(channels == 1 || channels == 3, path << ": bad attribute channels = " << channels
-                                             << " (1 or 3)");
+  USER_CHECK(size >= 1 && size <= (1 << 16), printable(path) << ": bad attribute size = " << size);
+  USER_CHECK(channels == 1 || channels == 3,
+             printable(path) << ": bad attribute channels = " << channels << " (1 or 3)");
   info.size = int(size);
   info.channels = int(channels);
   info.source = h5_read_string_attribute(root, "source", where);
@@ -56,29 +60,30 @@ H5Handle open_pack(const std::string& path, PackInfo& info) {
 
   const std::vector<hsize_t> dims = h5_check_int_dataset(root, "images", {1, false, 4}, where);
   USER_CHECK(dims[1] == hsize_t(size) && dims[2] == hsize_t(size) && dims[3] == hsize_t(channels),
-        path << ": dataset 'images' is (" << dims[0] << ", " << dims[1] << ", " << dims[2]
-             << ", " << dims[3] << "), but the attributes say " << size << "x" << size << "x"
-             << channels << " images");
-  USER_CHECK(dims[0] >= 1, path << ": the pack holds no images");
+             printable(path) << ": dataset 'images' is (" << dims[0] << ", " << dims[1] << ", "
+                             << dims[2] << ", " << dims[3] << "), but the attributes say " << size
+                             << "x" << size << "x" << channels << " images");
+  USER_CHECK(dims[0] >= 1, printable(path) << ": the pack holds no images");
   // The sizes are the file's word, and they size allocations: the pixels (uncompressed, every
   // chunk written), the labels and the source indices (12 bytes an image) must fit in it.
   const uint64_t per_image = uint64_t(size) * uint64_t(size) * uint64_t(channels) + 12;
   USER_CHECK(dims[0] <= uint64_t(st.st_size) / per_image,
-             path << ": the pack claims " << dims[0] << " images of " << size << "x" << size << "x"
-             << channels << ", more than its " << st.st_size << " bytes can hold");
+             printable(path) << ": the pack claims " << dims[0] << " images of " << size << "x"
+                             << size << "x" << channels << ", more than its " << st.st_size
+                             << " bytes can hold");
   info.count = int64_t(dims[0]);
   for (const char* name : {"labels", "source_index"}) {
     const bool is_labels = std::strcmp(name, "labels") == 0;
     const IntDatasetRule rule{is_labels ? 4 : 8, true, 1};
     const std::vector<hsize_t> n = h5_check_int_dataset(root, name, rule, where);
-    USER_CHECK(n[0] == dims[0], path << ": dataset '" << name << "' has " << n[0]
-                                << " entries for " << dims[0] << " images");
+    USER_CHECK(n[0] == dims[0], printable(path) << ": dataset '" << name << "' has " << n[0]
+                                                << " entries for " << dims[0] << " images");
   }
   info.class_names = h5_read_strings(root, "class_names", where);
   info.bad_files = h5_read_strings(root, "bad_files", where);
   info.bad_reasons = h5_read_strings(root, "bad_reasons", where);
   USER_CHECK(info.bad_files.size() == info.bad_reasons.size(),
-        path << ": 'bad_files' and 'bad_reasons' differ in length");
+             printable(path) << ": 'bad_files' and 'bad_reasons' differ in length");
   return file;
 }
 
@@ -115,16 +120,18 @@ PackSource::PackSource(const std::string& path, const ImageSpec& spec,
     : spec_(spec) {
   check_image_spec(spec);
   file_ = open_pack(path, info_);
-  USER_CHECK(spec.size <= info_.size, path << ": the loader wants " << spec.size << "x" << spec.size
-                                      << " images, larger than the pack's " << info_.size << "x"
-                                      << info_.size << " (make the pack with --size "
-                                      << spec.size << " or more)");
-  USER_CHECK(spec.channels == info_.channels, path << ": the loader wants " << spec.channels
-                                              << "-channel images, the pack holds "
-                                              << info_.channels << "-channel ones");
+  USER_CHECK(spec.size <= info_.size, printable(path)
+                                          << ": the loader wants " << spec.size << "x" << spec.size
+                                          << " images, larger than the pack's " << info_.size << "x"
+                                          << info_.size << " (make the pack with --size "
+                                          << spec.size << " or more)");
+  USER_CHECK(spec.channels == info_.channels, printable(path)
+                                                  << ": the loader wants " << spec.channels
+                                                  << "-channel images, the pack holds "
+                                                  << info_.channels << "-channel ones");
   USER_CHECK(spec.resize == 0 || spec.resize == info_.size,
-        path << ": a pack's images are already resized to " << info_.size
-             << "; resize must be 0 or " << info_.size << ", not " << spec.resize);
+             printable(path) << ": a pack's images are already resized to " << info_.size
+                             << "; resize must be 0 or " << info_.size << ", not " << spec.resize);
   stored_bytes_ = size_t(info_.size) * size_t(info_.size) * size_t(info_.channels);
 
   H5Lock lock;
@@ -135,16 +142,16 @@ PackSource::PackSource(const std::string& path, const ImageSpec& spec,
   const int64_t classes = int64_t(info_.class_names.size());
   for (size_t i = 0; i < labels_.size(); i++) {
     USER_CHECK(labels_[i] >= 0 && (classes == 0 || labels_[i] < classes),
-          path << ": image " << i << " has label " << labels_[i] << ", outside [0, "
-               << (classes ? std::to_string(classes) : "inf") << ")");
+               printable(path) << ": image " << i << " has label " << labels_[i] << ", outside [0, "
+                               << (classes ? std::to_string(classes) : "inf") << ")");
   }
   images_ = h5_owned(H5Dopen2(file_.get(), "images", H5P_DEFAULT), H5Dclose,
-                     path + ": cannot open dataset 'images'");
+                     printable(path) + ": cannot open dataset 'images'");
   if (int64_t(stored_bytes_) * info_.count <= max_in_memory_bytes) {
     pixels_.resize(stored_bytes_ * size_t(info_.count));
-    h5_check(H5Dread(images_.get(), H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT,
-                     pixels_.data()),
-             path + ": cannot read dataset 'images'");
+    h5_check(
+        H5Dread(images_.get(), H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, pixels_.data()),
+        printable(path) + ": cannot read dataset 'images'");
     images_.close();  // everything is in memory: the file is not needed any more
     file_.close();
   }

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "kernels/check.h"
+#include "kernels/printable.h"
 #include "nn/layers.h"
 
 namespace cutrain {
@@ -26,7 +27,7 @@ std::unique_ptr<Model> build_model(const ModelSpec& spec, const ModelOptions& op
                        << " is more than cutrain's 2^31 - 1 values an image (and 2^24 a side)");
   CHECK(options.classes >= 1, "model: need at least one class, got " << options.classes);
   CHECK(options.dtype != DType::i32, "model: dtype must be floating point, got i32");
-  CHECK(!spec.layers.empty(), spec.source << ": the description has no layers");
+  CHECK(!spec.layers.empty(), printable(spec.source) << ": the description has no layers");
 
   std::unique_ptr<Model> m(new Model(spec, options));
   ParamFactory pf(m->options_, &m->params_, &m->bn_states_);
@@ -70,13 +71,11 @@ std::unique_ptr<Model> build_model(const ModelSpec& spec, const ModelOptions& op
 
 VarPtr Model::forward(Tape& tape, const VarPtr& x, bool training) {
   const Tensor& X = x->value;
-  CHECK(X.rank() == 4 && X.dim(1) == options_.H && X.dim(2) == options_.W &&
-            X.dim(3) == options_.C,
-        "model " << spec_.source << ": input must be (N," << options_.H << "," << options_.W
-                 << "," << options_.C << "), got " << X.str());
-  CHECK(X.dtype() == options_.dtype, "model " << spec_.source << ": input must be "
-                                               << dtype_name(options_.dtype) << ", got "
-                                               << X.str());
+  CHECK(X.rank() == 4 && X.dim(1) == options_.H && X.dim(2) == options_.W && X.dim(3) == options_.C,
+        "model " << printable(spec_.source) << ": input must be (N," << options_.H << ","
+                 << options_.W << "," << options_.C << "), got " << X.str());
+  CHECK(X.dtype() == options_.dtype, "model " << printable(spec_.source) << ": input must be "
+                                              << dtype_name(options_.dtype) << ", got " << X.str());
   VarPtr y = x;
   for (Layer* layer : forward_) y = layer->forward(tape, y, training);
   return y;
@@ -135,7 +134,7 @@ std::string Model::table() const {
   for (const Cells& c : cells)
     for (size_t i = 0; i < c.size(); i++) width[i] = std::max(width[i], c[i].size());
   std::ostringstream os;
-  os << "model " << spec_.source << ": input " << options_.H << "x" << options_.W << "x"
+  os << "model " << printable(spec_.source) << ": input " << options_.H << "x" << options_.W << "x"
      << options_.C << ", " << options_.classes << " classes, " << dtype_name(options_.dtype)
      << "\n";
   for (const Cells& c : cells) {
@@ -167,8 +166,9 @@ void Model::set_kernel_plan(const KernelPlan& plan) {
     if (it == convs.end()) {
       std::string names;
       for (const ConvLayer& c : convs) names += (names.empty() ? "" : ", ") + c.name;
-      throw UserError("the kernel plan names '" + name + "', which is not a conv layer of model " +
-                      spec_.source + " (" + names + ")");
+      throw UserError("the kernel plan names '" + printable(name) +
+                      "', which is not a conv layer of model " + printable(spec_.source) + " (" +
+                      names + ")");
     }
     *it->choice = choice;
     *it->chosen = true;

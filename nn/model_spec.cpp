@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "kernels/check.h"
+#include "kernels/printable.h"
 
 namespace cutrain {
 
@@ -77,8 +78,9 @@ std::vector<std::string> builtin_model_names() {
 
 const std::string& builtin_model_text(const std::string& name) {
   auto it = builtins().find(name);
-  USER_CHECK(it != builtins().end(),
-        "unknown built-in model '" << name << "' (built-in: " << builtin_list() << ")");
+  USER_CHECK(it != builtins().end(), "unknown built-in model '" << printable(name)
+                                                                << "' (built-in: " << builtin_list()
+                                                                << ")");
   return *it->second;
 }
 
@@ -121,8 +123,10 @@ const char* layer_kind_name(LayerKind k) {
 // ---- parsing one line -------------------------------------------------------------------
 namespace {
 
+// The message quotes the description's words as they are; made printable here, once, as a
+// file's text may hold escape sequences (a token never holds a space or a line break).
 [[noreturn]] void fail(const std::string& where, const std::string& msg) {
-  throw UserError(where + ": " + msg);
+  throw UserError(printable(where + ": " + msg));
 }
 
 // A plain decimal integer in [lo, kMaxValue]: no sign, no spaces, nothing after it.
@@ -330,7 +334,7 @@ ModelSpec parse_model_spec(const std::string& text, const std::string& source) {
     l.line = n;
     spec.layers.push_back(l);
   }
-  if (spec.layers.empty()) throw UserError(source + ": the description has no layers");
+  if (spec.layers.empty()) throw UserError(printable(source) + ": the description has no layers");
   return spec;
 }
 
@@ -339,8 +343,8 @@ ModelSpec load_model_spec(const std::string& name_or_path) {
   if (it != builtins().end()) return parse_model_spec(*it->second, name_or_path);
   std::ifstream f(name_or_path);
   if (!f)
-    throw UserError("unknown model '" + name_or_path + "': not a built-in model (" + builtin_list() +
-                ") and not a readable file");
+    throw UserError("unknown model '" + printable(name_or_path) + "': not a built-in model (" +
+                    builtin_list() + ") and not a readable file");
   std::ostringstream text;
   text << f.rdbuf();
   return parse_model_spec(text.str(), name_or_path);
@@ -393,8 +397,8 @@ std::string layer_spec_str(const LayerSpec& l) {
   return os.str();
 }
 
-std::string ModelSpec::where(const LayerSpec& l) const {
-  return source + ":" + std::to_string(l.line);
+std::string ModelSpec::where(const LayerSpec& l) const {  // printable: it leads messages
+  return printable(source) + ":" + std::to_string(l.line);
 }
 
 }  // namespace cutrain

@@ -144,7 +144,7 @@ TEST_CASE("csv list: every bad row at once, named by the line it starts on") {
                                            "('label') is column 1 (from 0)");
   REQUIRE_USER_ERROR(read_csv_list(f), f + ":6: empty path (column 'filename')");
   REQUIRE_USER_ERROR(read_csv_list(f), f + ":7: no label (column 'label' is empty)");
-  REQUIRE_USER_ERROR(read_csv_list(f), f + ":8: class name 'two\nlines' holds a line break");
+  REQUIRE_USER_ERROR(read_csv_list(f), f + ":8: class name 'two\\x0alines' holds a line break");
   REQUIRE_USER_ERROR(read_csv_list(f), f + ":11: label '7' is an integer, but the list gives "
                                            "class names (line 2: 'cat')");
   // A NUL byte in a path is refused as in a list.

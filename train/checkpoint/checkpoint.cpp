@@ -17,6 +17,7 @@
 #include "data/hdf5_io.h"
 #include "data/trace.h"
 #include "kernels/check.h"
+#include "kernels/printable.h"
 #include "kernels/xxhash64.h"
 
 namespace cutrain {
@@ -132,17 +133,18 @@ std::vector<char> file_image(const Checkpoint& c, const std::vector<uint64_t>& h
   return bytes;
 }
 
-// Reads the tensors listed in /tensor_names, with the hashes stored beside them.
+// Reads the tensors listed in /tensor_names, with the hashes stored beside them. The names are
+// the file's word (a damaged or crafted file's bytes): messages quote them printable.
 void read_tensors(hid_t file, const std::string& path, int64_t file_bytes, Checkpoint& c,
                   std::vector<uint64_t>& stored_hashes) {
   const std::vector<std::string> names = h5_read_strings(file, "tensor_names", path);
   H5Handle group = h5_open_group(file, "tensors", path);
   const int64_t stored = h5_group_size(group.get(), path);
-  USER_CHECK(stored == int64_t(names.size()), path << ": group 'tensors' holds " << stored
-                                              << " datasets, but 'tensor_names' lists "
-                                              << names.size());
+  USER_CHECK(stored == int64_t(names.size()),
+             printable(path) << ": group 'tensors' holds " << stored
+                             << " datasets, but 'tensor_names' lists " << names.size());
   for (const std::string& name : names) {
-    const std::string where = path + ": tensor '" + name + "'";
+    const std::string where = printable(path) + ": tensor '" + printable(name) + "'";
     H5Handle ds = h5_open_dataset(group.get(), name, path);
     const H5DatasetInfo info = h5_dataset_info(ds.get(), where);
     const DType dtype = dtype_of_dataset(info, where);
@@ -181,7 +183,7 @@ void Checkpoint::complete() {
 const Tensor& Checkpoint::tensor(const std::string& name) const {
   for (const auto& nt : tensors)
     if (nt.first == name) return nt.second;
-  USER_CHECK(false, "the checkpoint has no tensor '" << name << "'");
+  USER_CHECK(false, "the checkpoint has no tensor '" << printable(name) << "'");
   return tensors.front().second;
 }
 
@@ -271,28 +273,30 @@ void write_checkpoint(const Checkpoint& c, const std::string& path, Tracer* trac
 }
 
 Checkpoint read_checkpoint(const std::string& path) {
+  // The path (the command line's, or a run folder's file) is quoted printable in messages.
+  const std::string shown = printable(path);
   struct stat st;
   USER_CHECK(::stat(path.c_str(), &st) == 0,
-        "cannot open checkpoint '" << path << "': " << std::strerror(errno));
-  USER_CHECK(S_ISREG(st.st_mode), "cannot open checkpoint '" << path << "': not a regular file");
+             "cannot open checkpoint '" << shown << "': " << std::strerror(errno));
+  USER_CHECK(S_ISREG(st.st_mode), "cannot open checkpoint '" << shown << "': not a regular file");
   H5Handle file;
   {
     H5Lock lock;
     USER_CHECK(H5Fis_hdf5(path.c_str()) > 0,
-          "'" << path << "' is not an HDF5 file, so not a cutrain checkpoint");
+               "'" << shown << "' is not an HDF5 file, so not a cutrain checkpoint");
     file = h5_owned(H5Fopen(path.c_str(), H5F_ACC_RDONLY, h5_file_access().get()), H5Fclose,
-                    "cannot open checkpoint '" + path + "'");
+                    "cannot open checkpoint '" + shown + "'");
   }
   const hid_t root = file.get();
   USER_CHECK(h5_has_attribute(root, "format") &&
-            h5_read_string_attribute(root, "format", path) == kCheckpointFormat,
-        "'" << path << "' is an HDF5 file but not a cutrain checkpoint (no format = \""
-            << kCheckpointFormat << "\" attribute)");
+                 h5_read_string_attribute(root, "format", path) == kCheckpointFormat,
+             "'" << shown << "' is an HDF5 file but not a cutrain checkpoint (no format = \""
+                 << kCheckpointFormat << "\" attribute)");
   const int64_t version = h5_read_int_attribute(root, "version", path);
   USER_CHECK(version >= 1 && version <= kCheckpointVersion,
-             path << ": checkpoint format version " << version
-                  << ", but this cutrain reads versions 1 to " << kCheckpointVersion
-                  << ": a newer cutrain wrote it");
+             shown << ": checkpoint format version " << version
+                   << ", but this cutrain reads versions 1 to " << kCheckpointVersion
+                   << ": a newer cutrain wrote it");
   Checkpoint c;
   c.step = h5_read_int_attribute(root, "step", path);
   c.epoch = h5_read_int_attribute(root, "epoch", path);
@@ -318,10 +322,11 @@ Checkpoint read_checkpoint(const std::string& path) {
     std::string which = "its metadata differ from what was written";
     for (size_t i = 0; i < hashes.size(); i++)
       if (hashes[i] != stored_hashes[i]) {
-        which = "the bytes of tensor '" + c.tensors[i].first + "' differ from what was written";
+        which = "the bytes of tensor '" + printable(c.tensors[i].first) +
+                "' differ from what was written";
         break;
       }
-    USER_CHECK(false, "checksum mismatch: " << path << " is damaged (" << which << ")");
+    USER_CHECK(false, "checksum mismatch: " << shown << " is damaged (" << which << ")");
   }
   return c;
 }

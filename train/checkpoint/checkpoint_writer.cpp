@@ -16,6 +16,7 @@
 #include "data/atomic_file.h"
 #include "data/trace.h"
 #include "kernels/check.h"
+#include "kernels/printable.h"
 #include "kernels/thread_start.h"
 #include "train/checkpoint/checkpoint.h"
 
@@ -110,7 +111,7 @@ std::string newest_checkpoint(const std::string& dir, std::vector<std::string>* 
     if (skipped)
       skipped->push_back(line);
     else
-      std::fprintf(stderr, "cutrain: skipping %s\n", line.c_str());
+      std::fprintf(stderr, "cutrain: skipping %s\n", printable(line).c_str());
   };
   std::vector<std::string> temps;
   for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
@@ -156,7 +157,7 @@ CheckpointWriter::~CheckpointWriter() {
   changed_.notify_all();
   thread_.join();  // the writer finishes what was submitted first
   for (const std::string& e : errors_)
-    std::fprintf(stderr, "cutrain: checkpoint writer: %s\n", e.c_str());
+    std::fprintf(stderr, "cutrain: checkpoint writer: %s\n", printable_message(e).c_str());
 }
 
 double CheckpointWriter::submit(Checkpoint snapshot, int64_t step, bool is_best) {

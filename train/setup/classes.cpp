@@ -5,6 +5,7 @@
 #include <set>
 
 #include "kernels/check.h"
+#include "kernels/printable.h"
 #include "train/setup/sources.h"
 
 namespace cutrain {
@@ -19,7 +20,7 @@ bool numbered(const std::vector<std::string>& names) {  // "0", "1", ..., "K-1"
 
 std::string name_list(const std::vector<std::string>& names) {
   std::string s;
-  for (size_t k = 0; k < names.size(); k++) s += (k ? ", " : "") + names[k];
+  for (size_t k = 0; k < names.size(); k++) s += (k ? ", " : "") + printable(names[k]);
   return s;
 }
 
@@ -43,11 +44,12 @@ std::vector<int32_t> class_mapping(const std::vector<std::string>& data_names,
     else map[k] = it->second;
   }
   USER_CHECK(unknown.empty() && data_names.size() == model_names.size(),
-             data_what << " names other classes than " << model_what << ": "
-                       << (unknown.empty() ? "" : "the model has no class " + name_list(unknown) + "; ")
-                       << data_names.size() << " in the data (" << name_list(data_names) << "), "
-                       << model_names.size() << " in the model (" << name_list(model_names)
-                       << "). Classes are matched by name: give data with the model's classes");
+             printable(data_what)
+                 << " names other classes than " << printable(model_what) << ": "
+                 << (unknown.empty() ? "" : "the model has no class " + name_list(unknown) + "; ")
+                 << data_names.size() << " in the data (" << name_list(data_names) << "), "
+                 << model_names.size() << " in the model (" << name_list(model_names)
+                 << "). Classes are matched by name: give data with the model's classes");
   bool identity = true;
   for (size_t k = 0; k < map.size(); k++) identity = identity && map[k] == int32_t(k);
   return identity ? std::vector<int32_t>{} : map;
@@ -63,8 +65,8 @@ std::shared_ptr<const SampleSource> open_source_for_model(
   if (map.empty()) {  // labels are indices (or already in the model's order)
     const int top = label_count(*s) - 1;
     USER_CHECK(model_names.empty() || top < int(model_names.size()),
-               path << ": labels go up to " << top << " but " << model_what << " has "
-                    << model_names.size() << " classes");
+               printable(path) << ": labels go up to " << top << " but " << printable(model_what)
+                               << " has " << model_names.size() << " classes");
   }
   return relabel_source(std::move(s), std::move(map));
 }

@@ -2,16 +2,17 @@
 
 #include <algorithm>
 #include <climits>
-#include <filesystem>
 #include <cmath>
+#include <filesystem>
 #include <limits>
-#include <type_traits>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <type_traits>
 
 #include "data/image_list.h"
 #include "kernels/check.h"
+#include "kernels/printable.h"
 #include "nn/model.h"
 
 namespace cutrain {
@@ -25,6 +26,12 @@ bool one_of(const std::string& v, std::initializer_list<const char*> choices) {
 }  // namespace
 
 namespace {
+// A JSON value as a message quotes it: strings may hold what a file or the command line put
+// there (invalid UTF-8, replaced rather than thrown over; bidi controls), made printable.
+std::string shown(const nlohmann::json& v) {
+  return printable(v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
 // The entries of --devices, or a message saying which entry is bad.
 std::vector<std::string> split_devices(const std::string& devices, std::string* problem) {
   std::vector<std::string> out;
@@ -36,8 +43,8 @@ std::vector<std::string> split_devices(const std::string& devices, std::string* 
     const bool ordinal = !e.empty() && e.size() <= 4 &&
                          e.find_first_not_of("0123456789") == std::string::npos;
     if (e != "cpu" && !ordinal) {
-      *problem = "--devices " + devices + ": '" + e + "' is neither cpu nor a GPU ordinal " +
-                 "(e.g. --devices 0,1 or cpu,cpu)";
+      *problem = "--devices " + printable(devices) + ": '" + printable(e) +
+                 "' is neither cpu nor a GPU ordinal (e.g. --devices 0,1 or cpu,cpu)";
       return {};
     }
     out.push_back(e);
@@ -68,13 +75,13 @@ int replica_count(const TrainConfig& c) {
 void validate_config(const TrainConfig& c) {
   std::vector<std::string> problems;
   auto need = [&](bool ok, const std::string& what) {
-    if (!ok) problems.push_back(what);
+    if (!ok) problems.push_back(printable(what));  // one line each: the options' values shown
   };
   if (!c.kernel_plan.empty() && !std::filesystem::is_directory(c.kernel_plan)) {
     try {  // the layers' names are checked against the model when it is built
       parse_kernel_plan(c.kernel_plan);
     } catch (const Error& e) {
-      problems.push_back(std::string("--kernel-plan: ") + e.what());
+      problems.push_back("--kernel-plan: " + printable(e.what()));
     }
   }
   auto str = [](double v) {
@@ -248,9 +255,8 @@ void check_integer(const nlohmann::json& v, const T&, const char* key) {
       const int64_t i = v.get<int64_t>();
       fits = i < 0 ? i >= int64_t(L::min()) : uint64_t(i) <= uint64_t(L::max());
     }
-    USER_CHECK(fits, "configuration key '" << key << "': " << v.dump()
-                                           << " is not an integer in [" << +L::min() << ", "
-                                           << +L::max() << "]");
+    USER_CHECK(fits, "configuration key '" << key << "': " << shown(v) << " is not an integer in ["
+                                           << +L::min() << ", " << +L::max() << "]");
   }
 }
 }  // namespace
@@ -266,12 +272,13 @@ void from_json(const nlohmann::json& j, TrainConfig& c) {
     try {
       it->get_to(v);
     } catch (const nlohmann::json::exception& e) {
-      USER_CHECK(false, "configuration key '" << key << "': " << it->dump() << " is not a "
-                                          << "value of the right type (" << e.what() << ")");
+      USER_CHECK(false, "configuration key '" << key << "': " << shown(*it) << " is not a "
+                                              << "value of the right type (" << printable(e.what())
+                                              << ")");
     }
   });
   for (auto it = j.begin(); it != j.end(); ++it)
-    USER_CHECK(known.count(it.key()), "configuration: unknown key '" << it.key() << "'");
+    USER_CHECK(known.count(it.key()), "configuration: unknown key '" << printable(it.key()) << "'");
 }
 
 std::string config_to_json_text(const TrainConfig& c) {
@@ -284,13 +291,13 @@ TrainConfig config_from_json_text(const std::string& text, const std::string& wh
   try {
     j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    USER_CHECK(false, where << ": not valid JSON: " << e.what());
+    USER_CHECK(false, printable(where) << ": not valid JSON: " << printable(e.what()));
   }
   TrainConfig c;
   try {
     from_json(j, c);
   } catch (const Error& e) {
-    rethrow_with_context(e, where);
+    rethrow_with_context(e, printable(where));
   }
   return c;
 }
@@ -315,18 +322,19 @@ TrainConfig resume_config(const TrainConfig& saved, const TrainConfig& cli,
   const nlohmann::json s = saved, c = cli;
   nlohmann::json merged = s;
   for (const std::string& key : given) {
-    USER_CHECK(c.contains(key), "resume: '" << key << "' is not a training option");
+    USER_CHECK(c.contains(key), "resume: '" << printable(key) << "' is not a training option");
     if (may_change_on_resume(key)) {
       merged[key] = c[key];
     } else if (c[key] != s[key]) {
       std::string option = key;  // the command line's spelling: --sync-bn for sync_bn
       std::replace(option.begin(), option.end(), '_', '-');
-      USER_CHECK(false, "--" << option << " " << c[key].dump() << " differs from the checkpoint's "
-                        << s[key].dump() << ": a resumed run continues the computation it "
-                        << "started, so only --epochs, --threads, --compute-threads, --out, "
-                        << "--keep, --metrics, --trace, --log-every, --checkpoint-every, "
-                        << "--device, --devices, --check-replicas, --cuda-graph and --max-skips "
-                        << "may change");
+      USER_CHECK(false,
+                 "--" << option << " " << shown(c[key]) << " differs from the checkpoint's "
+                      << shown(s[key]) << ": a resumed run continues the computation it "
+                      << "started, so only --epochs, --threads, --compute-threads, --out, "
+                      << "--keep, --metrics, --trace, --log-every, --checkpoint-every, "
+                      << "--device, --devices, --check-replicas, --cuda-graph and --max-skips "
+                      << "may change");
     }
   }
   return merged.get<TrainConfig>();

@@ -1,15 +1,15 @@
 // The training recipes (see recipe.h).
 #include "train/setup/recipe.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
 #include "kernels/check.h"
+#include "kernels/printable.h"
 
 namespace cutrain {
 
@@ -56,32 +56,33 @@ std::string recipe_text(const std::string& name_or_file) {
   if (it != builtins().end()) return it->second;
   if (ends_with(name_or_file, ".json")) {
     std::ifstream in(name_or_file);
-    USER_CHECK(in, "--recipe " << name_or_file << ": cannot read the file");
+    USER_CHECK(in, "--recipe " << printable(name_or_file) << ": cannot read the file");
     std::ostringstream text;
     text << in.rdbuf();
     return text.str();
   }
   std::string names;
   for (const std::string& n : recipe_names()) names += (names.empty() ? "" : ", ") + n;
-  USER_CHECK(false, "--recipe " << name_or_file << ": no such recipe (built in: " << names
-                                << "; or a .json file of options)");
+  USER_CHECK(false, "--recipe " << printable(name_or_file) << ": no such recipe (built in: "
+                                << names << "; or a .json file of options)");
   return {};
 }
 
 TrainConfig apply_recipe(const TrainConfig& cli, const std::vector<std::string>& given) {
   if (cli.recipe.empty()) return cli;
-  const std::string where = "--recipe " + cli.recipe;
+  const std::string where = "--recipe " + printable(cli.recipe);
   nlohmann::json recipe;
   try {
     recipe = nlohmann::json::parse(recipe_text(cli.recipe));
   } catch (const nlohmann::json::exception& e) {
-    USER_CHECK(false, where << ": not valid JSON: " << e.what());
+    USER_CHECK(false, where << ": not valid JSON: " << printable(e.what()));
   }
   USER_CHECK(recipe.is_object(), where << ": a recipe is a JSON object of options, got "
                                        << recipe.type_name());
   nlohmann::json merged = cli;
   for (auto it = recipe.begin(); it != recipe.end(); ++it) {
-    USER_CHECK(merged.contains(it.key()), where << ": '" << it.key() << "' is not an option");
+    USER_CHECK(merged.contains(it.key()),
+               where << ": '" << printable(it.key()) << "' is not an option");
     USER_CHECK(!refused_keys().count(it.key()),
                where << ": '" << it.key() << "' is not the recipe's to set (a recipe says how to "
                      << "train, not on what data, where, or on which devices)");
