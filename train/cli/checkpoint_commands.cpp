@@ -1,10 +1,7 @@
 // The commands that start from a checkpoint: eval, predict and export (commands.h).
-#include "train/cli/commands.h"
-
-#include <CLI/CLI.hpp>
-
 #include <csv.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -14,7 +11,9 @@
 #include "data/text_width.h"
 #include "kernels/check.h"
 #include "kernels/parallel.h"
+#include "kernels/printable.h"
 #include "train/checkpoint/checkpoint.h"
+#include "train/cli/commands.h"
 #include "train/cli/predict.h"
 #include "train/engine/trainer.h"
 #include "train/export/onnx_export.h"
@@ -87,10 +86,10 @@ Loaded load_for_inference(const std::string& checkpoint, const std::string& devi
   in.linear = parse_linear_impl(l.cfg.linear, gpu);
   const WeightChoice choice = parse_weight_choice(weights);
   l.model = load_model(l.ckpt, l.cfg, d.dtype, in, choice);
-  std::printf("%s: step %lld, epoch %lld, %s, %dx%dx%d, %d classes, %s; %s\n", l.path.c_str(),
-              (long long)l.ckpt.step, (long long)l.ckpt.epoch, l.cfg.model.c_str(), l.cfg.size,
-              l.cfg.size, l.cfg.channels, l.cfg.classes, weights_loaded(l.ckpt, choice),
-              d.describe().c_str());
+  std::printf("%s: step %lld, epoch %lld, %s, %dx%dx%d, %d classes, %s; %s\n",
+              printable(l.path).c_str(), (long long)l.ckpt.step, (long long)l.ckpt.epoch,
+              printable(l.cfg.model).c_str(), l.cfg.size, l.cfg.size, l.cfg.channels, l.cfg.classes,
+              weights_loaded(l.ckpt, choice), d.describe().c_str());
   return l;
 }
 
@@ -163,7 +162,7 @@ int cmd_eval(const EvalArgs& a) {
     name = validation_name(l.cfg);
   }
   const EvalOptions o = eval_options(l, a.batch, a.threads, a.strict, a.tta);
-  std::printf("eval: %s (%lld images%s)\n", name.c_str(), (long long)data->size(),
+  std::printf("eval: %s (%lld images%s)\n", printable(name).c_str(), (long long)data->size(),
               o.tta_flip ? ", each with its mirror image: --tta flip" : "");
   std::fflush(stdout);
   const EvalResult r = evaluate(*l.model, data, o);
@@ -258,9 +257,10 @@ int cmd_predict(const PredictArgs& a) {
   const size_t width = column_width(l.cfg.class_names, 20);  // terminal columns, not bytes
   for (const Prediction& p : preds) {
     const Sample& s = list.samples[size_t(p.index)];
-    std::printf("%s", s.path.c_str());
+    std::printf("%s", printable(s.path).c_str());
     if (labelled)
-      std::printf("  [label %s%s]", name(s.label).c_str(), p.classes[0] == s.label ? "" : ", wrong");
+      std::printf("  [label %s%s]", printable(name(s.label)).c_str(),
+                  p.classes[0] == s.label ? "" : ", wrong");
     std::printf("\n");
     for (size_t i = 0; i < p.classes.size(); i++)
       std::printf("  %zu. %s %6.2f%%\n", i + 1, fit_to_width(name(p.classes[i]), width).c_str(),
@@ -269,7 +269,7 @@ int cmd_predict(const PredictArgs& a) {
   if (!a.csv.empty()) {
     write_file_atomically(a.csv, predictions_csv(preds, list, labelled, l.cfg.class_names));
     std::printf("wrote every class's probability of %zu images to %s\n", preds.size(),
-                a.csv.c_str());
+                printable(a.csv).c_str());
   }
   const size_t bad = list.samples.size() - preds.size();
   if (bad) std::printf("%zu image%s could not be read (see above)\n", bad, bad == 1 ? "" : "s");

@@ -1,12 +1,12 @@
 #include "train/cli/cli.h"
 
 #include <CLI/CLI.hpp>
-
 #include <algorithm>
 #include <new>
 #include <vector>
 
 #include "kernels/check.h"
+#include "kernels/printable.h"
 
 namespace cutrain {
 
@@ -78,36 +78,39 @@ int parse_command_line(CLI::App& app, int argc, const char* const* argv, FILE* e
     for (const std::string& arg : app.remaining(true)) {
       if (arg.size() > 1 && arg[0] == '-') {
         const std::string guess = closest_option(cmd, arg);
-        std::fprintf(err, "%s: unknown option %s%s\n", name.c_str(), arg.c_str(),
+        std::fprintf(err, "%s: unknown option %s%s\n", name.c_str(), printable(arg).c_str(),
                      guess.empty() ? "" : (" (did you mean " + guess + "?)").c_str());
       } else {
-        std::fprintf(err, "%s: unexpected argument '%s'\n", name.c_str(), arg.c_str());
+        std::fprintf(err, "%s: unexpected argument '%s'\n", name.c_str(), printable(arg).c_str());
       }
     }
     std::fprintf(err, "Run '%s --help' for its options.\n", name.c_str());
     return kExitUsage;
   } catch (const CLI::ParseError& e) {
     const std::string name = command_name(chosen_command(app));
-    std::fprintf(err, "%s: %s\nRun '%s --help' for its options.\n", name.c_str(), e.what(),
-                 name.c_str());
+    std::fprintf(err, "%s: %s\nRun '%s --help' for its options.\n", name.c_str(),
+                 printable_message(e.what()).c_str(), name.c_str());
     return kExitUsage;
   }
 }
 
+// The backstop: whatever a message quotes (a path, a name, a library's text) reaches the
+// terminal printable (kernels/printable.h), keeping the line breaks of cutrain's own multi-line
+// messages; the readers have already escaped those a file held.
 int run_reporting_errors(const std::function<int()>& command, FILE* err) {
   try {
     return command();
   } catch (const UserError& e) {
-    std::fprintf(err, "cutrain: %s\n", e.what());
+    std::fprintf(err, "cutrain: %s\n", printable_message(e.what()).c_str());
     return kExitUsage;
   } catch (const Error& e) {
-    std::fprintf(err, "cutrain: internal error: %s\n", e.what());
+    std::fprintf(err, "cutrain: internal error: %s\n", printable_message(e.what()).c_str());
     return kExitFailure;
   } catch (const std::bad_alloc&) {
     std::fprintf(err, "cutrain: out of memory\n");
     return kExitFailure;
   } catch (const std::exception& e) {  // the standard library's (a file system error, ...)
-    std::fprintf(err, "cutrain: %s\n", e.what());
+    std::fprintf(err, "cutrain: %s\n", printable_message(e.what()).c_str());
     return kExitFailure;
   }
 }

@@ -30,7 +30,9 @@ int parse_command_line(CLI::App& app, int argc, const char* const* argv, FILE* e
 std::string closest_option(const CLI::App& cmd, const std::string& unknown);
 
 // Runs a command: its return value, or, when it throws, the message on `err` ("cutrain: ...")
-// and the status of the table above.
+// and the status of the table above. Every message printed here and by parse_command_line is
+// made printable (kernels/printable.h, printable_message): nothing a file, a folder name or the
+// command line held reaches the terminal raw.
 int run_reporting_errors(const std::function<int()>& command, FILE* err = stderr);
 
 }  // namespace cutrain

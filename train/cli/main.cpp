@@ -1,10 +1,9 @@
 // cutrain: the command line. Each subcommand is a few lines that call into the library.
 #include <CLI/CLI.hpp>
-
 #include <csignal>
 #include <cstdio>
-#include <memory>
 #include <exception>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -15,12 +14,13 @@
 #include "data/text_width.h"
 #include "kernels/check.h"
 #include "kernels/gpu.h"
+#include "kernels/printable.h"
 #include "nn/model.h"
 #include "train/cli/cli.h"
 #include "train/cli/commands.h"
 #include "train/cli/describe.h"
-#include "train/cli/step_plan.h"
 #include "train/cli/progress.h"
+#include "train/cli/step_plan.h"
 #include "train/replicas/mpi.h"
 #include "train/replicas/peer_access.h"
 #include "train/setup/config.h"
@@ -87,7 +87,7 @@ static int cmd_describe(const std::string& model, const std::string& input, int 
 
 static int cmd_import_fashion_mnist(const std::string& from, const std::string& out,
                                     ImportOptions opt) {
-  std::printf("import-fashion-mnist: %s -> %s\n", from.c_str(), out.c_str());
+  std::printf("import-fashion-mnist: %s -> %s\n", printable(from).c_str(), printable(out).c_str());
   std::fflush(stdout);  // before the progress lines on stderr
   opt.progress = Progress("encoded", "images");
   const ImportSummary s = import_fashion_mnist(from, out, opt);
@@ -99,8 +99,8 @@ static int cmd_import_fashion_mnist(const std::string& from, const std::string& 
                 (long long)s.train, (long long)s.test, s.jpeg_bytes / 1e6, s.seconds, s.threads,
                 s.threads == 1 ? "" : "s");
   }
-  std::printf("  %s\n  %s\n  %s\n", s.train_list.c_str(), s.test_list.c_str(),
-              s.classes_file.c_str());
+  std::printf("  %s\n  %s\n  %s\n", printable(s.train_list).c_str(), printable(s.test_list).c_str(),
+              printable(s.classes_file).c_str());
   return 0;
 }
 
@@ -134,8 +134,9 @@ static int cmd_pack(const PackArgs& a) {
   ListOptions lists;
   lists.csv_columns = a.csv_columns;
   const ImageList list = read_images(a.list, lists);
-  std::printf("pack: %s (%zu images) -> %s at %dx%dx%d\n", a.list.c_str(), list.samples.size(),
-              a.out.c_str(), a.opt.size, a.opt.size, a.opt.channels);
+  std::printf("pack: %s (%zu images) -> %s at %dx%dx%d\n", printable(a.list).c_str(),
+              list.samples.size(), printable(a.out).c_str(), a.opt.size, a.opt.size,
+              a.opt.channels);
   std::fflush(stdout);  // before the progress lines on stderr
   const PackSummary s = write_pack(list, a.out, a.opt, Progress("packed", "images"));
   std::printf("  packed %lld of %lld images: %.1f MB on disk, %.1f s (%.0f images/s)\n",
@@ -144,7 +145,8 @@ static int cmd_pack(const PackArgs& a) {
   if (!s.bad.empty()) {
     std::printf("  skipped %zu bad files:\n", s.bad.size());
     for (size_t i = 0; i < s.bad.size() && i < 10; i++)
-      std::printf("    %s: %s\n", s.bad[i].name.c_str(), s.bad[i].message.c_str());
+      std::printf("    %s: %s\n", printable(s.bad[i].name).c_str(),
+                  printable(s.bad[i].message).c_str());
     if (s.bad.size() > 10) std::printf("    ... and %zu more\n", s.bad.size() - 10);
     std::printf("  all of them are in the pack's bad_files and bad_reasons datasets\n");
   }
@@ -154,7 +156,7 @@ static int cmd_pack(const PackArgs& a) {
 static int cmd_check_data(const std::string& list_path, const ListOptions& lists,
                           const ImageSpec& spec, int threads, const std::string& bad_out) {
   const ImageList list = read_images(list_path, lists);
-  std::printf("check-data: %s: %zu images, decoding to %dx%dx%d\n", list_path.c_str(),
+  std::printf("check-data: %s: %zu images, decoding to %dx%dx%d\n", printable(list_path).c_str(),
               list.samples.size(), spec.size, spec.size, spec.channels);
   std::fflush(stdout);  // before the progress lines on stderr
   const CheckReport r = check_data(list, spec, threads, Progress("decoded", "images"));
@@ -163,7 +165,8 @@ static int cmd_check_data(const std::string& list_path, const ListOptions& lists
   for (const auto& kv : r.bad_by_kind)
     std::printf("  %-10s %lld\n", image_error_name(kv.first), (long long)kv.second);
   for (size_t i = 0; i < r.bad.size() && i < 10; i++)
-    std::printf("    %s: %s\n", r.bad[i].name.c_str(), r.bad[i].message.c_str());
+    std::printf("    %s: %s\n", printable(r.bad[i].name).c_str(),
+                printable(r.bad[i].message).c_str());
   if (r.bad.size() > 10) std::printf("    ... and %zu more\n", r.bad.size() - 10);
   if (!bad_out.empty() && !r.bad.empty()) {
     FILE* f = std::fopen(bad_out.c_str(), "w");
@@ -171,7 +174,7 @@ static int cmd_check_data(const std::string& list_path, const ListOptions& lists
     for (const BadFile& b : r.bad)
       std::fprintf(f, "%s\t%s\t%s\n", b.name.c_str(), image_error_name(b.kind), b.message.c_str());
     std::fclose(f);
-    std::printf("  all bad files listed in %s\n", bad_out.c_str());
+    std::printf("  all bad files listed in %s\n", printable(bad_out).c_str());
   }
   std::printf("  classes (good images):\n");
   const size_t name_width = column_width(list.class_names, 20);  // terminal columns

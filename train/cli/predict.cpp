@@ -4,6 +4,7 @@
 
 #include "data/loader.h"
 #include "kernels/check.h"
+#include "kernels/printable.h"
 #include "train/checkpoint/checkpoint.h"
 
 namespace cutrain {
@@ -52,12 +53,14 @@ std::vector<Prediction> predict(Model& model, std::shared_ptr<const SampleSource
 std::string resolve_checkpoint_arg(const std::string& file_or_dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  USER_CHECK(fs::exists(file_or_dir, ec), "--checkpoint " << file_or_dir << ": no such file or folder");
+  USER_CHECK(fs::exists(file_or_dir, ec),
+             "--checkpoint " << printable(file_or_dir) << ": no such file or folder");
   if (!fs::is_directory(file_or_dir, ec)) return file_or_dir;
   const std::string best = best_checkpoint_path(file_or_dir);
   if (fs::exists(best, ec)) return best;
   const std::string newest = newest_checkpoint(file_or_dir);
-  USER_CHECK(!newest.empty(), "--checkpoint " << file_or_dir << ": no complete checkpoint there");
+  USER_CHECK(!newest.empty(),
+             "--checkpoint " << printable(file_or_dir) << ": no complete checkpoint there");
   return newest;
 }
 
