@@ -9,7 +9,10 @@
 // tests/fuzz/regressions_test.cpp runs every kept reproducer through the very same feed.
 //
 // A feed returns when the parser accepted the input or refused it with cutrain::Error (the
-// project's exception for bad input). Everything else is a finding: any other exception
+// project's exception for bad input) whose message is printable (is_printable_message,
+// kernels/printable.h: no control byte, invalid UTF-8 or bidi control from the input reaches
+// the terminal raw, and a line break only where cutrain lists problems). Everything else is a
+// finding: any other exception
 // escapes (libFuzzer reports it as a crash; the regression test fails), and so do a crash, an
 // AddressSanitizer or UndefinedBehaviorSanitizer report, a hang or a runaway allocation.
 #pragma once
@@ -19,6 +22,7 @@
 #include <string>
 
 #include "kernels/check.h"
+#include "kernels/printable.h"
 
 namespace cutrain_fuzz {
 
@@ -34,22 +38,26 @@ Outcome feed_checkpoint_config(const uint8_t* data, size_t size);
 Outcome feed_model_spec(const uint8_t* data, size_t size);
 Outcome feed_idx(const uint8_t* data, size_t size);
 
-// Runs f(): accepted when it returns, refused when it throws cutrain::Error.
-template <typename F>
-Outcome refuse_errors(F&& f) {
-  try {
-    f();
-    return Outcome::accepted;
-  } catch (const cutrain::Error&) {
-    return Outcome::refused;
-  }
-}
-
 // A promise the parser's header makes about what it accepted (every path absolute, an image
 // as large as it says, ...). Broken, it throws std::logic_error: not a cutrain::Error, so it
 // escapes the feed and counts as a finding.
 inline void fuzz_require(bool ok, const std::string& what) {
   if (!ok) throw std::logic_error("fuzz: broken promise: " + what);
+}
+
+// Runs f(): accepted when it returns, refused when it throws cutrain::Error, whose message
+// must be printable (the refusal reaches the user's terminal): a message that is not is a
+// finding, shown with its escapes.
+template <typename F>
+Outcome refuse_errors(F&& f) {
+  try {
+    f();
+    return Outcome::accepted;
+  } catch (const cutrain::Error& e) {
+    fuzz_require(cutrain::is_printable_message(e.what()),
+                 "a refusal's message is not printable: " + cutrain::printable(e.what()));
+    return Outcome::refused;
+  }
 }
 
 // Writes the bytes to `name` in this process's scratch folder (cutrain-fuzz-<pid>-*, made on
