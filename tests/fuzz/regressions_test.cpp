@@ -70,3 +70,28 @@ TEST_CASE("fuzz: every seed of the corpus is accepted or refused as it was made"
     REQUIRE(accepted[target] > 0);
   }
 }
+
+TEST_CASE("fuzz: a refusal whose message is not printable is a finding") {
+  auto refuse = [](const std::string& message) {
+    return refuse_errors([&] { throw cutrain::UserError(message); });
+  };
+  REQUIRE(refuse("list.txt: 2 malformed lines:\n  list.txt:1: x\n  list.txt:2: \\x1b") ==
+          Outcome::refused);
+  for (const std::string bad : {"name '\x1b[2J'", "a\rb", "\x92omentum", "rtl \u202e",
+                                "forged\nline"})
+    REQUIRE_THROWS_AS(refuse(bad), std::logic_error);
+  // The feeds' parsers quote what they read printable: names with every kind of byte refused.
+  for (const std::string name : {"\x1b]0;owned\x07\x1b[2J", "ok\rforged", "caf\xe9",
+                                 "photo\u202egpj.exe", "back\bspace"}) {
+    INFO(cutrain::printable(name));
+    const std::string list = "a.jpg\t" + name + "\nb.jpg\tcat" + std::string(1, '\0') + "cat\n";
+    REQUIRE(feed_image_list(reinterpret_cast<const uint8_t*>(list.data()), list.size()) ==
+            Outcome::refused);
+    const std::string csv = "path,label\na.jpg," + name + "\n" + std::string(1, '\0') + "cat\n";
+    REQUIRE(feed_csv_list(reinterpret_cast<const uint8_t*>(csv.data()), csv.size()) ==
+            Outcome::refused);
+    const std::string spec = "conv 8 3x3\n" + name + " 3x3\n";
+    REQUIRE(feed_model_spec(reinterpret_cast<const uint8_t*>(spec.data()), spec.size()) ==
+            Outcome::refused);
+  }
+}
