@@ -8,6 +8,7 @@
 #include "kernels/check.h"
 #include "kernels/gpu.h"
 #include "kernels/parallel.h"
+#include "kernels/printable.h"
 #include "train/replicas/mpi.h"
 #include "train/setup/memory_plan.h"
 #include "train/setup/resolve.h"
@@ -52,7 +53,8 @@ Checkpoint load_resume_point(TrainConfig& cfg, const std::vector<std::string>& g
   // Checkpoints go on where they were unless --out says otherwise.
   if (std::find(given.begin(), given.end(), "out") == given.end()) cfg.out = dir;
   cfg.resume = dir;
-  std::fprintf(out, "resuming from %s: step %lld, epoch %lld, next batch %s\n", path.c_str(),
+  std::fprintf(out, "resuming from %s: step %lld, epoch %lld, next batch %s\n",
+               printable(path).c_str(),
                (long long)c.step, (long long)c.epoch, cursor_to_string(c.cursor).c_str());
   return c;
 }
@@ -127,12 +129,15 @@ void save_config(const TrainConfig& cfg, bool resuming, const RunDevice& device,
   }
   std::error_code made;
   std::filesystem::create_directories(cfg.out, made);
-  USER_CHECK(!made, "cannot create the folder '" << cfg.out << "': " << made.message());
+  USER_CHECK(!made, "cannot create the folder '" << printable(cfg.out) << "': " << made.message());
   const std::string config_text = config_to_json_text(cfg);
   write_file_atomically(cfg.out + "/config.json", config_text);
+  // The configuration holds paths and class names from outside: shown printable (JSON escapes
+  // C0 controls, not DEL, C1 or bidi controls), its own line breaks kept.
   std::fprintf(out, "cutrain train: %s, configuration (saved as %s/config.json):\n%s",
-               device.describe().c_str(), cfg.out.c_str(), config_text.c_str());
-  for (const std::string& n : notes) std::fprintf(out, "  %s\n", n.c_str());
+               device.describe().c_str(), printable(cfg.out).c_str(),
+               printable_message(config_text).c_str());
+  for (const std::string& n : notes) std::fprintf(out, "  %s\n", printable_message(n).c_str());
 }
 
 }  // namespace cutrain
