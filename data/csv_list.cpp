@@ -187,8 +187,7 @@ std::string csv_columns_problem(const std::string& spec) {
   const bool two = split_columns(spec, &path, &label);
   if (two && !path.empty() && !label.empty() && lower(path) != lower(label)) return "";
   return "expected PATH,LABEL: two different column names or 0-based indices (e.g. "
-         "filename,class or 0,1), got '" +
-         printable(spec) + "'";
+         "filename,class or 0,1), got '" + printable(spec) + "'";
 }
 
 bool is_csv_list(const std::string& path, const ListOptions& opt) {
