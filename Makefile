@@ -225,21 +225,22 @@ deps-debian:
 	$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing
 
 # The tests' Python clients, from PyPI into the project's own virtual environment .venv/:
-# onnxruntime and onnx run `cutrain export`'s graphs (tests/train/export/), at the versions of
-# tests/train/export/requirements.txt. Installed again when that file changes (.venv keeps a copy).
+# onnxruntime and onnx run `cutrain export`'s graphs (tests/train/export/), tensorboard reads
+# `cutrain train`'s event files (tests/train/run/), at the versions of tests/requirements.txt.
+# Installed again when that file changes (.venv keeps a copy).
 # When PyPI cannot be reached this says so and goes on; those tests then skip, saying why
 # (.venv/pip.log).
 VENV := .venv
-PY_REQUIREMENTS := tests/train/export/requirements.txt
+PY_REQUIREMENTS := tests/requirements.txt
 deps-python:
 	@if cmp -s $(PY_REQUIREMENTS) $(VENV)/requirements.txt; then \
 	  echo "deps: $(VENV) has $(PY_REQUIREMENTS)"; exit 0; fi; \
 	if ! [ -x $(VENV)/bin/python ] && ! python3 -m venv $(VENV); then \
-	  echo "deps: python3 -m venv failed: the ONNX runtime tests will be skipped"; exit 0; fi; \
+	  echo "deps: python3 -m venv failed: the ONNX runtime and TensorBoard tests will be skipped"; exit 0; fi; \
 	echo "deps: installing $(PY_REQUIREMENTS) into $(VENV) (PyPI)"; \
 	if $(VENV)/bin/pip install -q --disable-pip-version-check -r $(PY_REQUIREMENTS) > $(VENV)/pip.log 2>&1; \
 	then cp $(PY_REQUIREMENTS) $(VENV)/requirements.txt; echo "deps: $(VENV) ready"; \
-	else echo "deps: could not install $(PY_REQUIREMENTS) from PyPI ($(VENV)/pip.log says why): the ONNX runtime tests will be skipped"; \
+	else echo "deps: could not install $(PY_REQUIREMENTS) from PyPI ($(VENV)/pip.log says why): the ONNX runtime and TensorBoard tests will be skipped"; \
 	  tail -3 $(VENV)/pip.log; fi
 
 # The main job on the embedded default: deps, build, Fashion-MNIST import, training, a summary.

@@ -161,6 +161,10 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
       ->group("Run");
   t->add_option("--trace", c.trace, "Write a Chrome/Perfetto trace of the run to this file "
                                     "(ui.perfetto.dev)")->group("Run");
+  t->add_flag("--tensorboard,!--no-tensorboard", c.tensorboard,
+              "On (the default): TensorBoard event files in OUT (tensorboard --logdir OUT): "
+              "the step records' and evaluations' scalars, the configuration as text")
+      ->group("Run");
   t->add_option("--log-every", c.log_every, "Steps between progress lines in a log")
       ->group("Run");
   t->add_option("--checkpoint-every", c.checkpoint_every,

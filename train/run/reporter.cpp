@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <sstream>
+
 #include "train/report/report.h"
 
 namespace cutrain {
@@ -11,6 +13,36 @@ using Clock = std::chrono::steady_clock;
 
 std::string metrics_file(const TrainConfig& c) {
   return c.metrics.empty() ? c.out + "/metrics.jsonl" : c.metrics;
+}
+
+// The event file of this process, after cutting the folder's older ones back to first_step.
+std::unique_ptr<EventWriter> event_writer(const TrainConfig& c, int64_t first_step) {
+  if (!c.tensorboard) return nullptr;
+  trim_event_files(c.out, first_step);
+  return std::make_unique<EventWriter>(c.out);
+}
+
+// A "step" record's scalars for TensorBoard (reporter.h lists them); what the device's clock
+// did not measure (< 0) is left out.
+std::vector<std::pair<std::string, double>> step_scalars(const StepMetrics& m, int64_t skipped) {
+  std::vector<std::pair<std::string, double>> v = {
+      {"train/loss", m.loss}, {"train/top1", m.accuracy}, {"train/lr", m.lr},
+      {"train/skipped_steps", double(skipped)}, {"speed/images_per_s", m.images_per_s},
+      {"time/data_wait_pct", m.data_wait_pct}};
+  if (m.loss_scale > 0) v.emplace_back("train/loss_scale", m.loss_scale);
+  for (const auto& [tag, x] : {std::pair<const char*, double>{"time/busy_pct", m.busy_pct},
+                               {"time/device_wait_pct", m.device_wait_pct},
+                               {"time/idle_pct", m.idle_pct}, {"time/launch_pct", m.launch_pct}})
+    if (x >= 0) v.emplace_back(tag, x);
+  return v;
+}
+
+// The configuration as Markdown: a code block (each line indented by four spaces).
+std::string config_markdown(const TrainConfig& c) {
+  std::string md;
+  std::istringstream lines(config_to_json_text(c));
+  for (std::string line; std::getline(lines, line);) md += "    " + line + "\n";
+  return md;
 }
 }  // namespace
 
@@ -52,7 +84,8 @@ StepMetrics RunReporter::Window::take(int64_t step, int epoch, double lr, double
 RunReporter::RunReporter(const TrainConfig& cfg, int64_t first_step, int64_t total_steps,
                          FILE* out)
     : cfg_(cfg), out_(out), first_step_(first_step), total_steps_(total_steps),
-      metrics_(metrics_file(cfg)), progress_(cfg.epochs, total_steps, cfg.log_every),
+      metrics_(metrics_file(cfg)), events_(event_writer(cfg, first_step)),
+      progress_(cfg.epochs, total_steps, cfg.log_every),
       line_(first_step, total_steps), record_(first_step, total_steps), last_line_(Clock::now()),
       epoch_start_(Clock::now()), start_(Clock::now()) {}
 
@@ -60,6 +93,7 @@ void RunReporter::start(int64_t steps_per_epoch, const std::string& device) {
   metrics_.write("start", {{"step", first_step_}, {"total_steps", total_steps_},
                            {"steps_per_epoch", steps_per_epoch}, {"epochs", cfg_.epochs},
                            {"device", device}});
+  if (events_) events_->text(first_step_, "config", config_markdown(cfg_));
 }
 
 void RunReporter::step(const StepResult& r, int64_t steps_done, double loss_scale) {
@@ -90,6 +124,7 @@ void RunReporter::step(const StepResult& r, int64_t steps_done, double loss_scal
     note(buf);
     metrics_.write("skip", {{"step", r.step}, {"parameter", r.overflow},
                             {"loss_scale", loss_scale}});
+    skipped_++;
   }
   const bool last = steps_done == total_steps_;
   const bool due = steps_done % cfg_.log_every == 0 || last;
@@ -114,8 +149,13 @@ void RunReporter::step(const StepResult& r, int64_t steps_done, double loss_scal
       note(buf);
     }
   }
-  if (due) metrics_.write(record_.take(steps_done, epoch, r.lr, loss_scale, images_total_,
-                                       wait_total_, sync_total));
+  if (due) {
+    const StepMetrics m = record_.take(steps_done, epoch, r.lr, loss_scale, images_total_,
+                                       wait_total_, sync_total);
+    metrics_.write(m);
+    if (events_) events_->scalars(m.step, step_scalars(m, skipped_));
+    skipped_ = 0;
+  }
 }
 
 void RunReporter::epoch(int epoch, int epochs, int64_t step, const EvalResult* e,
@@ -159,6 +199,19 @@ void RunReporter::epoch(int epoch, int epochs, int64_t step, const EvalResult* e
       record["confusion"] = rows;
     }
     metrics_.write("eval", record);
+    if (events_) {
+      std::vector<std::pair<std::string, double>> v = {
+          {"val/loss", e->loss}, {"val/top1", e->top1_accuracy()}, {"val/top5", e->top5_accuracy()}};
+      if (average)
+        for (const auto& [tag, x] :
+             {std::pair<const char*, double>{"val_ema/loss", average->loss},
+              {"val_ema/top1", average->top1_accuracy()},
+              {"val_ema/top5", average->top5_accuracy()}})
+          v.emplace_back(tag, x);
+      for (const auto& c : per_class)
+        v.emplace_back("val_class_top1/" + c["class"].get<std::string>(), c["top1"].get<double>());
+      events_->scalars(step, v);
+    }
   }
   std::fprintf(out_, "  |  %.1f s\n", seconds);
   std::fflush(out_);

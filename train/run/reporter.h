@@ -1,8 +1,20 @@
 // defines: RunReporter, what a training run tells while it runs: the progress line
 // (data/progress_line.h: redrawn in place on a terminal, a plain line every --log-every steps
 // in a log), the metrics file (data/metrics.h: JSON lines), one line per epoch, a line for
-// each skipped step naming the parameter whose gradient overflowed, and the run's report page
-// (train/report/report.h: OUT/report.html, rewritten after each epoch's checkpoint and at the end).
+// each skipped step naming the parameter whose gradient overflowed, the run's report page
+// (train/report/report.h: OUT/report.html, rewritten after each epoch's checkpoint and at the
+// end), and TensorBoard's event files (data/tensorboard.h; --no-tensorboard leaves them out).
+//
+// TensorBoard: OUT/events.out.tfevents.*, a new file each time a process of the run starts,
+// written with the metrics records, each record on disk as it is written. Scalars, by step:
+// with each "step" record train/loss, train/top1, train/lr, train/loss_scale (fp16),
+// train/skipped_steps (since the previous record), speed/images_per_s, and where the time
+// went, time/busy_pct, time/device_wait_pct, time/idle_pct (the device's clock, when measured),
+// time/launch_pct (GPU) and time/data_wait_pct (the host's wait); with each "eval" record
+// val/loss, val/top1, val/top5, val_ema/* (--ema) and val_class_top1/<class>. The resolved
+// configuration as text ("config") at the first step. A run resumed from step S first cuts the
+// folder's older event files back to steps <= S (trim_event_files), as the report drops the
+// metrics records a resume made obsolete: each step shows once.
 //
 // Metrics records, besides the "step" records of StepMetrics (one every --log-every steps and
 // at the last step; loss and accuracy averaged over the steps since the previous record):
@@ -31,6 +43,7 @@
 
 #include "data/metrics.h"
 #include "data/progress_line.h"
+#include "data/tensorboard.h"
 #include "train/engine/evaluate.h"
 #include "train/engine/trainer.h"
 #include "train/setup/config.h"
@@ -93,6 +106,8 @@ class RunReporter {
   FILE* out_;
   int64_t first_step_, total_steps_;
   MetricsWriter metrics_;
+  std::unique_ptr<EventWriter> events_;  // null with --no-tensorboard
+  int64_t skipped_ = 0;                  // skipped steps since the last "step" record
   TrainProgress progress_;
   Window line_, record_;
   std::chrono::steady_clock::time_point last_line_;

@@ -228,7 +228,7 @@ void for_each_field(Config& c, F&& f) {
   f("seed", c.seed), f("ema", c.ema), f("tta", c.tta), f("recipe", c.recipe);
   f("threads", c.threads), f("compute_threads", c.compute_threads);
   f("out", c.out), f("keep", c.keep), f("resume", c.resume), f("metrics", c.metrics);
-  f("trace", c.trace), f("log_every", c.log_every);
+  f("trace", c.trace), f("tensorboard", c.tensorboard), f("log_every", c.log_every);
   f("checkpoint_every", c.checkpoint_every), f("check_replicas", c.check_replicas);
   f("collective_timeout", c.collective_timeout);
   f("classes", c.classes);
@@ -310,7 +310,7 @@ std::string option_key(const std::string& option) {
 
 bool may_change_on_resume(const std::string& key) {
   static const std::set<std::string> ok = {"epochs", "threads", "compute_threads", "out",
-                                           "keep", "resume", "metrics", "trace", "log_every",
+                                           "keep", "resume", "metrics", "trace", "tensorboard", "log_every",
                                            "checkpoint_every", "device", "devices",
                                            "check_replicas", "cuda_graph", "max_skips",
                                            "collective_timeout"};
@@ -332,9 +332,9 @@ TrainConfig resume_config(const TrainConfig& saved, const TrainConfig& cli,
                  "--" << option << " " << shown(c[key]) << " differs from the checkpoint's "
                       << shown(s[key]) << ": a resumed run continues the computation it "
                       << "started, so only --epochs, --threads, --compute-threads, --out, "
-                      << "--keep, --metrics, --trace, --log-every, --checkpoint-every, "
-                      << "--device, --devices, --check-replicas, --cuda-graph and --max-skips "
-                      << "may change");
+                      << "--keep, --metrics, --trace, --tensorboard, --log-every, "
+                      << "--checkpoint-every, --device, --devices, --check-replicas, "
+                      << "--cuda-graph and --max-skips may change");
     }
   }
   return merged.get<TrainConfig>();

@@ -99,6 +99,7 @@ struct TrainConfig {
   std::string resume;               // a run folder: continue from its newest checkpoint
   std::string metrics;              // JSON lines of steps and evaluations ("": OUT/metrics.jsonl)
   std::string trace;                // a Chrome/Perfetto trace of the run ("": none)
+  bool tensorboard = true;          // TensorBoard event files in OUT (data/tensorboard.h)
   int log_every = 50;               // steps between progress lines
   int checkpoint_every = 0;         // steps between extra checkpoints (0: after each epoch only)
   double collective_timeout = 600;  // seconds a replica or rank waits in a collective for the
@@ -154,8 +155,8 @@ std::string option_key(const std::string& option);
 
 // The options a resumed run may change: they do not alter what is computed, only how long it
 // runs and where and how it reports (--epochs, --threads, --compute-threads, --out, --keep,
-// --metrics, --trace, --log-every, --checkpoint-every, --device, --devices, --check-replicas,
-// --cuda-graph, --max-skips). --compute-threads changes oneDNN's bits (train/README.md), not
+// --metrics, --trace, --tensorboard, --log-every, --checkpoint-every, --device, --devices,
+// --check-replicas, --cuda-graph, --max-skips). --compute-threads changes oneDNN's bits (train/README.md), not
 // the reference kernels'.
 bool may_change_on_resume(const std::string& key);
 
