@@ -1,4 +1,4 @@
-# cutrain build. `make` builds bin/cutrain and bin/cutrain_tests; `make test` runs the tests.
+# cutrain build. `make` builds bin/cutrain, bin/cutrain_minimal and bin/cutrain_tests; `make test` runs the tests.
 #
 #   make                 CUDA build when nvcc is found (PATH or /usr/local/cuda/bin), else CPU-only
 #   make CPU_ONLY=1      CPU-only build even when nvcc is there
@@ -107,7 +107,9 @@ BUILD := build/$(MODE)
 # is tested like everything else.
 LIB_DIRS := kernels nn data train
 APP_CPP  := train/cli/main.cpp
-LIB_CPP  := $(filter-out $(APP_CPP),$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cpp $(d)/*/*.cpp)))
+# train/minimal/: the one-file trainer (train/minimal/README.md), a program of its own.
+MINIMAL_CPP := $(wildcard train/minimal/*.cpp)
+LIB_CPP  := $(filter-out $(APP_CPP) $(MINIMAL_CPP),$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cpp $(d)/*/*.cpp)))
 LIB_CU   := $(if $(filter 1,$(USE_CUDA)),$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cu $(d)/*/*.cu)))
 # The tests mirror the library's folders, down to train/'s (tests/train/engine/, ...): three
 # levels. *_gpu_test.cpp call the CUDA launchers: CUDA builds only (they skip without a device).
@@ -127,6 +129,7 @@ BENCH_BIN := $(patsubst bench/%.cpp,bin/bench_%,$(BENCH_CPP))
 obj = $(patsubst %,$(BUILD)/%.o,$(1))
 LIB_OBJ  := $(call obj,$(LIB_CPP) $(LIB_CU))
 APP_OBJ  := $(call obj,$(APP_CPP))
+MINIMAL_OBJ := $(call obj,$(MINIMAL_CPP))
 TEST_OBJ := $(call obj,$(TEST_CPP) $(TEST_CU))
 # The tests' own code is built -Og (the last -O wins): the code under test is the library,
 # built -O2 above; the test files only call it and compare. That is about 40% less compile
@@ -147,7 +150,7 @@ $(shell [ "$$(cat $(COMMIT_STAMP) 2>/dev/null)" = "$(GIT_COMMIT)" ] || \
         echo $(GIT_COMMIT) > $(COMMIT_STAMP))
 
 .PHONY: all test clean deps deps-debian deps-python demo bench bundle fuzz
-all: bin/cutrain bin/cutrain_tests $(BENCH_BIN)
+all: bin/cutrain bin/cutrain_minimal bin/cutrain_tests $(BENCH_BIN)
 
 # The GPU architectures the .cu objects were built for: another CUDA_ARCH rebuilds them (and
 # only them) instead of linking objects of two different target sets.
@@ -160,6 +163,11 @@ endif
 bin/cutrain: $(APP_OBJ) $(LIB_OBJ) $(MODE_STAMP)
 	@mkdir -p $(@D)
 	$(CXX) $(LDFLAGS) -o $@ $(APP_OBJ) $(LIB_OBJ) $(LDLIBS)
+
+# The one-file trainer: train/minimal/'s main on the same library.
+bin/cutrain_minimal: $(MINIMAL_OBJ) $(LIB_OBJ) $(MODE_STAMP)
+	@mkdir -p $(@D)
+	$(CXX) $(LDFLAGS) -o $@ $(MINIMAL_OBJ) $(LIB_OBJ) $(LDLIBS)
 
 bin/cutrain_tests: $(TEST_OBJ) $(LIB_OBJ) $(MODE_STAMP)
 	@mkdir -p $(@D)
@@ -330,5 +338,5 @@ $(FUZZ_BUILD)/corpus/.stamp: $(FUZZ_BUILD)/bin/make_corpus
 clean:
 	rm -rf build bin bundle
 
--include $(LIB_OBJ:.o=.d) $(APP_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(patsubst %,$(BUILD)/%.d,$(BENCH_CPP))
+-include $(LIB_OBJ:.o=.d) $(APP_OBJ:.o=.d) $(MINIMAL_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(patsubst %,$(BUILD)/%.d,$(BENCH_CPP))
 -include $(wildcard $(FUZZ_BUILD)/*/*.d $(FUZZ_BUILD)/*/*/*.d)

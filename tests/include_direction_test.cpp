@@ -3,8 +3,9 @@
 // kernels/ and data/; train/ all four. tests/, bench/ and fuzz/ may include anything.
 //
 // Inside train/, its folders stand on floors (train/README.md), from the bottom:
-//   replicas < setup, checkpoint, report, export < engine < run < cli
-// A file may include its own folder and the folders on the floors below its own; never a
+//   replicas < setup, checkpoint, report, export < engine, minimal < run < cli
+// (minimal/, the one-file trainer, stands beside engine/: it uses the floors below, never the
+// Engine, the Trainer or run_training). A file may include its own folder and the folders on the floors below its own; never a
 // folder on its own floor or above. So the include graph between train/'s folders has no
 // cycle, and a folder's README can say what it may use.
 //
@@ -38,7 +39,8 @@ const std::map<std::string, std::vector<std::string>> kAllowed = {
 
 // train/'s folders, floor by floor from the bottom (see the top of this file).
 const std::vector<std::vector<std::string>> kTrainFloors = {
-    {"replicas"}, {"setup", "checkpoint", "report", "export"}, {"engine"}, {"run"}, {"cli"}};
+    {"replicas"}, {"setup", "checkpoint", "report", "export"}, {"engine", "minimal"}, {"run"},
+    {"cli"}};
 
 // "a, b and c"
 std::string and_list(const std::vector<std::string>& items) {
@@ -63,7 +65,7 @@ int train_floor(const std::string& name) {
   return -1;
 }
 
-// "replicas < setup, checkpoint, report, export < engine < run < cli"
+// "replicas < setup, checkpoint, report, export < engine, minimal < run < cli"
 std::string train_floors() {
   std::string r;
   for (size_t f = 0; f < kTrainFloors.size(); f++) {
@@ -240,7 +242,7 @@ TEST_CASE("include direction: each rule broken is reported with file:line and th
     const std::string engine_rule =
         "train/engine/ may include train/replicas/, train/setup/, train/checkpoint/, "
         "train/report/, train/export/ and itself only (train/'s floors: replicas < setup, "
-        "checkpoint, report, export < engine < run < cli)";
+        "checkpoint, report, export < engine, minimal < run < cli)";
     // upward, by path and by "..": engine below run, replicas below engine
     auto v = include_violations("train/engine/x.cpp", "#include \"train/engine/engine.h\"\n"
                                                       "#include \"train/run/run.h\"\n");
@@ -250,7 +252,7 @@ TEST_CASE("include direction: each rule broken is reported with file:line and th
     REQUIRE(v.size() == 1);
     REQUIRE(v[0] == "train/replicas/ring.h:1: includes ../engine/replica.h: train/replicas/ may "
                     "include itself only (train/'s floors: replicas < setup, checkpoint, report, "
-                    "export < engine < run < cli)");
+                    "export < engine, minimal < run < cli)");
     // sideways: folders on one floor include none of each other (so no cycle either way)
     v = include_violations("train/setup/x.cpp", "#include \"train/report/report.h\"\n"
                                                 "#include \"train/replicas/mpi.h\"\n");
@@ -273,6 +275,19 @@ TEST_CASE("include direction: each rule broken is reported with file:line and th
     REQUIRE(v.size() == 1);
     REQUIRE(v[0] == "train/x.cpp: train/ holds no sources of its own: move it into one of its "
                     "folders");
+    // the one-file trainer, beside engine/: the floors below, never the Engine, the Trainer
+    // or the run (train/minimal/README.md)
+    REQUIRE(include_violations("train/minimal/x.cpp", "#include \"train/setup/config.h\"\n"
+                                                      "#include \"train/checkpoint/checkpoint.h\"\n")
+                .empty());
+    v = include_violations("train/minimal/x.cpp", "#include \"train/engine/trainer.h\"\n"
+                                                  "#include \"train/run/run.h\"\n");
+    REQUIRE(v.size() == 2);
+    REQUIRE(v[0] == "train/minimal/x.cpp:1: includes train/engine/trainer.h: train/minimal/ may "
+                    "include train/replicas/, train/setup/, train/checkpoint/, train/report/, "
+                    "train/export/ and itself only (train/'s floors: replicas < setup, "
+                    "checkpoint, report, export < engine, minimal < run < cli)");
+    REQUIRE(v[1].rfind("train/minimal/x.cpp:2: includes train/run/run.h: ", 0) == 0);
     // the top floor may include every floor below
     REQUIRE(include_violations("train/cli/main.cpp",
                                "#include \"train/run/run.h\"\n#include \"train/engine/engine.h\"\n"
