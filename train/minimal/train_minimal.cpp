@@ -153,6 +153,7 @@ int main(int argc, char** argv) try {
   // H, W, C, classes, fp32|fp16 (working weights, activations, gradients), seed, where it lives
   const ModelOptions mo{cfg.size, cfg.size, cfg.channels, cfg.classes, device.dtype, cfg.seed, ctx};
   std::unique_ptr<Model> model = build_model(parse_model_spec(cfg.model_text, cfg.model), mo);
+  if (!cfg.kernel_plan.empty()) model->set_kernel_plan(parse_kernel_plan(cfg.kernel_plan));
   std::unique_ptr<Optimizer> opt = make_optimizer(cfg.optimizer, model->parameters(), cfg.lr,
                                                   cfg.momentum, cfg.wd);  // fp32 masters
   // The loss scale (nn/loss_scaler.h): fp16 starts at 2^16, halves and skips a step whose
@@ -163,12 +164,9 @@ int main(int argc, char** argv) try {
   if (device.dtype != DType::f16)
     scaler.dynamic = false, scaler.init = 1, scaler.max_consecutive_skips = 1;
   DeviceStep ds(scaler, int(model->parameters().size()), ctx);
-  ScheduleConfig schedule;  // as the Trainer's (train/engine/trainer.cpp)
-  schedule.kind = cfg.schedule;
-  schedule.base_lr = cfg.lr;
-  schedule.total_steps = total_steps;
-  schedule.warmup_steps =
+  const int64_t warmup =  // steps, as the Trainer's (train/engine/trainer.cpp)
       std::min(total_steps - 1, int64_t(std::llround(cfg.warmup * double(steps_per_epoch))));
+  const ScheduleConfig schedule{cfg.schedule, cfg.lr, warmup, total_steps};  // nn/schedule.h
   std::printf("%s, %lld steps of %d images (%lld an epoch)\n", cfg.model.c_str(),
               (long long)total_steps, cfg.batch, (long long)steps_per_epoch);
 
@@ -186,10 +184,12 @@ int main(int argc, char** argv) try {
     const Batch batch = loader.next();  // waits for the decode threads
     auto [x, labels] = to_input(batch, cfg, device.dtype, ctx);  // (n,S,S,C), (n)
     Tape tape(ctx);                                              // records forward's ops
+    // training: BatchNorm normalises with the batch's statistics and updates its running ones
     VarPtr logits = model->forward(tape, make_var(x), /*training=*/true);  // (n,classes)
     VarPtr loss = softmax_cross_entropy(tape, logits, labels, cfg.label_smoothing);  // (1) fp32
-    tape.backward(loss, ds.seed(1.0, loss->value.dtype()));  // seeded with the loss scale
-    const double lr = lr_at(schedule, step);
+    // d(loss) = the loss scale x this batch's share of the step's loss (1: the whole of it)
+    tape.backward(loss, ds.seed(1.0, loss->value.dtype()));  // every parameter's gradient
+    const double lr = lr_at(schedule, step);  // warm-up, then cosine
     ds.set_lr(lr);
     ds.begin();                   // every parameter's overflow flag cleared
     opt->check_and_decide(ds);    // unscale, look for inf/NaN: skip the step or not
