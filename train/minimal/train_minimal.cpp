@@ -116,6 +116,11 @@ int main(int argc, char** argv) try {
 
   // ---- 2. The run's facts: device, configuration completed from the data ------------------
   validate_config(cfg);  // every value in its range, --train given
+  std::error_code made;
+  std::filesystem::create_directories(cfg.out, made);
+  USER_CHECK(!made, "cannot create the folder '" << cfg.out << "': " << made.message());
+  USER_CHECK(newest_checkpoint(cfg.out).empty(), "--out " << cfg.out << " holds checkpoints "
+                                                 << "of an earlier run: choose another --out");
   const RunDevice device = choose_device(cfg.device, cfg.precision);
   if (!device.notice.empty()) std::fprintf(stderr, "%s\n", device.notice.c_str());
   std::vector<std::string> notes = resolve_config(cfg);  // size, classes, mean/std, lr, wd, ...
@@ -143,11 +148,6 @@ int main(int argc, char** argv) try {
                                          << train->size() << " training images");
   const int64_t steps_per_epoch = train->size() / cfg.batch;  // the last partial batch dropped
   const int64_t total_steps = steps_per_epoch * cfg.epochs;
-  std::error_code made;
-  std::filesystem::create_directories(cfg.out, made);
-  USER_CHECK(!made, "cannot create the folder '" << cfg.out << "': " << made.message());
-  USER_CHECK(newest_checkpoint(cfg.out).empty(), "--out " << cfg.out << " holds checkpoints "
-                                                 << "of an earlier run: choose another --out");
 
   // ---- 4. The model, the optimizer, the step state, the schedule --------------------------
   // H, W, C, classes, fp32|fp16 (working weights, activations, gradients), seed, where it lives
