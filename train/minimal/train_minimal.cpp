@@ -5,8 +5,7 @@
 // eval` and `cutrain predict` accept. It computes what `cutrain train` computes with one replica
 // and the same flags, bit for bit (tests/train/minimal/minimal_test.cpp holds it to that).
 //
-//   bin/cutrain_minimal --train data/fashion-mnist/train.txt
-//                       --val data/fashion-mnist/test.txt --out runs/minimal --epochs 2
+//   bin/cutrain_minimal --train data/fashion-mnist/train.txt --out runs/minimal --epochs 2
 //
 // Its recipe is cutrain train's default: SGD with momentum 0.9 and weight decay 5e-4, a
 // cosine learning rate after a warm-up of one epoch, label smoothing 0.1; fp32 on the CPU,
@@ -43,6 +42,7 @@
 #include "kernels/gpu.h"                   // Stream
 #include "kernels/input.h"                 // input_normalize_crop_cpu
 #include "kernels/parallel.h"              // ComputeThreadsScope
+#include "kernels/printable.h"             // printable_message
 #include "nn/autograd.h"                   // Tape, make_var
 #include "nn/device_step.h"                // DeviceStep: the loss scale, the skip decision
 #include "nn/dispatch.h"                   // dispatch_float
@@ -241,10 +241,9 @@ int main(int argc, char** argv) try {
     std::printf("wrote %s\n", path.c_str());
   }
   return 0;
-} catch (const UserError& e) {  // the user's to fix: a flag, a file, the data
-  std::fprintf(stderr, "cutrain_minimal: %s\n", e.what());
-  return 2;
-} catch (const std::exception& e) {  // a bug, or the machine
-  std::fprintf(stderr, "cutrain_minimal: internal error: %s\n", e.what());
-  return 1;
+} catch (const std::exception& e) {  // the user's to fix (2): a flag, a file, the data; else
+  const bool user = dynamic_cast<const UserError*>(&e) != nullptr;  // a bug or the machine (1)
+  std::fprintf(stderr, "cutrain_minimal: %s%s\n", user ? "" : "internal error: ",
+               printable_message(e.what()).c_str());  // names from files shown, never obeyed
+  return user ? 2 : 1;
 }
