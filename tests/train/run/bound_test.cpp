@@ -4,7 +4,8 @@
 // one-layer model on 8x8 inputs) is loader-bound; a heavy model fed by a fast loader (the
 // default CNN on Fashion-MNIST's 28 px JPEGs) is compute-bound. The two sides of each run are
 // orders of magnitude apart (about 1,000x and 100x), so the verdict does not hang on a busy
-// machine's timing. On the CPU the device's clock is the host's around the same points of a
+// machine's timing; the host's idle share does (the main thread descheduled between steps),
+// so the second verdict is asserted only where the host did not idle. On the CPU the device's clock is the host's around the same points of a
 // step, and no slot is ever held by a device after its release.
 #include <cmath>
 #include <fstream>
@@ -90,7 +91,7 @@ TEST_CASE("bound: one decode thread on large JPEGs and a tiny model: every recor
   }
 }
 
-TEST_CASE("bound: the default model fed by a fast loader: every record says compute") {
+TEST_CASE("bound: the default model fed by a fast loader: no record says loader") {
   TempDir dir;
   TrainConfig c = tiny_run_config(dir / "run", 128, 1);
   c.model = "default", c.model_text.clear();
@@ -104,7 +105,12 @@ TEST_CASE("bound: the default model fed by a fast loader: every record says comp
   REQUIRE(steps.size() == 2);
   require_device_clock(steps);
   for (const json& s : steps) {
-    REQUIRE(s.at("bound") == "compute");
+    REQUIRE(s.at("bound") != "loader");
+    REQUIRE(s.at("device_wait_pct").get<double>() < kBoundPct);
     REQUIRE(s.at("loader_pct").get<double>() < 50);  // ... and here a small part of it
+    // Compute-bound, unless the host idled between steps: on the CPU that is the main thread
+    // descheduled by other work on a busy machine (a preempted millisecond is 5% of a step
+    // here), which is what "host" means and what this test does not control.
+    if (s.at("idle_pct").get<double>() <= kBoundPct) REQUIRE(s.at("bound") == "compute");
   }
 }
