@@ -1,21 +1,36 @@
 // defines: ConvRung and conv2d_{forward,backward_data,backward_filter}_rung_gpu, every rung of
 // the conv ladder (kernels/ladder/README.md) behind one switch, for the ladder's tests and its
-// benchmark rows (bench/gpu_gemm_layers.h). Training runs none of them directly: the
-// production kernels (conv2d.h's direct and tc, `--conv`) take a rung only once a GPU has
-// measured it ahead.
+// benchmark rows (bench/gpu_gemm_layers.h), and each rung's cost. Training runs none of them
+// directly: the production kernels (conv2d.h's direct and tc, `--conv`) take a rung only once
+// a GPU has measured it ahead.
 //
 //   v1 direct     conv2d.cu's direct kernels: a thread per output, plain loops (f16 here)
 //   v2 fma        the implicit GEMM from shared-memory tiles on CUDA cores (gemm_fma.cuh)
 //   v3 tc         the same on tensor cores, WMMA (tc_gemm.cuh: the production tc path)
 //   v4 async      v3 with the tiles' loads pipelined through cp.async (tc_gemm_async.cuh)
 //
-// Same math, shapes, layouts and accumulate rule (+=) as conv2d.h, whose conv2d_*_cpu is every
-// rung's CPU reference; fp16 storage, fp32 sums. The rungs: CUDA builds only (device pointers,
-// queued on `stream`); conv_rung_name (conv_ladder.cpp): every build.
+// Math: conv2d.h's, with its shapes, layouts and accumulate rule (+=); its conv2d_*_cpu is
+//   every rung's CPU reference.
+// Launch: conv_ladder.cu switches to the rung: v1 conv2d.cu's direct kernels (a thread per
+//   output, 1 launch a pass); v2, v3, v4 tc_gemm's tile grid (tc_plan.h: 1 launch, 2 under
+//   split-K), the main loop each rung's own. The bias gradient: bias_grad_gpu (1 launch).
+// Bytes: fp16 storage; each rung reads the operands and moves the outputs as conv2d.h counts:
+//   conv2d_forward_rung_gpu_cost          v1 as conv2d_forward_gpu_cost's direct, v2 v3 v4 as
+//                                         its tc (the same GEMM, tiles and split-K)
+//   conv2d_backward_data_rung_gpu_cost    likewise (conv2d_backward_data_gpu_cost)
+//   conv2d_backward_filter_rung_gpu_cost  likewise (conv2d_backward_filter_gpu_cost)
+// Flops: 2*N*P*Q*K*R*S*C a pass, the same cost functions (conv2d_forward_rung_gpu_cost, ...;
+//   v2, v3, v4's data gradient with a stride > 1 multiplies the gathered zeros too); on tensor
+//   cores for v3 and v4, on CUDA cores (fp32 fma) for v1 and v2.
+// Precision: fp16 storage, fp32 sums, rounded to fp16 once; every rung agrees with the CPU
+//   within the tc path's tolerance, and v4 gives v3's bits.
+// The rungs: CUDA builds only (device pointers, queued on `stream`); conv_rung_name
+// (conv_ladder.cpp) and the costs: every build.
 #pragma once
 #include <string>
 
 #include "kernels/conv2d.h"
+#include "kernels/launch_plan.h"
 
 namespace cutrain {
 
@@ -32,5 +47,32 @@ void conv2d_backward_data_rung_gpu(ConvRung r, const Conv2dShape& s, const half_
 void conv2d_backward_filter_rung_gpu(ConvRung r, const Conv2dShape& s, const half_t* x,
                                      const half_t* dy, half_t* dw, half_t* db,
                                      cudaStream_t stream);
+
+// Each rung's cost, as a function of the shape (fp16: elem = 2): v1 costs what conv2d.h's direct
+// implementation does, v2, v3 and v4 what its tc does (they run v3's GEMMs over the same
+// operands with the same tile plan and split-K, and differ only in their main loop), v2's flops
+// on CUDA cores. The kernel is named by pass and rung: "conv2d_forward v2 fma".
+inline ConvImpl conv_rung_impl(ConvRung r) {
+  return r == ConvRung::direct ? ConvImpl::direct : ConvImpl::tc;
+}
+inline LaunchCost conv_rung_cost(ConvRung r, const char* pass, LaunchCost c) {
+  c.kernel = std::string(pass) + " " + conv_rung_name(r);
+  if (r == ConvRung::fma) c.tensor = false;
+  return c;
+}
+inline LaunchCost conv2d_forward_rung_gpu_cost(ConvRung r, const Conv2dShape& s, bool bias) {
+  return conv_rung_cost(r, "conv2d_forward",
+                        conv2d_forward_gpu_cost(conv_rung_impl(r), s, sizeof(half_t), bias));
+}
+inline LaunchCost conv2d_backward_data_rung_gpu_cost(ConvRung r, const Conv2dShape& s) {
+  return conv_rung_cost(r, "conv2d_backward_data",
+                        conv2d_backward_data_gpu_cost(conv_rung_impl(r), s, sizeof(half_t)));
+}
+inline LaunchCost conv2d_backward_filter_rung_gpu_cost(ConvRung r, const Conv2dShape& s, bool dw,
+                                                       bool db) {
+  return conv_rung_cost(
+      r, "conv2d_backward_filter",
+      conv2d_backward_filter_gpu_cost(conv_rung_impl(r), s, sizeof(half_t), dw, db));
+}
 
 }  // namespace cutrain

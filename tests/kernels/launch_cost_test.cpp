@@ -8,6 +8,8 @@
 #include "kernels/conv2d.h"
 #include "kernels/elementwise.h"
 #include "kernels/input.h"
+#include "kernels/ladder/batchnorm_ladder.h"
+#include "kernels/ladder/conv_ladder.h"
 #include "kernels/launch_plan.h"
 #include "kernels/linear.h"
 #include "kernels/sgd.h"
@@ -204,6 +206,86 @@ TEST_CASE("launch cost: elementwise, the optimizer, the input") {
   REQUIRE(in.launches == 1);
   REQUIRE(in.bytes == 128.0 * 32 * 32 * 3 * (1 + 2));
   REQUIRE(in.flops == 3.0 * 256 * 3 * 64 * 32);
+}
+
+TEST_CASE("launch cost: the conv ladder's rungs") {
+  // 2 x 8 x 8 x 8 -> 16 channels, 3x3, pad 1: P = Q = 8, N*P*Q = 128. x 1024 halves, w 1152,
+  // b 16, y 2048. Every GEMM is short in kd (at most 5 steps of 32): no split-K, 1 launch.
+  Conv2dShape s;
+  s.N = 2, s.H = 8, s.W = 8, s.C = 8, s.K = 16, s.R = 3, s.S = 3, s.pad_h = 1, s.pad_w = 1;
+  const double gemm = 2.0 * 128 * 16 * 72;  // 2*N*P*Q*K*R*S*C = 294912
+  for (ConvRung r : kConvRungs) {
+    CAPTURE(conv_rung_name(r));
+    const bool tensor = r == ConvRung::tc || r == ConvRung::async;
+    // Forward: x, w, b read, y written; the bias adds one flop an output.
+    LaunchCost f = conv2d_forward_rung_gpu_cost(r, s, true);
+    REQUIRE(f.kernel == std::string("conv2d_forward ") + conv_rung_name(r));
+    REQUIRE(f.launches == 1);
+    REQUIRE(f.bytes == (1024 + 1152 + 16 + 2048) * 2.0);
+    REQUIRE(f.flops == gemm + 2048);
+    REQUIRE(f.tensor == tensor);
+    // Data gradient: dy, w read, dx read and written; stride 1, so no gathered zeros.
+    LaunchCost d = conv2d_backward_data_rung_gpu_cost(r, s);
+    REQUIRE(d.launches == 1);
+    REQUIRE(d.bytes == (2048 + 1152 + 2 * 1024) * 2.0);
+    REQUIRE(d.flops == gemm);
+    // Filter gradient: x, dy read, dw read and written; db by bias_grad_gpu (dy read, db read
+    // and written, one add a dy element).
+    LaunchCost w = conv2d_backward_filter_rung_gpu_cost(r, s, true, true);
+    REQUIRE(w.launches == 2);
+    REQUIRE(w.bytes == (1024 + 2048 + 2 * 1152) * 2.0 + (2048 + 2 * 16) * 2.0);
+    REQUIRE(w.flops == gemm + 2048);
+    REQUIRE(w.tensor == tensor);
+  }
+  // v2 and v4 run v3's tile plan, split-K included: layer()'s weight gradient is split, so
+  // 2 launches and the fp32 partials' bytes, as the tc path.
+  const LaunchCost tc = conv2d_backward_filter_gpu_cost(ConvImpl::tc, layer(), 2, true, false);
+  REQUIRE(tc.launches == 2);
+  for (ConvRung r : {ConvRung::fma, ConvRung::tc, ConvRung::async}) {
+    const LaunchCost c = conv2d_backward_filter_rung_gpu_cost(r, layer(), true, false);
+    REQUIRE(c.launches == tc.launches);
+    REQUIRE(c.bytes == tc.bytes);
+    REQUIRE(c.flops == tc.flops);
+  }
+}
+
+TEST_CASE("launch cost: the BatchNorm ladder's rungs") {
+  // M = 64 pixels of C = 16 fp16 channels: n = 1024 elements, 2 vectors of 8 a row (v3 runs).
+  const int64_t M = 64;
+  const double n = 64 * 16;
+  LaunchCost f = batchnorm_forward_train_rung_gpu_cost(BnRung::naive, M, 16, 2, false);
+  REQUIRE(f.kernel == "batchnorm_forward_train v1 naive");
+  REQUIRE(f.launches == 2);           // stats (a thread a channel), normalise
+  REQUIRE(f.bytes == 4 * n * 2);      // x read by the mean, the variance and normalise; y written
+  REQUIRE(f.flops == 8 * n);
+  f = batchnorm_forward_train_rung_gpu_cost(BnRung::blocked, M, 16, 2, false);
+  REQUIRE(f.kernel == "batchnorm_forward_train v2 blocked");
+  REQUIRE(f.launches == 3);
+  REQUIRE(f.bytes == 4 * n * 2);
+  f = batchnorm_forward_train_rung_gpu_cost(BnRung::vector, M, 16, 2, true);
+  REQUIRE(f.kernel == "batchnorm_forward_train v3 vector");
+  REQUIRE(f.launches == 2);           // one statistics pass, normalise
+  REQUIRE(f.bytes == 3 * n * 2);      // x read twice, y written
+  REQUIRE(f.flops == 12 * n);         // ~11, + 1 for the ReLU
+  // Where v3 cannot run, the cost is v2's: C not a multiple of 8 halves; a row of more than
+  // kBnVectorBlock vectors (2056 / 8 = 257); fp32's vector is 4, so C = 12 runs v3.
+  REQUIRE(batchnorm_forward_train_rung_gpu_cost(BnRung::vector, M, 12, 2, false).launches == 3);
+  REQUIRE(batchnorm_forward_train_rung_gpu_cost(BnRung::vector, M, 2048, 2, false).launches == 2);
+  REQUIRE(batchnorm_forward_train_rung_gpu_cost(BnRung::vector, M, 2056, 2, false).kernel ==
+          "batchnorm_forward_train v2 blocked");
+  REQUIRE(batchnorm_forward_train_rung_gpu_cost(BnRung::vector, M, 12, 4, false).launches == 2);
+  // Backward, on every rung: the sums read x and dy (and y when fused), dx's pass reads them
+  // again and dx, and writes dx.
+  for (BnRung r : kBnRungs) {
+    CAPTURE(bn_rung_name(r));
+    LaunchCost b = batchnorm_backward_train_rung_gpu_cost(r, M, 16, 2, false, true);
+    REQUIRE(b.launches == 2);
+    REQUIRE(b.bytes == (2 + 4) * n * 2);
+    REQUIRE(b.flops == (6 + 8) * n);
+    b = batchnorm_backward_train_rung_gpu_cost(r, M, 16, 2, true, false);
+    REQUIRE(b.launches == 1);
+    REQUIRE(b.bytes == 3 * n * 2);
+  }
 }
 
 TEST_CASE("launch cost: rooflines and the ideal time of a cost") {
