@@ -1,14 +1,16 @@
-// The AdamW step on the GPU (math in adamw.h; must equal adamw_step_cpu bit for bit).
+// The AdamW step on the GPU.
 //
-// launch: one thread per element, grid-stride loop, 256 threads a block, at most 4096 blocks.
-// Every thread first reads *skip (the flag grads_nonfinite_gpu raised) and leaves when it is
-// set, so a skipped step changes nothing. Thread 0 of each block then computes this step's
-// bias corrections from t = *step in double (adamw_bias_correction, the CPU's code) into
-// shared memory: a few dozen double operations per block, not per element.
-// bytes: 2+3*4 read, 3*4+2 written per element (fp16 working copy). flops: ~14 and one
-// square root per element. Memory bound.
-// precision: adamw_update (adamw.h) through the _rn intrinsics of hd.h: no fma contraction,
-// the same roundings in the same order as the CPU, so the same bits.
+// Math: adamw.h (must equal adamw_step_cpu bit for bit).
+// Launch: one thread per element, grid-stride loop, 256 threads a block, at most 4096 blocks.
+//   Every thread first reads *skip (the flag grads_nonfinite_gpu raised) and leaves when it is
+//   set, so a skipped step changes nothing. Thread 0 of each block then computes this step's
+//   bias corrections from t = *step in double (adamw_bias_correction, the CPU's code) into
+//   shared memory: a few dozen double operations per block, not per element.
+// Bytes: adamw_step_gpu_cost (adamw.h): 2+3*4 read, 3*4+2 written per element (fp16 working
+//   copy). Memory bound.
+// Flops: adamw_step_gpu_cost: ~14 and one square root per element.
+// Precision: adamw_update (adamw.h) through the _rn intrinsics of hd.h: no fma contraction,
+//   the same roundings in the same order as the CPU, so the same bits.
 #include <cuda_fp16.h>
 
 #include "kernels/adamw.h"

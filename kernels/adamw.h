@@ -3,7 +3,7 @@
 // weights, write the working copy. (The inf/NaN check before it is grads_finite_cpu in sgd.h:
 // one check for every optimizer, and a step with any inf/NaN is skipped as a whole.)
 //
-// math, per element, with g the stored (loss-scaled) gradient, inv_scale = 1 / loss scale and
+// Math: per element, with g the stored (loss-scaled) gradient, inv_scale = 1 / loss scale and
 // t = the number of this step counting from 1 (skipped steps do not count):
 //   g' = g * inv_scale                               (no L2 term: the decay is decoupled)
 //   m  = beta1 * m + (1 - beta1) * g'                (first moment)
@@ -15,19 +15,22 @@
 // Both updates use the same w, so this equals torch.optim.AdamW:
 //   w_new = w * (1 - lr * weight_decay) - lr * m^ / (sqrt(v^) + eps).
 // w, m and v are acc_t<T> (fp32 master weights and moments for fp16 training); g and working
-// are T. The scalars (1 - beta1), (1 - beta2) and the bias corrections are computed once per
-// step in double and rounded to acc_t<T>: in float, 1 - 0.999f keeps only ~4 correct digits.
-// beta^t is computed by repeated squaring in double (adamw_power), not std::pow, so that the
-// host and the device compute the same bits. Squaring doubles a relative error, so beta^t is
-// off by up to ~t ulps, but t beta^t stays small (at most 1 / (e ln(1/beta)): 368 for
-// beta = 0.999), so 1 - beta^t is off by ~1e-14 at worst: invisible once rounded to float.
-// bytes: per element read g, w, m, v and write w, m, v, working: 2+3*4+3*4+2 for fp16.
-// flops: ~14 and one square root.
-// precision: in acc_t<T>, each operation rounded once in the order written (adamw_update
-// below, the one copy of this math, shared by the CPU reference and the GPU kernel: the GPU
-// gives the CPU's bits exactly).
-// GPU: the step t and the skip flag live on the device (see sgd.h), so the step never waits
-// for the host.
+// are T. GPU: the step t and the skip flag live on the device (see sgd.h), so the step never
+// waits for the host.
+// Launch: adamw.cu launches it: one thread per element, grid-stride (multi_tensor.h runs the
+//   same math over every parameter in one launch).
+// Bytes: adamw_step_gpu_cost: per element read g, w, m, v and write w, m, v, working:
+//   2+3*4+3*4+2 = 28 for fp16 (no working copy for fp32).
+// Flops: adamw_step_gpu_cost: ~14 and one square root per element (counted as 15).
+// Precision: in acc_t<T>, each operation rounded once in the order written (adamw_update
+//   below, the one copy of this math, shared by the CPU reference and the GPU kernel: the GPU
+//   gives the CPU's bits exactly). The scalars (1 - beta1), (1 - beta2) and the bias
+//   corrections are computed once per step in double and rounded to acc_t<T>: in float,
+//   1 - 0.999f keeps only ~4 correct digits. beta^t is computed by repeated squaring in double
+//   (adamw_power), not std::pow, so that the host and the device compute the same bits.
+//   Squaring doubles a relative error, so beta^t is off by up to ~t ulps, but t beta^t stays
+//   small (at most 1 / (e ln(1/beta)): 368 for beta = 0.999), so 1 - beta^t is off by ~1e-14
+//   at worst: invisible once rounded to float.
 #pragma once
 #include <cstdint>
 

@@ -1,30 +1,33 @@
-// batch normalisation on the GPU, optionally fused with the ReLU after it (math in
-// batchnorm.h). x is (M,C): channel c of pixel m is x[m*C + c].
+// batch normalisation on the GPU, optionally fused with the ReLU after it.
 //
-// Every kernel here runs on the same 2-D geometry: a block is 32 channels (threadIdx.x) by 8
-// row lanes (threadIdx.y); gridDim.x covers the channels, gridDim.y splits the rows, and each
-// thread walks its rows m = blockIdx.y*8 + threadIdx.y, + gridDim.y*8, ... for one channel c.
-// A warp is one row of 32 neighbouring channels: coalesced reads in NHWC, and no division by C
-// to find an element's channel.
+// Math: batchnorm.h (batchnorm_*_cpu). x is (M,C): channel c of pixel m is x[m*C + c].
+// Launch: every kernel here runs on the same 2-D geometry: a block is 32 channels (threadIdx.x) by
+//   8 row lanes (threadIdx.y); gridDim.x covers the channels, gridDim.y splits the rows, and each
+//   thread walks its rows m = blockIdx.y*8 + threadIdx.y, + gridDim.y*8, ... for one channel c. A
+//   warp is one row of 32 neighbouring channels: coalesced reads in NHWC, and no division by C to
+//   find an element's channel.
+//   Per-channel sums (deterministic; atomics only count arrivals): channel_partials_kernel sums
+//   each thread's rows in fp32, blocked pairwise (kernels/blocked_sum.h), adds the 8 row lanes of a
+//   block pairwise (shared memory), and writes one partial per (row group, channel) to scratch. The
+//   block of a column of channels that finishes last (last_block_to_arrive, kernels/cuda_util.cuh)
+//   then adds the column's gridDim.y partials the same way (lane y takes partials y, y + 8, ...;
+//   then the 8 lanes pairwise) and finishes the statistic (the mean, the variance and running
+//   averages, or the backward's sums): one launch where a separate finalize kernel made two.
+//   gridDim.y is a function of M alone (row_groups), so the order of every addition, hence every
+//   bit, is the same on every run and every GPU, whichever block arrives last. A term meets at most
+//   b + log2(rows/b) roundings in its thread (b = 64; rows = ceil(M / (8 gridDim.y)): at most 64 up
+//   to M = 2^19), 3 among the lanes and at most 8 + 4 + 3 = 15 among the partials (at most 128 a
+//   lane, in blocks of 8), where one running sum per thread and per finalize gave rows + 8 +
+//   gridDim.y (over 1000 for a large batch).
 //
-// Per-channel sums (deterministic; atomics only count arrivals): channel_partials_kernel sums
-// each thread's rows in fp32, blocked pairwise (kernels/blocked_sum.h), adds the 8 row lanes of
-// a block pairwise (shared memory), and writes one partial per (row group, channel) to
-// scratch. The block of a column of channels that finishes last (last_block_to_arrive,
-// kernels/cuda_util.cuh) then adds the column's gridDim.y partials the same way (lane y takes
-// partials y, y + 8, ...; then the 8 lanes pairwise) and finishes the statistic (the mean, the
-// variance and running averages, or the backward's sums): one launch where a separate
-// finalize kernel made two. gridDim.y is a function of M alone (row_groups), so the order of
-// every addition, hence every bit, is the same on every run and every GPU, whichever block
-// arrives last. A term meets at most b + log2(rows/b) roundings in its thread (b = 64;
-// rows = ceil(M / (8 gridDim.y)): at most 64 up to M = 2^19), 3 among the lanes and at most
-// 8 + 4 + 3 = 15 among the partials (at most 128 a lane, in blocks of 8), where one running
-// sum per thread and per finalize gave rows + 8 + gridDim.y (over 1000 for a large batch).
-//
-// bytes: training forward reads x three times (mean, variance, y) and writes y:
-//   4*M*C*sizeof(T); training backward reads x, dy (and y when fused) twice and dx once, and
-//   writes dx. flops ~10 per element. Memory bound.
-// precision: fp32 for every sum and per-channel value; y and dx rounded to T once. The sums run
+// Bytes: training forward reads x three times (mean, variance, y) and writes y:
+//   4*M*C*sizeof(T) (batchnorm_forward_train_gpu_cost); training backward reads x, dy (and y
+//   when fused) twice and dx once, and writes dx (batchnorm_backward_train_gpu_cost); eval:
+//   batchnorm_forward_eval_gpu_cost, batchnorm_backward_eval_gpu_cost;
+//   batchnorm_running_update_gpu_cost.
+// Flops: ~8 per element forward, ~14 backward with dx (the same cost functions:
+//   batchnorm_forward_train_gpu_cost, batchnorm_backward_train_gpu_cost). Memory bound.
+// Precision: fp32 for every sum and per-channel value; y and dx rounded to T once. The sums run
 //   in another order than the CPU's (blocks of pixels in order, then pairwise): results agree
 //   with batchnorm_*_cpu (composed with relu_*_cpu when fused) within a tolerance, not bit for
 //   bit.

@@ -1,29 +1,47 @@
-// defines: batch normalisation forward (training and eval) and backward, CPU reference.
+// defines: batch normalisation forward (training and eval) and backward, CPU reference and GPU.
 //
-// Layout: x is viewed as (M, C) with M = N*H*W, because activations are NHWC: channel c of
-// pixel m is x[m*C + c]. A (N,C) input (after a linear layer) is the same thing with M = N.
-// Statistics are per channel, over all M pixels of the batch.
-//
-// Types: x, y, dx, dy are stored as T (f16, f32 or f64). Everything per channel -- gamma,
-// beta, dgamma, dbeta, running_mean, running_var and the saved batch mean / invstd -- is in
-// A = acc_t<T> (fp32 for fp16 activations): the mixed-precision rule keeps BN statistics in
-// fp32, since a batch of fp16 values summed in fp16 overflows at 65504 and a variance taken in
-// fp16 has three significant digits at best.
+// Math: the formulas of each entry point are beside its CPU declaration below (training
+//   forward: normalise with the batch's mean and variance, update the running averages; eval:
+//   the running ones; backward: dx, dgamma, dbeta).
+//   Layout: x is viewed as (M, C) with M = N*H*W, because activations are NHWC: channel c of
+//   pixel m is x[m*C + c]. A (N,C) input (after a linear layer) is the same thing with M = N.
+//   Statistics are per channel, over all M pixels of the batch.
+//   Types: x, y, dx, dy are stored as T (f16, f32 or f64). Everything per channel -- gamma,
+//   beta, dgamma, dbeta, running_mean, running_var and the saved batch mean / invstd -- is in
+//   A = acc_t<T> (fp32 for fp16 activations): the mixed-precision rule keeps BN statistics in
+//   fp32, since a batch of fp16 values summed in fp16 overflows at 65504 and a variance taken
+//   in fp16 has three significant digits at best.
+//   Backward functions *accumulate* (dx += ..., dgamma += ..., dbeta += ...), like every
+//   backward in kernels/; any of dx, dgamma, dbeta may be null when that gradient is not wanted.
+//   relu = true fuses the ReLU that follows BN in a model, on both devices. The forward writes
+//   y = relu(bn(x)): bn rounded to T, then relu_forward_cpu's rule (kernels/elementwise.h: y if
+//   y > 0, else +0). The backward reads dy masked by that fused output, g = y > 0 ? dy : +0,
+//   where the separate ops would run relu_backward_cpu into a zeroed buffer and BN's backward
+//   on it: the same values, and (the masked zeros meeting sums and an accumulated dx that
+//   start at +0) the same bits. y is read only when relu is true (else it may be null). Fusing
+//   saves a pass over the activation each way and the zeroed buffer between the two.
+// Launch: batchnorm.cu launches them (32 channels x 8 row lanes a block); the launches of each
+//   entry point are counted beside its GPU declaration below.
+// Bytes: n = M*C elements of sizeof(T); the per-channel arrays are noise beside them. The CPU
+//   loops move the same bytes as the GPU's passes.
+//   batchnorm_forward_train_gpu_cost   x read three times (mean, variance, y), y written: 4n
+//   batchnorm_forward_eval_gpu_cost    x read, y written: 2n
+//   batchnorm_backward_train_gpu_cost  the sums read x, dy (and y when fused): 2n (3n); with
+//                                      dx, its pass reads them again and dx, writes dx: +4n (+5n)
+//   batchnorm_backward_eval_gpu_cost   the sums (when dgamma or dbeta is wanted): 2n (3n); dx:
+//                                      dy, dx read (y too when fused), dx written: +3n (+4n)
+//   batchnorm_running_update_gpu_cost  6*C floats (sums and running arrays read, those written)
+// Flops: per element, +1 with the fused ReLU where the cost says so:
+//   batchnorm_forward_train_gpu_cost ~8; batchnorm_forward_eval_gpu_cost ~4;
+//   batchnorm_backward_train_gpu_cost ~6 for the sums, ~8 more with dx;
+//   batchnorm_backward_eval_gpu_cost ~6 for the sums, ~4 for dx;
+//   batchnorm_running_update_gpu_cost 8 per channel. Memory bound.
 // Precision: x is widened to A on every read, every sum over the M pixels runs in A, blocked
-// pairwise (kernels/blocked_sum.h: at worst ~(64 + log2(M/64)) u relative instead of M u; the
-// fp32 mean of 2^20 values near 100 is off by 3e-8 instead of 3e-5), y and dx are rounded to
-// T once per element.
-//
-// Backward functions *accumulate* (dx += ..., dgamma += ..., dbeta += ...), like every
-// backward in kernels/; any of dx, dgamma, dbeta may be null when that gradient is not wanted.
-//
-// relu = true fuses the ReLU that follows BN in a model, on both devices. The forward writes
-// y = relu(bn(x)): bn rounded to T, then relu_forward_cpu's rule (kernels/elementwise.h: y if
-// y > 0, else +0). The backward reads dy masked by that fused output, g = y > 0 ? dy : +0,
-// where the separate ops would run relu_backward_cpu into a zeroed buffer and BN's backward
-// on it: the same values, and (the masked zeros meeting sums and an accumulated dx that
-// start at +0) the same bits. y is read only when relu is true (else it may be null). Fusing
-// saves a pass over the activation each way and the zeroed buffer between the two.
+//   pairwise (kernels/blocked_sum.h: at worst ~(64 + log2(M/64)) u relative instead of M u;
+//   the fp32 mean of 2^20 values near 100 is off by 3e-8 instead of 3e-5), y and dx are
+//   rounded to T once per element. The GPU sums in another order than the CPU (blocks of
+//   pixels, then pairwise): it agrees within a tolerance, not bit for bit, but gives the same
+//   bits on every run; batchnorm_running_update_gpu gives the CPU's bits.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -61,8 +79,8 @@ struct BatchNormSync {
 // Requires M >= 2 (one value has no variance), eps >= 0, var + eps > 0.
 // x (M,C) T, gamma/beta (C) A -> y (M,C) T; save_mean/save_invstd (C) A written;
 // running_mean/running_var (C) A read and written.
-// cost: ~8 flops per element; reads x twice (two passes, see the .cpp) and writes y, so
-// ~3*M*C*sizeof(T) bytes: memory-bound.
+// cost: ~8 flops per element; reads x three times (the mean, the variance, y: three passes,
+// see the .cpp) and writes y, so ~4*M*C*sizeof(T) bytes: memory-bound.
 template <typename T>
 void batchnorm_forward_train_cpu(int64_t M, int C, const T* x, const acc_t<T>* gamma,
                                  const acc_t<T>* beta, double eps, double momentum, bool relu,

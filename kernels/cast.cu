@@ -1,10 +1,12 @@
 // fp32 <-> fp16 casts on the GPU.
 //
-// launch: one thread per element, grid-stride loop, 256 threads a block.
-// bytes: 6 per element (read 4 + write 2, or read 2 + write 4); flops: none. Memory bound:
-// the target is the device-to-device copy bandwidth.
-// precision: __float2half_rn rounds to nearest even like float_to_half_bits; must equal
-// cast_cpu<float, half_t> and cast_cpu<half_t, float> bit for bit.
+// Math: cast.h.
+// Launch: one thread per element, grid-stride loop, 256 threads a block.
+// Bytes: cast_gpu_cost (cast.h): 6 per element (read 4 + write 2, or read 2 + write 4). Memory
+//   bound: the target is the device-to-device copy bandwidth.
+// Flops: cast_gpu_cost: none.
+// Precision: __float2half_rn rounds to nearest even like float_to_half_bits; must equal
+//   cast_cpu<float, half_t> and cast_cpu<half_t, float> bit for bit.
 #include <cuda_fp16.h>
 
 #include "kernels/cast.h"

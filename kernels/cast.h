@@ -1,7 +1,12 @@
 // defines: cast_cpu (between float, half_t and double) and the GPU casts between
 // fp32 and fp16.
 //
-// math: dst[i] = (Dst) src[i]; to half rounds to nearest even, overflow gives inf.
+// Math: dst[i] = (Dst) src[i]; to half rounds to nearest even, overflow gives inf.
+// Launch: cast.cu launches them: one kernel each, a thread per element.
+// Bytes: cast_gpu_cost: n*(sizeof(Src) + sizeof(Dst)): 6 per element between fp32 and fp16.
+// Flops: cast_gpu_cost: none (a conversion).
+// Precision: one rounding to the destination (nearest even), none widening: the GPU casts
+//   equal cast_cpu bit for bit.
 #pragma once
 #include <cstdint>
 

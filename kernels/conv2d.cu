@@ -1,10 +1,17 @@
-// conv2d on the GPU (math in conv2d.h): the direct kernels (one thread per output element,
-// the math as plain loops; f32 and f16) and the tensor-core path (implicit GEMM over
-// tc_gemm.cuh; f16). The bias gradient db is bias_grad_gpu (linear.cu), shared by both paths.
+// conv2d on the GPU: the direct kernels (one thread per output element, the math as plain
+// loops; f32 and f16) and the tensor-core path (implicit GEMM over tc_gemm.cuh; f16). The bias
+// gradient db is bias_grad_gpu (linear.cu), shared by both paths.
 //
-// Layouts: x (N,H,W,C), w (K,R,S,C), y / dy (N,P,Q,K), all with the channel contiguous.
-// precision: every output sums in fp32 and is rounded to the storage type once; backward
-// outputs are read, widened, summed into and rounded once (+=), like the CPU reference.
+// Math: conv2d.h. Layouts: x (N,H,W,C), w (K,R,S,C), y / dy (N,P,Q,K), the channel contiguous.
+// Launch: direct: a grid-stride loop, one thread per output element (y, dx or dw), 256 threads
+//   a block, 1 launch a pass; tc: conv2d_*_gemm (conv_gemm.cuh) with tc_gemm's tiles and
+//   split-K (tc_gemm.cuh, tc_gemm_plan in tc_plan.h).
+// Bytes: conv2d.h's conv2d_forward_gpu_cost, conv2d_backward_data_gpu_cost,
+//   conv2d_backward_filter_gpu_cost, by implementation (direct; tc through tc_plan.h's
+//   tc_gemm_cost).
+// Flops: 2*N*P*Q*K*R*S*C a pass (the same cost functions: conv2d_forward_gpu_cost ...).
+// Precision: every output sums in fp32 and is rounded to the storage type once; backward
+//   outputs are read, widened, summed into and rounded once (+=), like the CPU reference.
 #include <cuda_fp16.h>
 
 #include "kernels/blocked_sum.h"

@@ -1,19 +1,34 @@
-// defines: Conv2dShape and conv2d forward / backward, CPU reference.
+// defines: Conv2dShape and conv2d forward / backward, CPU reference, the GPU entry points and
+// their costs.
 //
-// math (cross-correlation, as every framework calls "convolution"):
+// Math: (cross-correlation, as every framework calls "convolution"):
 //   y[n][p][q][k] = b[k] + sum_{r,s,c} x[n][p*Sh - Ph + r][q*Sw - Pw + s][c] * w[k][r][s][c]
 //   where x outside the image reads as 0 (zero padding).
 //   x (N,H,W,C)  w (K,R,S,C)  b (K)  y (N,P,Q,K)
 //   P = (H + 2*Ph - R) / Sh + 1,  Q = (W + 2*Pw - S) / Sw + 1
-// backward (each accumulates, +=):
+//   backward (each accumulates, +=):
 //   dx[n][h][w][c] += sum over (p,q,r,s,k) with h = p*Sh - Ph + r, w = q*Sw - Pw + s of
 //                     dy[n][p][q][k] * w[k][r][s][c]
 //   dw[k][r][s][c] += sum_{n,p,q} dy[n][p][q][k] * x[n][p*Sh - Ph + r][q*Sw - Pw + s][c]
 //   db[k]          += sum_{n,p,q} dy[n][p][q][k]
-// flops: 2*N*P*Q*K*R*S*C forward; the same again for each of dx and dw.
-// precision: products summed in acc_t<T> (fp32 for fp16 storage), rounded once to T; dw and
-//   db, sums over the whole batch (N*P*Q terms), blocked pairwise (kernels/blocked_sum.h).
-// threads: OpenMP over independent outputs; the same bits on any thread count.
+// Launch: conv2d.cu launches them: direct, one thread per output element (1 launch a pass);
+//   tc, the tile grid of tc_gemm (kernels/tc_gemm.cuh, its plan kernels/tc_plan.h: 1 launch,
+//   or 2 under split-K); db is bias_grad_gpu (kernels/linear.h). The launches of each
+//   implementation, and cuDNN's, beside the switch's declarations below.
+// Bytes: each operand read once, an accumulated output read and written, by implementation:
+//   conv2d_forward_gpu_cost          x, w, b read, y written (tc: + split-K's fp32 partials)
+//   conv2d_backward_data_gpu_cost    dy, w read, dx read and written
+//   conv2d_backward_filter_gpu_cost  x, dy read, dw read and written; db: linear.h's
+//                                    bias_grad_gpu_cost
+// Flops: 2*N*P*Q*K*R*S*C (Conv2dShape::forward_flops) for each pass:
+//   conv2d_forward_gpu_cost (+ N*P*Q*K for the bias), conv2d_backward_data_gpu_cost (tc:
+//   2*N*H*W*C*R*S*K, the GEMM multiplies the gathered zeros of a stride > 1),
+//   conv2d_backward_filter_gpu_cost (+ N*P*Q*K for db). On tensor cores for tc (and cuDNN in
+//   fp16).
+// Precision: products summed in acc_t<T> (fp32 for fp16 storage), rounded once to T; dw and
+//   db, sums over the whole batch (N*P*Q terms), blocked pairwise (kernels/blocked_sum.h). The
+//   GPU sums in another order: it agrees within a per-dtype tolerance, not bit for bit.
+//   Threads: OpenMP over independent outputs; the same bits on any thread count.
 #pragma once
 #include <cstdint>
 

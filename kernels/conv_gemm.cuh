@@ -4,12 +4,25 @@
 // a type: tc::WmmaKernel (the tc path, conv2d.cu) or a rung of the kernel ladder
 // (kernels/ladder/), so every rung computes the very same GEMMs from the very same operands.
 //
-// The three passes are GEMMs whose A or B is the input or dy gathered through the convolution
-// on the fly (no im2col buffer). Each operand below says which element (mn, kd) is and
-// returns 0 where that element is padding. Fast path: when the run of 8 it is asked for lies
-// along a channel dimension that is a multiple of 8 (C for x and w, K for dy), the 8 halves are
-// one aligned 16-byte load of one pixel (or zeros when the pixel is padding); otherwise (the
-// first layer, C = 1 or 3; odd channel counts) 8 scalar gathers.
+// Math: conv2d.h's three passes as GEMMs (M x Kd times Kd x N):
+//   forward  y  (NPQ x K)   = im2col(x) (NPQ x RSC) * w^T (RSC x K), + b
+//   dgrad    dx (NHW x C)  += gather(dy) (NHW x RSK) * w' (RSK x C)
+//   wgrad    dw (K x RSC)  += dy^T (K x NPQ) * im2col(x) (NPQ x RSC); db by bias_grad_gpu
+//   The GEMMs' A or B is the input or dy gathered through the convolution on the fly (no
+//   im2col buffer). Each operand below says which element (mn, kd) is and returns 0 where that
+//   element is padding. Fast path: when the run of 8 it is asked for lies along a channel
+//   dimension that is a multiple of 8 (C for x and w, K for dy), the 8 halves are one aligned
+//   16-byte load of one pixel (or zeros when the pixel is padding); otherwise (the first
+//   layer, C = 1 or 3; odd channel counts) 8 scalar gathers.
+// Launch: no kernel of its own: each pass is one tc_gemm<Blocked, Kernel> (tc_gemm.cuh, its
+//   tiles and split-K by tc_gemm_plan), called from conv2d.cu (tc) and ladder/conv_ladder.cu.
+// Bytes: conv2d.h's conv2d_forward_gpu_cost, conv2d_backward_data_gpu_cost and
+//   conv2d_backward_filter_gpu_cost with ConvImpl::tc (tc_plan.h's tc_gemm_cost): each operand
+//   counted once, as the gathers would read it without reuse across tiles.
+// Flops: 2*M*N*Kd a pass, the same functions (conv2d_forward_gpu_cost, ...): for a strided
+//   dgrad M*N*Kd exceeds the forward's, the gathered zeros multiplied too.
+// Precision: the gathers copy halves exactly (zeros in the padding); the sums are the GEMM
+//   kernel's (fp32).
 #pragma once
 #include <cuda_fp16.h>
 

@@ -1,18 +1,18 @@
-// elementwise on the GPU: relu, relu backward, add, accumulate, average (math in
-// elementwise.h).
+// elementwise on the GPU: relu, relu backward, add, accumulate, average.
 //
-// One kernel, map_kernel, applies a per-element function of up to three inputs:
-//   out[i] = op(in[0][i], ..., in[kIn-1][i])            for i in [0, n)
-// launch: grid-stride loop, 256 threads a block, grid capped (cuda_util.cuh: grid_size).
+// Math: elementwise.h. One kernel, map_kernel, applies a per-element function of up to three
+//   inputs: out[i] = op(in[0][i], ..., in[kIn-1][i]) for i in [0, n).
+// Launch: grid-stride loop, 256 threads a block, grid capped (cuda_util.cuh: grid_size).
 //   Vector path (every pointer 16-byte aligned): each thread takes 16 bytes at a time (4
 //   floats or 8 halves) from every input and writes 16 bytes; the last n % (16/sizeof(T))
 //   elements are done one per thread after it. Unaligned pointers (a view starting at an odd
 //   offset) take the scalar loop for all n.
-// bytes: (kIn + 1) * sizeof(T) per element; flops: one add or compare. Memory bound: the
-//   target is the device-to-device copy bandwidth.
-// precision: each op widens to fp32, does one operation and rounds to T once, exactly like
-//   relu_forward_cpu / relu_backward_cpu / add_forward_cpu / accumulate_cpu, so the results
-//   are equal bit for bit (a single add cannot be contracted into an FMA).
+// Bytes: (kIn + 1) * sizeof(T) per element (elementwise.h's relu_forward_gpu_cost and the
+//   four beside it). Memory bound: the target is the device-to-device copy bandwidth.
+// Flops: one add or compare per element (average: two; relu_forward_gpu_cost and the others).
+// Precision: each op widens to fp32, does one operation and rounds to T once, exactly like
+//   relu_forward_cpu / relu_backward_cpu / add_forward_cpu / accumulate_cpu / average_cpu, so
+//   the results are equal bit for bit (a single add cannot be contracted into an FMA).
 #include <initializer_list>
 
 #include "kernels/cuda_util.cuh"

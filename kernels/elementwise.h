@@ -2,9 +2,23 @@
 // test-time flips average an image's logits with its mirror's, train/engine/evaluate.h); CPU
 // reference and GPU.
 //
-// Backward functions *accumulate* into their gradient outputs (dx += ...), the rule for every
-// backward in kernels/: autograd then needs no temporaries to sum the gradients of a tensor
-// used twice.
+// Math: per element i < n:
+//   relu      y = max(x, 0)           relu backward  dx += dy * (y > 0)
+//   add       y = a + b               accumulate     dx += dy (add's backward, either input)
+//   average   y = (a + b) / 2
+//   Backward functions *accumulate* into their gradient outputs (dx += ...), the rule for
+//   every backward in kernels/: autograd then needs no temporaries to sum the gradients of a
+//   tensor used twice.
+// Launch: elementwise.cu launches them: each entry point is one map_kernel (launch_map), none
+//   when n <= 0.
+// Bytes: n elements of sizeof(T), each tensor read or written once:
+//   relu_forward_gpu_cost    2*n*sizeof(T)  (x read, y written)
+//   relu_backward_gpu_cost   4*n*sizeof(T)  (y, dy, dx read, dx written)
+//   add_forward_gpu_cost, accumulate_gpu_cost, average_gpu_cost   3*n*sizeof(T)
+// Flops: relu_forward_gpu_cost n, relu_backward_gpu_cost 2n, add_forward_gpu_cost n,
+//   accumulate_gpu_cost n, average_gpu_cost 2n. Memory bound.
+// Precision: one fp32 operation per element (average: an add and an exact halving), rounded to
+//   T once, on the CPU and the GPU alike: the GPU's bits are the CPU's.
 #pragma once
 #include <cstdint>
 
@@ -32,9 +46,7 @@ template <typename T> void average_cpu(int64_t n, const T* a, const T* b, T* y);
 // kernels/elementwise.cu. T = float or half_t; the same math, rounding and accumulate rule as
 // the CPU functions above, so the results are equal bit for bit (one fp32 operation per
 // element, rounded to T once, in both). Memory bound: 16-byte vector loads and stores when
-// every pointer is 16-byte aligned, scalar otherwise and for the tail.
-// bytes per element: relu 2*sizeof(T), relu backward 4*, add 3*, accumulate 3*, average 3*.
-// Each is one map_kernel launch (elementwise.cu, launch_map), none when n <= 0.
+// every pointer is 16-byte aligned, scalar otherwise and for the tail. Costs: above.
 template <typename T> void relu_forward_gpu(int64_t n, const T* x, T* y, cudaStream_t stream);
 inline LaunchCost relu_forward_gpu_cost(int64_t n, size_t elem) {
   return {"relu_forward", n > 0 ? 1 : 0, 2 * nbytes(n, elem), double(n)};

@@ -1,20 +1,22 @@
-// The input conversion on the GPU: crop, flip and normalise a batch of uint8 images
-// (math in input.h; must equal input_normalize_crop_cpu bit for bit).
+// The input conversion on the GPU: crop, flip and normalise a batch of uint8 images.
 //
+// Math: input.h (must equal input_normalize_crop_cpu bit for bit).
 // The trick: an output value depends only on the byte v and the channel c, so a block first
 // computes all 256 x C possible values with the exact formula (input_value, two IEEE
 // divisions each) into a table in shared memory, then every element is a byte load, a table
 // lookup and a store. The divisions (tens of instructions each when correctly rounded) would
 // otherwise make this memory-bound kernel compute-bound.
 //
-// launch: grid (gx, S), 256 threads. blockIdx.y is the output row i. A block covers rpi
+// Launch: grid (gx, S), 256 threads. blockIdx.y is the output row i. A block covers rpi
 // output rows i of rpi different samples at once (rpi = 256 / (S*C) when a row is short,
 // else 1); thread t owns element k = t % (S*C) (and k + 256, k + 512, ... of long rows) of
 // row r = t / (S*C), and loops over samples n = blockIdx.x*rpi + r, stepping gridDim.x*rpi.
 // Consecutive threads write consecutive elements of y (coalesced) and read consecutive bytes
 // of the source row (backwards when flipped).
-// bytes: 1 read + sizeof(T) written per element, plus the table (256 C entries) per block.
-// flops: 3 per table entry; none per element.
+// Bytes: input_normalize_gpu_cost (input.h): 1 read + sizeof(T) written per element, plus the
+//   table (256 C entries, in shared memory) per block.
+// Flops: input_normalize_gpu_cost: 3 per table entry; none per element.
+// Precision: input_value (input.h), the CPU's formula: the same bits.
 #include <cuda_fp16.h>
 
 #include <algorithm>

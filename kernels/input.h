@@ -9,7 +9,7 @@
 // copied with the images on the loader's copy stream), so the crop and the flip happen here,
 // in the same pass as the normalisation, on either device.
 //
-// math: y[n][i][j][c] = (x[n][top+i][jj][c] / 255 - mean[c]) / stddev[c],
+// Math: y[n][i][j][c] = (x[n][top+i][jj][c] / 255 - mean[c]) / stddev[c],
 //       jj = flip ? left + S-1-j : left + j, with (top, left) = crop[n] and
 //       flip = crop[n].flip XOR mirror (mirror: every sample mirrored once more, as test-time
 //       flips want the mirror of what evaluation sees: train/engine/evaluate.h)
@@ -17,12 +17,16 @@
 //   crop (N) InputCrop: the S x S window of sample n starts at (top, left); flip mirrors it
 //   mean, stddev (C) float: per-channel statistics of the data on the [0,1] scale
 //   y (N,S,S,C) in T (float, double or half_t; the GPU takes float or half_t)
-// precision: computed in acc_t<T> (fp32 for f16 and f32 output, f64 for f64), both divisions
-// true divisions (correctly rounded, not multiplications by a reciprocal), rounded to T once.
-// input_value() below is that formula, shared by the CPU loop and the GPU kernel, so the GPU
-// gives the CPU's bits exactly (tests/kernels/input_gpu_test.cpp asserts it).
-// cost: 1 byte read and sizeof(T) bytes written per element, 3 flops: memory bound.
-// threads: OpenMP over whole images; the same bits on any thread count.
+// Launch: input.cu launches it: one kernel, grid (gx, S) of 256 threads (input_gpu_grid below).
+// Bytes: input_normalize_gpu_cost: 1 byte read and sizeof(T) bytes written per element of y:
+//   N*S*S*C*(1 + sizeof(T)). Memory bound.
+// Flops: input_normalize_gpu_cost: 3 per entry of each block's 256 x C table (two divisions,
+//   a subtraction), none per element; the CPU: 3 per element.
+// Precision: computed in acc_t<T> (fp32 for f16 and f32 output, f64 for f64), both divisions
+//   true divisions (correctly rounded, not multiplications by a reciprocal), rounded to T once.
+//   input_value() below is that formula, shared by the CPU loop and the GPU kernel, so the GPU
+//   gives the CPU's bits exactly (tests/kernels/input_gpu_test.cpp asserts it).
+//   Threads: OpenMP over whole images; the same bits on any thread count.
 #pragma once
 #include <algorithm>
 #include <cstdint>

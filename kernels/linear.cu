@@ -1,10 +1,16 @@
-// linear on the GPU (math in linear.h): the direct kernels (one thread per output element;
-// f32 and f16), the tensor-core path (three instances of tc_gemm.cuh; f16), and
-// bias_grad_gpu, the bias gradient that linear and conv2d share.
+// linear on the GPU: the direct kernels (one thread per output element; f32 and f16), the
+// tensor-core path (three instances of tc_gemm.cuh; f16), and bias_grad_gpu, the bias gradient
+// that linear and conv2d share.
 //
-// Layouts: x (N,C), w (K,C), y / dy (N,K), row-major.
-// precision: fp32 sums, rounded to the storage type once; backward outputs accumulate (+=):
-// old value widened, sum added, rounded once.
+// Math: linear.h. Layouts: x (N,C), w (K,C), y / dy (N,K), row-major.
+// Launch: direct: a grid-stride loop, one thread per output element (y, dx or dw), 256 threads
+//   a block; tc: tc_gemm with its tiles and split-K (tc_gemm.cuh, tc_gemm_plan in tc_plan.h);
+//   bias_grad_gpu: one launch, below.
+// Bytes: linear.h's linear_forward_gpu_cost, linear_backward_gpu_cost, bias_grad_gpu_cost.
+// Flops: 2*N*K*C a GEMM (linear_forward_gpu_cost, linear_backward_gpu_cost), M*K adds for the
+//   bias gradient (bias_grad_gpu_cost).
+// Precision: fp32 sums, rounded to the storage type once; backward outputs accumulate (+=):
+//   old value widened, sum added, rounded once.
 #include <cuda_fp16.h>
 
 #include <algorithm>

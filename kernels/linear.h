@@ -1,13 +1,25 @@
-// defines: linear (fully connected) forward and backward, CPU reference.
+// defines: linear (fully connected) forward and backward, CPU reference, the GPU entry points,
+// their costs, and bias_grad_gpu (shared with conv2d).
 //
-// math:  y[n][k] = b[k] + sum_c x[n][c] * w[k][c]        x (N,C), w (K,C), b (K), y (N,K)
+// Math:  y[n][k] = b[k] + sum_c x[n][c] * w[k][c]        x (N,C), w (K,C), b (K), y (N,K)
 //        dx[n][c] += sum_k dy[n][k] * w[k][c]            (dy W)
 //        dw[k][c] += sum_n dy[n][k] * x[n][c]            (dy^T X)
 //        db[k]    += sum_n dy[n][k]
-// flops: 2*N*K*C forward, twice that backward. Sums in acc_t<T> (fp32 for fp16 storage); dw
-// and db, sums over the batch, blocked pairwise (kernels/blocked_sum.h).
-// b / db may be null (no bias). Backward outputs accumulate; any of dx, dw may be null when
-// that gradient is not wanted.
+//   b / db may be null (no bias). Backward outputs accumulate; any of dx, dw may be null when
+//   that gradient is not wanted.
+// Launch: linear.cu launches them: direct, one thread per output element (1 launch a pass);
+//   tc, tc_gemm's tile grid (tc_plan.h: 1, or 2 under split-K); bias_grad_gpu 1 (chunks of
+//   rows, finished by the last block of each column). cuBLAS's: beside the switch below.
+// Bytes: each operand read once, an accumulated output read and written:
+//   linear_forward_gpu_cost   x, w, b read, y written (tc: + split-K's fp32 partials)
+//   linear_backward_gpu_cost  dx: dy, w read, dx read and written; dw: x, dy read, dw read and
+//                             written; db: bias_grad_gpu_cost
+//   bias_grad_gpu_cost        dy (M,K) read, db read and written
+// Flops: linear_forward_gpu_cost 2*N*K*C (+ N*K with the bias); linear_backward_gpu_cost
+//   2*N*K*C for each of dx and dw (+ N*K for db); bias_grad_gpu_cost M*K.
+// Precision: sums in acc_t<T> (fp32 for fp16 storage), rounded to T once; dw and db, sums over
+//   the batch, blocked pairwise (kernels/blocked_sum.h). The GPU sums in another order: within
+//   a tolerance of the CPU, and the same bits run to run.
 #pragma once
 #include <cstdint>
 

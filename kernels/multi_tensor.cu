@@ -1,15 +1,21 @@
-// The multi-tensor optimizer steps on the GPU (multi_tensor.h): one launch over every
-// parameter of the table, each block on one chunk of one tensor at a time.
+// The multi-tensor optimizer steps on the GPU: one launch over every parameter of the table,
+// each block on one chunk of one tensor at a time.
 //
-// launch: 256 threads a block, a block per chunk up to 4096 blocks (then each takes every
+// Math: multi_tensor.h.
+// Launch: 256 threads a block, a block per chunk up to 4096 blocks (then each takes every
 // 4096th chunk); inside a chunk, a thread per element, striding by the block. A table of no
 // elements with a step's work folded in: one block, which is also the last.
 // The skip decision stays on the device, read first by every thread (the same value: the whole
 // grid takes the same branch); skipped or not, each gradient element is zeroed once read.
 // The check visits the parameters' chunks only; the updates every chunk, the averaged-only
 // slots' too (which they only average).
-// precision: sgd_update / adamw_update / scaled_finite (sgd.h, adamw.h) through the _rn
-// intrinsics of hd.h: the per-tensor kernels' bits, which are the CPU's.
+// Bytes: multi_tensor.h's multi_grads_nonfinite_gpu_cost (every gradient read) and
+//   multi_step_gpu_cost (gradient read and zeroed, master and states read and written, working
+//   copy written, averages read and written). Memory bound.
+// Flops: multi_grads_nonfinite_gpu_cost 2 an element, multi_step_gpu_cost ~7 (SGD) or ~15
+//   (AdamW) an element.
+// Precision: sgd_update / adamw_update / scaled_finite (sgd.h, adamw.h) through the _rn
+//   intrinsics of hd.h: the per-tensor kernels' bits, which are the CPU's.
 #include <cuda_fp16.h>
 
 #include "kernels/check.h"

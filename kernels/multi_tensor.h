@@ -5,21 +5,29 @@
 // after them. apex's multi_tensor_apply and PyTorch's fused optimizers do the same.
 //
 // Why: a model of P parameter tensors costs 3P small launches a step with one kernel per
-// tensor (check, update, memset of the gradient); the default model has 17, so 51 launches of
-// a step's 172 (`cutrain describe default --step`). One table makes them 2.
+// tensor (check, update, memset of the gradient); the default model has 17, so 51 of the 157
+// launches its step had then. One table makes them 2 (the default step launches 72 today:
+// `cutrain describe default --step`, pinned by tests/train/cli/step_plan_test.cpp).
 //
-// layout: the table is P slots, then its chunks: each chunk is kParamChunk elements (or the
-// rest) of one slot, so a block works on one tensor of one dtype at a time and raises that
-// tensor's flag alone. A block takes chunk blockIdx.x, then every gridDim.x-th after it.
-// math: per element exactly sgd_update / adamw_update (sgd.h, adamw.h) and scaled_finite, as
-// the per-tensor kernels: the same bits as sgd_step_gpu and adamw_step_gpu, which are
-// sgd_step_cpu's and adamw_step_cpu's. The CPU references below run those per slot.
-// zeroing: the update writes 0 into each gradient after reading it, whether the step is taken
-// or skipped (*skip): the next step's backward accumulates into zeros, and nobody memsets them.
-// average (--ema, kernels/ema.h): a slot with an `ema` array has it moved towards the updated
-// master weights by the same update, on a step taken only. Averaged-only slots (no gradient:
-// BatchNorm's running statistics as `master`) come after every parameter's slot: the check
-// never sees them, the update only averages them.
+// Math: per element exactly sgd_update / adamw_update (sgd.h, adamw.h) and scaled_finite, as
+//   the per-tensor kernels: the same bits as sgd_step_gpu and adamw_step_gpu, which are
+//   sgd_step_cpu's and adamw_step_cpu's. The CPU references below run those per slot.
+//   Zeroing: the update writes 0 into each gradient after reading it, whether the step is taken
+//   or skipped (*skip): the next step's backward accumulates into zeros, and nobody memsets them.
+//   Average (--ema, kernels/ema.h): a slot with an `ema` array has it moved towards the updated
+//   master weights by the same update, on a step taken only. Averaged-only slots (no gradient:
+//   BatchNorm's running statistics as `master`) come after every parameter's slot: the check
+//   never sees them, the update only averages them.
+// Launch: multi_tensor.cu launches them, one launch each over the whole table. The table is P
+//   slots, then its chunks: each chunk is kParamChunk elements (or the rest) of one slot, so a
+//   block works on one tensor of one dtype at a time and raises that tensor's flag alone. A
+//   block takes chunk blockIdx.x, then every gridDim.x-th after it.
+// Bytes: multi_grads_nonfinite_gpu_cost: every gradient read; multi_step_gpu_cost: the gradient
+//   read and its zero written, the fp32 master and each state read and written, the working
+//   copy written, each average read and written (an averaged-only slot's master read too).
+// Flops: multi_grads_nonfinite_gpu_cost 2 an element; multi_step_gpu_cost ~7 (SGD) or ~15
+//   (AdamW) an element, + 3 an averaged element.
+// Precision: the per-tensor functions' (sgd.h, adamw.h, ema.h): the CPU's bits.
 #pragma once
 #include <cstdint>
 #include <vector>

@@ -1,9 +1,7 @@
-// pooling on the GPU: max pool and global average pool (math in pool.h), NHWC.
+// pooling on the GPU: max pool and global average pool, NHWC.
 //
-// Every kernel is a grid-stride loop, one thread per element, 256 threads a block; the flat
-// index is split into (n, h, w, c) with c fastest, so a warp touches neighbouring channels:
-// coalesced in NHWC. Each thread does exactly what the CPU loop does for its element, in the
-// same order, so every result equals the CPU's bit for bit:
+// Math: pool.h. Each thread does exactly what the CPU loop does for its element, in the same
+//   order:
 //   maxpool2d_forward_kernel   y[n][p][q][c] = x[window_argmax]        (maxpool2d_forward_cpu)
 //   maxpool2d_backward_kernel  dx[n][h][w][c] += the dy of every window containing (h, w)
 //                              whose argmax is (h, w), windows in row-major (p, q) order,
@@ -11,9 +9,16 @@
 //                              (maxpool2d_backward_cpu: the same sum in the same order).
 //                              A gather, not a scatter: no atomics, deterministic.
 //   global_avgpool_*           as global_avgpool_forward_cpu / _backward_cpu.
-// bytes and flops: pool.h. The backward recomputes the argmax of each window containing its
-// input: (about (R/Sh)*(S/Sw) windows) x R*S compares per input, cheap next to the memory
-// traffic for the usual 2x2 and 3x3 windows.
+// Launch: every kernel is a grid-stride loop, one thread per element, 256 threads a block; the
+//   flat index is split into (n, h, w, c) with c fastest, so a warp touches neighbouring
+//   channels: coalesced in NHWC.
+// Bytes: pool.h's maxpool2d_forward_gpu_cost, maxpool2d_backward_gpu_cost,
+//   global_avgpool_forward_gpu_cost, global_avgpool_backward_gpu_cost.
+// Flops: the same (pool.h: maxpool2d_backward_gpu_cost). The backward recomputes the argmax of
+//   each window containing its input: (about (R/Sh)*(S/Sw) windows) x R*S compares per input,
+//   cheap next to the memory traffic for the usual 2x2 and 3x3 windows.
+// Precision: every result equals the CPU's bit for bit (max is exact; sums in fp32 in the CPU's
+//   order, rounded once).
 #include "kernels/check.h"
 #include "kernels/cuda_util.cuh"
 #include "kernels/pool.h"

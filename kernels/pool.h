@@ -1,7 +1,8 @@
 // defines: Pool2dShape, max pooling and global average pooling, forward and backward, CPU
-// reference.
+// reference and GPU.
 //
-// max pooling, x (N,H,W,C) -> y (N,P,Q,C), window R x S, channels never mix:
+// Math:
+//   max pooling, x (N,H,W,C) -> y (N,P,Q,C), window R x S, channels never mix:
 //   y[n][p][q][c] = max over (r,s) in window(p,q) of x[n][p*Sh - Ph + r][q*Sw - Pw + s][c]
 //   where positions outside the image are left out (-inf padding, not zero padding: a window
 //   of negative values must not report 0).
@@ -10,17 +11,32 @@
 //   The argmax is the first maximum in row-major window order (r outer, s inner), so a tie
 //   sends the whole gradient to one input, never splits it. A NaN counts as the maximum, so
 //   an upstream overflow reaches the loss (and the loss scaler) instead of vanishing here.
-//   flops: N*P*Q*C*R*S compares, the same again backward. bytes: x read once and y written
-//   once when windows do not overlap; memory bound.
 //
-// global average pooling, x (N,H,W,C) -> y (N,C):
+//   global average pooling, x (N,H,W,C) -> y (N,C):
 //   y[n][c]        = (1 / (H*W)) * sum_{h,w} x[n][h][w][c]
 //   dx[n][h][w][c] += dy[n][c] / (H*W)
-//   flops: N*H*W*C adds; bytes: x read once. Memory bound.
-//
-// precision: max is exact in any type. Sums (the average, and the gradient of an input that
-// is the argmax of several overlapping windows) run in acc_t<T> and are rounded to T once.
-// Backward functions accumulate into dx (+=), as everywhere in kernels/.
+//   Backward functions accumulate into dx (+=), as everywhere in kernels/.
+// Launch: pool.cu launches them, one kernel each, 256 threads a block, grid-stride:
+//   maxpool forward: one thread per output element.
+//   maxpool backward: one thread per *input* element, gathering dy from the windows that
+//     contain it whose argmax (recomputed with the forward's rule) it is, in the CPU's window
+//     order, summed in fp32 and rounded once: deterministic, no atomics.
+//   global average pool: one thread per (n, c) summing the H*W pixels in order (forward), one
+//     thread per element of dx (backward).
+// Bytes: memory bound, each tensor moved once:
+//   maxpool2d_forward_gpu_cost        x read, y written (windows overlapping in L2 ignored)
+//   maxpool2d_backward_gpu_cost       x and dy read, dx read and written
+//   global_avgpool_forward_gpu_cost   x read, y (N,C) written
+//   global_avgpool_backward_gpu_cost  dy (N,C) read, dx read and written
+// Flops:
+//   maxpool2d_forward_gpu_cost        N*P*Q*C*R*S compares
+//   maxpool2d_backward_gpu_cost       each input redoes the argmax (R*S compares) of about
+//                                     ceil(R/Sh) * ceil(S/Sw) windows that contain it
+//   global_avgpool_forward_gpu_cost   N*H*W*C adds
+//   global_avgpool_backward_gpu_cost  2*N*H*W*C (a division and an add per element)
+// Precision: max is exact in any type. Sums (the average, and the gradient of an input that
+//   is the argmax of several overlapping windows) run in acc_t<T> and are rounded to T once;
+//   the GPU sums in the CPU's order, so its results equal the CPU's bit for bit.
 #pragma once
 #include <cstdint>
 
@@ -68,13 +84,7 @@ void global_avgpool_backward_cpu(int N, int H, int W, int C, const T* dy, T* dx)
 // kernels/pool.cu. T = float or half_t; the same math, tie and NaN rules and accumulate rule as
 // the CPU functions above, and the same order of every sum, so the results are equal to the
 // CPU's bit for bit. The max-pool shape must pass pool2d_check_shape (the launchers call it).
-//   maxpool forward: one thread per output element.
-//   maxpool backward: one thread per *input* element, gathering dy from the windows that
-//     contain it whose argmax (recomputed with the forward's rule) it is, in the CPU's window
-//     order, summed in fp32 and rounded once: deterministic, no atomics.
-//   global average pool: one thread per (n, c) summing the H*W pixels in order (forward), one
-//     thread per element of dx (backward).
-// Each is one launch.
+// Launch, bytes and flops: the opening comment.
 template <typename T>
 void maxpool2d_forward_gpu(const Pool2dShape& s, const T* x, T* y, cudaStream_t stream);
 inline LaunchCost maxpool2d_forward_gpu_cost(const Pool2dShape& s, size_t elem) {
@@ -84,8 +94,6 @@ inline LaunchCost maxpool2d_forward_gpu_cost(const Pool2dShape& s, size_t elem) 
 template <typename T>
 void maxpool2d_backward_gpu(const Pool2dShape& s, const T* x, const T* dy, T* dx,
                             cudaStream_t stream);
-// bytes: x and dy read, dx read and written. flops: each input redoes the argmax (R*S
-// compares) of about ceil(R/Sh) * ceil(S/Sw) windows that contain it.
 inline LaunchCost maxpool2d_backward_gpu_cost(const Pool2dShape& s, size_t elem) {
   const double windows = double((s.R + s.stride_h - 1) / s.stride_h) *
                          double((s.S + s.stride_w - 1) / s.stride_w);

@@ -1,7 +1,7 @@
-// Deterministic reductions on the GPU: sum, mean, global norm (math and error bounds in
-// reduce.h; the CPU reference sums in double: sum_cpu, mean_cpu, global_norm_cpu).
+// Deterministic reductions on the GPU: sum, mean, global norm.
 //
-// Two launches, no atomics, so the same input gives the same bits on every run:
+// Math: reduce.h (the CPU reference sums in double: sum_cpu, mean_cpu, global_norm_cpu).
+// Launch: two launches, no atomics, so the same input gives the same bits on every run:
 //  1. reduce_partial_kernel / sumsq_chunk_kernel, grid G = reduce_gpu_blocks(n) (a function of
 //     n only) x 256 threads: thread t adds elements t, t + G*256, t + 2*G*256, ... in that
 //     order (four loads in flight a step, added in index order), the block adds its 256
@@ -9,9 +9,11 @@
 //     the block's partial to scratch.
 //  2. reduce_finish_kernel, one block: thread t adds partials t, t + 256, ...; the same tree;
 //     thread 0 writes the sum, the mean or the square root.
-// bytes: sizeof(T) per element read once, 4 G bytes of partials; flops: 1 (sum) or 2 (sum of
-// squares) per element. Memory bound: G*256 threads with 4 loads each in flight keep an
-// H100's memory busy (n >= 2^20 gives the full 1024 blocks).
+// Bytes: sizeof(T) per element read once, 4 G bytes of partials (reduce.h: sum_gpu_cost,
+//   mean_gpu_cost, global_norm_gpu_cost). Memory bound: G*256 threads with 4 loads each in
+//   flight keep an H100's memory busy (n >= 2^20 gives the full 1024 blocks).
+// Flops: 1 (sum_gpu_cost, mean_gpu_cost) or 2 (global_norm_gpu_cost) per element.
+// Precision: fp32 throughout, in an order fixed by n; the error bounds in reduce.h.
 #include <cuda_fp16.h>
 
 #include <algorithm>

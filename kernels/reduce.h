@@ -3,16 +3,22 @@
 // global_norm_gpu): the scalars a trainer watches (mean loss, gradient norm for clipping and
 // for the log).
 //
-// math: sum = Σ x[i];  mean = sum / n;  sumsq = Σ x[i]^2;
+// Math: sum = Σ x[i];  mean = sum / n;  sumsq = Σ x[i]^2;
 //       global_norm = sqrt(Σ over tensors t, Σ over i of x_t[i]^2)
+// Launch: reduce.cu launches them: a fixed grid (G = min(1024, ceil(n / 1024)) blocks of
+//   B = 256 threads, a function of n only, not of the device: reduce_gpu_blocks) sums into G
+//   per-block partials in scratch memory, then one block adds the partials up: 2 launches;
+//   global_norm_gpu one per 32 tensors, + 1.
+// Bytes: sum_gpu_cost, mean_gpu_cost: sizeof(T) per element read once; global_norm_gpu_cost
+//   the same over every tensor (the partials, 4 G bytes, are noise). Memory bound.
+// Flops: sum_gpu_cost, mean_gpu_cost: 1 per element; global_norm_gpu_cost: 2 (a square, an add).
+// Precision: below, for each device.
 //
 // CPU precision: every term widened to double and summed in order in double, so the result is
 // within (n-1) 2^-53 Σ|terms| of the exact sum: ~1e-16 relative for any realistic n, far below
 // the GPU's fp32 error, which makes it the reference.
 //
-// GPU: deterministic. A fixed grid (G = min(1024, ceil(n / 1024)) blocks of B = 256 threads,
-// a function of n only, not of the device: reduce_gpu_blocks) sums into G per-block partials in scratch memory,
-// then one block adds the partials up. Every addition happens in an order fixed by n, with no
+// GPU: deterministic. Every addition happens in an order fixed by n (the grid above), with no
 // atomics, so a run gives the same bits every time and on every GPU.
 // GPU precision: fp32 throughout (fp16 inputs are widened exactly). Each thread adds
 // k = ceil(n / (G B)) terms in sequence, a block adds its 256 sums in a tree of depth 8, the
@@ -24,9 +30,9 @@
 // and adds one rounding: |norm_gpu - norm| <= ((d+1)/2 + 1) 2^-24 norm. For n = 10^6,
 // k = 4 and d = 24: about 1.4e-6 relative to Σ|x[i]|. global_norm_gpu runs the same scheme
 // over the concatenation of up to 32 tensors a launch (a thread's sequence runs through
-// them all), then one block adds every launch's partials: global_norm_gpu_depth. Cancellation (Σx small against Σ|x|)
-// makes the error relative to Σx arbitrarily large: that is floating point, not a bug.
-// cost: sizeof(T) bytes read per element, 1-2 flops: memory bound.
+// them all), then one block adds every launch's partials: global_norm_gpu_depth. Cancellation
+// (Σx small against Σ|x|) makes the error relative to Σx arbitrarily large: that is floating
+// point, not a bug.
 #pragma once
 #include <cstdint>
 

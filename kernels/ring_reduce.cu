@@ -1,12 +1,15 @@
-// ring_reduce on the GPU (math in ring_reduce.h): the reduce step of the CUDA ring all-reduce
-// (train/replicas/device_ring.h). Must equal ring_reduce_cpu / ring_or_cpu bit for bit.
+// ring_reduce on the GPU: the reduce step of the CUDA ring all-reduce
+// (train/replicas/device_ring.h).
 //
-// launch: one thread per element, grid-stride loop, 256 threads a block, at most 4096 blocks
+// Math: ring_reduce.h. Must equal ring_reduce_cpu / ring_or_cpu / ring_scale_cpu bit for bit.
+// Launch: one thread per element, grid-stride loop, 256 threads a block, at most 4096 blocks
 // (grid_size). Scalar loads: a chunk starts at any element offset, so 16-byte vector accesses
 // would need a peeled head; the kernel is memory-bound either way and hides behind the copy
 // of the next chunk.
-// bytes: 2 reads and 1 write of n elements; flops: 2n (n with scale 1). Memory-bound.
-// precision: per element, A = acc_t<T>: v = add_rn(A(dst), A(src)); if scale != 1,
+// Bytes: ring_reduce_gpu_cost (ring_reduce.h): 2 reads and 1 write of n elements; ring_or_gpu_cost
+//   the same; ring_scale_gpu_cost a read and a write. Memory-bound.
+// Flops: ring_reduce_gpu_cost 2n (n with scale 1); ring_or_gpu_cost, ring_scale_gpu_cost n.
+// Precision: per element, A = acc_t<T>: v = add_rn(A(dst), A(src)); if scale != 1,
 // v = mul_rn(v, scale); dst = T(v). The same operations in the same order as ring_reduce_cpu,
 // each correctly rounded and never fused (hd.h), the fp16 store rounding to nearest even as
 // half_t(float) does: the same bits.

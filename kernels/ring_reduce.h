@@ -1,14 +1,23 @@
 // defines: ring_reduce_cpu, the reduce step of the ring all-reduce (train/replicas/ring.h): one
 // chunk of a neighbour's gradients, just received, added into this replica's own chunk.
 //
-// math, per element: dst[i] = T((A(dst[i]) + A(src[i])) * scale), A = acc_t<T> (fp32 for
-// fp16 and fp32, fp64 for fp64). scale is 1 for every step of the reduce-scatter but the last,
-// where it is 1/R: the sum of R replicas' gradients becomes their average in the same pass,
-// one rounding, no extra sweep over the buffer. (a + b) * 1 is a + b exactly.
-// bytes: 2 reads and 1 write of n elements; flops: 2n. Memory-bound: on a GPU it runs at
-// copy bandwidth and hides behind the peer copy of the next chunk.
-// precision: fp16 chunks are added in fp32 and rounded back to fp16 once per ring step, so a
-// sum over R replicas is rounded R-1 times (each at most half an fp16 ulp).
+// Math: per element: dst[i] = T((A(dst[i]) + A(src[i])) * scale), A = acc_t<T> (fp32 for
+//   fp16 and fp32, fp64 for fp64). scale is 1 for every step of the reduce-scatter but the
+//   last, where it is 1/R: the sum of R replicas' gradients becomes their average in the same
+//   pass, one rounding, no extra sweep over the buffer. (a + b) * 1 is a + b exactly.
+//   ring_scale_cpu / ring_scale_gpu: dst[i] = T(A(dst[i]) * scale), the average's 1/R after a
+//   sum that someone else did: NCCL's (train/replicas/mpi_gpu.h), which sums first as the
+//   rings do.
+//   ring_or_cpu / ring_or_gpu: dst[i] |= src[i] on int32: the overflow flags of the loss
+//   scaler OR-ed across replicas by the same ring (an inf anywhere skips the step everywhere).
+// Launch: ring_reduce.cu launches them: one kernel each, a thread per element, none for n = 0.
+// Bytes: ring_reduce_gpu_cost 2 reads and 1 write of n elements; ring_or_gpu_cost the same of
+//   int32; ring_scale_gpu_cost a read and a write. Memory-bound: on a GPU it runs at copy
+//   bandwidth and hides behind the peer copy of the next chunk.
+// Flops: ring_reduce_gpu_cost 2n (n with scale 1), ring_or_gpu_cost n, ring_scale_gpu_cost n.
+// Precision: fp16 chunks are added in fp32 and rounded back to fp16 once per ring step, so a
+//   sum over R replicas is rounded R-1 times (each at most half an fp16 ulp). The GPU gives
+//   the CPU's bits (below).
 //
 // GPU twin: ring_reduce_gpu (ring_reduce.cu), queued by the CUDA ring
 // (train/replicas/device_ring.h) on a replica's comm stream after the copy of the neighbour's chunk
@@ -16,12 +25,6 @@
 // element in the same order, (dst + src) then * scale only when scale != 1, each rounded once (the
 // _rn intrinsics of kernels/hd.h, so nvcc cannot fuse them), scale rounded to A on the host as
 // here, and fp16 rounded back with __float2half_rn (nearest even, as half_t(float)).
-//
-// ring_scale_cpu / ring_scale_gpu: dst[i] = T(A(dst[i]) * scale), the average's 1/R after a sum
-// that someone else did: NCCL's (train/replicas/mpi_gpu.h), which sums first as the rings do.
-//
-// ring_or_cpu / ring_or_gpu: dst[i] |= src[i] on int32: the overflow flags of the loss scaler
-// OR-ed across replicas by the same ring (an inf anywhere skips the step everywhere).
 #pragma once
 #include <cstdint>
 

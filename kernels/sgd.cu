@@ -1,14 +1,15 @@
-// The optimizer's inf/NaN check and the SGD step on the GPU (math in sgd.h; must equal
-// grads_finite_cpu and sgd_step_cpu bit for bit).
+// The optimizer's inf/NaN check and the SGD step on the GPU.
 //
-// launch: one thread per element, grid-stride loop, 256 threads a block, at most 4096 blocks.
-// The skip decision stays on the device: grads_nonfinite_kernel raises a flag in device
-// memory, the step kernels read it first and leave at once when it is set (every thread reads
-// the same value, so the whole grid leaves together).
-// bytes: check 2-4 per element; step 2+4+4 read, 4+4+2 written per element (fp16 working
-// copy). flops: ~7 per element. Memory bound.
-// precision: sgd_update (sgd.h) through the _rn intrinsics of hd.h: no fma contraction, the
-// same roundings in the same order as the CPU, so the same bits.
+// Math: sgd.h (must equal grads_finite_cpu and sgd_step_cpu bit for bit).
+// Launch: one thread per element, grid-stride loop, 256 threads a block, at most 4096 blocks.
+//   The skip decision stays on the device: grads_nonfinite_kernel raises a flag in device
+//   memory, the step kernels read it first and leave at once when it is set (every thread reads
+//   the same value, so the whole grid leaves together).
+// Bytes: grads_nonfinite_gpu_cost: 2-4 per element; sgd_step_gpu_cost: 2+4+4 read, 4+4+2
+//   written per element (fp16 working copy). Memory bound.
+// Flops: grads_nonfinite_gpu_cost 2, sgd_step_gpu_cost ~7 per element.
+// Precision: sgd_update (sgd.h) through the _rn intrinsics of hd.h: no fma contraction, the
+//   same roundings in the same order as the CPU, so the same bits.
 #include <cuda_fp16.h>
 
 #include "kernels/check.h"

@@ -2,19 +2,23 @@
 // unscale, check for inf/NaN, SGD with momentum (optionally Nesterov) and weight decay,
 // update the master weights, write the working copy.
 //
-// math, per element, with g the stored (loss-scaled) gradient and inv_scale = 1 / loss scale:
+// Math: per element, with g the stored (loss-scaled) gradient and inv_scale = 1 / loss scale:
 //   g' = g * inv_scale + weight_decay * w          (L2 weight decay, as torch.optim.SGD)
 //   v  = momentum * v + g'
 //   w -= lr * (nesterov ? g' + momentum * v : v)
 //   working = (T) w                                 (the fp16 copy the next forward reads)
 // w and v are acc_t<T> (fp32 master weights for fp16 training); g and working are T.
-// bytes: per element read g, w, v and write w, v, working: 2+4+4+4+4+2 for fp16. flops: ~7.
-// precision: in acc_t<T>, each operation rounded once in the order written (sgd_update below,
-// the one copy of this math, shared by the CPU reference and the GPU kernel: the GPU gives
-// the CPU's bits exactly).
 // GPU: the same step with the decision to skip it left on the device: grads_nonfinite_gpu
 // raises a device flag, sgd_step_gpu reads it and does nothing when it is set, so a training
 // step never waits for the host.
+// Launch: sgd.cu launches them: one thread per element each, grid-stride (multi_tensor.h runs
+//   the same math over every parameter in one launch).
+// Bytes: grads_nonfinite_gpu_cost: g read (2 for fp16); sgd_step_gpu_cost: per element read g,
+//   w, v and write w, v, working: 2+4+4+4+4+2 for fp16 (no working copy for fp32).
+// Flops: grads_nonfinite_gpu_cost: 2 (a multiply and a test); sgd_step_gpu_cost: ~7.
+// Precision: in acc_t<T>, each operation rounded once in the order written (sgd_update below,
+//   the one copy of this math, shared by the CPU reference and the GPU kernel: the GPU gives
+//   the CPU's bits exactly).
 #pragma once
 #include <cstdint>
 

@@ -1,6 +1,7 @@
-// softmax cross-entropy and top-1 on the GPU (math and the stable formula in softmax_xent.h).
+// softmax cross-entropy and top-1 on the GPU.
 //
-// launch: one warp per row of logits, 8 rows (warps) per 256-thread block. The lanes stride
+// Math: softmax_xent.h, with its stable formula.
+// Launch: one warp per row of logits, 8 rows (warps) per 256-thread block. The lanes stride
 // over the row's K logits (lane l takes k = l, l+32, ...), then combine with warp shuffles:
 // the row max m, S = sum exp(z - m), and (with smoothing) the gap sum_k (m - z_k).
 //   forward:  row_loss_kernel writes each row's loss (times its label's class weight, when
@@ -10,9 +11,12 @@
 //   top1:     each lane keeps its first largest logit, the warp keeps the largest value at
 //             the smallest k; one integer atomic per block adds the block's count (integer
 //             sums are exact, so still deterministic).
-// bytes: logits read once (twice for the backward's read-modify-write of dlogits); flops
-//   about 4*N*K plus N*K expf. Tiny next to the rest of a step (N is the batch size).
-// precision: fp32 throughout, expf/logf (not the fast intrinsics); dlogits rounded to T once.
+// Bytes: logits read once (twice for the backward's read-modify-write of dlogits)
+//   (softmax_xent.h: softmax_xent_forward_gpu_cost, softmax_xent_backward_gpu_cost,
+//   top1_correct_gpu_cost). Tiny next to the rest of a step (N is the batch size).
+// Flops: about 4*N*K plus N*K expf (softmax_xent_forward_gpu_cost; the backward's
+//   softmax_xent_backward_gpu_cost twice that).
+// Precision: fp32 throughout, expf/logf (not the fast intrinsics); dlogits rounded to T once.
 //   Matches softmax_xent_forward_cpu / _backward_cpu within a tolerance (the sums run in a
 //   different order), and top1_correct_cpu exactly.
 #include <cmath>

@@ -1,7 +1,7 @@
 // defines: softmax cross-entropy with label smoothing and optional per-class weights,
 // forward and backward, and top-1 counting, CPU reference.
 //
-// math: logits z (N,K) in T, labels y (N) int32 in [0,K), smoothing eps in [0,1), class
+// Math: logits z (N,K) in T, labels y (N) int32 in [0,K), smoothing eps in [0,1), class
 // weights w (K) or none (then every w_k = 1):
 //   q[n][k]   = (1 - eps) * [k == y[n]] + eps / K           the smoothed target; sums to 1
 //   p[n][k]   = exp(z[n][k]) / sum_j exp(z[n][j])           softmax
@@ -21,10 +21,16 @@
 //   No exp ever sees a positive argument and nothing cancels, so logits of 1e4 in f32 or
 //   60000 in f16 give the exact finite answer. An inf or NaN logit gives a NaN loss, which is
 //   what the loss scaler must see.
-// flops: about 4*N*K plus N*K exps, forward and backward each; bytes: the logits read once
-// (backward also writes dz once). Memory bound.
-// precision: everything in acc_t<T> (f32 for f16 logits); the loss is acc_t<T> too, and dz
-// is rounded to T once. Labels outside [0,K) throw cutrain::Error naming the row.
+// Launch: softmax_xent.cu launches them: one warp per row, 8 rows a 256-thread block; one
+//   launch each (the forward's mean by its last block).
+// Bytes: softmax_xent_forward_gpu_cost: the logits read once, N labels and N row losses (and
+//   N weights); softmax_xent_backward_gpu_cost: the logits read, dz read and written, the
+//   labels (and weights); top1_correct_gpu_cost: the logits and labels read. Memory bound.
+// Flops: softmax_xent_forward_gpu_cost ~5*N*K (about 4 plus an exp an element),
+//   softmax_xent_backward_gpu_cost ~10*N*K, top1_correct_gpu_cost N*K compares.
+// Precision: everything in acc_t<T> (f32 for f16 logits); the loss is acc_t<T> too, and dz
+//   is rounded to T once. Labels outside [0,K) throw cutrain::Error naming the row. The GPU
+//   agrees within a tolerance (its sums run in another order), top-1 exactly.
 #pragma once
 #include <cstdint>
 

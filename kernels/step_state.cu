@@ -1,10 +1,14 @@
 // The step-state kernels of kernels/step_state.h on the GPU.
 //
-// launch: one block of one thread each. They move a few dozen bytes: what matters is that they
+// Math: step_state.h.
+// Launch: one block of one thread each. They move a few dozen bytes: what matters is that they
 // run in stream order between the gradient checks and the updates, not their speed. A step of
 // one replica launches set_lr once and loss_seed and scalar_accumulate once a micro-batch: the
 // optimizer's kernels run decide and finish in their last block (kernels/multi_tensor.cu).
-// precision: the CUTRAIN_HD functions of step_state.h and loss_scale.h, whose arithmetic goes
+// Bytes: a few dozen a launch (step_state.h: step_decide_gpu_cost, step_finish_gpu_cost,
+//   step_set_lr_gpu_cost, loss_seed_gpu_cost, scalar_accumulate_gpu_cost).
+// Flops: a handful, the same cost functions (step_decide_gpu_cost: one a flag).
+// Precision: the CUTRAIN_HD functions of step_state.h and loss_scale.h, whose arithmetic goes
 // through hd.h's once-rounded operations: the same bits as the CPU functions.
 #include "kernels/check.h"
 #include "kernels/step_state.h"

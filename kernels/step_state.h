@@ -9,7 +9,7 @@
 // read it (kernels/sgd.h, adamw.h: `skip`), and the host learns what happened later, from an
 // asynchronous copy of the state (train/engine/trainer.cpp reads it every step, never waiting).
 //
-// One GPU step, all queued on the compute stream (nn/device_step.h drives it):
+// Math: one GPU step, all queued on the compute stream (nn/device_step.h drives it):
 //   step_set_lr:  lr = the schedule's rate for this step (the one value the host sends)
 //   flags[0..P) = 0                          (a memset)
 //   the check of every gradient -> flags[i]  (kernels/multi_tensor.h, one launch)
@@ -21,9 +21,15 @@
 //                 inv_scale = 1 / scaler.scale (as float: exact, scales are powers of two);
 //                 peak_skips = the longest run of skips so far (the update's last block)
 //
-// Every function is a CUTRAIN_HD function below, run by one thread on the GPU and called by
-// the CPU as is: the GPU's states equal the CPU's bit for bit. nn/device_step.h drives them on
-// either device, so the CPU trainer runs this very sequence too.
+// Launch: step_state.cu launches them: one block of one thread each (decide and finish also
+//   run in the last block of multi_tensor.cu's check and update).
+// Bytes: a few dozen each: step_decide_gpu_cost (the P flags, the state read and written),
+//   step_finish_gpu_cost, step_set_lr_gpu_cost, loss_seed_gpu_cost, scalar_accumulate_gpu_cost.
+// Flops: a handful (step_decide_gpu_cost: P, one a flag; step_finish_gpu_cost 4;
+//   loss_seed_gpu_cost 1; scalar_accumulate_gpu_cost 2): their launches are what they cost.
+// Precision: every function is a CUTRAIN_HD function below, run by one thread on the GPU and
+//   called by the CPU as is: the GPU's states equal the CPU's bit for bit. nn/device_step.h
+//   drives them on either device, so the CPU trainer runs this very sequence too.
 #pragma once
 #include <cstdint>
 

@@ -1,7 +1,7 @@
 // defines: tc_gemm(), the one tiled tensor-core GEMM behind conv2d's and linear's tc paths,
 // and Dense<>, the operand that is a plain row-major matrix.
 //
-// math:  C (M x N) = A (M x Kd) * B (Kd x N), fp16 in, fp32 accumulate; then, for every
+// Math:  C (M x N) = A (M x Kd) * B (Kd x N), fp16 in, fp32 accumulate; then, for every
 //        (m, n), epi(m, n, C[m][n]) stores the result (adds a bias, or accumulates into an
 //        existing output, and rounds to fp16 once).
 // plain-loop meaning:
@@ -19,19 +19,19 @@
 // 16-byte load goes through the operand's `copy` argument (Copy8: a load and a store; the
 // pipelined rung of kernels/ladder/ passes an asynchronous copy instead).
 //
-// launch: one block computes one BM x BN tile of C (128x64, 64x64, 128x32 or 32x64);
+// Launch: one block computes one BM x BN tile of C (128x64, 64x64, 128x32 or 32x64);
 //   one warp computes a 32 x 32 piece of it as 2 x 2 WMMA 16x16x16 fragments (half x half ->
 //   float); (BM/32) x (BN/32) warps. The block walks kd in steps of BK = 32: all threads copy
 //   the A tile (BM x 32) and the B tile (32 x BN) into shared memory, sync, each warp does
 //   2 (kd halves) x 2 x 2 mma_sync, sync. At the end the fragments go through shared memory
 //   (as floats) so that each thread hands consecutive n to the epilogue (coalesced stores).
-// split-K: when the tiles alone cannot fill the GPU (a weight gradient: M*N small, Kd = N*P*Q
+//   split-K: when the tiles alone cannot fill the GPU (a weight gradient: M*N small, Kd = N*P*Q
 //   huge) blockIdx.z takes one slice of kd (enough slices for ~16 warps an SM), fp32 partial
 //   tiles go to a scratch buffer, and a second kernel sums the slices pairwise
 //   (kernels/blocked_sum.h) and calls epi: the same
 //   bits on every run, and on every GPU of one architecture (the split depends on the shape,
 //   not the SM count; WMMA's own accumulation order may differ between architectures).
-// blocked sums (tc_gemm<true>, the weight gradients, whose kd runs over the whole batch: N*P*Q
+//   blocked sums (tc_gemm<true>, the weight gradients, whose kd runs over the whole batch: N*P*Q
 //   or N): a slice is long (thousands of kd for a large batch), so the WMMA accumulators take
 //   kSumBlock kd at a time (2 steps), then are added into a second set of fragments and start
 //   again from 0 (kernels/blocked_sum.h). A product meets ~kSumBlock + slice/kSumBlock
@@ -39,13 +39,18 @@
 //   level would not fit in registers.) The second set costs ~30 registers a thread (ptxas,
 //   sm_90: 66 -> 94..97), so about 20 warps fit an SM instead of 30; split-K aims at 16. The
 //   forward and dgrad sum over a filter (R*S*C or R*S*K, short) and keep one set.
-// bytes / flops: 2*M*N*Kd flops. Each block reads (BM + BN) * Kd halves: A is read N/BN times
-//   and B M/BM times (from L2 mostly), C written once. With 128x64 tiles a kd step moves 12 KiB
-//   from global memory for 512 kflop (~43 flops a byte); the layers of the default models are
+//   No cp.async double buffering here: a block's loads and MMAs do not overlap; the other
+//   blocks resident on the SM (3-6 of them) hide the latency instead. The ladder's v4 rung
+//   (kernels/ladder/tc_gemm_async.cuh, tc::AsyncKernel) is this kernel with its loads
+//   pipelined through cp.async; training runs it once a GPU has measured it ahead.
+// Bytes: tc_gemm_cost (tc_plan.h; conv2d.h's and linear.h's tc costs count from it): the
+//   operands once and the output as the epilogue moves it, + 2 * splits * M * N * 4 for the
+//   split-K partials. Each block reads (BM + BN) * Kd halves: A is read N/BN times and B M/BM
+//   times (from L2 mostly), C written once. With 128x64 tiles a kd step moves 12 KiB from
+//   global memory for 512 kflop (~43 flops a byte); the layers of the default models are
 //   small, so the gathers (index arithmetic, padding) rather than the MMAs set the pace.
-// not (yet) here: cp.async double buffering. A block's loads and MMAs do not overlap; the
-//   other blocks resident on the SM (3-6 of them) hide the latency instead.
-// precision: products of halves are exact in fp32; sums in fp32 (WMMA accumulators), in an
+// Flops: tc_gemm_cost: 2*M*N*Kd, on tensor cores.
+// Precision: products of halves are exact in fp32; sums in fp32 (WMMA accumulators), in an
 //   order that differs from the CPU's (weight gradients: blocked, above); rounded to fp16
 //   once, in epi.
 // bounds: any M, N, Kd (no multiple of any tile needed); element offsets are int64_t.

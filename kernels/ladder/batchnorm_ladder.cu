@@ -1,6 +1,19 @@
-// The BatchNorm+ReLU ladder's v1 and v3 (batchnorm_ladder.h; v2 is kernels/batchnorm.cu; the
-// CPU reference of all three is batchnorm_*_cpu, kernels/batchnorm.h).
-// x is (M,C), channel c of pixel m at x[m*C + c], as in batchnorm.h.
+// The BatchNorm+ReLU ladder's v1 and v3 (batchnorm_ladder.h; v2 is kernels/batchnorm.cu).
+//
+// Math: batchnorm.h's training forward and backward; the CPU reference of all three rungs is
+//   batchnorm_*_cpu. x is (M,C), channel c of pixel m at x[m*C + c], as in batchnorm.h.
+// Launch: v1: a thread per channel for the sums ((C + 255) / 256 blocks of 256), then a
+//   grid-stride thread per element; v3: G blocks of 256 threads in lanes of C / V threads (a
+//   function of M and C), the last block to arrive finishing the statistics, then a thread per
+//   vector. Each pass's launch beside its kernel below.
+// Bytes: batchnorm_ladder.h's batchnorm_forward_train_rung_gpu_cost (v1 x three times and y,
+//   v3 x twice and y) and batchnorm_backward_train_rung_gpu_cost (x, dy, y when fused, twice;
+//   dx read and written).
+// Flops: ~8 per element forward (v3 ~11: Welford's update), ~14 backward with dx: the same
+//   functions (batchnorm_forward_train_rung_gpu_cost, batchnorm_backward_train_rung_gpu_cost).
+// Precision: fp32 sums; v1 one running sum a channel (M roundings), v3 Welford on shifted
+//   values and Chan's merges (kernels/ladder/welford.h); y and dx rounded to T once; within a
+//   tolerance of the CPU, v3 the same bits on every run.
 #include <cuda_fp16.h>
 
 #include "kernels/arrival_counters.h"

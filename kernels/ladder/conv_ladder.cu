@@ -1,6 +1,13 @@
 // The conv ladder's switch (conv_ladder.h): each rung's three passes over conv_gemm.cuh's
-// operands (v2, v4) or the production kernels (v1, v3). Their CPU reference is conv2d_*_cpu
-// (kernels/conv2d.h).
+// operands (v2, v4) or the production kernels (v1, v3).
+//
+// Math: conv2d.h; the CPU reference of every rung is conv2d_*_cpu.
+// Launch: no kernel of its own: v1 conv2d.cu's direct kernels, v2 and v4 tc_gemm with the
+//   rung's main loop (gemm_fma.cuh, tc_gemm_async.cuh), v3 conv2d.cu's tc path.
+// Bytes: conv_ladder.h's conv2d_forward_rung_gpu_cost, conv2d_backward_data_rung_gpu_cost,
+//   conv2d_backward_filter_rung_gpu_cost.
+// Flops: 2*N*P*Q*K*R*S*C a pass (the same: conv2d_forward_rung_gpu_cost, ...).
+// Precision: fp32 sums, rounded to fp16 once; v4 gives v3's bits.
 #include "kernels/conv_gemm.cuh"
 #include "kernels/ladder/conv_ladder.h"
 #include "kernels/ladder/gemm_fma.cuh"

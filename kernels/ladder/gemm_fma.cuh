@@ -2,6 +2,7 @@
 // tc_gemm (kernels/tc_gemm.cuh) that computes C = A * B from the same operands, tiles, split-K
 // and epilogue as the tensor-core kernel (v3), with fp32 fused multiply-adds instead of WMMA.
 //
+// Math: tc_gemm.cuh's GEMM, C (M x N) = A (M x Kd) * B (Kd x N), over conv_gemm.cuh's operands.
 // What changed from v1 (the direct kernels of conv2d.cu: a thread per output, every operand
 // read from global memory by every thread that needs it): a block stages a BM x BK tile of A
 // and a BK x BN tile of B in shared memory once (load_tile: 16-byte loads, neighbouring
@@ -15,10 +16,15 @@
 // What it leaves to v3: the multiply-adds themselves run on CUDA cores at fp32 rate, a
 // fraction of what the tensor cores do on fp16 (v3: WMMA).
 //
-// launch: the tile plan of tc_gemm_plan (kernels/tc_plan.h): BM x BN of 128x64, 64x64,
+// Launch: the tile plan of tc_gemm_plan (kernels/tc_plan.h): BM x BN of 128x64, 64x64,
 // 128x32 or 32x64, (BM/32)*(BN/32)*32 threads, i.e. BM*BN/32: thread t computes rows
 // 4*(t / (BN/8)) .. +3 and columns 8*(t % (BN/8)) .. +7 of the tile; split-K as v3.
-// precision: fp16 operands widened to fp32, products and sums in fp32 (fmaf: one rounding per
+// Bytes: v3's, the same tiles and split-K: conv_ladder.h's conv2d_forward_rung_gpu_cost,
+//   conv2d_backward_data_rung_gpu_cost, conv2d_backward_filter_rung_gpu_cost (from
+//   kernels/tc_plan.h's tc_gemm_cost).
+// Flops: 2*M*N*Kd, on CUDA cores (conv_ladder.h: conv2d_forward_rung_gpu_cost and the others,
+//   tensor = false).
+// Precision: fp16 operands widened to fp32, products and sums in fp32 (fmaf: one rounding per
 // multiply-add); with Blocked (weight gradients) the kd sum in blocks of kSumBlock, as v3.
 // Results agree with the CPU reference within the tc path's tolerance, not bit for bit.
 #pragma once

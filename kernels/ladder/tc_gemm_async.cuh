@@ -3,6 +3,7 @@
 // with two shared-memory stages filled by cp.async (sm_80 and later) so that the loads of the
 // next kd step fly while the MMAs of this one run.
 //
+// Math: tc_gemm.cuh's GEMM, C (M x N) = A (M x Kd) * B (Kd x N), over conv_gemm.cuh's operands.
 // What changed from v3: v3 loads a tile, waits at a barrier, multiplies, waits again, and only
 // then loads the next tile: each block's loads and MMAs alternate, and only the other blocks
 // resident on the SM (3-6) hide the load latency. Here the A and B tiles have two stages: the
@@ -18,9 +19,14 @@
 // by C, S and Q), and a strided data gradient still multiplies the zeros of the taps that read
 // nothing.
 //
-// launch: as v3 (tc_gemm_plan), with twice the A/B shared memory: 2 x 15 KiB for a 128 x 64
+// Launch: as v3 (tc_gemm_plan), with twice the A/B shared memory: 2 x 15 KiB for a 128 x 64
 // tile, inside the 48 KiB of static shared memory (the fp32 C tile, 34 KiB, reuses it).
-// precision: v3's exactly: the same fragments, in the same order, so the same bits as v3.
+// Bytes: v3's (global memory moves the same tiles; only when they move changes):
+//   conv_ladder.h's conv2d_forward_rung_gpu_cost, conv2d_backward_data_rung_gpu_cost,
+//   conv2d_backward_filter_rung_gpu_cost (from kernels/tc_plan.h's tc_gemm_cost).
+// Flops: 2*M*N*Kd on tensor cores, the same functions (conv_ladder.h:
+//   conv2d_forward_rung_gpu_cost, ...).
+// Precision: v3's exactly: the same fragments, in the same order, so the same bits as v3.
 #pragma once
 #include <cuda_fp16.h>
 
