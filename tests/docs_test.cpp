@@ -275,6 +275,7 @@ const std::map<std::string, std::string> kExemptKernelFiles = {
     {"kernels/loss_scale.h", "the scaler's transition, run inside step_state.cu's kernels (fields there)"},
     {"kernels/onednn.h", "the CPU library's convolution and GEMM, no GPU kernel"},
     {"kernels/parallel.h", "the CPU threads' rule"},
+    {"kernels/printable.h", "text from outside made safe to print, host code"},
     {"kernels/rng.h", "counter-based random numbers"},
     {"kernels/tc_plan.h", "tc_gemm's tile plan and cost, host code (fields in tc_gemm.cuh)"},
     {"kernels/thread_start.h", "start_thread"},
