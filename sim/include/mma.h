@@ -1,0 +1,88 @@
+// The simulator's <mma.h>: WMMA 16x16x16 fragments (fp16 in, fp32 accumulate). Each lane holds
+// the whole tile (hardware spreads it over the warp: x[] here is not the hardware's per-lane
+// slice, but an operation applied to every x[t] is the same operation). Every operation is a
+// warp collective: the 32 lanes meet (sim/device.cpp) before it, as the hardware requires.
+// mma_sync adds the 16 products of each output in k order in fp32, one rounding per addition
+// (a product of two halves is exact in fp32); tensor cores add in an order of their own.
+#pragma once
+#include "cuda_fp16.h"
+
+namespace nvcuda {
+namespace wmma {
+
+struct matrix_a {};
+struct matrix_b {};
+struct accumulator {};
+struct row_major {};
+struct col_major {};
+enum layout_t { mem_row_major, mem_col_major };
+
+template <class Use, int M, int N, int K, class T, class Layout = void> struct fragment {
+  static constexpr int rows = std::is_same<Use, matrix_b>::value ? K : M;
+  static constexpr int cols = std::is_same<Use, matrix_a>::value ? K : N;
+  static constexpr int num_elements = rows * cols;
+  T x[num_elements];  // row-major (rows x cols)
+};
+
+namespace detail {
+inline void meet(const char* what) {
+  ::cutrain_sim::warp_collective(::cutrain_sim::Collective::WarpSync, 0xffffffffu, 0, 0, 32,
+                                 what, what);
+}
+}  // namespace detail
+
+template <class Use, int M, int N, int K, class T, class L, class V>
+__attribute__((noinline)) void fill_fragment(fragment<Use, M, N, K, T, L>& f, const V& v) {
+  detail::meet("wmma::fill_fragment");
+  for (int i = 0; i < f.num_elements; i++) f.x[i] = T(v);
+}
+
+// Operand tiles: the layout is the fragment's own.
+template <class Use, int M, int N, int K, class T, class L>
+__attribute__((noinline)) void load_matrix_sync(fragment<Use, M, N, K, T, L>& f, const T* p,
+                                                unsigned ldm) {
+  detail::meet("wmma::load_matrix_sync");
+  using F = fragment<Use, M, N, K, T, L>;
+  for (int r = 0; r < F::rows; r++)
+    for (int c = 0; c < F::cols; c++)
+      f.x[r * F::cols + c] =
+          std::is_same<L, row_major>::value ? p[size_t(r) * ldm + c] : p[size_t(c) * ldm + r];
+}
+
+// Accumulator tiles: the layout is the call's.
+template <int M, int N, int K, class T>
+__attribute__((noinline)) void load_matrix_sync(fragment<accumulator, M, N, K, T>& f,
+                                                const T* p, unsigned ldm, layout_t layout) {
+  detail::meet("wmma::load_matrix_sync");
+  for (int r = 0; r < M; r++)
+    for (int c = 0; c < N; c++)
+      f.x[r * N + c] = layout == mem_row_major ? p[size_t(r) * ldm + c] : p[size_t(c) * ldm + r];
+}
+template <int M, int N, int K, class T>
+__attribute__((noinline)) void store_matrix_sync(T* p, const fragment<accumulator, M, N, K, T>& f,
+                                                 unsigned ldm, layout_t layout) {
+  detail::meet("wmma::store_matrix_sync");
+  for (int r = 0; r < M; r++)
+    for (int c = 0; c < N; c++)
+      (layout == mem_row_major ? p[size_t(r) * ldm + c] : p[size_t(c) * ldm + r]) = f.x[r * N + c];
+}
+
+// d = a b + c
+template <int M, int N, int K, class TA, class LA, class LB, class TC>
+__attribute__((noinline)) void mma_sync(fragment<accumulator, M, N, K, TC>& d,
+                                        const fragment<matrix_a, M, N, K, TA, LA>& a,
+                                        const fragment<matrix_b, M, N, K, TA, LB>& b,
+                                        const fragment<accumulator, M, N, K, TC>& c) {
+  detail::meet("wmma::mma_sync");
+  TC out[M * N];
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < N; j++) {
+      TC s = c.x[i * N + j];
+      for (int k = 0; k < K; k++) s += TC(float(a.x[i * K + k]) * float(b.x[k * N + j]));
+      out[i * N + j] = s;
+    }
+  for (int t = 0; t < M * N; t++) d.x[t] = out[t];
+}
+
+}  // namespace wmma
+}  // namespace nvcuda
