@@ -7,6 +7,9 @@
 #   make deps            installs the Debian packages cutrain needs (no-op when present)
 #   make test | clean | demo
 #   make bundle          bundle/: binaries, libraries, data and run.sh for a GPU host (CUDA only)
+#   make SIM=1           the GPU simulator's build (sim/README.md): every .cu as host C++ against
+#                        sim/, in build/sim (binaries in build/sim/bin, never bin/)
+#   make sim-test        builds it and runs the GPU test cases and the simulator's own tests
 #   make fuzz            builds the fuzz targets (clang, libFuzzer, ASan, UBSan) and runs each
 #                        for FUZZ_SECONDS (default 60); fuzz/README.md
 #
@@ -15,6 +18,7 @@
 CXX      ?= g++
 comma    := ,
 CPU_ONLY ?= 0
+SIM      ?= 0
 CUDA_HOME ?= /usr/local/cuda
 NVCC     ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard $(CUDA_HOME)/bin/nvcc))
 # sm_80 (A100) and sm_90 (H100/H200) machine code, plus PTX so newer GPUs can JIT it.
@@ -27,7 +31,9 @@ else
   CUDA_GENCODE := $(CUDA_ARCH)
 endif
 
-ifeq ($(CPU_ONLY),1)
+ifeq ($(SIM),1)
+  USE_CUDA := 0
+else ifeq ($(CPU_ONLY),1)
   USE_CUDA := 0
 else ifeq ($(NVCC),)
   USE_CUDA := 0
@@ -94,12 +100,29 @@ ifeq ($(USE_CUDA),1)
   # static cudart: the binaries need no libcudart at run time, only the driver
   LDLIBS    += -L$(CUDA_LIB) -Wl,-rpath,$(abspath $(CUDA_LIB)) -lcublas $(CUDNN_LIB) \
                -lcudart_static -ldl -lrt
+else ifeq ($(SIM),1)
+  # The simulator (sim/README.md): CUDA's headers replaced by sim/include (first on the path;
+  # CUDA's own include folder is not on it, and __CUDACC__ is not defined), the runtime by
+  # sim/*.cpp. The kernels' .cu files are compiled as C++ from copies that sim/rewrite.py makes
+  # in build/sim/gen (launches and __shared__ rewritten), with GCC's kernel-address
+  # instrumentation in its outline form: each load and store calls the simulator's checks
+  # (sim/device.cpp). No vectorisation there: a vector access is not the kernel's own.
+  MODE      := sim
+  CXXFLAGS  := -Isim/include $(CXXFLAGS) -DCUTRAIN_CUDA=1 -DCUTRAIN_SIM=1
+  SIM_CUFLAGS = -x c++ -Isim/include -Ibuild/sim/gen $(filter-out -Isim/include,$(CXXFLAGS)) \
+                -DCUTRAIN_SIM_CUDACC=1 -Wno-unknown-pragmas -fno-tree-vectorize -fsanitize=kernel-address \
+                --param asan-instrumentation-with-call-threshold=0 --param asan-stack=0 \
+                --param asan-globals=0
 else
   MODE      := cpu
   $(info cutrain: CPU-only build ($(if $(filter 1,$(CPU_ONLY)),CPU_ONLY=1,no nvcc found)): GPU code left out, GPU tests will be skipped)
 endif
 
 BUILD := build/$(MODE)
+# Where the binaries go: bin/, or build/sim/bin for the simulator's (so that make test, demo and
+# bundle never pick them up).
+BIN := $(if $(filter sim,$(MODE)),build/sim/bin,bin)
+GPU_CODE := $(filter 1,$(USE_CUDA) $(SIM))
 
 # Sources: every .cpp of the library folders and their subfolders (train/cli/, train/run/,
 # ...); .cu only in CUDA builds. train/cli/main.cpp is the program; the rest of train/ (the
@@ -110,27 +133,29 @@ APP_CPP  := train/cli/main.cpp
 # train/minimal/: the one-file trainer (train/minimal/README.md), a program of its own.
 MINIMAL_CPP := $(wildcard train/minimal/*.cpp)
 LIB_CPP  := $(filter-out $(APP_CPP) $(MINIMAL_CPP),$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cpp $(d)/*/*.cpp)))
-LIB_CU   := $(if $(filter 1,$(USE_CUDA)),$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cu $(d)/*/*.cu)))
+LIB_CU   := $(if $(GPU_CODE),$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cu $(d)/*/*.cu)))
 # The tests mirror the library's folders, down to train/'s (tests/train/engine/, ...): three
 # levels. *_gpu_test.cpp call the CUDA launchers: CUDA builds only (they skip without a device).
 TEST_DIRS := tests tests/* tests/*/*
 TEST_GPU_CPP := $(wildcard $(TEST_DIRS:%=%/*_gpu_test.cpp))
-TEST_CPP := $(filter-out $(if $(filter 1,$(USE_CUDA)),,$(TEST_GPU_CPP)),$(wildcard $(TEST_DIRS:%=%/*.cpp)))
+TEST_CPP := $(filter-out $(if $(GPU_CODE),,$(TEST_GPU_CPP)),$(wildcard $(TEST_DIRS:%=%/*.cpp)))
 # The fuzz targets' feeds and seed corpus (fuzz/README.md), built into the tests without the
 # libFuzzer entry point: tests/fuzz/ runs the kept reproducers and the seeds through them.
 FUZZ_FEED_CPP := $(wildcard fuzz/*_fuzz.cpp) fuzz/feed.cpp fuzz/hdf5_guard.cpp fuzz/corpus.cpp
 TEST_CPP += $(FUZZ_FEED_CPP)
-TEST_CU  := $(if $(filter 1,$(USE_CUDA)),$(wildcard $(TEST_DIRS:%=%/*.cu)))
+TEST_CU  := $(if $(GPU_CODE),$(wildcard $(TEST_DIRS:%=%/*.cu)))
 # bench/*_gpu.cpp time the CUDA kernels: CUDA builds only, like the GPU tests.
 BENCH_GPU_CPP := $(wildcard bench/*_gpu.cpp)
 BENCH_CPP := $(filter-out $(if $(filter 1,$(USE_CUDA)),,$(BENCH_GPU_CPP)),$(wildcard bench/*.cpp))
-BENCH_BIN := $(patsubst bench/%.cpp,bin/bench_%,$(BENCH_CPP))
+BENCH_BIN := $(patsubst bench/%.cpp,$(BIN)/bench_%,$(BENCH_CPP))
 
 obj = $(patsubst %,$(BUILD)/%.o,$(1))
 LIB_OBJ  := $(call obj,$(LIB_CPP) $(LIB_CU))
 APP_OBJ  := $(call obj,$(APP_CPP))
 MINIMAL_OBJ := $(call obj,$(MINIMAL_CPP))
 TEST_OBJ := $(call obj,$(TEST_CPP) $(TEST_CU))
+# The simulator's runtime and its own tests, in SIM builds; `make sim-test` (sim/sim.mk).
+include sim/sim.mk
 # The tests' own code is built -Og (the last -O wins): the code under test is the library,
 # built -O2 above; the test files only call it and compare. That is about 40% less compile
 # time for them (half of a build's) at no cost in test time, and they step well in gdb.
@@ -139,8 +164,8 @@ $(call obj,$(TEST_CPP)): CXXFLAGS += -Og
 $(call obj,$(wildcard train/export/*.cpp tests/train/export/*.cpp)): CXXFLAGS += $(ONNX_CFLAGS)
 
 # Relink when the mode changes (the objects of the other mode are older than the binary).
-MODE_STAMP := build/mode
-$(shell mkdir -p build; [ "$$(cat $(MODE_STAMP) 2>/dev/null)" = "$(MODE)" ] || echo $(MODE) > $(MODE_STAMP))
+MODE_STAMP := $(if $(filter sim,$(MODE)),build/sim/mode,build/mode)
+$(shell mkdir -p $(dir $(MODE_STAMP)); [ "$$(cat $(MODE_STAMP) 2>/dev/null)" = "$(MODE)" ] || echo $(MODE) > $(MODE_STAMP))
 
 # The commit the GPU benchmarks report (-dirty with uncommitted changes), passed as a -D. The
 # stamp file changes only when the commit does, so only the objects that print it rebuild.
@@ -149,8 +174,9 @@ COMMIT_STAMP := build/commit
 $(shell [ "$$(cat $(COMMIT_STAMP) 2>/dev/null)" = "$(GIT_COMMIT)" ] || \
         echo $(GIT_COMMIT) > $(COMMIT_STAMP))
 
-.PHONY: all test clean deps deps-debian deps-python demo bench bundle fuzz
-all: bin/cutrain bin/cutrain_minimal bin/cutrain_tests $(BENCH_BIN)
+.PHONY: all test clean deps deps-debian deps-python demo bench bundle fuzz sim-test
+all: $(BIN)/cutrain $(BIN)/cutrain_minimal $(BIN)/cutrain_tests \
+     $(if $(filter sim,$(MODE)),,$(BENCH_BIN))
 
 # The GPU architectures the .cu objects were built for: another CUDA_ARCH rebuilds them (and
 # only them) instead of linking objects of two different target sets.
@@ -160,21 +186,21 @@ $(shell [ "$$(cat $(ARCH_STAMP) 2>/dev/null)" = "$(CUDA_GENCODE)" ] || echo "$(C
 $(call obj,$(LIB_CU) $(TEST_CU)): $(ARCH_STAMP)
 endif
 
-bin/cutrain: $(APP_OBJ) $(LIB_OBJ) $(MODE_STAMP)
+$(BIN)/cutrain: $(APP_OBJ) $(LIB_OBJ) $(MODE_STAMP)
 	@mkdir -p $(@D)
 	$(CXX) $(LDFLAGS) -o $@ $(APP_OBJ) $(LIB_OBJ) $(LDLIBS)
 
 # The one-file trainer: train/minimal/'s main on the same library.
-bin/cutrain_minimal: $(MINIMAL_OBJ) $(LIB_OBJ) $(MODE_STAMP)
+$(BIN)/cutrain_minimal: $(MINIMAL_OBJ) $(LIB_OBJ) $(MODE_STAMP)
 	@mkdir -p $(@D)
 	$(CXX) $(LDFLAGS) -o $@ $(MINIMAL_OBJ) $(LIB_OBJ) $(LDLIBS)
 
-bin/cutrain_tests: $(TEST_OBJ) $(LIB_OBJ) $(MODE_STAMP)
+$(BIN)/cutrain_tests: $(TEST_OBJ) $(LIB_OBJ) $(MODE_STAMP)
 	@mkdir -p $(@D)
 	$(CXX) $(LDFLAGS) -o $@ $(TEST_OBJ) $(LIB_OBJ) $(LDLIBS)
 
 # Benchmarks: one program per bench/<name>.cpp (built with everything, run by hand).
-bin/bench_%: $(BUILD)/bench/%.cpp.o $(LIB_OBJ) $(MODE_STAMP)
+$(BIN)/bench_%: $(BUILD)/bench/%.cpp.o $(LIB_OBJ) $(MODE_STAMP)
 	@mkdir -p $(@D)
 	$(CXX) $(LDFLAGS) -o $@ $< $(LIB_OBJ) $(LDLIBS)
 
@@ -192,9 +218,15 @@ $(BUILD)/%.cpp.o: %.cpp
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
 
+ifeq ($(MODE),sim)
+$(BUILD)/%.cu.o: build/sim/gen/%.cu
+	@mkdir -p $(@D)
+	$(CXX) $(SIM_CUFLAGS) -c $< -o $@
+else
 $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+endif
 
 # A self-contained folder for a GPU host without the Debian packages (bench/README.md): the
 # binaries (debug info stripped), the shared libraries they need that such a host lacks, the
@@ -210,7 +242,7 @@ endif
 # Idle OpenMP threads spin by default; on a machine whose cores are shared that can make the
 # threaded CPU kernels slower than one thread. Passive waiting costs nothing here.
 test: all
-	OMP_WAIT_POLICY=$${OMP_WAIT_POLICY:-passive} ./bin/cutrain_tests $(TEST_ARGS)
+	OMP_WAIT_POLICY=$${OMP_WAIT_POLICY:-passive} ./$(BIN)/cutrain_tests $(TEST_ARGS)
 
 # clang and libclang-rt-dev (its sanitizer and libFuzzer runtimes, which clang only
 # recommends) are for `make fuzz`.

@@ -1,6 +1,10 @@
 // The folders' include direction (README.md, "Architecture in brief"): kernels <- nn <- train and
 // kernels <- data -> train. So kernels/ includes only kernels/; nn/ kernels/ and nn/; data/
-// kernels/ and data/; train/ all four. tests/, bench/ and fuzz/ may include anything.
+// kernels/ and data/; train/ all four. The GPU simulator, sim/, stands beside kernels/ on the
+// ground floor: it may include kernels/ (kernels/half.h) and itself, and no library folder
+// includes it (the kernels' sources stay plain CUDA; only the SIM build puts sim/include on the
+// path, where <cuda_runtime.h> then means the simulator's). tests/, bench/ and fuzz/ may
+// include anything.
 //
 // Inside train/, its folders stand on floors (train/README.md), from the bottom:
 //   replicas < setup, checkpoint, report, export < engine, minimal < run < cli
@@ -9,7 +13,7 @@
 // folder on its own floor or above. So the include graph between train/'s folders has no
 // cycle, and a folder's README can say what it may use.
 //
-// Every .h/.cpp/.cu/.cuh/.inc under the four folders (subfolders too) is read for its
+// Every .h/.cpp/.cu/.cuh/.inc under the five folders (subfolders too) is read for its
 // `#include "..."` lines, and every line against the direction is reported as file:line with
 // the rule it breaks, all of them at once. include_violations() is the check itself, tested
 // first on texts that break each rule, then on trees written for the purpose, so the scan of
@@ -35,7 +39,8 @@ const std::map<std::string, std::vector<std::string>> kAllowed = {
     {"kernels", {"kernels"}},
     {"nn", {"kernels", "nn"}},
     {"data", {"kernels", "data"}},
-    {"train", {"kernels", "nn", "data", "train"}}};
+    {"train", {"kernels", "nn", "data", "train"}},
+    {"sim", {"kernels", "sim"}}};
 
 // train/'s folders, floor by floor from the bottom (see the top of this file).
 const std::vector<std::vector<std::string>> kTrainFloors = {
@@ -153,7 +158,7 @@ std::vector<std::string> include_violations(const std::string& file, const std::
   return found;
 }
 
-// Every source file under the four folders of `root`, in path order, checked.
+// Every source file under the five folders of `root`, in path order, checked.
 struct TreeCheck {
   std::vector<std::string> violations;
   int files = 0;  // how many were read
@@ -208,6 +213,22 @@ TEST_CASE("include direction: each rule broken is reported with file:line and th
     REQUIRE(v.size() == 2);
     REQUIRE(v[0] == "kernels/x.cu:2: includes nn/tensor.h: kernels/ may include kernels/ only");
     REQUIRE(v[1] == "kernels/x.cu:3: includes data/loader.h: kernels/ may include kernels/ only");
+  }
+  SUBCASE("sim/ includes kernels/ and itself; no library folder includes sim/") {
+    REQUIRE(include_violations("sim/device.cpp", "#include \"sim/sim.h\"\n"
+                                                 "#include \"kernels/half.h\"\n")
+                .empty());
+    auto v = include_violations("sim/runtime.cpp", "#include \"nn/tensor.h\"\n");
+    REQUIRE(v.size() == 1);
+    REQUIRE(v[0] == "sim/runtime.cpp:1: includes nn/tensor.h: sim/ may include kernels/ and sim/ "
+                    "only");
+    v = include_violations("kernels/x.cu", "#include \"sim/sim.h\"\n");
+    REQUIRE(v.size() == 1);
+    REQUIRE(v[0] == "kernels/x.cu:1: includes sim/sim.h: kernels/ may include kernels/ only");
+    v = include_violations("train/engine/x.cpp", "#include \"sim/include/cutrain_sim.h\"\n");
+    REQUIRE(v.size() == 1);
+    REQUIRE(v[0].rfind("train/engine/x.cpp:1: includes sim/include/cutrain_sim.h: train/ may "
+                       "include kernels/, nn/, data/ and train/ only", 0) == 0);
   }
   SUBCASE("nn/ includes nothing of data/ or train/") {
     const auto v = include_violations("nn/checkpoint.h",
@@ -336,7 +357,7 @@ TEST_CASE("include direction: a cycle between train/'s folders fails, naming the
 
 TEST_CASE("include direction: kernels <- nn <- train, kernels <- data -> train in the repository") {
   const fs::path root = cutrain_test::repo_root();
-  for (const char* folder : {"kernels", "nn", "data", "train"})
+  for (const char* folder : {"kernels", "nn", "data", "train", "sim"})
     REQUIRE_MESSAGE(fs::is_directory(root / folder), (root / folder).string() << " is missing");
   const TreeCheck check = check_tree(root);
   REQUIRE(check.files > 100);  // the sources were found and read

@@ -3,7 +3,10 @@
 // cuDNN or cuBLAS call throws (kernels/check.h), so it fails its test case instead of
 // aborting the process. CUTRAIN_TEST_ABORT_IN=TEXT aborts at the start of the first test case
 // whose source file's name contains TEXT: a planted crash, with which bench/bundle/run.sh's
-// test shows that one group's abort leaves the other groups' results intact.
+// test shows that one group's abort leaves the other groups' results intact. Under the GPU
+// simulator (sim/README.md) each test case starts with the devices' sticky errors cleared, so
+// that a kernel's fault fails its own test case and not every one after it (a GPU would need
+// a new process).
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -14,6 +17,10 @@
 #include <string>
 
 #include "tests/test_util.h"
+
+#if defined(CUTRAIN_SIM)
+#include <cutrain_sim.h>
+#endif
 
 namespace {
 struct Counts {
@@ -33,6 +40,9 @@ struct SummaryListener : doctest::IReporter {
   void test_run_end(const doctest::TestRunStats&) override {}
   void test_case_start(const doctest::TestCaseData& tc) override {
     counts().skipping = false;
+#if defined(CUTRAIN_SIM)
+    cutrain_sim::reset_errors();
+#endif
     const char* plant = std::getenv("CUTRAIN_TEST_ABORT_IN");
     if (plant != nullptr && *plant != 0 && std::strstr(tc.m_file.c_str(), plant) != nullptr) {
       std::fprintf(stderr, "CUTRAIN_TEST_ABORT_IN=%s: aborting in \"%s\" (a planted fault)\n",

@@ -32,7 +32,13 @@ bool names_source_location(const std::string& message) {
 std::filesystem::path bin_dir() {
   return std::filesystem::read_symlink("/proc/self/exe").parent_path();
 }
-std::filesystem::path repo_root() { return bin_dir().parent_path(); }
+// bin/ sits in the repository; the simulator's build/sim/bin/ (sim/README.md) two floors deeper.
+std::filesystem::path repo_root() {
+  std::filesystem::path p = bin_dir().parent_path();
+  if (p.filename() == "sim" && p.parent_path().filename() == "build")
+    p = p.parent_path().parent_path();
+  return p;
+}
 
 Tensor uniform(const Shape& shape, DType dtype, uint64_t seed, double lo, double hi) {
   std::vector<double> v(size_t(shape_numel(shape)));
