@@ -394,8 +394,17 @@ void check_access(uintptr_t a, size_t n, bool write) {
   if (!write && a >= record && a + n <= record + b->grid->record_bytes) return;
   const uintptr_t builtins = reinterpret_cast<uintptr_t>(&t_builtins);
   if (!write && a >= builtins && a + n <= builtins + sizeof t_builtins) return;
+  // The allocation found last by this host thread, while no allocation was freed since.
+  thread_local Allocation last;
+  thread_local uint64_t last_generation = ~uint64_t(0);
+  const uint64_t generation = allocation_generation();
+  if (generation == last_generation && a >= last.base && a + n <= last.base + last.bytes) return;
   Allocation in, near;
-  if (find_allocation(a, n, &in, &near)) return;
+  if (find_allocation(a, n, &in, &near)) {
+    last = in;
+    last_generation = generation;
+    return;
+  }
   std::string detail = std::to_string(n) + " bytes at " + hex(a) + " are in no allocation";
   if (near.bytes)
     detail += "; the nearest before it: " + std::to_string(near.bytes) + " bytes at " +

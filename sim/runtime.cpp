@@ -206,6 +206,7 @@ struct Graph {
 // ---- memory ----------------------------------------------------------------------------------
 std::shared_mutex g_alloc_mu;
 std::map<uintptr_t, Allocation> g_allocs;
+std::atomic<uint64_t> g_freed{0};
 
 void* allocate(size_t bytes, int device) {
   const size_t n = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
@@ -223,6 +224,7 @@ bool release(void* p, bool pinned) {
   if (it == g_allocs.end() || (it->second.device < 0) != pinned) return false;
   if (!pinned) devices()[size_t(it->second.device)].allocated -= it->second.bytes;
   g_allocs.erase(it);
+  g_freed++;
   std::free(p);
   return true;
 }
@@ -265,6 +267,8 @@ bool refuse_if_capturing(Stream* s) {
 }
 
 }  // namespace
+
+uint64_t allocation_generation() { return g_freed.load(std::memory_order_acquire); }
 
 bool find_allocation(uintptr_t a, size_t n, Allocation* found, Allocation* nearest) {
   std::shared_lock<std::shared_mutex> lock(g_alloc_mu);

@@ -42,5 +42,8 @@ struct Allocation {
 };
 // The allocation holding [a, a+n), or the nearest one before a (found = false) when none does.
 bool find_allocation(uintptr_t a, size_t n, Allocation* found, Allocation* nearest);
+// Counts the allocations freed so far (a cache of find_allocation's answer is valid while
+// it stays the same).
+uint64_t allocation_generation();
 
 }  // namespace cutrain_sim

@@ -32,7 +32,7 @@ inline void meet(const char* what) {
 }  // namespace detail
 
 template <class Use, int M, int N, int K, class T, class L, class V>
-__attribute__((noinline)) void fill_fragment(fragment<Use, M, N, K, T, L>& f, const V& v) {
+__attribute__((noinline, no_sanitize_address)) void fill_fragment(fragment<Use, M, N, K, T, L>& f, const V& v) {
   detail::meet("wmma::fill_fragment");
   for (int i = 0; i < f.num_elements; i++) f.x[i] = T(v);
 }
@@ -67,18 +67,21 @@ __attribute__((noinline)) void store_matrix_sync(T* p, const fragment<accumulato
       (layout == mem_row_major ? p[size_t(r) * ldm + c] : p[size_t(c) * ldm + r]) = f.x[r * N + c];
 }
 
-// d = a b + c
+// d = a b + c. Fragments are registers on a GPU, not memory: the simulator's access checks
+// are left out here (they would be most of its time).
 template <int M, int N, int K, class TA, class LA, class LB, class TC>
-__attribute__((noinline)) void mma_sync(fragment<accumulator, M, N, K, TC>& d,
-                                        const fragment<matrix_a, M, N, K, TA, LA>& a,
-                                        const fragment<matrix_b, M, N, K, TA, LB>& b,
-                                        const fragment<accumulator, M, N, K, TC>& c) {
+__attribute__((noinline, no_sanitize_address)) void mma_sync(
+    fragment<accumulator, M, N, K, TC>& d, const fragment<matrix_a, M, N, K, TA, LA>& a,
+    const fragment<matrix_b, M, N, K, TA, LB>& b, const fragment<accumulator, M, N, K, TC>& c) {
   detail::meet("wmma::mma_sync");
+  float fa[M * K], fb[K * N];  // the operands widened once (exact)
+  for (int t = 0; t < M * K; t++) fa[t] = float(a.x[t]);
+  for (int t = 0; t < K * N; t++) fb[t] = float(b.x[t]);
   TC out[M * N];
   for (int i = 0; i < M; i++)
     for (int j = 0; j < N; j++) {
       TC s = c.x[i * N + j];
-      for (int k = 0; k < K; k++) s += TC(float(a.x[i * K + k]) * float(b.x[k * N + j]));
+      for (int k = 0; k < K; k++) s += TC(fa[i * K + k] * fb[k * N + j]);
       out[i * N + j] = s;
     }
   for (int t = 0; t < M * N; t++) d.x[t] = out[t];
