@@ -299,13 +299,15 @@ void run_block(Block* b) {
   b->vars.clear();
 
   b->threads.assign(n, Fiber{});
+  ucontext_t proto;  // one getcontext per block (it costs a system call), copied per thread
+  getcontext(&proto);
   for (size_t i = 0; i < n; i++) {
     Fiber& f = b->threads[i];
     f.linear = int(i);
     f.tid = {unsigned(i % g.block.x), unsigned(i / g.block.x % g.block.y),
              unsigned(i / (size_t(g.block.x) * g.block.y))};
     f.stack = b->stacks + i * kStackBytes;
-    getcontext(&f.ctx);
+    f.ctx = proto;
     f.ctx.uc_stack.ss_sp = f.stack;
     f.ctx.uc_stack.ss_size = kStackBytes;
     f.ctx.uc_link = nullptr;
