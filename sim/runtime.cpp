@@ -676,14 +676,26 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
                   false});
   return cudaSuccess;
 }
+// Waiting for (or asking about) an event recorded in a capture that is still going on: refused,
+// and the capture broken (CUDA's rule: nothing of a capture runs before it is launched).
+static bool refuse_captured(Event* ev) {
+  Stream* st;
+  {
+    std::lock_guard<std::mutex> lock(ev->mu);
+    st = ev->captured_on;
+  }
+  return st && refuse_if_capturing(st);
+}
 cudaError_t cudaEventQuery(cudaEvent_t e) {
   Event* ev = reinterpret_cast<Event*>(e);
+  if (refuse_captured(ev)) return set_error(cudaErrorStreamCaptureUnsupported);
   std::lock_guard<std::mutex> lock(ev->mu);
   if (ev->recorded_on && ev->completed < ev->recorded) ev->recorded_on->demand();
   return ev->completed >= ev->recorded ? cudaSuccess : cudaErrorNotReady;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   Event* ev = reinterpret_cast<Event*>(e);
+  if (refuse_captured(ev)) return set_error(cudaErrorStreamCaptureUnsupported);
   std::unique_lock<std::mutex> lock(ev->mu);
   const uint64_t target = ev->recorded;
   if (ev->recorded_on && ev->completed < target) ev->recorded_on->demand();

@@ -77,8 +77,8 @@ __attribute__((noinline, no_sanitize_address)) void mma_sync(
     fragment<accumulator, M, N, K, TC>& d, const fragment<matrix_a, M, N, K, TA, LA>& a,
     const fragment<matrix_b, M, N, K, TA, LB>& b, const fragment<accumulator, M, N, K, TC>& c) {
   detail::meet("wmma::mma_sync");
-  struct Last {
-    bool valid = false;
+  struct Last {  // no initialisers: zero-initialised, so no guard that code writes at first use
+    bool valid;
     fragment<matrix_a, M, N, K, TA, LA> a;
     fragment<matrix_b, M, N, K, TA, LB> b;
     fragment<accumulator, M, N, K, TC> c, d;
