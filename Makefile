@@ -15,6 +15,10 @@
 #
 # Objects go to build/cpu or build/cuda, so switching modes never mixes them.
 
+# `make` alone builds `all`: sim/sim.mk, included before `all` is defined, must not make its
+# `sim-test` the default.
+.DEFAULT_GOAL := all
+
 CXX      ?= g++
 comma    := ,
 CPU_ONLY ?= 0
