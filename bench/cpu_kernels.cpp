@@ -41,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/host_timing.h"
 #include "bench/model_layers.h"
 #include "kernels/batchnorm.h"
 #include "kernels/check.h"
@@ -219,8 +220,7 @@ std::pair<double, double> time_alternating(int repeats, const std::function<void
       (k == 0 ? a : b)();
       ms[k].push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
     }
-  for (auto& v : ms) std::sort(v.begin(), v.end());
-  return {ms[0][ms[0].size() / 2], ms[1][ms[1].size() / 2]};
+  return {bench::median(ms[0]), bench::median(ms[1])};
 }
 
 // One BN layer: the fused op against BN then ReLU (the header's table), checked, then timed.

@@ -73,6 +73,7 @@ struct MetricsEval {
   int epoch = 0;
   int64_t step = 0;
   double loss = 0, top1 = 0, top5 = 0, time = 0;
+  double ema_loss = NAN, ema_top1 = NAN, ema_top5 = NAN;  // the average's (--ema); NaN: none
   int64_t images = 0, bad_files = 0;
   std::vector<ClassAccuracy> per_class;
   std::vector<int64_t> confusion;  // (K,K) row-major, rows the true class; empty: not recorded

@@ -44,6 +44,8 @@ MetricsEval eval_record(const nlohmann::json& j) {
   e.loss = number(j, "loss"), e.top1 = number(j, "top1"), e.top5 = number(j, "top5");
   e.time = number(j, "time"), e.images = integer(j, "images");
   e.bad_files = integer(j, "bad_files");
+  e.ema_loss = number(j, "ema_loss"), e.ema_top1 = number(j, "ema_top1");
+  e.ema_top5 = number(j, "ema_top5");
   if (j.contains("per_class") && j["per_class"].is_array())
     for (const auto& c : j["per_class"])
       if (c.is_object())

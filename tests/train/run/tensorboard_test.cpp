@@ -27,6 +27,7 @@
 #include "tests/train/cli_fixture.h"
 #include "tests/train/train_fixture.h"
 #include "train/checkpoint/checkpoint.h"
+#include "train/report/report.h"
 
 using namespace cutrain;
 using namespace cutrain_test;
@@ -62,46 +63,35 @@ json client(const std::string& python, const std::string& mode, const std::strin
   return json::parse(read_text(out));
 }
 
-// What TensorBoard must show for metrics.jsonl: (tag -> step -> value), the records a resume
-// made obsolete left out (a "start" record at step S drops the earlier records after S).
+// What TensorBoard must show for metrics.jsonl: (tag -> step -> value), read by the report's
+// reader (parse_metrics: a "start" record at step S drops the earlier records after S, as a
+// resume from S makes them obsolete), every value as float32 keeps it.
 using Series = std::map<std::string, std::map<int64_t, double>>;
 Series expected_series(const std::string& metrics) {
-  std::vector<json> records;
-  std::istringstream lines(read_text(metrics));
-  for (std::string line; std::getline(lines, line);) {
-    const json r = json::parse(line);
-    if (r["kind"] == "start") {
-      const int64_t s = r["step"];
-      std::vector<json> kept;
-      for (const json& old : records)
-        if (!old.contains("step") || old["step"].get<int64_t>() <= s) kept.push_back(old);
-      records = kept;
-    }
-    records.push_back(r);
-  }
+  const RunRecords run = parse_metrics(read_text(metrics));
   Series out;
-  const auto put = [&](const std::string& tag, int64_t step, const json& v) {
-    if (!v.is_null()) out[tag][step] = double(float(v.get<double>()));  // kept as float32
+  const auto put = [&](const std::string& tag, int64_t step, double v) {
+    if (!std::isnan(v)) out[tag][step] = double(float(v));
   };
-  for (const json& r : records) {
-    if (r["kind"] == "step") {
-      const int64_t s = r["step"];
-      put("train/loss", s, r["loss"]), put("train/top1", s, r["accuracy"]);
-      put("train/lr", s, r["lr"]), put("speed/images_per_s", s, r["images_per_s"]);
-      put("time/data_wait_pct", s, r["data_wait_pct"]), put("time/busy_pct", s, r["busy_pct"]);
-      put("time/device_wait_pct", s, r["device_wait_pct"]);
-      put("time/idle_pct", s, r["idle_pct"]);
-      if (r["loss_scale"].get<double>() > 0) put("train/loss_scale", s, r["loss_scale"]);
-      out["train/skipped_steps"][s] = 0;  // fp32: no step is skipped
-    } else if (r["kind"] == "eval") {
-      const int64_t s = r["step"];
-      put("val/loss", s, r["loss"]), put("val/top1", s, r["top1"]), put("val/top5", s, r["top5"]);
-      if (r.contains("ema_loss"))
-        put("val_ema/loss", s, r["ema_loss"]), put("val_ema/top1", s, r["ema_top1"]),
-            put("val_ema/top5", s, r["ema_top5"]);
-      for (const json& c : r["per_class"])
-        put("val_class_top1/" + c["class"].get<std::string>(), s, c["top1"]);
-    }
+  int64_t previous = -1;  // the step of the record before: skipped steps are counted since it
+  for (const MetricsStep& r : run.steps) {
+    const int64_t s = r.step;
+    put("train/loss", s, r.loss), put("train/top1", s, r.accuracy), put("train/lr", s, r.lr);
+    put("speed/images_per_s", s, r.images_per_s), put("time/data_wait_pct", s, r.data_wait_pct);
+    put("time/busy_pct", s, r.busy_pct), put("time/device_wait_pct", s, r.device_wait_pct);
+    put("time/idle_pct", s, r.idle_pct);
+    if (r.loss_scale > 0) put("train/loss_scale", s, r.loss_scale);
+    int64_t skipped = 0;
+    for (const MetricsSkip& k : run.skips)  // a skip's step counts from 0, a record's from 1
+      skipped += k.step + 1 > previous && k.step + 1 <= s;
+    put("train/skipped_steps", s, double(skipped));
+    previous = s;
+  }
+  for (const MetricsEval& e : run.evals) {
+    put("val/loss", e.step, e.loss), put("val/top1", e.step, e.top1);
+    put("val/top5", e.step, e.top5), put("val_ema/loss", e.step, e.ema_loss);
+    put("val_ema/top1", e.step, e.ema_top1), put("val_ema/top5", e.step, e.ema_top5);
+    for (const ClassAccuracy& c : e.per_class) put("val_class_top1/" + c.name, e.step, c.top1);
   }
   return out;
 }
