@@ -117,6 +117,7 @@ else ifeq ($(SIM),1)
                 -DCUTRAIN_SIM_CUDACC=1 -Wno-unknown-pragmas -fno-tree-vectorize -fsanitize=kernel-address \
                 --param asan-instrumentation-with-call-threshold=0 --param asan-stack=0 \
                 --param asan-globals=0
+  LDLIBS    += -lboost_context
 else
   MODE      := cpu
   $(info cutrain: CPU-only build ($(if $(filter 1,$(CPU_ONLY)),CPU_ONLY=1,no nvcc found)): GPU code left out, GPU tests will be skipped)
@@ -249,12 +250,12 @@ test: all
 	OMP_WAIT_POLICY=$${OMP_WAIT_POLICY:-passive} ./$(BIN)/cutrain_tests $(TEST_ARGS)
 
 # clang and libclang-rt-dev (its sanitizer and libFuzzer runtimes, which clang only
-# recommends) are for `make fuzz`.
+# recommends) are for `make fuzz`; libboost-context-dev (its fibers) for `make sim-test`.
 DEBIAN_PACKAGES := libturbojpeg0-dev libstb-dev libhdf5-dev zlib1g-dev doctest-dev \
                    libcli11-dev nlohmann-json3-dev dataset-fashion-mnist pkg-config \
                    libwebp-dev libexif-dev libcsv-dev libunistring-dev \
                    libopenmpi-dev openmpi-bin libdnnl-dev libonnx-dev libprotobuf-dev \
-                   chromium clang libclang-rt-dev
+                   chromium clang libclang-rt-dev libboost-context-dev
 # Installs only what is missing; apt-get update first, sudo when not root.
 deps: deps-debian deps-python
 deps-debian:

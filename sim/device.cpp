@@ -1,5 +1,5 @@
 // The simulated device: a grid's blocks one after another in a seeded random order, each
-// block's threads as fibers (glibc ucontext) that run in a seeded random order between the
+// block's threads as fibers (Boost.Context's fcontext) that run in a seeded random order between the
 // points where they must meet (barriers, warp collectives), and the checks a kernel's memory
 // accesses go through (sim/README.md):
 //  - shared memory: each block's arena, poisoned (0xff) and with a per-byte "written" shadow,
@@ -12,17 +12,21 @@
 // instrumented code calls __asan_{load,store}N_noabort, which this file defines (a kernel
 // sanitizer's hooks; no ASan runtime is linked). Outside a kernel's threads they return at once.
 #include <sys/mman.h>
-#include <ucontext.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <random>
 #include <sstream>
 #include <vector>
 
+#include <boost/context/detail/fcontext.hpp>
+
 #include "sim/sim.h"
+#include "cutrain_sim.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/common_interface_defs.h>
@@ -39,8 +43,18 @@ constexpr size_t kArenaBytes = kSharedOptin;
 
 enum class State { Ready, AtBarrier, AtWarp, Exited };
 
+// A fiber switch is Boost.Context's jump_fcontext: it saves the callee-saved registers on the
+// stack it leaves and restores those of the stack it enters, with no system call (glibc's
+// swapcontext also saves and restores the signal mask: a system call per switch, which made
+// it half of the simulator's time). jump_fcontext returns, in the context it resumes, the
+// context it left: that is how the scheduler and a thread learn where to come back to.
+using boost::context::detail::fcontext_t;
+using boost::context::detail::jump_fcontext;
+using boost::context::detail::make_fcontext;
+using boost::context::detail::transfer_t;
+
 struct Fiber {
-  ucontext_t ctx;
+  fcontext_t ctx = nullptr;  // where the thread resumes (while it is not running)
   char* stack = nullptr;
   uint3 tid{};
   int linear = 0;
@@ -66,7 +80,7 @@ struct Block {
   const Grid* grid = nullptr;
   uint3 idx{};
   std::vector<Fiber> threads;
-  ucontext_t scheduler;
+  fcontext_t scheduler = nullptr;  // where the running thread returns to
   std::mt19937_64 rng;
   // shared memory: [0, dynamic) the launch's dynamic bytes, then the static variables
   unsigned char* arena = nullptr;
@@ -79,6 +93,9 @@ struct Block {
   // the first failure
   cudaError_t error = cudaSuccess;
   std::string report;
+  // CUTRAIN_SIM_BREAK names a thread of this grid: it stops there (fiber_main)
+  bool breaks = false;
+  unsigned long break_block = 0, break_thread = 0;
 };
 
 thread_local Block* t_block = nullptr;  // the block this host thread runs, if any
@@ -122,11 +139,11 @@ void finish_switch() {}
 // From a simulated thread back to its block's scheduler.
 void yield_to_scheduler() {
   Block* b = t_block;
-  Fiber* f = t_fiber;
   t_fiber = nullptr;
   start_switch(nullptr, 0);  // (the scheduler's stack: ASan knows it from the first switch)
-  swapcontext(&f->ctx, &b->scheduler);
+  const transfer_t back = jump_fcontext(b->scheduler, nullptr);
   finish_switch();
+  b->scheduler = back.fctx;
 }
 
 // A failure inside a simulated thread: recorded, and the thread never runs again.
@@ -136,21 +153,68 @@ void yield_to_scheduler() {
   std::abort();  // never resumed
 }
 
-void fiber_main() {
+// ---- CUTRAIN_SIM_BREAK (sim/include/cutrain_sim.h) ------------------------------------------
+struct BreakAt {
+  bool on = false;
+  std::string kernel;  // a part of the kernel's name; "" matches every kernel
+  unsigned long block = 0, thread = 0;
+};
+std::mutex g_break_mu;
+BreakAt g_break;
+std::atomic<bool> g_break_read{false};
+std::atomic<long> g_break_count{0};
+
+// "[KERNEL:]BLOCK,THREAD"; false when it is not that.
+bool parse_break(const std::string& spec, BreakAt* at) {
+  const size_t colon = spec.rfind(':');
+  const std::string where = colon == std::string::npos ? spec : spec.substr(colon + 1);
+  unsigned long block = 0, thread = 0;
+  char end = 0;
+  if (std::sscanf(where.c_str(), "%lu,%lu%c", &block, &thread, &end) != 2) return false;
+  at->on = true;
+  at->kernel = colon == std::string::npos ? "" : spec.substr(0, colon);
+  at->block = block, at->thread = thread;
+  return true;
+}
+
+BreakAt break_at() {
+  std::lock_guard<std::mutex> lock(g_break_mu);
+  if (!g_break_read.exchange(true)) {
+    const char* v = std::getenv("CUTRAIN_SIM_BREAK");
+    if (v && *v && !parse_break(v, &g_break))
+      std::fprintf(stderr,
+                   "cutrain-sim: CUTRAIN_SIM_BREAK=%s is not [KERNEL:]BLOCK,THREAD (linear "
+                   "indices, such as 3,17 or normalize:3,17): no thread stops\n",
+                   v);
+  }
+  return g_break;
+}
+
+void fiber_main(transfer_t from) {
   finish_switch();
   Block* b = t_block;
+  b->scheduler = from.fctx;
+  if (b->breaks) {
+    const Grid& g = *b->grid;
+    const unsigned long block = b->idx.x + g.grid.x * (b->idx.y + size_t(g.grid.y) * b->idx.z);
+    if (block == b->break_block && unsigned(t_fiber->linear) == b->break_thread) {
+      g_break_count++;
+      cutrain_sim_break(g.kernel.c_str(), unsigned(block), unsigned(t_fiber->linear));
+    }
+  }
   b->grid->run(b->grid->record.get());
   t_fiber->state = State::Exited;
   yield_to_scheduler();
   std::abort();  // an exited thread is never resumed
 }
 
-void resume(Block* b, Fiber* f) {
+void resume(Fiber* f) {
   t_builtins.thread_idx = f->tid;
   t_fiber = f;
   start_switch(f->stack, kStackBytes);
-  swapcontext(&b->scheduler, &f->ctx);
+  const transfer_t back = jump_fcontext(f->ctx, nullptr);
   finish_switch();
+  f->ctx = back.fctx;
   t_fiber = nullptr;
 }
 
@@ -299,19 +363,13 @@ void run_block(Block* b) {
   b->vars.clear();
 
   b->threads.assign(n, Fiber{});
-  ucontext_t proto;  // one getcontext per block (it costs a system call), copied per thread
-  getcontext(&proto);
   for (size_t i = 0; i < n; i++) {
     Fiber& f = b->threads[i];
     f.linear = int(i);
     f.tid = {unsigned(i % g.block.x), unsigned(i / g.block.x % g.block.y),
              unsigned(i / (size_t(g.block.x) * g.block.y))};
     f.stack = b->stacks + i * kStackBytes;
-    f.ctx = proto;
-    f.ctx.uc_stack.ss_sp = f.stack;
-    f.ctx.uc_stack.ss_size = kStackBytes;
-    f.ctx.uc_link = nullptr;
-    makecontext(&f.ctx, fiber_main, 0);
+    f.ctx = make_fcontext(f.stack + kStackBytes, kStackBytes, fiber_main);  // the stack's top
   }
   t_builtins.block_idx = b->idx;
   std::vector<Fiber*> ready;
@@ -329,7 +387,7 @@ void run_block(Block* b) {
     }
     std::shuffle(ready.begin(), ready.end(), b->rng);
     for (Fiber* f : ready) {
-      resume(b, f);
+      resume(f);
       if (b->error != cudaSuccess) return;
     }
   }
@@ -396,15 +454,24 @@ void check_access(uintptr_t a, size_t n, bool write) {
   if (!write && a >= record && a + n <= record + b->grid->record_bytes) return;
   const uintptr_t builtins = reinterpret_cast<uintptr_t>(&t_builtins);
   if (!write && a >= builtins && a + n <= builtins + sizeof t_builtins) return;
-  // The allocation found last by this host thread, while no allocation was freed since.
-  thread_local Allocation last;
-  thread_local uint64_t last_generation = ~uint64_t(0);
+  // The allocations found last by this host thread (a kernel reads and writes a few arrays in
+  // turn), valid while no allocation was freed since: most accesses end here, without the
+  // runtime's lock.
+  constexpr int kRecent = 8;
+  thread_local Allocation recent[kRecent];
+  thread_local int next_slot = 0;
+  thread_local uint64_t recent_generation = ~uint64_t(0);
   const uint64_t generation = allocation_generation();
-  if (generation == last_generation && a >= last.base && a + n <= last.base + last.bytes) return;
+  if (generation != recent_generation) {
+    for (Allocation& r : recent) r = Allocation{};
+    recent_generation = generation;
+  }
+  for (const Allocation& r : recent)
+    if (a >= r.base && a + n <= r.base + r.bytes) return;
   Allocation in, near;
   if (find_allocation(a, n, &in, &near)) {
-    last = in;
-    last_generation = generation;
+    recent[next_slot] = in;
+    next_slot = (next_slot + 1) % kRecent;
     return;
   }
   std::string detail = std::to_string(n) + " bytes at " + hex(a) + " are in no allocation";
@@ -419,7 +486,21 @@ void check_access(uintptr_t a, size_t n, bool write) {
 
 }  // namespace
 
+void set_break(const std::string& spec) {
+  break_at();  // the environment read first, so that it cannot override this later
+  std::lock_guard<std::mutex> lock(g_break_mu);
+  g_break = BreakAt{};
+  if (!spec.empty() && !parse_break(spec, &g_break))
+    std::fprintf(stderr, "cutrain-sim: set_break(\"%s\"): not [KERNEL:]BLOCK,THREAD\n",
+                 spec.c_str());
+}
+long break_count() { return g_break_count.load(); }
+
 // ---- what the kernels call -------------------------------------------------------------------
+void check_memory(const void* p, size_t bytes, bool write) {
+  check_access(reinterpret_cast<uintptr_t>(p), bytes, write);
+}
+
 int block_barrier(int pred, const char* site) {
   Fiber* f = t_fiber;
   if (!f) {
@@ -497,6 +578,9 @@ cudaError_t run_grid(const Grid& g, uint64_t seed, std::string* report) {
   b->grid = &g;
   b->error = cudaSuccess;
   b->report.clear();
+  const BreakAt at = break_at();
+  b->breaks = at.on && g.kernel.find(at.kernel) != std::string::npos;
+  b->break_block = at.block, b->break_thread = at.thread;
   t_block = b;
   t_builtins.block_dim = g.block;
   t_builtins.grid_dim = g.grid;
@@ -534,6 +618,10 @@ CUTRAIN_SIM_HOOKS(16)
 #undef CUTRAIN_SIM_HOOKS
 void __asan_loadN_noabort(uintptr_t a, size_t n) { cutrain_sim::check_access(a, n, false); }
 void __asan_storeN_noabort(uintptr_t a, size_t n) { cutrain_sim::check_access(a, n, true); }
+__attribute__((noinline)) void cutrain_sim_break(const char* kernel, unsigned block,
+                                                 unsigned thread) {
+  asm volatile("" : : "r"(kernel), "r"(block), "r"(thread) : "memory");  // kept, not inlined
+}
 void __asan_handle_no_return() {}
 void __asan_before_dynamic_init(const char*) {}
 void __asan_after_dynamic_init() {}

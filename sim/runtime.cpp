@@ -524,6 +524,15 @@ cudaError_t cudaMallocHost(void** p, size_t bytes) {
 }
 cudaError_t cudaFreeHost(void* p) {
   if (!p) return cudaSuccess;
+  // As CUDA's (its implicit synchronisation): the work queued on every device is done first,
+  // so that a copy still queued to or from the buffer does not touch freed memory.
+  std::vector<Stream*> all;
+  {
+    std::lock_guard<std::mutex> lock(g_streams_mu);
+    all = g_streams;
+  }
+  for (Stream* s : all)
+    if (!capturing(s)) s->synchronize();
   return release(p, true) ? cudaSuccess : set_error(cudaErrorInvalidValue);
 }
 

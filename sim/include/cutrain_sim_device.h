@@ -56,6 +56,22 @@ int block_barrier(int pred, const char* site);
 uint64_t warp_collective(Collective kind, unsigned mask, uint64_t bits, int arg, int width,
                          const char* site, const char* what);
 
+// The memory checks every instrumented load and store goes through (sim/device.cpp), for code
+// that checks its accesses itself (WMMA's loads and stores, sim/include/mma.h).
+void check_memory(const void* p, size_t bytes, bool write);
+// The calling thread's lane in its warp (its linear index in the block, modulo 32), and its
+// warp's index in the block.
+inline int lane_id() {
+  const uint3 t = t_builtins.thread_idx;
+  const dim3 b = t_builtins.block_dim;
+  return int((t.x + b.x * (t.y + b.y * t.z)) % 32);
+}
+inline int warp_id() {
+  const uint3 t = t_builtins.thread_idx;
+  const dim3 b = t_builtins.block_dim;
+  return int((t.x + b.x * (t.y + b.y * t.z)) / 32);
+}
+
 // ---- shared memory: per-block storage from the block's arena (sim/device.cpp) ---------------
 // `site` names the declaration ("file:line name"); every thread of a block gets the same bytes,
 // poisoned (0xff) until written.

@@ -37,40 +37,59 @@ __attribute__((noinline, no_sanitize_address)) void fill_fragment(fragment<Use, 
   for (int i = 0; i < f.num_elements; i++) f.x[i] = T(v);
 }
 
+// Loads and stores: a warp reads (or writes) each element of the tile once, each lane its
+// share; here every lane copies the whole tile into its fragment (copies not instrumented:
+// fragments are registers), and lane l checks the elements t with t % 32 == l (on shared memory
+// a store marks them written). So an access outside an allocation, or a read of unwritten
+// shared memory, is reported once, by the lane that makes it, at the cost of one warp's
+// accesses rather than 32 lanes' whole tiles.
+namespace detail {
+template <bool Write, class T> void check_share(T* p, int rows, int cols, size_t row_stride,
+                                                 size_t col_stride) {
+  const int lane = ::cutrain_sim::lane_id();
+  for (int t = lane; t < rows * cols; t += 32)
+    ::cutrain_sim::check_memory(p + size_t(t / cols) * row_stride + size_t(t % cols) * col_stride,
+                                sizeof(T), Write);
+}
+}  // namespace detail
+
 // Operand tiles: the layout is the fragment's own.
 template <class Use, int M, int N, int K, class T, class L>
-__attribute__((noinline)) void load_matrix_sync(fragment<Use, M, N, K, T, L>& f, const T* p,
-                                                unsigned ldm) {
+__attribute__((noinline, no_sanitize_address)) void load_matrix_sync(
+    fragment<Use, M, N, K, T, L>& f, const T* p, unsigned ldm) {
   detail::meet("wmma::load_matrix_sync");
   using F = fragment<Use, M, N, K, T, L>;
+  constexpr bool row = std::is_same<L, row_major>::value;
+  detail::check_share<false>(p, F::rows, F::cols, row ? ldm : 1, row ? 1 : ldm);
   for (int r = 0; r < F::rows; r++)
     for (int c = 0; c < F::cols; c++)
-      f.x[r * F::cols + c] =
-          std::is_same<L, row_major>::value ? p[size_t(r) * ldm + c] : p[size_t(c) * ldm + r];
+      f.x[r * F::cols + c] = row ? p[size_t(r) * ldm + c] : p[size_t(c) * ldm + r];
 }
 
 // Accumulator tiles: the layout is the call's.
 template <int M, int N, int K, class T>
-__attribute__((noinline)) void load_matrix_sync(fragment<accumulator, M, N, K, T>& f,
-                                                const T* p, unsigned ldm, layout_t layout) {
+__attribute__((noinline, no_sanitize_address)) void load_matrix_sync(
+    fragment<accumulator, M, N, K, T>& f, const T* p, unsigned ldm, layout_t layout) {
   detail::meet("wmma::load_matrix_sync");
+  const bool row = layout == mem_row_major;
+  detail::check_share<false>(p, M, N, row ? ldm : 1, row ? 1 : ldm);
   for (int r = 0; r < M; r++)
-    for (int c = 0; c < N; c++)
-      f.x[r * N + c] = layout == mem_row_major ? p[size_t(r) * ldm + c] : p[size_t(c) * ldm + r];
+    for (int c = 0; c < N; c++) f.x[r * N + c] = row ? p[size_t(r) * ldm + c] : p[size_t(c) * ldm + r];
 }
 template <int M, int N, int K, class T>
-__attribute__((noinline)) void store_matrix_sync(T* p, const fragment<accumulator, M, N, K, T>& f,
-                                                 unsigned ldm, layout_t layout) {
+__attribute__((noinline, no_sanitize_address)) void store_matrix_sync(
+    T* p, const fragment<accumulator, M, N, K, T>& f, unsigned ldm, layout_t layout) {
   detail::meet("wmma::store_matrix_sync");
+  const bool row = layout == mem_row_major;
+  detail::check_share<true>(p, M, N, row ? ldm : 1, row ? 1 : ldm);
   for (int r = 0; r < M; r++)
-    for (int c = 0; c < N; c++)
-      (layout == mem_row_major ? p[size_t(r) * ldm + c] : p[size_t(c) * ldm + r]) = f.x[r * N + c];
+    for (int c = 0; c < N; c++) (row ? p[size_t(r) * ldm + c] : p[size_t(c) * ldm + r]) = f.x[r * N + c];
 }
 
-// d = a b + c. Fragments are registers on a GPU, not memory: the simulator's access checks
-// are left out here (they would be most of its time). Every lane holds the same tiles, so the
-// lanes of a warp ask for the same product one after another: the host thread keeps the last
-// product with its operands, and a lane whose operands are byte for byte the same takes it
+// d = a b + c. Fragments are registers on a GPU, not memory: no access checks here. Every lane
+// holds the same tiles, so the 32 lanes of a warp ask for the same product (in a random order,
+// between the lanes of the block's other warps): the host thread keeps each warp's last product
+// with its operands, and a lane whose operands are byte for byte its warp's last ones takes it
 // (one product per warp instead of 32; a lane with other operands computes its own).
 template <int M, int N, int K, class TA, class LA, class LB, class TC>
 __attribute__((noinline, no_sanitize_address)) void mma_sync(
@@ -83,7 +102,8 @@ __attribute__((noinline, no_sanitize_address)) void mma_sync(
     fragment<matrix_b, M, N, K, TA, LB> b;
     fragment<accumulator, M, N, K, TC> c, d;
   };
-  thread_local Last last;  // per host thread: the blocks it runs, one lane at a time
+  thread_local Last per_warp[32];  // per host thread: the blocks it runs (32 warps at most)
+  Last& last = per_warp[::cutrain_sim::warp_id()];
   if (last.valid && std::memcmp(&last.a, &a, sizeof a) == 0 &&
       std::memcmp(&last.b, &b, sizeof b) == 0 && std::memcmp(&last.c, &c, sizeof c) == 0) {
     d = last.d;

@@ -2,9 +2,11 @@
 // check that must catch it, with the message it must give (sim/README.md). Each case runs the
 // correct kernel beside the broken one first, so a check that fires on everything fails here too.
 // Built only by `make SIM=1` (sim/sim.mk); run by `make sim-test`.
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <cutrain_sim.h>
 #include <doctest/doctest.h>
+#include <mma.h>
 
 #include <cmath>
 #include <string>
@@ -93,6 +95,19 @@ __global__ void big_shared_kernel(float* y) {
   a[threadIdx.x] = 1;
   b[threadIdx.x] = 2;
   y[threadIdx.x] = a[threadIdx.x] + b[threadIdx.x];
+}
+
+// One warp multiplies a 16x16 fp16 tile by itself (WMMA), its first operand read from
+// x + offset: an offset past 0 reads beyond the 256 halves of the allocation.
+__global__ void wmma_square_kernel(const __half* x, int offset, float* y) {
+  nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, __half, nvcuda::wmma::row_major> a;
+  nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 16, __half, nvcuda::wmma::row_major> b;
+  nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> c;
+  nvcuda::wmma::fill_fragment(c, 0.0f);
+  nvcuda::wmma::load_matrix_sync(a, x + offset, 16);
+  nvcuda::wmma::load_matrix_sync(b, x, 16);
+  nvcuda::wmma::mma_sync(c, a, b, c);
+  nvcuda::wmma::store_matrix_sync(y, c, 16, nvcuda::wmma::mem_row_major);
 }
 
 // ---- helpers -------------------------------------------------------------------------------------
@@ -351,4 +366,36 @@ TEST_CASE("sim teeth: a misaligned 16-byte load is reported") {
   REQUIRE(finish(&report) == cudaErrorMisalignedAddress);
   INFO(report);
   REQUIRE(report.find("misaligned 16-byte read") != std::string::npos);
+}
+
+TEST_CASE("sim teeth: a WMMA tile load past its allocation is reported once, by the lane that "
+          "reads it") {
+  cutrain_sim::reset_errors();
+  Device d;
+  std::vector<__half> x(256);
+  for (int i = 0; i < 256; i++) x[size_t(i)] = __float2half(float(i % 7) - 3);
+  void* xd = nullptr;
+  REQUIRE(cudaMalloc(&xd, 256 * sizeof(__half)) == cudaSuccess);
+  d.ptrs.push_back(xd);
+  REQUIRE(cudaMemcpy(xd, x.data(), 256 * sizeof(__half), cudaMemcpyHostToDevice) == cudaSuccess);
+  float* yd = d.alloc(256);
+  std::string report;
+  wmma_square_kernel<<<1, 32>>>(static_cast<const __half*>(xd), 0, yd);
+  REQUIRE(finish(&report) == cudaSuccess);
+  const std::vector<float> y = d.download(yd, 256);
+  for (int i = 0; i < 16; i++)
+    for (int j = 0; j < 16; j++) {
+      float want = 0;
+      for (int k = 0; k < 16; k++)
+        want += __half2float(x[size_t(i * 16 + k)]) * __half2float(x[size_t(k * 16 + j)]);
+      REQUIRE(y[size_t(i * 16 + j)] == want);  // small integers: exact in any order
+    }
+  // One row too far: the tile's last row (bytes 512 to 543 of a 512-byte allocation) is in no
+  // allocation; lanes 16 to 31 read it (element t is lane t % 32's).
+  wmma_square_kernel<<<1, 32>>>(static_cast<const __half*>(xd), 16, yd);
+  REQUIRE(finish(&report) == cudaErrorIllegalAddress);
+  INFO(report);
+  REQUIRE(report.find("invalid __global__ read") != std::string::npos);
+  REQUIRE(report.find("in kernel wmma_square_kernel") != std::string::npos);
+  REQUIRE(report.find("2 bytes at") != std::string::npos);
 }
