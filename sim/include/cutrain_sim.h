@@ -22,4 +22,16 @@ void hold_stream(cudaStream_t stream);
 // The seed of the thread and block orders (CUTRAIN_SIM_SEED, default 1).
 void set_seed(unsigned long long seed);
 
+// Stopping at one simulated thread in a debugger (docs/simulator.md). With
+// CUTRAIN_SIM_BREAK=[KERNEL:]BLOCK,THREAD (linear indices: blockIdx.x + gridDim.x * (blockIdx.y
+// + gridDim.y * blockIdx.z), the same for the thread; KERNEL a part of the kernel's name), that
+// thread calls cutrain_sim_break() just before it runs the kernel's body, in every launch that
+// matches: `break cutrain_sim_break` in gdb, then `finish` and `step` into the kernel.
+// set_break() sets the same from code ("" turns it off); break_count() counts the calls made.
+void set_break(const std::string& spec);
+long break_count();
+
 }  // namespace cutrain_sim
+
+// Where CUTRAIN_SIM_BREAK's thread stops: a function that does nothing, for a breakpoint.
+extern "C" void cutrain_sim_break(const char* kernel, unsigned block, unsigned thread);
