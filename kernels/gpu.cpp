@@ -20,6 +20,14 @@ bool env_flag(const char* name) {
   return v != nullptr && *v != 0 && std::string(v) != "0";
 }
 
+bool gpu_simulated() {
+#if defined(CUTRAIN_SIM)
+  return true;
+#else
+  return false;
+#endif
+}
+
 #if defined(CUTRAIN_CUDA)
 
 bool sync_after_launch() {

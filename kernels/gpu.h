@@ -26,6 +26,9 @@ namespace cutrain {
 // CUTRAIN_EXACT_ALLOC, the tests' CUTRAIN_EXPECT_GPU).
 bool env_flag(const char* name);
 bool cuda_compiled();                 // was this binary built with CUDA?
+// Is its GPU the simulator (`make SIM=1`, sim/README.md)? Its devices are named "... (simulated)"
+// and its times are the host's: whatever shows a device or a GPU time says so.
+bool gpu_simulated();
 bool gpu_usable();                    // built with CUDA and at least one device answers
 const std::string& gpu_unavailable_reason();  // "" when usable; otherwise one line saying why
 int gpu_count();                      // 0 when not usable

@@ -100,6 +100,19 @@ void require_equal(const std::vector<double>& got, const std::vector<double>& wa
 void require_close(const cutrain::Tensor& got, const std::vector<double>& want,
                    double atol, double rtol = 0);
 
+// Whether the GPU is the simulator's (`make SIM=1`, sim/README.md): its "GPU" is the host, about
+// a thousand times slower, so a GPU test too slow there runs a smaller case (sim_or()), never a
+// weaker assertion; and whatever shows the device says "simulated".
+#if defined(CUTRAIN_SIM)
+inline constexpr bool kSimulated = true;
+#else
+inline constexpr bool kSimulated = false;
+#endif
+// `on_gpu`, or `simulated` under the simulator: a test's size.
+template <class T> constexpr T sim_or(T on_gpu, T simulated) {
+  return kSimulated ? simulated : on_gpu;
+}
+
 }  // namespace cutrain_test
 
 // First line of a test that needs a CUDA device: skips it, with the reason, when there is none

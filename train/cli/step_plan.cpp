@@ -13,6 +13,7 @@
 #include "data/loader.h"
 #include "data/source.h"
 #include "kernels/check.h"
+#include "kernels/gpu.h"
 #include "nn/model_spec.h"
 #include "train/engine/engine.h"
 #include "train/setup/config.h"
@@ -232,6 +233,9 @@ std::string step_plan_text(const LaunchPlan& plan, const StepPlanOptions& o, con
                   total.measured * 1e6, total.measured > 0 ? o.batch / total.measured : 0.0,
                   total.seconds > 0 ? total.measured / total.seconds : 0.0);
     out += line;
+    if (gpu_simulated())
+      out += "Simulated: the GPU is cutrain's simulator (sim/README.md), so the measured times "
+             "are the host's running it, meaningless for a GPU.\n";
   }
   if (estimated > 0) {
     std::snprintf(line, sizeof line,
