@@ -1,5 +1,16 @@
 // batch normalisation on the GPU, optionally fused with the ReLU after it.
 //
+// These are the BatchNorm ladder's v2 (kernels/ladder/README.md; v1 and v3 in
+// kernels/ladder/batchnorm_ladder.cu). What changed from v1 (a thread per channel sums its M
+// values, then a thread per element): the sums are spread over the whole GPU, a block of 32
+// channels by 8 row lanes, the rows split over gridDim.y blocks, their partials added
+// pairwise by the last block to arrive (below), and each thread's own sum blocked pairwise.
+// Why it should be faster than v1: v1's sums run on C threads (32 for the default model's
+// first layers) while the GPU holds 100,000; here every SM reads x, coalesced (a warp is a
+// row of 32 neighbouring channels). And a term of a sum meets at most about a hundred
+// roundings (below) instead of up to M.
+// What it leaves to v3: x is read three times (mean, variance, y), one element a thread.
+//
 // Math: batchnorm.h (batchnorm_*_cpu). x is (M,C): channel c of pixel m is x[m*C + c].
 // Launch: every kernel here runs on the same 2-D geometry: a block is 32 channels (threadIdx.x) by
 //   8 row lanes (threadIdx.y); gridDim.x covers the channels, gridDim.y splits the rows, and each
