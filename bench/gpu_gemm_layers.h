@@ -2,10 +2,12 @@
 // and linear layer shape of the chosen models at batch N (layers of the same shape, e.g. the
 // two convs of a ResNet block, are timed once and named together), in fp16:
 //   passes  forward, dgrad (backward data, dx +=), wgrad (backward filter, dw += and db +=)
-//   impls   direct, tc, and the vendor library (cuDNN for conv, cuBLAS for linear), through
-//           the switch of kernels/impl.h; for conv also the ladder's other rungs, v2 fma and
-//           v4 async (kernels/ladder/conv_ladder.h; direct is v1, tc v3), and after the table
-//           the ladder's summary: each rung's time and its speed-up over the rung below
+//   impls   conv: every rung of the conv ladder (kernels/ladder/conv_ladder.h: v1 direct,
+//           v2 gemm, v3 fma, v4 tc, v5 async; v1 and v4 are the production direct and tc) and
+//           cuDNN, and after the table the ladder's summary: each rung's time and its speed-up
+//           over the rung below; linear: direct, tc and cuBLAS (kernels/impl.h's switch)
+// A row's key, for --only, is "conv <pass> <impl> <layers>": `--only "conv wgrad v2 gemm
+// default:conv4"` runs one rung's one pass on one layer (checked, then timed).
 // Each implementation is first checked against the CPU reference (run in fp32 on the same
 // fp16 values) at a small batch; a wrong one is reported and not timed. Then each pass is
 // timed at the full batch: TFLOP/s (2 flops per multiply-add; each pass costs the forward's
@@ -79,20 +81,28 @@ struct GemmTensors {
   }
 };
 
-// impl: 0 direct, 1 tc, 2 the vendor library; conv only: 3 the ladder's v2, 4 its v4.
-constexpr int kImpls = 5;
+// impl: conv: 0 .. kRungs-1 the ladder's rungs in order (kConvRungs), kVendor cuDNN; linear:
+// 0 direct, 1 tc, kVendor cuBLAS.
+constexpr int kRungs = int(sizeof kConvRungs / sizeof kConvRungs[0]);
+constexpr int kVendor = kRungs, kImpls = kRungs + 1;
 inline const char* impl_label(const BenchLayer& L, int impl) {
-  if (impl == 3) return "v2 fma";
-  if (impl == 4) return "v4 async";
-  return impl == 0 ? "direct" : impl == 1 ? "tc" : L.conv ? "cudnn" : "cublas";
+  if (impl == kVendor) return L.conv ? "cudnn" : "cublas";
+  if (L.conv) return conv_rung_name(kConvRungs[impl]);
+  return impl == 0 ? "direct" : "tc";
+}
+// The implementations a layer is timed on, the vendor first: its time is the yardstick.
+inline std::vector<int> impls_of(const BenchLayer& L) {
+  std::vector<int> v{kVendor};
+  for (int i = 0; i < (L.conv ? kRungs : 2); i++) v.push_back(i);
+  return v;
 }
 
 inline void run_pass(const BenchLayer& L, const Conv2dShape& s, int impl, Pass p,
                      const GemmTensors& t, cudaStream_t st) {
   const half_t* b = L.bias ? t.dev_b.get() : nullptr;
   half_t* db = L.bias ? t.dev_db.get() : nullptr;
-  if (L.conv && impl >= 3) {  // a rung of the ladder
-    const ConvRung r = impl == 3 ? ConvRung::fma : ConvRung::async;
+  if (L.conv && impl < kRungs) {  // a rung of the ladder
+    const ConvRung r = kConvRungs[impl];
     if (p == Pass::forward)
       conv2d_forward_rung_gpu(r, s, t.dev_x.get(), t.dev_w.get(), b, t.dev_y.get(), st);
     else if (p == Pass::dgrad)
@@ -100,26 +110,28 @@ inline void run_pass(const BenchLayer& L, const Conv2dShape& s, int impl, Pass p
     else
       conv2d_backward_filter_rung_gpu(r, s, t.dev_x.get(), t.dev_dy.get(), t.dev_dw.get(), db,
                                       st);
-  } else if (L.conv) {
-    const ConvImpl ci[3] = {ConvImpl::direct, ConvImpl::tc, ConvImpl::cudnn};
+  } else if (L.conv) {  // cuDNN
     if (p == Pass::forward)
-      conv2d_forward_gpu<half_t>(ci[impl], s, t.dev_x.get(), t.dev_w.get(), b, t.dev_y.get(), st);
-    else if (p == Pass::dgrad)
-      conv2d_backward_data_gpu<half_t>(ci[impl], s, t.dev_dy.get(), t.dev_w.get(),
-                                       t.dev_dx.get(), st);
-    else
-      conv2d_backward_filter_gpu<half_t>(ci[impl], s, t.dev_x.get(), t.dev_dy.get(),
-                                         t.dev_dw.get(), db, st);
-  } else {
-    const LinearImpl li[3] = {LinearImpl::direct, LinearImpl::tc, LinearImpl::cublas};
-    if (p == Pass::forward)
-      linear_forward_gpu<half_t>(li[impl], s.N, s.C, s.K, t.dev_x.get(), t.dev_w.get(), b,
+      conv2d_forward_gpu<half_t>(ConvImpl::cudnn, s, t.dev_x.get(), t.dev_w.get(), b,
                                  t.dev_y.get(), st);
     else if (p == Pass::dgrad)
-      linear_backward_gpu<half_t>(li[impl], s.N, s.C, s.K, t.dev_x.get(), t.dev_w.get(),
+      conv2d_backward_data_gpu<half_t>(ConvImpl::cudnn, s, t.dev_dy.get(), t.dev_w.get(),
+                                       t.dev_dx.get(), st);
+    else
+      conv2d_backward_filter_gpu<half_t>(ConvImpl::cudnn, s, t.dev_x.get(), t.dev_dy.get(),
+                                         t.dev_dw.get(), db, st);
+  } else {
+    const LinearImpl li = impl == kVendor ? LinearImpl::cublas
+                          : impl == 1     ? LinearImpl::tc
+                                          : LinearImpl::direct;
+    if (p == Pass::forward)
+      linear_forward_gpu<half_t>(li, s.N, s.C, s.K, t.dev_x.get(), t.dev_w.get(), b,
+                                 t.dev_y.get(), st);
+    else if (p == Pass::dgrad)
+      linear_backward_gpu<half_t>(li, s.N, s.C, s.K, t.dev_x.get(), t.dev_w.get(),
                                   t.dev_dy.get(), t.dev_dx.get(), nullptr, nullptr, st);
     else
-      linear_backward_gpu<half_t>(li[impl], s.N, s.C, s.K, t.dev_x.get(), t.dev_w.get(),
+      linear_backward_gpu<half_t>(li, s.N, s.C, s.K, t.dev_x.get(), t.dev_w.get(),
                                   t.dev_dy.get(), nullptr, t.dev_dw.get(), db, st);
   }
 }
@@ -183,13 +195,13 @@ inline void gemm_row(BenchContext& ctx, const LayerGroup& g, Pass p, int impl, d
                      double vendor_ms, const Check& c) {
   const BenchLayer& L = g.layer;
   const double tflops = ms > 0 ? double(L.s.forward_flops()) / (ms * 1e9) : 0;
-  const double of_peak = tflops / ctx.ceilings.gemm_tflops;
+  const double of_peak = ctx.ceilings.gemm_tflops > 0 ? tflops / ctx.ceilings.gemm_tflops : 0;
   const double vs_vendor = ms > 0 && vendor_ms > 0 ? vendor_ms / ms : 0;
   char t[3][32] = {"", "", ""};
   if (ms > 0) {
     std::snprintf(t[0], sizeof t[0], "%.3f", ms);
     std::snprintf(t[1], sizeof t[1], "%.1f", tflops);
-    std::snprintf(t[2], sizeof t[2], "%.0f%%", 100 * of_peak);
+    if (of_peak > 0) std::snprintf(t[2], sizeof t[2], "%.0f%%", 100 * of_peak);
   }
   char vs[32] = "";
   if (vs_vendor > 0) std::snprintf(vs, sizeof vs, "%.2fx", vs_vendor);
@@ -201,7 +213,8 @@ inline void gemm_row(BenchContext& ctx, const LayerGroup& g, Pass p, int impl, d
                   {"impl", impl_label(L, impl)}, {"dtype", "f16"}, {"ms", ms},
                   {"flops", L.s.forward_flops()}, {"tflops", tflops},
                   {"of_gemm_ceiling", of_peak}, {"vs_vendor", vs_vendor}, {"check", c.text}});
-  if (L.conv && p == Pass::forward && impl == 1 && vendor_ms > 0)
+  if (L.conv && p == Pass::forward && impl < kRungs && kConvRungs[impl] == ConvRung::tc &&
+      vendor_ms > 0)
     ctx.tc_conv_vs_cudnn.push_back({names_text(g.names), vs_vendor});
 }
 
@@ -211,9 +224,9 @@ inline void bench_gemm_layers(BenchContext& ctx, const std::vector<std::string>&
   std::string model_list;
   for (const std::string& m : models) model_list += (model_list.empty() ? "" : ", ") + m;
   r.print("\n## Conv and linear layers (fp16, batch %d; %s)\n\n", batch, model_list.c_str());
-  r.print("| layers | shape (NxHxWxC, K RxS /stride pad) | pass | impl | ms | TFLOP/s | "
+  r.print("| layers | shape (NxHxWxC, K RxS /stride pad) | pass | impl | %s | TFLOP/s | "
           "of GEMM ceiling | speed vs vendor | check |\n"
-          "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+          "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n", ms_heading());
   struct LadderRow {  // the ladder's summary: ms per impl (0: not timed)
     std::string layers;
     Pass pass;
@@ -230,12 +243,11 @@ inline void bench_gemm_layers(BenchContext& ctx, const std::vector<std::string>&
       return ctx.wanted(key);
     };
     double vendor_ms[3] = {0, 0, 0};  // per pass
-    for (int impl : {2, 0, 3, 1, 4}) {  // the vendor first: its time is the yardstick
-      if (impl >= 3 && !L.conv) continue;  // the ladder is conv's
+    for (int impl : impls_of(L)) {
       if (!wanted(Pass::forward, impl) && !wanted(Pass::dgrad, impl) &&
           !wanted(Pass::wgrad, impl))
         continue;
-      if (impl == 2 && L.conv && !cudnn_built()) {
+      if (impl == kVendor && L.conv && !cudnn_built()) {
         r.print("| %s | %s | all | cudnn | | | | | not in this build (no cudnn.h) |\n",
                 names_text(g.names).c_str(), shape_text(L).c_str());
         continue;
@@ -251,38 +263,42 @@ inline void bench_gemm_layers(BenchContext& ctx, const std::vector<std::string>&
           ms = time_gpu(ctx.stream, ctx.timing, [&] { run_pass(L, L.s, impl, p, t, ctx.stream); });
         else
           r.failures++;
-        if (impl == 2) vendor_ms[int(p)] = ms;
+        if (impl == kVendor) vendor_ms[int(p)] = ms;
         times[int(p)][impl] = ms;
         gemm_row(ctx, g, p, impl, ms, vendor_ms[int(p)], c);
       }
     }
     if (L.conv)
-      for (Pass p : kPasses) {
+      for (Pass p : kPasses) {  // the passes that timed anything (--only may leave none)
         LadderRow row{names_text(g.names), p, {}};
-        for (int i = 0; i < kImpls; i++) row.ms[i] = times[int(p)][i];
-        ladder.push_back(row);
+        bool timed = false;
+        for (int i = 0; i < kImpls; i++) row.ms[i] = times[int(p)][i], timed |= row.ms[i] > 0;
+        if (timed) ladder.push_back(row);
       }
   }
-  // The ladder: v1 direct (impl 0), v2 fma (3), v3 tc (1), v4 async (4), cuDNN (2); each
-  // rung's speed-up over the one below it (its time / this time), and v4 against cuDNN.
-  r.print("\n### The conv ladder (kernels/ladder/README.md): ms, and the speed-up over the rung "
-          "below\n\n| layers | pass | v1 direct | v2 fma | v3 tc | v4 async | cuDNN | v4 vs "
-          "cuDNN |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n");
-  const int order[4] = {0, 3, 1, 4};
+  // The ladder: the rungs in order, cuDNN; each rung's speed-up over the one below it (its
+  // time / this time), and the top rung against cuDNN.
+  std::string heads, rules;
+  for (ConvRung rung : kConvRungs) heads += std::string(" ") + conv_rung_name(rung) + " |";
+  for (int k = 0; k < kRungs + 4; k++) rules += " --- |";
+  const char* top = conv_rung_name(kConvRungs[kRungs - 1]);
+  r.print("\n### The conv ladder (kernels/ladder/README.md): %s, and the speed-up over the "
+          "rung below\n\n| layers | pass |%s cuDNN | %s vs cuDNN |\n|%s\n",
+          ms_heading(), heads.c_str(), top, rules.c_str());
   for (const LadderRow& row : ladder) {
     std::string cells;
     char buf[64];
-    for (int k = 0; k < 4; k++) {
-      const double ms = row.ms[order[k]], below = k > 0 ? row.ms[order[k - 1]] : 0;
+    for (int k = 0; k < kRungs; k++) {
+      const double ms = row.ms[k], below = k > 0 ? row.ms[k - 1] : 0;
       if (ms <= 0) std::snprintf(buf, sizeof buf, " |");
       else if (below > 0) std::snprintf(buf, sizeof buf, " %.3f (%.1fx) |", ms, below / ms);
       else std::snprintf(buf, sizeof buf, " %.3f |", ms);
       cells += buf;
     }
-    const double cudnn = row.ms[2], v4 = row.ms[4];
+    const double cudnn = row.ms[kVendor], best = row.ms[kRungs - 1];
     char vendor[32] = "", ratio[32] = "";
     if (cudnn > 0) std::snprintf(vendor, sizeof vendor, "%.3f", cudnn);
-    if (cudnn > 0 && v4 > 0) std::snprintf(ratio, sizeof ratio, "%.2fx", cudnn / v4);
+    if (cudnn > 0 && best > 0) std::snprintf(ratio, sizeof ratio, "%.2fx", cudnn / best);
     r.print("| %s | %s |%s %s | %s |\n", row.layers.c_str(), pass_name(row.pass), cells.c_str(),
             vendor, ratio);
   }

@@ -31,12 +31,12 @@ namespace cutrain {
 inline void bandwidth_row(BenchContext& ctx, const std::string& kernel, const char* dtype,
                           int64_t n, double bytes, double ms, const Check& c, bool target) {
   const double gbps = ms > 0 ? bytes / (ms * 1e6) : 0;
-  const double of_copy = gbps / ctx.ceilings.copy_gbps;
+  const double of_copy = ctx.ceilings.copy_gbps > 0 ? gbps / ctx.ceilings.copy_gbps : 0;
   char t[3][32] = {"", "", ""};
   if (ms > 0) {
     std::snprintf(t[0], sizeof t[0], "%.3f", ms);
     std::snprintf(t[1], sizeof t[1], "%.0f", gbps);
-    std::snprintf(t[2], sizeof t[2], "%.0f%%", 100 * of_copy);
+    if (of_copy > 0) std::snprintf(t[2], sizeof t[2], "%.0f%%", 100 * of_copy);
   }
   ctx.report.print("| %s | %s | %.1fM | %.2f | %s | %s | %s | %s |\n", kernel.c_str(), dtype,
                    double(n) / (1 << 20), bytes / double(n), t[0], t[1], t[2], c.text.c_str());
@@ -268,8 +268,9 @@ inline void bench_casts(BenchContext& ctx, int64_t n) {
 
 inline void bench_memory_bound(BenchContext& ctx, int64_t n) {
   ctx.report.print("\n## Memory-bound kernels (n = %.0fM elements)\n\n"
-                   "| kernel | dtype | elements | bytes/element | ms | GB/s | of copy | check |\n"
-                   "| --- | --- | --- | --- | --- | --- | --- | --- |\n", double(n) / (1 << 20));
+                   "| kernel | dtype | elements | bytes/element | %s | GB/s | of copy | check |\n"
+                   "| --- | --- | --- | --- | --- | --- | --- | --- |\n", double(n) / (1 << 20),
+                   ms_heading());
   bench_elementwise<half_t>(ctx, n, "f16");
   bench_elementwise<float>(ctx, n, "f32");
   bench_batchnorm<half_t>(ctx, n, "f16");

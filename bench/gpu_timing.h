@@ -1,9 +1,10 @@
-// defines: what the parts of bench_kernels_gpu share (CUDA builds only):
+// defines: what the parts of bench_kernels_gpu share (CUDA and simulator builds):
 //   time_gpu()      median ms of one call, CUDA events after warm-up
 //   DeviceArray<T>  typed device memory, filled from host vectors, read back
 //   random_vec()    host data from the counter-based RNG (the same on any thread count)
 //   compare()       a GPU result against its CPU reference, within a tolerance
 //   Report          markdown to stdout (and --out), rows kept for --json
+//   ms_heading()    "ms", or under the simulator "ms (simulated, meaningless)"
 #pragma once
 #include <cuda_runtime.h>
 #include <nlohmann/json.hpp>
@@ -177,6 +178,16 @@ class Report {
 };
 
 // The ceilings every row is compared with, measured at the start of the same run.
+// Under the simulator (make SIM=1, sim/README.md) a time is the host's clock running the
+// kernels thread by thread: simulated, meaningless as a speed, and labelled so. The checks
+// against the CPU reference are as real there as on a GPU.
+#ifdef CUTRAIN_SIM
+constexpr bool kSimulated = true;
+#else
+constexpr bool kSimulated = false;
+#endif
+inline const char* ms_heading() { return kSimulated ? "ms (simulated, meaningless)" : "ms"; }
+
 struct Ceilings {
   double copy_gbps = 0;    // device-to-device copy, bytes read + written per second / 1e9
   double gemm_tflops = 0;  // cuBLAS fp16 GEMM 8192^3, fp32 accumulate

@@ -1,12 +1,14 @@
 // bench_kernels_gpu: cutrain's CUDA kernels, each checked against its CPU reference and then
 // timed, next to the ceilings of the same device measured in the same run and next to
-// cuDNN/cuBLAS on the same shapes. (CUDA builds only.)
+// cuDNN/cuBLAS on the same shapes. (CUDA builds, and the simulator's: make SIM=1 builds
+// build/sim/bin/bench_kernels_gpu, whose checks are real and whose times are not.)
 //
 //   ceilings        a 1 GiB device-to-device copy (GB/s, bytes read + written) and a cuBLAS
-//                   fp16 GEMM 8192^3 (TFLOP/s)
+//                   fp16 GEMM 8192^3 (TFLOP/s); not under the simulator
 //   conv, linear    every distinct layer shape of the models (default: `default` and
-//                   `resnet`, 28x28x1, batch 256): forward, dgrad, wgrad on direct, tc and
-//                   cuDNN/cuBLAS, fp16 (bench/gpu_gemm_layers.h)
+//                   `resnet`, 28x28x1, batch 256): forward, dgrad, wgrad on every rung of the
+//                   conv ladder (v1 direct .. v5 async, kernels/ladder/README.md) and cuDNN,
+//                   linear on direct, tc and cuBLAS, fp16 (bench/gpu_gemm_layers.h)
 //   memory-bound    relu, add, accumulate, batchnorm+relu, input conversion, sum, casts at
 //                   64M elements, f16 and f32 (bench/gpu_memory_bound.h)
 //   targets         PASS/FAIL: the elementwise, BN and cast kernels at >= 70% of the copy
@@ -18,9 +20,12 @@
 //
 //   bin/bench_kernels_gpu                               everything
 //   bin/bench_kernels_gpu --only "conv forward"         rows whose key contains the text
+//   bin/bench_kernels_gpu --only "conv wgrad v2 gemm default:conv4"   one rung, pass, layer
 //   bin/bench_kernels_gpu --out r.md --json r.json      also write the tables and the rows
-// Row keys: "conv forward tc default:conv2 resnet:block1.conv1 ...", "linear wgrad cublas ...",
-// "relu backward f16", "bn forward +relu f32", "input normalize f16", "cast f32->f16 -".
+//   bin/bench_kernels_gpu --predict [--gpu h100]        the ladders' predicted costs
+//                                                       (bench/ladder_predict.h), no GPU needed
+// Row keys: "conv forward v4 tc default:conv2 resnet:block1.conv1 ...", "linear wgrad cublas
+// ...", "relu backward f16", "bn forward +relu f32", "input normalize f16", "cast f32->f16 -".
 #include <CLI/CLI.hpp>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -38,6 +43,7 @@
 #include "bench/gpu_gemm_layers.h"
 #include "bench/gpu_memory_bound.h"
 #include "bench/gpu_timing.h"
+#include "bench/ladder_predict.h"
 #include "kernels/vendor.h"
 
 #ifndef CUTRAIN_COMMIT  // the Makefile passes `git describe --always --dirty`
@@ -78,12 +84,17 @@ std::string driver_version() {
 json device_info() {
   cudaDeviceProp p;
   CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
-  int driver = 0, runtime = 0, cublas[3] = {0, 0, 0};
+  int driver = 0, runtime = 0;
   CUDA_CHECK(cudaDriverGetVersion(&driver));
   CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
-  cublasGetProperty(MAJOR_VERSION, &cublas[0]);
-  cublasGetProperty(MINOR_VERSION, &cublas[1]);
-  cublasGetProperty(PATCH_LEVEL, &cublas[2]);
+  std::string cublas = "the simulator's (plain loops)";  // sim/cublas.cpp: no version
+#ifndef CUTRAIN_SIM
+  int cb[3] = {0, 0, 0};
+  cublasGetProperty(MAJOR_VERSION, &cb[0]);
+  cublasGetProperty(MINOR_VERSION, &cb[1]);
+  cublasGetProperty(PATCH_LEVEL, &cb[2]);
+  cublas = std::to_string(cb[0]) + "." + std::to_string(cb[1]) + "." + std::to_string(cb[2]);
+#endif
   std::string cudnn = "not in this build";
 #ifdef CUTRAIN_CUDNN
   const size_t v = cudnnGetVersion();  // 91900 = 9.19.0
@@ -102,13 +113,17 @@ json device_info() {
           {"driver", driver_version()},
           {"cuda_driver", version_text(driver)},
           {"cuda_runtime", version_text(runtime)},
-          {"cublas", std::to_string(cublas[0]) + "." + std::to_string(cublas[1]) + "." +
-                         std::to_string(cublas[2])},
+          {"cublas", cublas},
           {"cudnn", cudnn},
           {"commit", CUTRAIN_COMMIT}};
 }
 
 void measure_ceilings(BenchContext& ctx) {
+  if (kSimulated) {  // a 1 GiB copy and an 8192^3 GEMM would take the simulator hours
+    ctx.report.print("\n## Ceilings: not measured under the simulator (no shares of them "
+                     "below)\n");
+    return;
+  }
   cudaStream_t st = ctx.stream;
   const size_t bytes = size_t(1) << 30;
   DeviceBuffer src(bytes, 0, st), dst(bytes, 0, st);
@@ -167,7 +182,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> models = {"default", "resnet"};
   int batch = 256, check_batch = 5;
   int64_t n = int64_t(1) << 26;
-  std::string out, json_out;
+  std::string out, json_out, gpu = "h100";
+  bool predict = false;
   app.add_option("--repeats", ctx.timing.repeats, "Timed repeats (the median is shown)")
       ->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--warmup", ctx.timing.warmup, "Untimed calls before timing")
@@ -183,10 +199,19 @@ int main(int argc, char** argv) {
   app.add_option("--only", ctx.only, "Run only the rows whose key contains this text");
   app.add_option("--out", out, "Also write the markdown report to this file");
   app.add_option("--json", json_out, "Also write the device, ceilings and rows as JSON");
+  app.add_flag("--predict", predict,
+               "Print the kernel ladders' predicted costs on --gpu (kernels/ladder/README.md's "
+               "tables) and exit; needs no GPU");
+  app.add_option("--gpu", gpu, "The GPU whose data-sheet peaks --predict uses")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   Report& r = ctx.report;
   try {
+    if (predict) {
+      std::fputs(ladder_predictions(roofline_of(gpu)).c_str(), stdout);
+      return 0;
+    }
     if (!gpu_usable()) {
       r.print("bench_kernels_gpu: no usable GPU (%s): nothing measured\n",
               gpu_unavailable_reason().c_str());
@@ -209,6 +234,9 @@ int main(int argc, char** argv) {
             device["cudnn"].get<std::string>().c_str(), CUTRAIN_COMMIT);
     r.print("median of %d after %d warm-up calls%s%s\n", ctx.timing.repeats, ctx.timing.warmup,
             ctx.only.empty() ? "" : "; only rows matching ", ctx.only.c_str());
+    if (kSimulated)
+      r.print("\nSimulated device (make SIM=1, sim/README.md): every check against the CPU "
+              "reference is real; every time is the simulator's: simulated, meaningless.\n");
 
     measure_ceilings(ctx);
     bench_gemm_layers(ctx, models, batch, check_batch);

@@ -24,6 +24,14 @@
 namespace cutrain {
 
 // --- direct -------------------------------------------------------------------------------
+// The conv ladder's v1 (kernels/ladder/README.md), the rung every other one is measured from.
+// What changed: nothing yet. Each pass is the CPU reference's loop nest (conv2d.cpp) with its
+// outer loops replaced by the thread index: a thread per output element, which sums its terms
+// one at a time, reading both factors of every multiply-add from global memory (L1 and L2
+// serve most of them again). Why it is the floor: it is obviously right, and it is fast only
+// where a pass has many outputs and short sums; the weight gradient (few outputs, each a sum
+// over the whole batch) leaves most of the GPU idle. The rung above, v2
+// (ladder/gemm_plain.cuh), turns the three loop nests into one GEMM over gathered operands.
 
 // y[n][p][q][k] = b[k] + sum_{r,t} sum_c x[n][p*Sh-Ph+r][q*Sw-Pw+t][c] * w[k][r][t][c]
 // launch: one thread per y element (k fastest), grid-stride. Per output: R*S*C multiply-adds,

@@ -10,7 +10,8 @@
 //   wgrad    dw (K x RSC)  += dy^T (K x NPQ) * im2col(x) (NPQ x RSC); db by bias_grad_gpu
 //   The GEMMs' A or B is the input or dy gathered through the convolution on the fly (no
 //   im2col buffer). Each operand below says which element (mn, kd) is and returns 0 where that
-//   element is padding. Fast path: when the run of 8 it is asked for lies along a channel
+//   element is padding, one element at a time (at: the ladder's v2) or a run of 8 (load8: the
+//   tiled kernels). Fast path: when the run of 8 it is asked for lies along a channel
 //   dimension that is a multiple of 8 (C for x and w, K for dy), the 8 halves are one aligned
 //   16-byte load of one pixel (or zeros when the pixel is padding); otherwise (the first
 //   layer, C = 1 or 3; odd channel counts) 8 scalar gathers.
@@ -44,6 +45,13 @@ struct Geom {
   __device__ __half x_at(const __half* x, int64_t n, int h, int w, int c) const {
     if (h < 0 || h >= H || w < 0 || w >= W) return __half(0.0f);
     return x[((n * H + h) * W + w) * C + c];
+  }
+  // im2col's one value at (pixel, rsc): x at tap (r, s), channel c, under output pixel
+  // (n, p, q); 0 in the padding. im2col8 below is the same, 8 values at a time.
+  __device__ __half im2col_at(const __half* x, int64_t pixel, int rsc) const {
+    const int64_t PQ = int64_t(P) * Q;
+    const int pq = int(pixel % PQ), c = rsc % C, rs = rsc / C;
+    return x_at(x, pixel / PQ, (pq / Q) * sh - ph + rs / S, (pq % Q) * sw - pw + rs % S, c);
   }
   // im2col's 8 values from (r,s,c) index rsc on (rsc < RSC = R*S*C; 0 past it) of output
   // pixel `pixel` = (n, p, q): x at each tap under it, 0 in the padding. vec: one 16-byte copy
@@ -92,6 +100,9 @@ struct Im2colA {
     if (m >= M || kd >= Kd) return tc::zero8(dst);
     g.im2col8(x, m, kd, Kd, vec, dst, copy);
   }
+  __device__ __half at(int64_t m, int64_t kd) const {
+    return m < M && kd < Kd ? g.im2col_at(x, m, int(kd)) : __half(0.0f);
+  }
 };
 
 // dgrad A (N*H*W x R*S*K): A[(n,h,w)][(r,s,k)] = dy[n][p][q][k] for the output pixel (p, q)
@@ -122,6 +133,14 @@ struct DgradA {
       dst[j] = hit ? dy[((n * g.P + p) * g.Q + q) * g.K + k] : __half(0.0f);
     }
   }
+  __device__ __half at(int64_t m, int64_t kd) const {
+    if (m >= M || kd >= Kd) return __half(0.0f);
+    const int64_t HW = int64_t(g.H) * g.W;
+    const int hw = int(m % HW), k = int(kd % g.K), rs = int(kd / g.K);
+    int p, q;
+    if (!g.out_of(hw / g.W, hw % g.W, rs / g.S, rs % g.S, p, q)) return __half(0.0f);
+    return dy[((m / HW * g.P + p) * g.Q + q) * g.K + k];
+  }
 };
 
 // dgrad B (R*S*K x C): B[(r,s,k)][c] = w[k][r][s][c]. Contiguous along mn (c).
@@ -140,6 +159,11 @@ struct DgradB {
     if (vec && c + 8 <= g.C) return copy(dst, row + c);
     for (int j = 0; j < 8; j++) dst[j] = c + j < g.C ? row[c + j] : __half(0.0f);
   }
+  __device__ __half at(int64_t c, int64_t kd) const {
+    if (c >= g.C || kd >= Kd) return __half(0.0f);
+    const int k = int(kd % g.K), rs = int(kd / g.K);
+    return w[(int64_t(k) * g.R * g.S + rs) * g.C + c];
+  }
 };
 
 // wgrad B = im2col(x) seen from the other side (N*P*Q x R*S*C): B[(n,p,q)][(r,s,c)], as Im2colA
@@ -155,6 +179,9 @@ struct WgradB {
   __device__ void load8(int64_t rsc, int64_t kd, __half* dst, Copy copy = {}) const {
     if (kd >= Kd || rsc >= RSC) return tc::zero8(dst);
     g.im2col8(x, kd, rsc, RSC, vec, dst, copy);
+  }
+  __device__ __half at(int64_t rsc, int64_t kd) const {
+    return kd < Kd && rsc < RSC ? g.im2col_at(x, kd, int(rsc)) : __half(0.0f);
   }
 };
 

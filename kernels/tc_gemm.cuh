@@ -13,11 +13,23 @@
 // operand has
 //   static constexpr bool kContigKd;   // true: its memory is contiguous along kd, else along mn
 //   __device__ void load8(int64_t mn, int64_t kd, __half* dst) const;
-// load8 writes 8 consecutive elements along the contiguous direction, (mn, kd..kd+7) or
+//   __device__ __half at(int64_t mn, int64_t kd) const;
+// at returns the one element (mn, kd), 0 outside the matrix: the operand's definition as a
+// plain expression, which the ladder's v2 (kernels/ladder/gemm_plain.cuh) reads element by
+// element. load8 writes 8 consecutive elements along the contiguous direction, (mn, kd..kd+7) or
 // (mn..mn+7, kd), into shared memory (dst is 16-byte aligned): one 16-byte load when the 8
 // are inside the matrix, contiguous and aligned, else 8 scalar reads with zeros outside. The
 // 16-byte load goes through the operand's `copy` argument (Copy8: a load and a store; the
 // pipelined rung of kernels/ladder/ passes an asynchronous copy instead).
+//
+// This kernel is the conv ladder's v4 (kernels/ladder/README.md). What changed from v3
+// (kernels/ladder/gemm_fma.cuh: the same tiles in shared memory, each thread a 4 x 8 piece of
+// fp32 multiply-adds on CUDA cores): each warp computes a 32 x 32 piece as 2 x 2 WMMA
+// 16x16x16 fragments, fp16 in and fp32 out, so the multiply-adds run on tensor cores.
+// Why it should be faster than v3: with the operands in shared memory v3 is bound by its
+// multiply-adds, and an H100's tensor cores do them 15 times as fast (989 fp16 TFLOP/s
+// against 67 fp32 on its CUDA cores: known_gpus, kernels/launch_plan.cpp). What it leaves to
+// v5: a block's loads and its MMAs take turns (the end of Launch below).
 //
 // Launch: one block computes one BM x BN tile of C (128x64, 64x64, 128x32 or 32x64);
 //   one warp computes a 32 x 32 piece of it as 2 x 2 WMMA 16x16x16 fragments (half x half ->
@@ -40,7 +52,7 @@
 //   sm_90: 66 -> 94..97), so about 20 warps fit an SM instead of 30; split-K aims at 16. The
 //   forward and dgrad sum over a filter (R*S*C or R*S*K, short) and keep one set.
 //   No cp.async double buffering here: a block's loads and MMAs do not overlap; the other
-//   blocks resident on the SM (3-6 of them) hide the latency instead. The ladder's v4 rung
+//   blocks resident on the SM (3-6 of them) hide the latency instead. The ladder's v5 rung
 //   (kernels/ladder/tc_gemm_async.cuh, tc::AsyncKernel) is this kernel with its loads
 //   pipelined through cp.async; training runs it once a GPU has measured it ahead.
 // Bytes: tc_gemm_cost (tc_plan.h; conv2d.h's and linear.h's tc costs count from it): the
@@ -102,6 +114,10 @@ struct Dense {
 
   static Dense make(const __half* p, int64_t MN, int64_t Kd, int64_t ld) {
     return {p, MN, Kd, ld, aligned16(p) && ld % 8 == 0};
+  }
+  __device__ __half at(int64_t mn, int64_t kd) const {
+    if (mn >= MN || kd >= Kd) return __half(0.0f);
+    return ContigKd ? p[mn * ld + kd] : p[kd * ld + mn];
   }
   template <class Copy = Copy8>
   __device__ void load8(int64_t mn, int64_t kd, __half* dst, Copy copy = {}) const {

@@ -8,9 +8,10 @@ namespace cutrain {
 const char* conv_rung_name(ConvRung r) {
   switch (r) {
     case ConvRung::direct: return "v1 direct";
-    case ConvRung::fma: return "v2 fma";
-    case ConvRung::tc: return "v3 tc";
-    case ConvRung::async: return "v4 async";
+    case ConvRung::gemm: return "v2 gemm";
+    case ConvRung::fma: return "v3 fma";
+    case ConvRung::tc: return "v4 tc";
+    case ConvRung::async: return "v5 async";
   }
   return "?";
 }

@@ -5,25 +5,28 @@
 // a GPU has measured it ahead.
 //
 //   v1 direct     conv2d.cu's direct kernels: a thread per output, plain loops (f16 here)
-//   v2 fma        the implicit GEMM from shared-memory tiles on CUDA cores (gemm_fma.cuh)
-//   v3 tc         the same on tensor cores, WMMA (tc_gemm.cuh: the production tc path)
-//   v4 async      v3 with the tiles' loads pipelined through cp.async (tc_gemm_async.cuh)
+//   v2 gemm       the passes as one implicit GEMM over gathered operands, each element read
+//                 from global memory as needed, on tc_gemm's grid and split-K (gemm_plain.cuh)
+//   v3 fma        v2 from shared-memory tiles, a 4 x 8 piece a thread, CUDA cores (gemm_fma.cuh)
+//   v4 tc         the same tiles on tensor cores, WMMA (tc_gemm.cuh: the production tc path)
+//   v5 async      v4 with the tiles' loads pipelined through cp.async (tc_gemm_async.cuh)
+// Each rung's header says what changed from the rung below and why it should be faster.
 //
 // Math: conv2d.h's, with its shapes, layouts and accumulate rule (+=); its conv2d_*_cpu is
 //   every rung's CPU reference.
 // Launch: conv_ladder.cu switches to the rung: v1 conv2d.cu's direct kernels (a thread per
-//   output, 1 launch a pass); v2, v3, v4 tc_gemm's tile grid (tc_plan.h: 1 launch, 2 under
+//   output, 1 launch a pass); v2 to v5 tc_gemm's tile grid (tc_plan.h: 1 launch, 2 under
 //   split-K), the main loop each rung's own. The bias gradient: bias_grad_gpu (1 launch).
 // Bytes: fp16 storage; each rung reads the operands and moves the outputs as conv2d.h counts:
-//   conv2d_forward_rung_gpu_cost          v1 as conv2d_forward_gpu_cost's direct, v2 v3 v4 as
+//   conv2d_forward_rung_gpu_cost          v1 as conv2d_forward_gpu_cost's direct, v2 to v5 as
 //                                         its tc (the same GEMM, tiles and split-K)
 //   conv2d_backward_data_rung_gpu_cost    likewise (conv2d_backward_data_gpu_cost)
 //   conv2d_backward_filter_rung_gpu_cost  likewise (conv2d_backward_filter_gpu_cost)
 // Flops: 2*N*P*Q*K*R*S*C a pass, the same cost functions (conv2d_forward_rung_gpu_cost, ...;
-//   v2, v3, v4's data gradient with a stride > 1 multiplies the gathered zeros too); on tensor
-//   cores for v3 and v4, on CUDA cores (fp32 fma) for v1 and v2.
+//   v2 to v5's data gradient with a stride > 1 multiplies the gathered zeros too); on tensor
+//   cores for v4 and v5, on CUDA cores (fp32 fma) for v1 to v3.
 // Precision: fp16 storage, fp32 sums, rounded to fp16 once; every rung agrees with the CPU
-//   within the tc path's tolerance, and v4 gives v3's bits.
+//   within the tc path's tolerance, and v5 gives v4's bits.
 // The rungs: CUDA builds only (device pointers, queued on `stream`); conv_rung_name
 // (conv_ladder.cpp) and the costs: every build.
 #pragma once
@@ -34,10 +37,10 @@
 
 namespace cutrain {
 
-enum class ConvRung { direct, fma, tc, async };
-constexpr ConvRung kConvRungs[] = {ConvRung::direct, ConvRung::fma, ConvRung::tc,
+enum class ConvRung { direct, gemm, fma, tc, async };
+constexpr ConvRung kConvRungs[] = {ConvRung::direct, ConvRung::gemm, ConvRung::fma, ConvRung::tc,
                                    ConvRung::async};
-// "v1 direct", "v2 fma", "v3 tc", "v4 async"
+// "v1 direct", "v2 gemm", "v3 fma", "v4 tc", "v5 async"
 const char* conv_rung_name(ConvRung r);
 
 void conv2d_forward_rung_gpu(ConvRung r, const Conv2dShape& s, const half_t* x, const half_t* w,
@@ -49,15 +52,15 @@ void conv2d_backward_filter_rung_gpu(ConvRung r, const Conv2dShape& s, const hal
                                      cudaStream_t stream);
 
 // Each rung's cost, as a function of the shape (fp16: elem = 2): v1 costs what conv2d.h's direct
-// implementation does, v2, v3 and v4 what its tc does (they run v3's GEMMs over the same
-// operands with the same tile plan and split-K, and differ only in their main loop), v2's flops
-// on CUDA cores. The kernel is named by pass and rung: "conv2d_forward v2 fma".
+// implementation does, v2 to v5 what its tc does (they run v4's GEMMs over the same operands
+// with the same tile plan and split-K, and differ only in their main loop), v2's and v3's flops
+// on CUDA cores. The kernel is named by pass and rung: "conv2d_forward v3 fma".
 inline ConvImpl conv_rung_impl(ConvRung r) {
   return r == ConvRung::direct ? ConvImpl::direct : ConvImpl::tc;
 }
 inline LaunchCost conv_rung_cost(ConvRung r, const char* pass, LaunchCost c) {
   c.kernel = std::string(pass) + " " + conv_rung_name(r);
-  if (r == ConvRung::fma) c.tensor = false;
+  if (r == ConvRung::gemm || r == ConvRung::fma) c.tensor = false;
   return c;
 }
 inline LaunchCost conv2d_forward_rung_gpu_cost(ConvRung r, const Conv2dShape& s, bool bias) {

@@ -1,31 +1,31 @@
-// The conv ladder, rung v2: shared-memory tiles, CUDA cores. tc::FmaKernel, a main loop for
+// The conv ladder, rung v3: shared-memory tiles, CUDA cores. tc::FmaKernel, a main loop for
 // tc_gemm (kernels/tc_gemm.cuh) that computes C = A * B from the same operands, tiles, split-K
-// and epilogue as the tensor-core kernel (v3), with fp32 fused multiply-adds instead of WMMA.
+// and epilogue as the tensor-core kernel (v4), with fp32 fused multiply-adds instead of WMMA.
 //
 // Math: tc_gemm.cuh's GEMM, C (M x N) = A (M x Kd) * B (Kd x N), over conv_gemm.cuh's operands.
-// What changed from v1 (the direct kernels of conv2d.cu: a thread per output, every operand
-// read from global memory by every thread that needs it): a block stages a BM x BK tile of A
-// and a BK x BN tile of B in shared memory once (load_tile: 16-byte loads, neighbouring
-// threads on neighbouring bytes), and each of its threads then computes a 4 x 8 piece of the
-// BM x BN output from there: per kd, 4 values of A and 8 of B feed 32 multiply-adds held in
-// registers. Each element of A is read from global memory once per block instead of once per
-// output, and from shared memory once per 8 outputs.
-// Why it should be faster than v1: the direct kernels are bound by their loads (about one
-// global load per multiply-add); here a kd step loads (BM + BN) * 32 halves for
+// What changed from v2 (gemm_plain.cuh: the same grid and split-K, but a thread computes one
+// output at a time and reads both operands of every multiply-add from global memory): a block
+// stages a BM x BK tile of A and a BK x BN tile of B in shared memory once (load_tile: 16-byte
+// loads, neighbouring threads on neighbouring bytes), and each of its threads then computes a
+// 4 x 8 piece of the BM x BN output from there: per kd, 4 values of A and 8 of B feed 32
+// multiply-adds held in registers. Each element of A is read from global memory once per
+// block instead of once per output, and from shared memory once per 8 outputs.
+// Why it should be faster than v2: v2 is bound by its loads (two global loads, each an index
+// computation, per multiply-add); here a kd step loads (BM + BN) * 32 halves for
 // BM * BN * 32 multiply-adds, 43 of them a loaded half for 128 x 64 tiles.
-// What it leaves to v3: the multiply-adds themselves run on CUDA cores at fp32 rate, a
-// fraction of what the tensor cores do on fp16 (v3: WMMA).
+// What it leaves to v4: the multiply-adds themselves run on CUDA cores at fp32 rate, a
+// fraction of what the tensor cores do on fp16 (v4: WMMA).
 //
 // Launch: the tile plan of tc_gemm_plan (kernels/tc_plan.h): BM x BN of 128x64, 64x64,
 // 128x32 or 32x64, (BM/32)*(BN/32)*32 threads, i.e. BM*BN/32: thread t computes rows
-// 4*(t / (BN/8)) .. +3 and columns 8*(t % (BN/8)) .. +7 of the tile; split-K as v3.
-// Bytes: v3's, the same tiles and split-K: conv_ladder.h's conv2d_forward_rung_gpu_cost,
+// 4*(t / (BN/8)) .. +3 and columns 8*(t % (BN/8)) .. +7 of the tile; split-K as v4.
+// Bytes: v4's, the same tiles and split-K: conv_ladder.h's conv2d_forward_rung_gpu_cost,
 //   conv2d_backward_data_rung_gpu_cost, conv2d_backward_filter_rung_gpu_cost (from
 //   kernels/tc_plan.h's tc_gemm_cost).
 // Flops: 2*M*N*Kd, on CUDA cores (conv_ladder.h: conv2d_forward_rung_gpu_cost and the others,
 //   tensor = false).
 // Precision: fp16 operands widened to fp32, products and sums in fp32 (fmaf: one rounding per
-// multiply-add); with Blocked (weight gradients) the kd sum in blocks of kSumBlock, as v3.
+// multiply-add); with Blocked (weight gradients) the kd sum in blocks of kSumBlock, as v4.
 // Results agree with the CPU reference within the tc path's tolerance, not bit for bit.
 #pragma once
 #include "kernels/tc_gemm.cuh"

@@ -1,32 +1,32 @@
-// The conv ladder, rung v4: tensor cores with the loads pipelined. tc::AsyncKernel, a main
-// loop for tc_gemm (kernels/tc_gemm.cuh): v3's tiles, WMMA fragments, split-K and epilogue,
+// The conv ladder, rung v5: tensor cores with the loads pipelined. tc::AsyncKernel, a main
+// loop for tc_gemm (kernels/tc_gemm.cuh): v4's tiles, WMMA fragments, split-K and epilogue,
 // with two shared-memory stages filled by cp.async (sm_80 and later) so that the loads of the
 // next kd step fly while the MMAs of this one run.
 //
 // Math: tc_gemm.cuh's GEMM, C (M x N) = A (M x Kd) * B (Kd x N), over conv_gemm.cuh's operands.
-// What changed from v3: v3 loads a tile, waits at a barrier, multiplies, waits again, and only
-// then loads the next tile: each block's loads and MMAs alternate, and only the other blocks
-// resident on the SM (3-6) hide the load latency. Here the A and B tiles have two stages: the
+// What changed from v4 (tc_gemm.cuh): v4 loads a tile, waits at a barrier, multiplies, waits
+// again, and only then loads the next tile: each block's loads and MMAs alternate, and only
+// the other blocks resident on the SM (3-6) hide the load latency. Here the A and B tiles have two stages: the
 // copies of step i+1 are issued (cp.async.cg, 16 bytes each, global -> shared without
 // registers) before the MMAs of step i, and waited for (cp.async.wait_group) only after them.
 // Operand runs that cannot be one aligned 16-byte copy (padding, a first layer of 1 or 3
 // channels, the edges of the matrix) are still written by the thread itself, at once; the
 // barrier before the stage is read orders them like the asynchronous ones.
-// Why it should be faster than v3: the load latency (hundreds of cycles from L2) overlaps a
+// Why it should be faster than v4: the load latency (hundreds of cycles from L2) overlaps a
 // step's MMAs, which matters most where few blocks share an SM (the weight gradients, the
 // small layers of the default models).
-// What it leaves to v5: the gathers' index arithmetic is unchanged (per 8 halves: divisions
+// What it leaves to a v6: the gathers' index arithmetic is unchanged (per 8 halves: divisions
 // by C, S and Q), and a strided data gradient still multiplies the zeros of the taps that read
 // nothing.
 //
-// Launch: as v3 (tc_gemm_plan), with twice the A/B shared memory: 2 x 15 KiB for a 128 x 64
+// Launch: as v4 (tc_gemm_plan), with twice the A/B shared memory: 2 x 15 KiB for a 128 x 64
 // tile, inside the 48 KiB of static shared memory (the fp32 C tile, 34 KiB, reuses it).
-// Bytes: v3's (global memory moves the same tiles; only when they move changes):
+// Bytes: v4's (global memory moves the same tiles; only when they move changes):
 //   conv_ladder.h's conv2d_forward_rung_gpu_cost, conv2d_backward_data_rung_gpu_cost,
 //   conv2d_backward_filter_rung_gpu_cost (from kernels/tc_plan.h's tc_gemm_cost).
 // Flops: 2*M*N*Kd on tensor cores, the same functions (conv_ladder.h:
 //   conv2d_forward_rung_gpu_cost, ...).
-// Precision: v3's exactly: the same fragments, in the same order, so the same bits as v3.
+// Precision: v4's exactly: the same fragments, in the same order, so the same bits as v4.
 #pragma once
 #include <cuda_fp16.h>
 
@@ -72,7 +72,7 @@ __global__ void __launch_bounds__((BM / 32) * (BN / 32) * 32)
   float* sC = reinterpret_cast<float*>(smem);
   const BlockRange blk = block_range<BM, BN>(Kd, kd_chunk);
   const int64_t m0 = blk.m0, n0 = blk.n0, kd_begin = blk.kd_begin, kd_end = blk.kd_end;
-  WarpTile<BM, BN, Blocked, OpA, OpB> tile(threadIdx.x / 32);  // v3's, the same MMAs
+  WarpTile<BM, BN, Blocked, OpA, OpB> tile(threadIdx.x / 32);  // v4's, the same MMAs
   auto issue = [&](int64_t kd0, int s) {  // the copies of step kd0 into stage s, one group
     load_tile<BM, THREADS>(a, m0, kd0, stages + s * STAGE, AsyncCopy8{});
     load_tile<BN, THREADS>(b, n0, kd0, stages + s * STAGE + A_HALVES, AsyncCopy8{});

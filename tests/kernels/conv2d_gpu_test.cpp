@@ -1,8 +1,9 @@
 // conv2d on the GPU against the CPU reference: the direct kernels (f32, f16), the
-// tensor-core path (f16) and the conv ladder's other rungs (kernels/ladder/: v2 fma, v4 async;
-// v4 also against v3's bits), forward, backward-data, backward-filter and bias, on odd shapes
-// (tails of every tile; C and K multiples of 8 or not, which picks the tc path's 16-byte or
-// scalar loads; split-K for the weight gradient) and on the layers of the default models.
+// tensor-core path (f16) and the conv ladder's other rungs (kernels/ladder/: v2 gemm,
+// v3 fma, v5 async; v5 also against v4's bits), forward, backward-data, backward-filter and
+// bias, on odd shapes (tails of every tile; C and K multiples of 8 or not, which picks the tc
+// path's 16-byte or scalar loads; split-K for the weight gradient) and on the layers of the
+// default models.
 // Forward outputs are poisoned (0xff bytes: NaN) before the run; backward outputs are
 // prefilled with random values, and the CPU reference accumulates onto the same prefill.
 #include <algorithm>
@@ -21,12 +22,14 @@ using namespace cutrain_test;
 
 namespace {
 
-enum class Path { direct, tc, fma, async };  // fma, async: the ladder's v2 and v4
+// direct and tc: the production paths (the ladder's v1 and v4); the ladder's other rungs:
+enum class Path { direct, tc, gemm, fma, async };
 const char* path_name(Path p) {
   return p == Path::direct ? "direct"
          : p == Path::tc   ? "tc"
-         : p == Path::fma  ? "v2 fma"
-                           : "v4 async";
+         : p == Path::gemm ? "v2 gemm"
+         : p == Path::fma  ? "v3 fma"
+                           : "v5 async";
 }
 
 struct Case {
@@ -115,8 +118,10 @@ Out<T> run_gpu(Path path, const Conv2dShape& s, const Data<T>& d) {
       conv2d_backward_data_tc_gpu(s, ptr<T>(dy), ptr<T>(w), ptr<T>(dx), st.get());
       conv2d_backward_filter_tc_gpu(s, ptr<T>(x), ptr<T>(dy), ptr<T>(dw), ptr<T>(db), st.get());
     }
-    if (path == Path::fma || path == Path::async) {
-      const ConvRung r = path == Path::fma ? ConvRung::fma : ConvRung::async;
+    if (path == Path::gemm || path == Path::fma || path == Path::async) {
+      const ConvRung r = path == Path::gemm  ? ConvRung::gemm
+                         : path == Path::fma ? ConvRung::fma
+                                             : ConvRung::async;
       conv2d_forward_rung_gpu(r, s, ptr<T>(x), ptr<T>(w), ptr<T>(b), ptr<T>(y), st.get());
       conv2d_backward_data_rung_gpu(r, s, ptr<T>(dy), ptr<T>(w), ptr<T>(dx), st.get());
       conv2d_backward_filter_rung_gpu(r, s, ptr<T>(x), ptr<T>(dy), ptr<T>(dw), ptr<T>(db),
@@ -177,27 +182,28 @@ TEST_CASE("conv2d [gpu]: the default models' layers at batch 2, tc") {
   for (const Case& c : model_cases) check_case<half_t>(Path::tc, c, seed += 10);
 }
 
-TEST_CASE("conv2d [gpu]: the ladder's v2 (fma) and v4 (async) equal the CPU reference") {
+TEST_CASE("conv2d [gpu]: the ladder's v2 (gemm), v3 (fma) and v5 (async) equal the CPU "
+          "reference") {
   REQUIRE_GPU();
   uint64_t seed = 700;
-  for (Path p : {Path::fma, Path::async}) {
+  for (Path p : {Path::gemm, Path::fma, Path::async}) {
     for (const Case& c : odd_cases) check_case<half_t>(p, c, seed += 10);
     for (const Case& c : model_cases) check_case<half_t>(p, c, seed += 10);
   }
 }
 
-TEST_CASE("conv2d [gpu]: the ladder's v4 gives v3's bits (the same fragments, in the same order)") {
+TEST_CASE("conv2d [gpu]: the ladder's v5 gives v4's bits (the same fragments, in the same order)") {
   REQUIRE_GPU();
   uint64_t seed = 800;
   for (const std::vector<Case>* cases : {&odd_cases, &model_cases})
     for (const Case& c : *cases) {
       INFO(c.name);
       const Data<half_t> d = make_data<half_t>(c.s, seed += 10);
-      const Out<half_t> v3 = run_gpu(Path::tc, c.s, d), v4 = run_gpu(Path::async, c.s, d);
-      require_same_bits(v4.y, v3.y, "y");
-      require_same_bits(v4.dx, v3.dx, "dx");
-      require_same_bits(v4.dw, v3.dw, "dw");
-      require_same_bits(v4.db, v3.db, "db");
+      const Out<half_t> v4 = run_gpu(Path::tc, c.s, d), v5 = run_gpu(Path::async, c.s, d);
+      require_same_bits(v5.y, v4.y, "y");
+      require_same_bits(v5.dx, v4.dx, "dx");
+      require_same_bits(v5.dw, v4.dw, "dw");
+      require_same_bits(v5.db, v4.db, "db");
     }
 }
 

@@ -216,7 +216,7 @@ TEST_CASE("launch cost: the conv ladder's rungs") {
   const double gemm = 2.0 * 128 * 16 * 72;  // 2*N*P*Q*K*R*S*C = 294912
   for (ConvRung r : kConvRungs) {
     CAPTURE(conv_rung_name(r));
-    const bool tensor = r == ConvRung::tc || r == ConvRung::async;
+    const bool tensor = r == ConvRung::tc || r == ConvRung::async;  // v4, v5
     // Forward: x, w, b read, y written; the bias adds one flop an output.
     LaunchCost f = conv2d_forward_rung_gpu_cost(r, s, true);
     REQUIRE(f.kernel == std::string("conv2d_forward ") + conv_rung_name(r));
@@ -237,11 +237,11 @@ TEST_CASE("launch cost: the conv ladder's rungs") {
     REQUIRE(w.flops == gemm + 2048);
     REQUIRE(w.tensor == tensor);
   }
-  // v2 and v4 run v3's tile plan, split-K included: layer()'s weight gradient is split, so
-  // 2 launches and the fp32 partials' bytes, as the tc path.
+  // v2, v3 and v5 run v4's tile plan, split-K included: layer()'s weight gradient is split,
+  // so 2 launches and the fp32 partials' bytes, as the tc path.
   const LaunchCost tc = conv2d_backward_filter_gpu_cost(ConvImpl::tc, layer(), 2, true, false);
   REQUIRE(tc.launches == 2);
-  for (ConvRung r : {ConvRung::fma, ConvRung::tc, ConvRung::async}) {
+  for (ConvRung r : {ConvRung::gemm, ConvRung::fma, ConvRung::tc, ConvRung::async}) {
     const LaunchCost c = conv2d_backward_filter_rung_gpu_cost(r, layer(), true, false);
     REQUIRE(c.launches == tc.launches);
     REQUIRE(c.bytes == tc.bytes);
