@@ -28,16 +28,24 @@ The settings (--mode):
   resident       every image decoded once into a uint8 tensor on the device, crop/flip on the
                  device, the model under torch.compile (--compile-mode, "default")
   tuned-graph    PyTorch at its strongest (torch_ref/tuned.py): resident data, channels_last,
-                 fp16 autocast with the GradScaler handing its overflow check to a fused
-                 optimizer on the device (no host read per step), the learning rate a device
-                 tensor, and the whole step captured as one CUDA graph and replayed
-  tuned-compile  the same with the model under torch.compile(mode="max-autotune") instead
+                 the whole step on the device (the batch's gather and the learning rate from a
+                 device step counter, fp16 autocast, the loss scaler's check and a fused
+                 optimizer that skips on the device: no host read per step), captured as one
+                 CUDA graph and replayed
+  tuned-compile-graph  the same graph around the model compiled with torch.compile(mode=
+                 "max-autotune-no-cudagraphs")
+  tuned-compile  the whole step (gather, lr, forward, loss, backward, check, update, scale)
+                 one torch.compile(fullgraph=True, mode="max-autotune")
   gpu-decode     the decode-heavy workload's GPU path: DataLoader workers read the files'
                  bytes, torchvision.io.decode_jpeg decodes them on the GPU (nvJPEG), resize,
                  crop and flip on the GPU
-The tuned modes warm up, compile or capture before the clock starts, on the first batch, and
-put the model back as it was (their time is the summary's setup_s); a capture or a
-compilation that fails says why and falls back (graph -> compile -> eager).
+The tuned modes warm up, compile or capture before the clock starts and put the model back as
+it was (their time is the summary's setup_s); a capture or a compilation that fails says why
+and falls back (compile-graph -> graph -> eager, compile-step -> compile-graph). Each run
+prints and keeps (the summary's "proof") what proves its label: torch_ref/proof.py.
+Every mode saves a checkpoint after each epoch's evaluation (OUT/checkpoint.pt: the model, the
+optimizer's and the scaler's state; written to a temporary file and renamed), inside its
+clock, as cutrain writes one per epoch.
 
 Every mode times its steps on the device's clock as cutrain does (torch_ref/clock.py: events
 before the wait for the batch, after it and after the step), so its records carry busy_pct,
@@ -72,11 +80,15 @@ import torch.nn.functional as F  # noqa: E402
 
 from torch_ref import data as tdata  # noqa: E402
 from torch_ref import model as tmodel  # noqa: E402
+from torch_ref import proof as tproof  # noqa: E402
 from torch_ref.clock import DeviceClock  # noqa: E402
-from torch_ref.tuned import TunedStep  # noqa: E402
+from torch_ref.tuned import TunedStep, lr_tensor  # noqa: E402
 
-MODES = ["dataloader", "resident", "tuned-graph", "tuned-compile", "gpu-decode"]
-RESIDENT = ("resident", "tuned-graph", "tuned-compile")  # data decoded once onto the device
+MODES = ["dataloader", "resident", "tuned-graph", "tuned-compile-graph", "tuned-compile",
+         "gpu-decode"]
+TUNED = {"tuned-graph": "graph", "tuned-compile-graph": "compile-graph",
+         "tuned-compile": "compile-step"}  # torch_ref/tuned.py's settings
+RESIDENT = ("resident",) + tuple(TUNED)  # data decoded once onto the device
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -132,8 +144,8 @@ def parse_args():
     a.add_argument("--channels-last", action=argparse.BooleanOptionalAction,
                    help="NHWC activations (default: on CUDA and in the tuned modes)")
     a.add_argument("--no-compile", action="store_true", help="resident mode without torch.compile")
-    a.add_argument("--compile-mode", help="torch.compile mode (resident: default, "
-                   "tuned-compile: max-autotune)")
+    a.add_argument("--compile-mode", default="default",
+                   help="torch.compile mode of --mode resident")
     a.add_argument("--check", action="store_true",
                    help="print the layer table against cutrain's and exit (1 on a difference)")
     a.add_argument("--model", default="default", help="--check without --config: the model")
@@ -220,10 +232,6 @@ class Feeder:
             self.gen = torch.Generator(device=dev).manual_seed(cfg["seed"])
             self.pad = pad
 
-    def reseed(self):
-        """The augmentation's generator as it was at the start (after a warm-up drew from it)."""
-        self.gen.manual_seed(self.seed)
-
     def _gpu_decode(self, files, augment):
         return tdata.gpu_decode(files, self.C, self.side, self.S, self.pad if augment else 0,
                                 augment, self.dev, self.gen)
@@ -258,6 +266,13 @@ class Feeder:
         for k in range(0, self.n_val, self.eval_batch):
             yield (tdata.gpu_centre(self.val_x[k:k + self.eval_batch], self.cfg["size"]),
                    self.val_y[k:k + self.eval_batch])
+
+
+def save_checkpoint(out, state):
+    """OUT/checkpoint.pt, written whole or not at all (a temporary file renamed)."""
+    path = os.path.join(out, "checkpoint.pt")
+    torch.save(state, path + ".tmp")
+    os.replace(path + ".tmp", path)
 
 
 def evaluate(model, feeder, prep, amp, dev):
@@ -306,7 +321,7 @@ def main():
     model = model.to(dev, memory_format=torch.channels_last if nhwc else torch.contiguous_format)
     params = list(model.parameters())
     opt_name, lr, wd = cfg["optimizer"], cfg["lr"], cfg["wd"]
-    tuned_mode = args.mode.startswith("tuned-")
+    tuned_mode = args.mode in TUNED
     compiled = False
     train_model = model
     if not tuned_mode:  # the untuned settings: torch.optim as most scripts use it
@@ -322,7 +337,7 @@ def main():
                   else torch.cuda.amp.GradScaler(**scaler_kw))
         if args.mode == "resident" and not args.no_compile:
             if hasattr(torch, "compile"):
-                train_model = torch.compile(model, mode=args.compile_mode or "default")
+                train_model = torch.compile(model, mode=args.compile_mode)
                 compiled = True
             else:
                 notes.append(f"torch {torch.__version__} has no torch.compile: resident mode "
@@ -342,22 +357,23 @@ def main():
         return tdata.normalise(x, mean, std, nhwc)
 
     tuned = None
-    if tuned_mode:  # warm-up, capture or compilation before the clock, on the first batch
-        tuned = TunedStep(model, cfg, dev, amp, prep,
-                          "graph" if args.mode == "tuned-graph" else "compile",
-                          args.compile_mode or "max-autotune")
-        x0, y0 = next(feeder.train_epoch())
-        tuned.setup(x0, y0, (lambda fwd: evaluate(fwd, feeder, prep, amp, dev))
+    if tuned_mode:  # warm-up, capture or compilation before the clock
+        schedule = (cfg["schedule"], lr, warmup, total)
+        tuned = TunedStep(model, cfg, dev, amp, prep, TUNED[args.mode], feeder, schedule)
+        tuned.setup((lambda fwd: evaluate(fwd, feeder, prep, amp, dev))
                     if feeder.n_val else None)
-        feeder.reseed()
-        train_model = tuned.forward
+        train_model = tuned.eval_forward
         notes += tuned.notes
         compiled = tuned.ran.startswith("compile")
+        steps = torch.arange(total, dtype=torch.int64)
+        tuned.proof["lr_schedule_max_diff"] = max(
+            abs(a - lr_at(cfg["schedule"], lr, warmup, total, k))
+            for k, a in enumerate(lr_tensor(*schedule, steps).tolist()))
 
     if args.out:
         os.makedirs(args.out, exist_ok=True)
     metrics = Metrics(os.path.join(args.out, "metrics.jsonl") if args.out else None)
-    how = (f"{tuned.ran}, fused {opt_name} with the scaler on the device" if tuned
+    how = (f"{tuned.ran}, the whole step on the device" if tuned
            else "compiled" if compiled else "eager")
     print(f"torch_reference: {args.mode} on {dev}, torch {torch.__version__}, "
           f"{'AMP fp16' if amp else 'fp32'}, {how}; "
@@ -379,7 +395,11 @@ def main():
     evals, time_to_target = [], None
     micro = B // accum
     for epoch in range(1, epochs + 1):
-        batches = feeder.train_epoch()
+        if tuned:  # the epoch's order; the step gathers its batch from it on the device
+            tuned.new_epoch(torch.randperm(feeder.n_train, device=dev, generator=feeder.gen))
+            batches = iter(range(steps_per_epoch))
+        else:
+            batches = feeder.train_epoch()
         while True:
             clock.begin()  # before the wait for the batch
             if resident:  # on the device already: its crop and flip are compute, as cutrain's
@@ -389,16 +409,16 @@ def main():
             win_wait += time.time() - t0
             if batch is None:
                 break
-            x, y = batch
             if not resident:
                 clock.ready()
             lr_now = lr_at(cfg["schedule"], lr, warmup, total, step)
             if tuned:
-                tuned.set_lr(lr_now)
-                loss_b, correct_b = tuned(x, y)
+                with tuned.sync_watch():  # torch.cuda.set_sync_debug_mode("warn") on CUDA
+                    loss_b, correct_b = tuned()
                 loss_sum += loss_b
                 correct += correct_b
             else:
+                x, y = batch
                 for g in opt.param_groups:
                     g["lr"] = lr_now
                 for m0 in range(0, B, micro):
@@ -419,7 +439,7 @@ def main():
             if step % log_every == 0 or step == total:
                 now = time.time()
                 w = clock.window()
-                scale = (tuned.scaler.get_scale() if tuned else scaler.get_scale()) if amp else 0
+                scale = (tuned.scale.item() if tuned else scaler.get_scale()) if amp else 0
                 metrics.write("step", step=step, epoch=epoch, loss=loss_sum.item() / win_images,
                               accuracy=correct.item() / win_images, lr=lr_now,
                               loss_scale=scale, images_per_s=win_images / (now - win_t),
@@ -442,7 +462,21 @@ def main():
             print(f"epoch {epoch}/{epochs}  val loss {e['loss']:.4f}  top-1 "
                   f"{100 * e['top1']:.2f}%  top-5 {100 * e['top5']:.2f}%  |  "
                   f"{e['time']:.1f} s", flush=True)
+        if args.out:  # inside the clock, as cutrain's checkpoint of each epoch
+            clock.interrupt()
+            save_checkpoint(args.out, tuned.state_dict() if tuned else
+                            {"model": model.state_dict(), "optimizer": opt.state_dict(),
+                             "scaler": scaler.state_dict(), "step": step})
     t_end = time.time()
+    proof = tproof.settings(torch, dev, amp, nhwc, tuned_mode, opt_name)
+    if tuned:
+        proof.update(tuned.finish(), ran=tuned.ran)
+    else:
+        proof.update(ran="compile" if compiled else "eager", optimizer=(
+            f"{opt_name}: torch.optim, default (foreach); the GradScaler reads found_inf on "
+            "the host each step" if amp else f"{opt_name}: torch.optim, default (foreach)"))
+    for line in tproof.lines(args.mode, proof):
+        print(line, flush=True)
     summary = dict(mode=args.mode, device=str(dev),
                    gpu=torch.cuda.get_device_name(dev) if on_cuda else None,
                    torch=torch.__version__, amp=amp, compiled=compiled,
@@ -454,7 +488,8 @@ def main():
                    decode_s=getattr(feeder, "decode_s", None),
                    images_per_s=step * B / (t_end - t_start),
                    final_top1=evals[-1]["top1"] if evals else None,
-                   target=args.target, time_to_target_s=time_to_target, notes=notes)
+                   target=args.target, time_to_target_s=time_to_target, notes=notes,
+                   proof=proof, proof_failures=tproof.failures(args.mode, proof))
     print(metrics.write("summary", **summary))
     return 0
 

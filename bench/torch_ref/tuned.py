@@ -1,72 +1,168 @@
 """PyTorch's training step at its strongest, for bench/torch_reference.py's tuned modes.
 
-What makes it strong, each the usual advice for small models on a GPU:
-  - data resident on the device as uint8; crop, flip and normalisation on the device
-    (torch_ref/data.py), channels_last, cudnn.benchmark;
-  - fp16 autocast with a GradScaler and a fused optimizer (SGD or AdamW, fused=True): the
-    scaler hands found_inf to the fused kernel, which skips the update on the device, so no
-    step reads a value back to the host (plain SGD's scaler calls .item() every step);
-  - the learning rate a device tensor, written each step without a host round trip;
-  - and then either the whole step (forward, loss, backward, the scaler's check, the update)
-    captured once as a CUDA graph (torch.cuda.graph) and replayed, or the model under
-    torch.compile(mode="max-autotune").
-Warm-up, compilation and capture happen before the run's clock starts, on the first batch,
-and the model, optimizer and scaler are put back as they were afterwards (the parameters and
-buffers copied back in place, the momentum buffers zeroed: the same first step as a fresh
-optimizer's), so the timed run trains exactly as an untuned one would. If the capture or the
-compilation fails, the reason is printed and the next setting is used (graph -> compile ->
-eager), so a row is never lost.
+One step function (`_step`) does the whole step on the device: the batch gathered from the
+resident data by a device step counter (index, crop and flip on the device), the learning rate
+computed from that counter (nn/schedule.cpp's schedule as tensor ops), fp16 autocast forward,
+the loss, backward, the loss scaler's check for inf/NaN, the optimizer's update skipped on the
+device when it finds one, the scale's update (torch._amp_update_scale_, GradScaler's own op),
+and the counter's increment. No host read, no host write per step. Three ways to run it:
+
+  graph          (--mode tuned-graph) the step captured once as a CUDA graph
+                 (torch.cuda.graph) and replayed; the model eager; the update torch.optim's
+                 fused kernel (the functional sgd/adamw with fused=True, grad_scale and
+                 found_inf: what torch.optim.SGD(fused=True) runs under a GradScaler)
+  compile-graph  (--mode tuned-compile-graph) the same graph around the model compiled with
+                 torch.compile(mode="max-autotune-no-cudagraphs") (Inductor's kernels,
+                 autotuned, launched from our graph)
+  compile-step   (--mode tuned-compile) the whole step one torch.compile(fullgraph=True,
+                 mode="max-autotune"): backward traced (torch._dynamo.trace_autograd_ops), the
+                 update torch.optim's foreach code on copies kept where no inf was found
+                 (PyTorch will not trace its fused kernels), CUDA graphs by Inductor's
+                 cudagraph trees. fullgraph=True: any graph break is an error, not a fallback
+On the CPU there are no CUDA graphs: graph and compile-graph run their step as it is (the
+proof says "not run" and why), compile-step uses "max-autotune-no-cudagraphs".
+
+Set-up before the run's clock (setup(), timed as setup_s): warm-up steps, the capture or the
+compilation, the evaluation's compiled forward, and the proof's check, one step of the tuned
+path against one eager step on the same batch from the same state (the largest parameter
+difference); then the parameters, buffers, optimizer state, scaler and counter are put back as
+they were (the same first step as a fresh run). A capture or a compilation that fails says why
+and runs the next setting (compile-graph -> graph -> eager, compile-step -> eager): the row's
+`ran` says what ran, and the proof (torch_ref/proof.py) fails a tuned row that did not run as
+its label says.
 """
+import contextlib
+import math
 import time
 import traceback
+import warnings
 
 import torch
 import torch.nn.functional as F
+from torch.optim.adamw import adamw as adamw_update  # what torch.optim.AdamW.step runs
+from torch.optim.sgd import sgd as sgd_update        # what torch.optim.SGD.step runs
+
+from torch_ref import data as tdata
 
 WARMUP_STEPS = 3
+HOWS = ("graph", "compile-graph", "compile-step")
 
 
-def make_optimizer(params, cfg, lr, fused, capturable=False):
-    kw = dict(lr=lr, weight_decay=cfg["wd"])
-    if fused:
-        kw["fused"] = True
-    if cfg["optimizer"] == "adamw":  # capturable: its step count on the device, for a graph
-        return torch.optim.AdamW(params, betas=(0.9, 0.999), eps=1e-8, capturable=capturable,
-                                 **kw)
-    return torch.optim.SGD(params, momentum=cfg["momentum"], nesterov=cfg["optimizer"] == "nesterov",
-                           **kw)
+def lr_tensor(kind, base, warmup, total, step):
+    """torch_reference.lr_at (nn/schedule.cpp) for a device step counter `step` (int64)."""
+    s = step.double()
+    W = max(1, total * 3 // 10) if kind == "onecycle" else warmup
+    ramp = base * (s + 1) / max(W, 1)
+    if kind == "constant":
+        after = torch.full_like(s, base)
+    else:
+        p = (s - W) / max(total - W, 1)
+        after = (base - base * p if kind == "linear"
+                 else base * 0.5 * (1 + torch.cos(math.pi * p)))
+        after = torch.where(s >= total, torch.zeros_like(s), after)
+    return torch.where(s < W, ramp, after).float()
+
+
+def dynamo_counts():
+    """What torch.compile did so far: graph breaks, unique graphs, recompiles, cudagraph
+    skips, and the compile caches' hits and misses (torch._dynamo.utils.counters)."""
+    c = torch._dynamo.utils.counters
+    return {"graph_breaks": sum(c["graph_break"].values()),
+            "unique_graphs": c["stats"]["unique_graphs"],
+            "recompiles": sum(c["recompiles"].values()) if "recompiles" in c else 0,
+            "cudagraph_skips": c["inductor"]["cudagraph_skips"],
+            "cache_hits": c["inductor"]["fxgraph_cache_hit"],
+            "cache_misses": c["inductor"]["fxgraph_cache_miss"]}
 
 
 class TunedStep:
-    """One training step of `model` on a batch (x uint8 (B,S,S,C), y int64 (B)) on `dev`."""
+    """The whole training step of `model` on `feeder`'s resident data (torch_reference.Feeder)."""
 
-    def __init__(self, model, cfg, dev, amp, prep, how, compile_mode="max-autotune"):
+    def __init__(self, model, cfg, dev, amp, prep, how, feeder, schedule):
+        assert how in HOWS, how
         self.model, self.cfg, self.dev, self.amp, self.prep = model, cfg, dev, amp, prep
+        self.feeder, self.schedule = feeder, schedule  # schedule: (kind, base, warmup, total)
         self.B, self.accum = cfg["batch"], cfg["accum"]
-        self.lr = torch.tensor(float(cfg["lr"]), device=dev)  # read by the fused kernel
-        self.opt = make_optimizer(model.parameters(), cfg, self.lr, fused=True,
-                                  capturable=how == "graph" and dev.type == "cuda")
-        self.scaler = torch.amp.GradScaler(dev.type, init_scale=2.0 ** 16, growth_factor=2.0,
-                                           backoff_factor=0.5, growth_interval=2000,
-                                           enabled=amp)
-        self.wanted = how               # "graph" or "compile"
-        self.compile_mode = compile_mode
-        self.forward = model            # the compiled model in "compile"
+        self.cuda = dev.type == "cuda"
+        self.wanted = how
+        self.params = [p for p in model.parameters()]
+        zeros = lambda: [torch.zeros_like(p) for p in self.params]  # noqa: E731
+        self.adamw = cfg["optimizer"] == "adamw"
+        if self.adamw:  # capturable: its step counts on the device
+            self.opt_state = {"exp_avg": zeros(), "exp_avg_sq": zeros(),
+                              "step": [torch.zeros((), device=dev) for _ in self.params]}
+        else:  # a zero momentum buffer gives torch.optim's first step (buf = grad)
+            self.opt_state = {"momentum_buffer": zeros()}
+        self.scale = torch.full((), 2.0 ** 16 if amp else 1.0, device=dev)
+        self.growth_tracker = torch.zeros((), dtype=torch.int32, device=dev)
+        self.counter = torch.zeros((), dtype=torch.int64, device=dev)  # steps done
+        self.skipped = torch.zeros((), dtype=torch.int64, device=dev)  # steps skipped (inf)
+        self.perm = torch.arange(feeder.n_train, device=dev)  # this epoch's order
+        self.ar = torch.arange(self.B, device=dev)
+        self.spe = feeder.n_train // self.B
+        self.forward = model   # the model the step calls (compiled in compile-graph)
+        self.eval_forward = model
+        self.run_step = self._step  # what __call__ runs when there is no graph
         self.graph = None
-        self.ran = "eager"              # what runs after setup(): "cuda graph", "compile", "eager"
+        self.ran = "eager"     # "cuda graph", "compile-graph", "compile-step", "eager"
         self.setup_s = 0.0
         self.notes = []
+        self.proof = {"graph_captured": False, "graph_why": "not tried", "replays": 0,
+                      "replay_vs_eager_max_diff": None, "replay_vs_eager_rel": None,
+                      "replay_vs_eager_why": None}
+        self.steps_called = 0
 
-    def set_lr(self, value):
-        self.lr.fill_(value)
-
+    # ---- the step ---------------------------------------------------------------------------
     def _autocast(self):
         return (torch.autocast(self.dev.type, dtype=torch.float16) if self.amp
-                else torch.autocast(self.dev.type, enabled=False))
+                else contextlib.nullcontext())
 
-    def _step(self, x, y):
-        """Forward and backward over the micro-batches, the scaler's step and update. The loss
-        sum and the top-1 count come back as device tensors (no host read)."""
+    def _batch(self):
+        """The batch of step `counter`: (B,S,S,C) uint8 and (B) labels, gathered on the device."""
+        f = self.feeder
+        idx = self.perm.index_select(0, (self.counter % self.spe) * self.B + self.ar)
+        x = f.train_x.index_select(0, idx)
+        x = (tdata.gpu_crop_flip(x, f.cfg["size"], f.pad, None) if f.cfg["augment"]
+             else tdata.gpu_centre(x, f.cfg["size"]))
+        return x, f.train_y.index_select(0, idx)
+
+    def _update(self, grads, found, traced):
+        """torch.optim's update (functional sgd / adamw), skipped where found != 0."""
+        cfg = self.cfg
+        lr = lr_tensor(*self.schedule, self.counter)
+        st = self.opt_state
+        kw = dict(lr=lr, weight_decay=cfg["wd"], maximize=False)
+        if self.adamw:
+            kw.update(amsgrad=False, beta1=0.9, beta2=0.999, eps=1e-8, capturable=self.cuda)
+        else:
+            kw.update(momentum=cfg["momentum"], dampening=0.0,
+                      nesterov=cfg["optimizer"] == "nesterov")
+        update = adamw_update if self.adamw else sgd_update
+
+        def run(params, state, **more):
+            if self.adamw:
+                update(params, grads, state["exp_avg"], state["exp_avg_sq"], [], state["step"],
+                       **more, **kw)
+            else:
+                update(params, grads, state["momentum_buffer"], **more, **kw)
+
+        if not traced:  # the fused kernel unscales and skips on the device itself
+            run(self.params, st, fused=True,
+                **({"grad_scale": self.scale, "found_inf": found} if self.amp else {}))
+            return
+        if self.amp:
+            torch._amp_foreach_non_finite_check_and_unscale_(grads, found,
+                                                             self.scale.reciprocal())
+        new_p = [p.clone() for p in self.params]
+        new_st = {k: [t.clone() for t in v] for k, v in st.items()}
+        run(new_p, new_st, foreach=True)
+        keep = found == 0
+        for old, new in [(self.params, new_p)] + [(st[k], new_st[k]) for k in st]:
+            torch._foreach_copy_(old, [torch.where(keep, n, o) for n, o in zip(new, old)])
+
+    def _step(self, traced=False):
+        """One whole step at `counter`; returns (loss sum, correct count) as device tensors."""
+        x, y = self._batch()
         micro = self.B // self.accum
         loss_sum = torch.zeros((), device=self.dev)
         correct = torch.zeros((), device=self.dev, dtype=torch.int64)
@@ -75,95 +171,203 @@ class TunedStep:
             with self._autocast():
                 z = self.forward(xm)
                 loss = F.cross_entropy(z.float(), ym, label_smoothing=self.cfg["label_smoothing"])
-            self.scaler.scale(loss * (ym.shape[0] / self.B)).backward()
+            (loss * (ym.shape[0] / self.B) * self.scale).backward()
             loss_sum += loss.detach() * ym.shape[0]
             correct += (z.argmax(1) == ym).sum()
-        self.scaler.step(self.opt)
-        self.scaler.update()
+        grads = [p.grad for p in self.params]
+        with torch.no_grad():
+            found = torch.zeros(1, device=self.dev)
+            if self.amp and not traced:  # the GradScaler's check (inv scale 1: check only)
+                torch._amp_foreach_non_finite_check_and_unscale_(
+                    grads, found, torch.ones(1, device=self.dev))
+            self._update(grads, found, traced)
+            if self.amp:  # x2 after 2000 clean steps, x0.5 on inf (cutrain's loss scaler)
+                torch._amp_update_scale_(self.scale, self.growth_tracker, found, 2.0, 0.5,
+                                         2000)
+            self.skipped += found.long().sum()
+            self.counter += 1
+            for g in grads:
+                g.zero_()
         return loss_sum, correct
 
-    def __call__(self, x, y):
-        if self.graph is not None:
-            self.static_x.copy_(x)
-            self.static_y.copy_(y)
-            self.graph.replay()
-            return self.static_loss.clone(), self.static_correct.clone()
-        out = self._step(x, y)
-        self.opt.zero_grad(set_to_none=True)
-        return out
+    def _traced_step(self):
+        return self._step(traced=True)
 
-    # ---- before the clock -----------------------------------------------------------------
-    def _saved(self):
-        return ({k: v.detach().clone() for k, v in self.model.state_dict().items()},
-                self.scaler.state_dict())
+    def new_epoch(self, perm):
+        self.perm.copy_(perm)
+
+    def __call__(self):
+        self.steps_called += 1
+        if self.graph is not None:
+            self.graph.replay()
+            self.proof["replays"] += 1
+            return self.static_loss.clone(), self.static_correct.clone()
+        return self.run_step()
+
+    # ---- state, for the set-up and the checkpoints --------------------------------------------
+    def state_dict(self):
+        return {"model": self.model.state_dict(),
+                "optimizer": {k: [t.detach().clone() for t in v]
+                              for k, v in self.opt_state.items()},
+                "scaler": {"scale": self.scale.item(), "growth_tracker":
+                           self.growth_tracker.item()},
+                "step": self.counter.item()}
+
+    def _tensors(self):
+        """Every tensor the step changes, in place (a captured graph holds their addresses)."""
+        return (list(self.model.state_dict().values()) +
+                [t for v in self.opt_state.values() for t in v] +
+                [self.scale, self.growth_tracker, self.counter, self.skipped, self.perm] +
+                [p.grad for p in self.params if p.grad is not None])
+
+    def _save(self):
+        return ([t.detach().clone() for t in self._tensors()],
+                torch.get_rng_state(), torch.cuda.get_rng_state() if self.cuda else None)
 
     def _restore(self, saved):
-        state, scaler = saved
+        tensors, cpu_rng, cuda_rng = saved
         with torch.no_grad():
-            for k, v in self.model.state_dict().items():
-                v.copy_(state[k])
-            for st in self.opt.state.values():
-                for key in ("momentum_buffer", "exp_avg", "exp_avg_sq"):
-                    if st.get(key) is not None:
-                        st[key].zero_()
-                if "step" in st:
-                    st["step"].zero_() if torch.is_tensor(st["step"]) else st.update(step=0)
-            if self.amp:  # in place: a captured graph holds these tensors
-                self.scaler._scale.fill_(scaler["scale"])
-                self.scaler._growth_tracker.fill_(scaler["_growth_tracker"])
+            for t, v in zip(self._tensors(), tensors):
+                t.copy_(v)
+        torch.set_rng_state(cpu_rng)
+        if self.cuda:
+            torch.cuda.set_rng_state(cuda_rng)
 
-    def _try_graph(self, x, y):
-        if self.dev.type != "cuda":
-            raise RuntimeError("CUDA graphs need a CUDA device")
+    # ---- before the clock --------------------------------------------------------------------
+    def _grads(self):  # the .grad tensors, made once: the step zeroes them in place
+        for p in self.params:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+
+    def _compile_model(self, mode):
+        self.forward = torch.compile(self.model, mode=mode)
+        self.eval_forward = self.forward
+
+    def _capture(self, warm):
+        """Warm-up on a side stream, then the step captured as one CUDA graph."""
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):  # warm-up on a side stream, as torch.cuda.graph wants
-            for _ in range(WARMUP_STEPS):
-                self._step(x, y)
-                self.opt.zero_grad(set_to_none=True)
+        with torch.cuda.stream(side):  # as torch.cuda.graph wants
+            for _ in range(warm):
+                self._step()
         torch.cuda.current_stream().wait_stream(side)
-        self.static_x, self.static_y = x.clone(), y.clone()
         graph = torch.cuda.CUDAGraph()
-        self.opt.zero_grad(set_to_none=True)  # backward in the capture makes the .grad tensors
         with torch.cuda.graph(graph):
-            self.static_loss, self.static_correct = self._step(self.static_x, self.static_y)
-        graph.replay()  # a first replay: an error shows here, not in the timed run
-        torch.cuda.synchronize()
+            self.static_loss, self.static_correct = self._step()
         self.graph = graph
 
-    def _try_compile(self, x, y, evaluate):
-        self.forward = torch.compile(self.model, mode=self.compile_mode)
-        for _ in range(WARMUP_STEPS):
-            self(x, y)
-        if evaluate:
-            evaluate(self.forward)  # the eval-mode graphs too, before the clock
-        if self.dev.type == "cuda":
-            torch.cuda.synchronize()
+    def _try(self, how):
+        """Sets up `how`; returns what runs ("cuda graph", ...), or raises saying why not."""
+        no_graphs = "not run: CUDA graphs need a CUDA device"
+        if how == "compile-step":
+            torch._dynamo.config.trace_autograd_ops = True  # backward inside the graph
+            for t in self._tensors():  # the step's state: fixed addresses for cudagraph trees
+                torch._dynamo.mark_static_address(t)
+            mode = "max-autotune" if self.cuda else "max-autotune-no-cudagraphs"
+            self.run_step = torch.compile(self._traced_step, fullgraph=True, mode=mode)
+            self.eval_forward = torch.compile(self.model, mode="max-autotune-no-cudagraphs")
+            for _ in range(WARMUP_STEPS):
+                self.run_step()
+            self.proof["graph_why"] = ("Inductor's cudagraph trees (mode max-autotune)"
+                                       if self.cuda else f"{no_graphs} (mode {mode})")
+            return "compile-step"
+        if how == "compile-graph":
+            self._compile_model("max-autotune-no-cudagraphs")
+        if not self.cuda:  # the step as it is, the model compiled by its first calls
+            for _ in range(WARMUP_STEPS):
+                self._step()
+            self.proof["graph_why"] = no_graphs
+            return "compile (model only)" if how == "compile-graph" else "eager"
+        self._capture(WARMUP_STEPS)
+        self.proof["graph_captured"] = True
+        self.proof["graph_why"] = "torch.cuda.graph around the whole step"
+        return "cuda graph" if how == "graph" else "compile-graph"
 
-    def setup(self, x, y, evaluate):
-        """Warm-up, then the capture or the compilation, on batch (x, y); the state put back.
-        evaluate(forward) runs an evaluation pass (compiles the eval-mode graphs); None when
-        the run has no validation data."""
+    def _check_against_eager(self, saved):
+        """One tuned step against one eager step on the same batch, from the same state: the
+        largest parameter difference, absolute and relative to the step's largest change."""
+        self._restore(saved)
+        before = [p.detach().clone() for p in self.params]
+        (self.run_step if self.graph is None else self.graph.replay)()
+        got = [p.detach().clone() for p in self.params]
+        self._restore(saved)
+        forward, self.forward = self.forward, self.model
+        self._step()  # eager: the model uncompiled, torch.optim's fused update
+        self.forward = forward
+        diff = max((a.float() - b.float()).abs().max().item() for a, b in zip(got, self.params))
+        moved = max((a.float() - b.float()).abs().max().item()
+                    for a, b in zip(before, self.params))
+        self.proof["replay_vs_eager_max_diff"] = diff
+        self.proof["replay_vs_eager_rel"] = diff / moved if moved > 0 else None
+        if self.cfg["augment"] and self.ran == "compile-step":
+            self.proof["replay_vs_eager_why"] = ("augment on: Inductor draws its own random "
+                                                 "crops, so the batches differ")
+
+    def setup(self, evaluate):
+        """Warm-up, the capture or the compilation, the check against eager, the state put
+        back. evaluate(forward) runs an evaluation pass (compiles the eval-mode graphs); None
+        when the run has no validation data."""
         t0 = time.time()
-        saved = self._saved()
-        order = ["graph", "compile"] if self.wanted == "graph" else ["compile"]
+        self._grads()
+        saved = self._save()
+        order = {"graph": ["graph"], "compile-graph": ["compile-graph", "graph"],
+                 "compile-step": ["compile-step", "compile-graph"]}[self.wanted]
         for how in order:
             try:
-                if how == "graph":
-                    self._try_graph(x, y)
-                    self.ran = "cuda graph"
-                else:
-                    self._try_compile(x, y, evaluate)
-                    self.ran = f"compile {self.compile_mode}"
+                self.ran = self._try(how)
                 break
             except Exception as e:  # noqa: BLE001: any failure falls back, saying why
                 why = f"{how} failed ({type(e).__name__}: {str(e).splitlines()[0][:200]})"
                 self.notes.append(why + "; falling back")
+                self.proof["graph_why"] = why
                 print("torch_reference: " + why, flush=True)
                 traceback.print_exc(limit=3)
-                self.graph, self.forward = None, self.model
-                self.opt.zero_grad(set_to_none=True)
+                self.graph, self.forward, self.eval_forward = None, self.model, self.model
+                self.run_step = self._step
+                self._restore(saved)
+        if evaluate:
+            evaluate(self.eval_forward)  # the eval-mode graphs too, before the clock
+        self._check_against_eager(saved)
         self._restore(saved)
-        if self.dev.type == "cuda":
+        if self.cuda:
             torch.cuda.synchronize()
+        self.counts_after_setup = dynamo_counts()
         self.setup_s = time.time() - t0
+
+    # ---- the timed run -------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def sync_watch(self):
+        """The step under torch.cuda.set_sync_debug_mode("warn"), its syncs counted."""
+        if not self.cuda:
+            yield
+            return
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode("warn")
+            try:
+                yield
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+        self.proof["syncs"] = self.proof.get("syncs", 0) + sum(
+            "synchroniz" in str(w.message) for w in seen)
+
+    def finish(self):
+        """The proof's numbers of the timed run (after its last step)."""
+        end = dynamo_counts()
+        p = self.proof
+        for k in ("graph_breaks", "recompiles", "cudagraph_skips"):
+            p[k] = end[k] - self.counts_after_setup[k]
+        p["unique_graphs"] = end["unique_graphs"]
+        p["compile_cache"] = ("none" if not (end["cache_hits"] or end["cache_misses"]) else
+                              "warm" if end["cache_misses"] == 0 else
+                              "cold" if end["cache_hits"] == 0 else "partly warm")
+        p["steps"] = self.steps_called
+        p["sync_debug"] = "warn" if self.cuda else "not run: CUDA only"
+        p.setdefault("syncs", None if not self.cuda else 0)
+        p["skipped_steps"] = self.skipped.item()
+        p["final_loss_scale"] = self.scale.item() if self.amp else None
+        p["optimizer"] = (f"{self.cfg['optimizer']}: torch.optim functional, " +
+                          ("foreach on copies kept where finite (traced)"
+                           if self.ran == "compile-step" else "fused=True, grad_scale and "
+                           "found_inf on the device"))
+        return p
