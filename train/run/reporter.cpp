@@ -89,10 +89,12 @@ RunReporter::RunReporter(const TrainConfig& cfg, int64_t first_step, int64_t tot
       line_(first_step, total_steps), record_(first_step, total_steps), last_line_(Clock::now()),
       epoch_start_(Clock::now()), start_(Clock::now()) {}
 
-void RunReporter::start(int64_t steps_per_epoch, const std::string& device) {
+void RunReporter::start(int64_t steps_per_epoch, const std::string& device, double setup_s,
+                        double conv_auto_s) {
   metrics_.write("start", {{"step", first_step_}, {"total_steps", total_steps_},
                            {"steps_per_epoch", steps_per_epoch}, {"epochs", cfg_.epochs},
-                           {"device", device}});
+                           {"device", device}, {"setup_s", setup_s},
+                           {"conv_auto_s", conv_auto_s}});
   if (events_) events_->text(first_step_, "config", config_markdown(cfg_));
 }
 

@@ -58,9 +58,13 @@ class RunReporter {
   // Lines about epochs go to `out`; the progress line and notes to stderr.
   RunReporter(const TrainConfig& cfg, int64_t first_step, int64_t total_steps, FILE* out);
 
-  // The "start" record: where this process starts (first_step), the epoch's length, and the
-  // device as RunDevice::describe() says it ("cpu fp32"; with replicas, how many).
-  void start(int64_t steps_per_epoch, const std::string& device);
+  // The "start" record: where this process starts (first_step), the epoch's length, the
+  // device as RunDevice::describe() says it ("cpu fp32"; with replicas, how many), and the
+  // set-up before the run's clock starts: setup_s from the run's start (configuration, data,
+  // devices, --conv auto, the loaders), conv_auto_s the part --conv auto's timing took
+  // (bench/compare.sh counts set-up the same way for PyTorch).
+  void start(int64_t steps_per_epoch, const std::string& device, double setup_s,
+             double conv_auto_s);
   // After each step. loss_scale: the scaler's scale now (0 when there is no scaling, fp32).
   void step(const StepResult& r, int64_t steps_done, double loss_scale);
   // After the evaluation at the end of an epoch (e null: no validation data); average: the

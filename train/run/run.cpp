@@ -418,7 +418,9 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
   const RunDevice device = choose_run_device(cfg, mpi);
   std::vector<std::string> notes = resolve_run_config(cfg, device);
   // --conv auto on a GPU: each layer's kernels timed (a new run), saved with the configuration
+  const auto t_conv = Clock::now();
   choose_conv_kernels(cfg, device, resuming, notes);
+  const double conv_auto_s = seconds_since(t_conv);
   if (root) save_config(cfg, resuming, device, notes, out);
   if (mpi) mpi->barrier();  // the --out folder is there (or rank 0 failed and stops them all)
   sum.config = cfg;
@@ -442,7 +444,8 @@ RunSummary run_training(TrainConfig cfg, const std::vector<std::string>& given, 
   if (root) {
     report.emplace(cfg, t.steps_done(), t.total_steps(), out);
     report->start(t.steps_per_epoch(), device.describe() + (t.world() > 1 ? ", " +
-                  std::to_string(t.world()) + " replicas" : ""));
+                  std::to_string(t.world()) + " replicas" : ""), seconds_since(t_start),
+                  conv_auto_s);
     writer.emplace(cfg.out, cfg.keep, tracer.get());  // its row in the trace
     connect_reports(t, *writer, *report);
   }

@@ -150,7 +150,11 @@ TEST_CASE("SIGINT during training: the process saves, exits 130, and the run res
   for (std::string line; std::getline(lines, line);) {
     const nlohmann::json j = nlohmann::json::parse(line);
     kinds[j["kind"]]++;
-    if (j["kind"] == "start") last_step_time = 0;  // a process's clock starts at its start
+    if (j["kind"] == "start") {  // a process's clock starts at its start, after its set-up
+      last_step_time = 0;
+      REQUIRE(j["setup_s"].get<double>() >= j["conv_auto_s"].get<double>());
+      REQUIRE(j["conv_auto_s"].get<double>() >= 0);
+    }
     if (j["kind"] == "step") last_step = j["step"], last_step_time = j["time"];
     // An evaluation's "time" is on the step records' clock, after the epoch's last step.
     if (j["kind"] == "eval") REQUIRE(j["time"].get<double>() >= last_step_time);
