@@ -10,9 +10,11 @@ no validation, fp32, a step record every step (--log-every 1):
              the same model, initialisation, recipe and images (--python: Debian's PyTorch)
   tuned      the same in PyTorch 2.x at its strongest on a CPU (--tuned-python, e.g. the
              .venv-bench of bench/README.md; left out without one): --mode tuned-compile, the
-             data decoded once (resident), channels_last, a fused optimizer, the model under
-             torch.compile(mode="max-autotune"), compiled before its clock starts
-The target compares cutrain's default (onednn) with the stronger of the two PyTorch rows.
+             data decoded once (resident), the whole step one torch.compile(fullgraph=True,
+             mode="max-autotune-no-cudagraphs"), compiled before its clock starts; run twice,
+             with channels_last (tuned-cl) and without (tuned-nchw): the table's tuned cell is
+             the faster of the two for each model, batch and thread count, and says which
+The target compares cutrain's default (onednn) with the strongest of the PyTorch rows.
 Every process gets OMP_NUM_THREADS=T compute threads (checked: torch.get_num_threads() is T
 under it; torch_reference.py sets no thread count of its own). Decoding runs beside them:
 cutrain on --decode-threads threads (its --threads), torch in --workers DataLoader processes.
@@ -64,6 +66,9 @@ ROOT = os.path.dirname(HERE)
 DATE = time.strftime("%Y-%m-%d")
 
 # Run under --python with OMP_NUM_THREADS set: what torch is and how many threads it took.
+# The tuned row's two runs, by memory format (the faster of the two is the row's).
+TUNED = {"channels-last": "tuned-cl", "no-channels-last": "tuned-nchw"}
+
 TORCH_PROBE = ("import json, re, torch; m = re.search(r'MKL-DNN (v[0-9.]+)', "
                "torch.__config__.show()); print(json.dumps([torch.__version__, "
                "torch.get_num_threads(), m.group(1) if m else 'none']))")
@@ -172,7 +177,9 @@ def plan_training(args):
                                     timed))
                 pythons = [("torch", args.python, [])]
                 if args.tuned_python:
-                    pythons.append(("tuned", args.tuned_python, ["--mode", "tuned-compile"]))
+                    pythons += [(TUNED[layout], args.tuned_python,
+                                 ["--mode", "tuned-compile", f"--{layout}"])
+                                for layout in ("channels-last", "no-channels-last")]
                 for program, python, mode in pythons:
                     argv = [python, os.path.join(HERE, "torch_reference.py"), "--config",
                             f"{tag}-onednn/config.json", "--cutrain", args.cutrain, "--device",
@@ -217,13 +224,13 @@ def steady_rate(run):
 
 
 def check_tuned(run):
-    """The tuned row must have run compiled: a fallback (torch_reference.py says why in its
-    summary's notes) would put an eager number under the tuned name."""
+    """A tuned row must prove its label (torch_ref/proof.py: compiled as a whole step, no
+    graph break, recompile or skip): a fallback would put an eager number under its name."""
     with open(os.path.join(run.out, "metrics.jsonl")) as f:
         summary = [json.loads(line) for line in f if '"summary"' in line][-1]
-    if not str(summary.get("ran", "")).startswith("compile"):
-        sys.exit(f"cpu_training: the tuned run {run.out} ran {summary.get('ran')!r}, not "
-                 f"compiled: {summary.get('notes')}")
+    if summary.get("proof_failures") != []:
+        sys.exit(f"cpu_training: the tuned run {run.out} does not prove its label: "
+                 f"{summary.get('proof_failures')} (notes: {summary.get('notes')})")
 
 
 def train_all(runs, rounds):
@@ -233,7 +240,7 @@ def train_all(runs, rounds):
         for i, run in enumerate(runs, 1):
             shutil.rmtree(run.out, ignore_errors=True)  # torch_reference appends to metrics
             wall, cpu = run_logged(run.argv, run.env, run.out + ".log")
-            if run.program == "tuned":
+            if run.program in TUNED.values():
                 check_tuned(run)
             run.rates.append(steady_rate(run))
             run.busy.append(cpu / wall)
@@ -247,35 +254,44 @@ def train_all(runs, rounds):
 def training_report(runs):
     by = {(r.model, r.batch, r.threads, r.program): r for r in runs}
     rounds = len(runs[0].rates)
-    tuned = any(r.program == "tuned" for r in runs)
+    tuned = any(r.program in TUNED.values() for r in runs)
     out = ["## Training, steady-state images/s" +
            (f" (medians of {rounds} rounds)" if rounds > 1 else ""), "",
            "| model | batch | threads | reference | onednn | torch | " +
-           ("torch tuned | " if tuned else "") + "onednn / reference | onednn / torch | " +
-           ("onednn / tuned | " if tuned else "") + "target onednn / the stronger >= 1 |" +
+           ("torch tuned channels_last | torch tuned NCHW | " if tuned else "") +
+           "onednn / reference | onednn / torch | " +
+           ("onednn / tuned (the faster layout) | " if tuned else "") +
+           "target onednn / the stronger >= 1 |" +
            (" onednn / the stronger, each round |" if rounds > 1 else ""),
            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |" +
-           (" --- | --- |" if tuned else "") +
+           (" --- | --- | --- |" if tuned else "") +
            (" --- |" if rounds > 1 else "")]
     for r in runs:
         if r.program != "torch":
             continue
         key = (r.model, r.batch, r.threads)
         ref, dnn = by.get(key + ("reference",)), by[key + ("onednn",)]
-        peers = [r] + ([by[key + ("tuned",)]] if tuned else [])
+        layouts = [by[key + (t,)] for t in TUNED.values()] if tuned else []
+        fast = max(layouts, key=lambda p: p.images_per_s) if tuned else None
+        peers = [r] + ([fast] if tuned else [])
         strong = max(peers, key=lambda p: p.images_per_s)
         vs = dnn.images_per_s / strong.images_per_s
         target = ("PASS" if vs >= 1.0 else "FAIL") if r.model == "default" else "-"
         each = " ".join(f"{d / max(p.rates[i] for p in peers):.2f}"
                         for i, d in enumerate(dnn.rates))
+        tuned_cells = "".join(f"{t.images_per_s:.1f}{'*' if t is fast else ''} | "
+                              for t in layouts)
         out.append(f"| {r.model} | {r.batch} | {r.threads} | "
                    f"{f'{ref.images_per_s:.1f}' if ref else '-'} | "
-                   f"{dnn.images_per_s:.1f} | {r.images_per_s:.1f} | " +
-                   (f"{peers[1].images_per_s:.1f} | " if tuned else "") +
+                   f"{dnn.images_per_s:.1f} | {r.images_per_s:.1f} | " + tuned_cells +
                    f"{f'{dnn.images_per_s / ref.images_per_s:.2f}' if ref else '-'} | "
                    f"{dnn.images_per_s / r.images_per_s:.2f} | " +
-                   (f"{dnn.images_per_s / peers[1].images_per_s:.2f} | " if tuned else "") +
+                   (f"{dnn.images_per_s / fast.images_per_s:.2f} | " if tuned else "") +
                    f"{target} |" + (f" {each} |" if rounds > 1 else ""))
+    if tuned:
+        out += ["", "torch tuned: PyTorch 2.x, the whole step one torch.compile (--mode "
+                "tuned-compile), with and without channels_last; * marks the faster median, "
+                "the one the ratios use."]
     out += ["", "Each run: steps warm-up + timed, and cores busy = the process's CPU time "
             "(children included) / its wall time, start-up included.", "",
             "| model | batch | threads | program | steps | cores busy |",
