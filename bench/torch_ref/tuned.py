@@ -64,12 +64,12 @@ def lr_tensor(kind, base, warmup, total, step):
 
 
 def dynamo_counts():
-    """What torch.compile did so far: graph breaks, unique graphs, recompiles, cudagraph
-    skips, and the compile caches' hits and misses (torch._dynamo.utils.counters)."""
+    """What torch.compile did so far: graph breaks, unique graphs (a graph compiled in the
+    timed run is a recompile), cudagraph skips, and the compile caches' hits and misses
+    (torch._dynamo.utils.counters)."""
     c = torch._dynamo.utils.counters
     return {"graph_breaks": sum(c["graph_break"].values()),
             "unique_graphs": c["stats"]["unique_graphs"],
-            "recompiles": sum(c["recompiles"].values()) if "recompiles" in c else 0,
             "cudagraph_skips": c["inductor"]["cudagraph_skips"],
             "cache_hits": c["inductor"]["fxgraph_cache_hit"],
             "cache_misses": c["inductor"]["fxgraph_cache_miss"]}
@@ -355,9 +355,10 @@ class TunedStep:
         """The proof's numbers of the timed run (after its last step)."""
         end = dynamo_counts()
         p = self.proof
-        for k in ("graph_breaks", "recompiles", "cudagraph_skips"):
+        for k in ("graph_breaks", "cudagraph_skips"):
             p[k] = end[k] - self.counts_after_setup[k]
-        p["unique_graphs"] = end["unique_graphs"]
+        p["unique_graphs"] = end["unique_graphs"]  # the set-up's (train and eval) and any new
+        p["recompiles"] = end["unique_graphs"] - self.counts_after_setup["unique_graphs"]
         p["compile_cache"] = ("none" if not (end["cache_hits"] or end["cache_misses"]) else
                               "warm" if end["cache_misses"] == 0 else
                               "cold" if end["cache_hits"] == 0 else "partly warm")
