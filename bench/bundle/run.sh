@@ -36,9 +36,10 @@
 #   plan        cutrain describe default --step --measure: every launch of a step timed on the
 #               GPU beside its ideal time on the GPU's roofline ([lean-step]); into train-gpu.md
 #   compare     bench/compare.sh (cutrain vs PyTorch at its strongest) when the host's python
-#               has torch: COMPARE_ARGS (default "--batches 128 --seeds 1"; the full table is
-#               "--batches '128 512' --seeds 3"); COMPARE_TIMEOUT (400 s) bounds each of
-#               compare and photos, whose table is rewritten after every run
+#               has torch: its tiers (the claim at batch 128, then batch 512, then more seeds
+#               and the usual settings), each under its own cap (COMPARE_ARGS, default
+#               "--caps '240 90 60'"; what did not run is listed); COMPARE_TIMEOUT (420 s)
+#               bounds each of compare and photos, whose table is rewritten after every run
 #   photos      bench/compare.sh --photos: the decode-heavy workload (its probe, then cutrain,
 #               PyTorch's DataLoader and GPU decoding); PHOTOS_ARGS (default "--seeds 1
 #               --epochs 3"); its table is appended to compare.md
@@ -460,9 +461,9 @@ compare_step() {
     args=(--photos --photo-dir "$work/photos" ${PHOTOS_ARGS:---seeds 1 --epochs 3})
   else
     # shellcheck disable=SC2206
-    args=(--epochs "$TRAIN_EPOCHS" ${COMPARE_ARGS:---batches 128 --seeds 1})
+    args=(--epochs "$TRAIN_EPOCHS" ${COMPARE_ARGS:---caps "240 90 60"})
   fi
-  timed "$name" "${COMPARE_TIMEOUT:-400}" "$out/$name.log" env CUTRAIN_COMMIT="$commit" "$cmp/bench/compare.sh" \
+  timed "$name" "${COMPARE_TIMEOUT:-420}" "$out/$name.log" env CUTRAIN_COMMIT="$commit" "$cmp/bench/compare.sh" \
     "${args[@]}" --data "$fm" --out "$work/$name-runs" --results "$results"
   [ "$last_rc" = 0 ] || status=1
   [ -f "$results" ] || { echo "# compare.sh $name did not finish (exit $last_rc)"; echo; echo '```'; tail -40 "$out/$name.log"; echo '```'; } >"$results"
