@@ -2,7 +2,8 @@
 // recorded run folders in, the table out (tests/bench/compare_report_test.py, any python3, no
 // torch); compare.sh --report-only on those folders; and, where PyTorch 2.x is installed in
 // .venv-bench (bench/README.md), torch_reference.py's tuned step trained on the CPU, printing
-// every proof line and passing. Skipped, saying why, without it (CI has no PyTorch).
+// every proof line and passing, and its step in fp16 on the CPU (tests/bench/tuned_step_test.py).
+// Skipped, saying why, without it (CI has no PyTorch).
 #include <doctest/doctest.h>
 
 #include <cstdlib>
@@ -24,6 +25,19 @@ const std::string kFixtures = "tests/bench/compare_report_test.py";
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
+}
+
+// .venv-bench's python when it has PyTorch 2.x (bench/README.md makes it); "" otherwise, after
+// skip() with the reason (CI has no PyTorch).
+std::string torch2_python(const TempDir& dir) {
+  const fs::path python = repo_root() / ".venv-bench" / "bin" / "python";
+  if (fs::exists(python) &&
+      run_process({python.string(), "-c",
+                   "import sys, torch; sys.exit(int(torch.__version__.split('.')[0]) < 2)"},
+                  dir / "probe.log").status == 0)
+    return python.string();
+  skip(python.string() + " with PyTorch 2.x is missing (bench/README.md makes it; CI has none)");
+  return "";
 }
 
 }  // namespace
@@ -52,16 +66,22 @@ TEST_CASE("compare report: compare.sh --report-only writes the table of recorded
   REQUIRE(contains(r.output, "proof: replays 4677 of 4680 steps"));
 }
 
-TEST_CASE("compare report: the tuned PyTorch step on the CPU prints every proof line and passes") {
-  const fs::path python = repo_root() / ".venv-bench" / "bin" / "python";
+TEST_CASE("compare report: the tuned PyTorch step, fp16 on the CPU: skips on overflow, equals "
+          "eager, compiled whole with no graph break (PyTorch 2.x)") {
   TempDir dir;
-  if (!fs::exists(python) ||
-      run_process({python.string(), "-c",
-                   "import sys, torch; sys.exit(int(torch.__version__.split('.')[0]) < 2)"},
-                  dir / "probe.log").status != 0) {
-    skip(python.string() + " with PyTorch 2.x is missing (bench/README.md makes it; CI has none)");
-    return;
-  }
+  const std::string python = torch2_python(dir);
+  if (python.empty()) return;
+  const Ran r = run_process({python, (repo_root() / "tests/bench/tuned_step_test.py").string(),
+                             cutrain_exe()},
+                            dir / "tuned_step.log");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+}
+
+TEST_CASE("compare report: the tuned PyTorch step on the CPU prints every proof line and passes") {
+  TempDir dir;
+  const std::string python = torch2_python(dir);
+  if (python.empty()) return;
   // cutrain's configuration of a tiny run, which torch_reference.py reads
   const FashionMnistFiles& fm = fashion_mnist_jpegs();
   write_text(dir / "tiny.model", kTinyModel);
@@ -72,7 +92,7 @@ TEST_CASE("compare report: the tuned PyTorch step on the CPU prints every proof 
                       dir / "cutrain.log")
               .status == 0);
   const std::string out = dir / "torch";
-  const Ran r = run_process({python.string(), (repo_root() / "bench/torch_reference.py").string(),
+  const Ran r = run_process({python, (repo_root() / "bench/torch_reference.py").string(),
                              "--config", run + "/config.json", "--cutrain", cutrain_exe(),
                              "--mode", "tuned-graph", "--device", "cpu", "--workers", "1",
                              "--out", out},
