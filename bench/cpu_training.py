@@ -276,7 +276,8 @@ def training_report(runs):
         peers = [r] + ([fast] if tuned else [])
         strong = max(peers, key=lambda p: p.images_per_s)
         vs = dnn.images_per_s / strong.images_per_s
-        target = ("PASS" if vs >= 1.0 else "FAIL") if r.model == "default" else "-"
+        target = f"{vs:.2f}" + ((" PASS" if vs >= 1.0 else " FAIL") if r.model == "default"
+                                else "")
         each = " ".join(f"{d / max(p.rates[i] for p in peers):.2f}"
                         for i, d in enumerate(dnn.rates))
         tuned_cells = "".join(f"{t.images_per_s:.1f}{'*' if t is fast else ''} | "
