@@ -359,7 +359,8 @@ def main():
     tuned = None
     if tuned_mode:  # warm-up, capture or compilation before the clock
         schedule = (cfg["schedule"], lr, warmup, total)
-        tuned = TunedStep(model, cfg, dev, amp, prep, TUNED[args.mode], feeder, schedule)
+        tuned = TunedStep(model, cfg, dev, amp, prep, TUNED[args.mode], feeder, schedule,
+                          constants=(mean, std))
         tuned.setup((lambda fwd: evaluate(fwd, feeder, prep, amp, dev))
                     if feeder.n_val else None)
         train_model = tuned.eval_forward

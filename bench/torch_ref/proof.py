@@ -48,7 +48,7 @@ def lines(mode, p):
            f"{p['autocast']}; optimizer {p.get('optimizer', p['optimizer_name'])}"]
     if p["tuned"]:
         out += [f"proof: graph captured {'yes' if p.get('graph_captured') else 'no'} "
-                f"({p.get('graph_why')}); replays {p.get('replays', 0)} of {p.get('steps')} "
+                f"({p.get('graph_why')}); replays {_n(p.get('replays'))} of {p.get('steps')} "
                 f"steps",
                 f"proof: one tuned step against one eager step, same batch and state: largest "
                 f"parameter difference {_n(p.get('replay_vs_eager_max_diff'))} "
@@ -81,7 +81,8 @@ def failures(mode, p):
         if p.get(key):
             bad.append(f"{p[key]} {name} in the timed run")
     if p["device"] == "cuda":
-        if p.get("graph_captured") and p.get("replays") != p.get("steps"):
+        if (p.get("graph_captured") and p.get("replays") is not None and
+                p.get("replays") != p.get("steps")):  # (None: cudagraph trees, uncounted)
             bad.append(f"replays {p.get('replays')} of {p.get('steps')} steps")
         if p.get("syncs"):
             bad.append(f"{p['syncs']} host syncs in the timed steps")

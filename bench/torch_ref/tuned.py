@@ -76,12 +76,14 @@ def dynamo_counts():
 
 
 class TunedStep:
-    """The whole training step of `model` on `feeder`'s resident data (torch_reference.Feeder)."""
+    """The whole training step of `model` on `feeder`'s resident data (torch_reference.Feeder).
+    prep(x) normalises a uint8 batch, reading the tensors `constants` (its mean and std)."""
 
-    def __init__(self, model, cfg, dev, amp, prep, how, feeder, schedule):
+    def __init__(self, model, cfg, dev, amp, prep, how, feeder, schedule, constants=()):
         assert how in HOWS, how
         self.model, self.cfg, self.dev, self.amp, self.prep = model, cfg, dev, amp, prep
         self.feeder, self.schedule = feeder, schedule  # schedule: (kind, base, warmup, total)
+        self.constants = list(constants)
         self.B, self.accum = cfg["batch"], cfg["accum"]
         self.cuda = dev.type == "cuda"
         self.wanted = how
@@ -260,11 +262,23 @@ class TunedStep:
         """Sets up `how`; returns what runs ("cuda graph", ...), or raises saying why not."""
         no_graphs = "not run: CUDA graphs need a CUDA device"
         if how == "compile-step":
+            if not hasattr(torch._dynamo.config, "trace_autograd_ops"):
+                raise RuntimeError(f"torch {torch.__version__} cannot trace backward inside "
+                                   "torch.compile (no torch._dynamo.config.trace_autograd_ops)")
             torch._dynamo.config.trace_autograd_ops = True  # backward inside the graph
-            for t in self._tensors():  # the step's state: fixed addresses for cudagraph trees
+            # Every tensor the step reads or changes keeps its address: cudagraph trees would
+            # otherwise copy each one (the whole resident data set) into the graph every step.
+            for t in self._tensors() + self.constants + [self.feeder.train_x,
+                                                         self.feeder.train_y, self.ar]:
                 torch._dynamo.mark_static_address(t)
             mode = "max-autotune" if self.cuda else "max-autotune-no-cudagraphs"
-            self.run_step = torch.compile(self._traced_step, fullgraph=True, mode=mode)
+            compiled = torch.compile(self._traced_step, fullgraph=True, mode=mode)
+
+            def run_step():
+                if self.cuda:  # each call a new step for Inductor's cudagraph trees
+                    torch.compiler.cudagraph_mark_step_begin()
+                return compiled()
+            self.run_step = run_step
             self.eval_forward = torch.compile(self.model, mode="max-autotune-no-cudagraphs")
             for _ in range(WARMUP_STEPS):
                 self.run_step()
@@ -359,6 +373,8 @@ class TunedStep:
             p[k] = end[k] - self.counts_after_setup[k]
         p["unique_graphs"] = end["unique_graphs"]  # the set-up's (train and eval) and any new
         p["recompiles"] = end["unique_graphs"] - self.counts_after_setup["unique_graphs"]
+        if self.ran == "compile-step" and self.cuda:  # Inductor's graphs: no skip, no count
+            p["graph_captured"], p["replays"] = p["cudagraph_skips"] == 0, None
         p["compile_cache"] = ("none" if not (end["cache_hits"] or end["cache_misses"]) else
                               "warm" if end["cache_misses"] == 0 else
                               "cold" if end["cache_hits"] == 0 else "partly warm")

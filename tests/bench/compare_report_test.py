@@ -173,6 +173,12 @@ class ProofTest(unittest.TestCase):
         self.assertEqual(self.fails(syncs=5), ["5 host syncs in the timed steps"])
         self.assertEqual(self.fails(replays=4679), ["replays 4679 of 4680 steps"])
 
+    def test_the_whole_step_compiled_on_cuda(self):
+        # Inductor's cudagraph trees replay it, uncounted: its proof is no skip
+        self.assertEqual(self.fails("tuned-compile", ran="compile-step", replays=None), [])
+        self.assertEqual(self.fails("tuned-compile", ran="compile-step", replays=None,
+                                    cudagraph_skips=1), ["1 cudagraph skips in the timed run"])
+
     def test_a_fallback_fails(self):
         self.assertEqual(self.fails(ran="eager", graph_why="graph failed (OOM)"),
                          ["ran 'eager', not 'cuda graph' (graph failed (OOM))"])

@@ -59,7 +59,7 @@ def tuned(how):
     mean, std = torch.tensor([0.5]), torch.tensor([0.25])
     step = TunedStep(model, CFG, torch.device("cpu"), True,
                      lambda x: tdata.normalise(x, mean, std, True), how, Feeder(),
-                     ("cosine", 0.1, 3, 12))
+                     ("cosine", 0.1, 3, 12), constants=(mean, std))
     step.setup(None)
     return step
 
