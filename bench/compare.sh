@@ -48,9 +48,9 @@
 #   bench/compare.sh --cpu-check          # the whole chain on the CPU on a tiny subset: a test
 #                                         # of the scripts, NOT a performance comparison
 #   bench/compare.sh --report-only OUT    # the table again from the run folders in OUT
-# Options: --epochs N, --seeds N, --batches "128 512", --settings "...", --caps "240 90 60",
-# --model NAME, --augment,
-# --workers N (PyTorch, 16), --threads N (cutrain's decode threads; 0: its default), --data DIR,
+# Options: --epochs N, --seeds N (seeds 1..N; 1 is cutrain's default), --batches "128 512",
+# --settings "...", --caps "240 90 60", --model NAME, --augment, --workers N (PyTorch, 16),
+# --threads N (cutrain's decode threads; 0: its default), --data DIR,
 # --photos, --photo-dir DIR, --photo-candidates "default:96:112 default:112:128 resnet:64:72"
 # (model:size:resize), --out DIR, --results FILE, --target 0.93, --python PY, --jobs N (make -j).
 # PyTorch is not a dependency of cutrain (`make deps` leaves it out): install it by hand.
