@@ -234,8 +234,8 @@ std::string step_plan_text(const LaunchPlan& plan, const StepPlanOptions& o, con
                   total.seconds > 0 ? total.measured / total.seconds : 0.0);
     out += line;
     if (gpu_simulated())
-      out += "Simulated: the GPU is cutrain's simulator (sim/README.md), so the measured times "
-             "are the host's running it, meaningless for a GPU.\n";
+      out += "Simulated: the GPU is cutrain's simulator (sim/README.md): the measured times are "
+             "the host's running the simulated kernels, meaningless for a GPU.\n";
   }
   if (estimated > 0) {
     std::snprintf(line, sizeof line,
