@@ -30,12 +30,20 @@ RunDevice on(Device device, DType dtype) {
   return d;
 }
 
+// tiny_run_config's run (batches of 32); on the simulator, where the kernels are the host's,
+// the same steps of a quarter of the images each (batches of 8, the same short last batch).
+TrainConfig gpu_run_config(const std::string& out, int images = 160, int epochs = 3) {
+  TrainConfig c = tiny_run_config(out, sim_or(images, images / 4), epochs);
+  c.batch = sim_or(32, 8);
+  return c;
+}
+
 }  // namespace
 
 TEST_CASE("trainer [gpu]: fp32 steps on the GPU follow the CPU's losses and accuracy") {
   REQUIRE_GPU();
   TempDir dir;
-  TrainConfig cfg = tiny_run_config(dir / "run", 320, 1);  // 10 steps
+  TrainConfig cfg = gpu_run_config(dir / "run", 320, 1);  // 10 steps
   cfg.conv = "direct", cfg.linear = "direct";
   Trainer cpu(cfg, on(Device::cpu, DType::f32)), gpu(cfg, on(Device::cuda, DType::f32));
   // The same start: the model is initialised on the CPU and copied.
@@ -60,7 +68,7 @@ TEST_CASE("trainer [gpu]: fp32 steps on the GPU follow the CPU's losses and accu
 TEST_CASE("trainer [gpu]: --ema's averages on the GPU follow the CPU's; so does their evaluation") {
   REQUIRE_GPU();
   TempDir dir;
-  TrainConfig cfg = tiny_run_config(dir / "run", 320, 1);  // 10 steps
+  TrainConfig cfg = gpu_run_config(dir / "run", 320, 1);  // 10 steps
   cfg.conv = "direct", cfg.linear = "direct", cfg.ema = 0.9;
   Trainer cpu(cfg, on(Device::cpu, DType::f32)), gpu(cfg, on(Device::cuda, DType::f32));
   require_same_state(cpu.snapshot(), gpu.snapshot());  // the averages start as the weights
@@ -85,6 +93,8 @@ TEST_CASE("trainer [gpu]: --ema's averages on the GPU follow the CPU's; so does 
 TEST_CASE("trainer [gpu]: fp16 with dynamic loss scaling trains, and stays near fp32") {
   REQUIRE_GPU();
   TempDir dir;
+  // Batches of 32 on the simulator too: the bound below is the CPU's at that batch (fp16 and
+  // fp32 drift apart faster on smaller batches).
   const TrainConfig cfg = tiny_run_config(dir / "run", 320, 1);
   Trainer h(cfg, on(Device::cuda, DType::f16)), f(cfg, on(Device::cuda, DType::f32));
   double worst = 0;
@@ -105,7 +115,7 @@ TEST_CASE("trainer [gpu]: resume on the GPU gives the unbroken run's losses bit 
   for (const DType dtype : {DType::f32, DType::f16}) {
     INFO(dtype_name(dtype));
     TempDir dir;
-    TrainConfig cfg = tiny_run_config(dir / "run", 160, 3);  // 15 steps
+    TrainConfig cfg = gpu_run_config(dir / "run", 160, 3);  // 15 steps
     cfg.optimizer = dtype == DType::f16 ? "adamw" : "sgd";
     cfg.lr = dtype == DType::f16 ? 3e-3 : 0.05;
     cfg.ema = dtype == DType::f16 ? 0.95 : 0;  // fp16: the averages resume too (in the snapshot)
@@ -134,7 +144,7 @@ TEST_CASE("trainer [gpu]: a checkpoint taken with steps in flight holds the stat
   for (const int replicas : {1, 2}) {
     INFO(replicas << " replica(s)");
     TempDir dir;
-    TrainConfig cfg = tiny_run_config(dir / "run", 320, 1);  // 10 steps, fp16, AdamW
+    TrainConfig cfg = gpu_run_config(dir / "run", 320, 1);  // 10 steps, fp16, AdamW
     cfg.optimizer = "adamw", cfg.lr = 3e-3;
     if (replicas == 2) cfg.devices = "0,0";
     const int k = 5, N = 10;
@@ -184,7 +194,7 @@ TEST_CASE("trainer [gpu]: a checkpoint taken with steps in flight holds the stat
 TEST_CASE("trainer [gpu]: an inf in one gradient skips the step on the device") {
   REQUIRE_GPU();
   TempDir dir;
-  const TrainConfig cfg = tiny_run_config(dir / "run");
+  const TrainConfig cfg = gpu_run_config(dir / "run");
   Trainer t(cfg, on(Device::cuda, DType::f16));
   for (int s = 0; s < 3; s++) REQUIRE(t.step().taken);
   t.after_backward = [](Trainer& tr) {
@@ -220,7 +230,7 @@ TEST_CASE("trainer [gpu]: a checkpoint taken after the steps that end the run is
           "even when a clean step came after them") {
   REQUIRE_GPU();
   TempDir dir;
-  TrainConfig cfg = tiny_run_config(dir / "run", 320, 1);
+  TrainConfig cfg = gpu_run_config(dir / "run", 320, 1);
   cfg.max_skips = 3;
   Trainer t(cfg, on(Device::cuda, DType::f16));
   REQUIRE(t.step().taken);
@@ -242,7 +252,7 @@ TEST_CASE("trainer [gpu]: a checkpoint taken after the steps that end the run is
 TEST_CASE("trainer [gpu]: fp32 stops at the first inf/NaN gradient, as on the CPU") {
   REQUIRE_GPU();
   TempDir dir;
-  Trainer t(tiny_run_config(dir / "run"), on(Device::cuda, DType::f32));
+  Trainer t(gpu_run_config(dir / "run"), on(Device::cuda, DType::f32));
   REQUIRE(t.step().taken);
   t.after_backward = [](Trainer& tr) {
     for (const VarPtr& p : tr.model().parameters())
@@ -260,16 +270,18 @@ TEST_CASE("trainer [gpu]: fp32 stops at the first inf/NaN gradient, as on the CP
 TEST_CASE("trainer [gpu]: each step's compute, wait and idle on the compute stream's events") {
   REQUIRE_GPU();
   TempDir dir;
-  Trainer t(tiny_run_config(dir / "run", 320, 1), on(Device::cuda, DType::f16));
+  Trainer t(gpu_run_config(dir / "run", 320, 1), on(Device::cuda, DType::f16));
   require_device_clock(t, false);
 }
 
 TEST_CASE("trainer [gpu]: the tiny model at batch 8 keeps pace with its launches: host-bound") {
   REQUIRE_GPU();
+  if (kSimulated)  // a simulated kernel takes the host's time, a thousand times a GPU's
+    return skip("a GPU's speed against the host's launches: timing is not simulated");
   TempDir dir;
   // Microsecond kernels: the GPU waits for each launch inside the step, so its compute takes
   // hardly longer than the host's launches (data/metrics.h, kLaunchBoundPct).
-  TrainConfig c = tiny_run_config(dir / "run", 320, 1);
+  TrainConfig c = gpu_run_config(dir / "run", 320, 1);
   c.batch = 8, c.accum = 1;
   Trainer t(c, on(Device::cuda, DType::f16));
   DeviceTime sum;
@@ -291,7 +303,7 @@ TEST_CASE("trainer [gpu]: many steps in flight come back in order, each once") {
   TempDir dir;
   // 40 steps: the record slots wrap around twice. (How far the host runs ahead is bounded by
   // the loader's ring of 4 batches here, below kMaxInFlight.)
-  const TrainConfig cfg = tiny_run_config(dir / "run", 1280, 1);
+  const TrainConfig cfg = gpu_run_config(dir / "run", 1280, 1);
   Trainer t(cfg, on(Device::cuda, DType::f16)), ref(cfg, on(Device::cuda, DType::f16));
   std::vector<StepResult> got;
   for (int s = 0; s < 40; s++) {
@@ -320,16 +332,17 @@ TEST_CASE("trainer [gpu]: --cuda-graph gives the launched run's losses, scales a
   for (const DType dtype : {DType::f16, DType::f32}) {
     INFO(dtype_name(dtype));
     TempDir dir;
-    TrainConfig cfg = tiny_run_config(dir / "run", 160, 2);  // 5 steps an epoch, 10 in all
+    TrainConfig cfg = gpu_run_config(dir / "run", 160, 2);  // 5 steps an epoch, 10 in all
     cfg.optimizer = dtype == DType::f16 ? "adamw" : "sgd";
     cfg.lr = dtype == DType::f16 ? 3e-3 : 0.05;
-    // One corrupt file among the images: the batch that draws it has 31 images (a shape the
-    // graph was not captured for) in each epoch.
+    // One corrupt file among the images: the batch that draws it has one image less (a shape
+    // the graph was not captured for) in each epoch.
+    const int n = cfg.limit_train;  // 160 (40 on the simulator)
     ImageList list = read_image_list(cfg.train);
-    list.samples.resize(160);
+    list.samples.resize(size_t(n));
     const std::string bad = dir / "bad.jpg";
     std::ofstream(bad) << "not a JPEG";
-    list.samples[77].path = bad;
+    list.samples[size_t(n / 2 - 3)].path = bad;
     cfg.train = dir / "list.txt";
     write_image_list(list, cfg.train);
     TrainConfig with = cfg;
@@ -366,7 +379,7 @@ TEST_CASE("trainer [gpu]: --cuda-graph: an inf skips the replayed step, and a re
           "captures again and continues the unbroken run") {
   REQUIRE_GPU();
   TempDir dir;
-  TrainConfig cfg = tiny_run_config(dir / "run", 320, 2);  // 10 steps an epoch
+  TrainConfig cfg = gpu_run_config(dir / "run", 320, 2);  // 10 steps an epoch
   cfg.cuda_graph = true;
   Trainer t(cfg, on(Device::cuda, DType::f16));
   for (int s = 0; s < 4; s++) REQUIRE(t.step().taken);
@@ -419,14 +432,14 @@ TEST_CASE("trainer [gpu]: --balance loss and sampler follow the CPU, and replay 
   for (const char* mode : {"loss", "sampler"}) {
     INFO(mode);
     TempDir dir;
-    TrainConfig cfg = tiny_run_config(dir / "run", 160, 2);  // 5 steps an epoch, 10 in all
+    TrainConfig cfg = gpu_run_config(dir / "run", 160, 2);  // 5 steps an epoch, 10 in all
     cfg.conv = "direct", cfg.linear = "direct", cfg.balance = mode;
     const ImageList all = read_image_list(cfg.train);
     ImageList list = all;
     list.samples.clear();
     std::vector<int> taken(10, 0);
     for (const Sample& s : all.samples) {
-      if (list.samples.size() == 160) break;
+      if (list.samples.size() == size_t(cfg.limit_train)) break;
       if (s.label >= 5 && taken[size_t(s.label)] == 4) continue;
       list.samples.push_back(s);
       taken[size_t(s.label)]++;
