@@ -15,6 +15,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
@@ -188,7 +189,11 @@ Stream* as_stream(cudaStream_t s) {
 cudaError_t sticky(int device) { return devices()[size_t(device)].sticky.load(); }
 
 // ---- events ----------------------------------------------------------------------------------
-struct Event {
+// An event lives while its handle does or work queued on a stream names it: a wait queued on a
+// stream may run after the host destroyed the event, which CUDA allows (cudaEventDestroy: its
+// resources are released once the device is done with it). The tasks hold a shared_ptr; the
+// handle's own is in g_events until cudaEventDestroy.
+struct Event : std::enable_shared_from_this<Event> {
   std::mutex mu;
   std::condition_variable cv;
   uint64_t recorded = 0, completed = 0;
@@ -244,20 +249,44 @@ void launch_task(Stream* s, Grid g) {
                  true});
 }
 
-cudaError_t copy_on(Stream* s, void* dst, const void* src, size_t bytes) {
-  if (sticky(s->device) != cudaSuccess) return sticky(s->device);
-  const int device = s->device;
-  s->submit(Task{[=] {
-                   if (sticky(device) == cudaSuccess) std::memmove(dst, src, bytes);
-                 },
-                 true});
-  return cudaSuccess;
-}
-
 bool capturing(Stream* s) {
   std::lock_guard<std::mutex> lock(s->mu);
   return s->capturing;
 }
+
+// True when [p, p + bytes) is in no allocation of the simulator's: pageable host memory.
+bool pageable(const void* p, size_t bytes) {
+  Allocation found, nearest;
+  return bytes > 0 && !find_allocation(reinterpret_cast<uintptr_t>(p), bytes, &found, &nearest);
+}
+
+// A copy queued on s. Pinned and device memory are read and written when the copy runs, as on
+// a GPU. Pageable host memory is not queued, as CUDA does not queue it: a pageable source is
+// copied at the call (into CUDA's staging buffer; the caller may reuse it at once), and a copy
+// into pageable memory returns only once it is done. (A queued write into a pageable buffer
+// that its owner then freed, as a GPU's synchronous copy allows, broke the host's heap.) In a
+// capture every copy is a node of the graph, run at each replay.
+cudaError_t copy_on(Stream* s, void* dst, const void* src, size_t bytes) {
+  if (sticky(s->device) != cudaSuccess) return sticky(s->device);
+  const int device = s->device;
+  const bool now = !capturing(s);
+  if (now && pageable(src, bytes)) {
+    auto staged = std::make_shared<std::vector<unsigned char>>(
+        static_cast<const unsigned char*>(src), static_cast<const unsigned char*>(src) + bytes);
+    s->submit(Task{[=] {
+                     if (sticky(device) == cudaSuccess) std::memcpy(dst, staged->data(), bytes);
+                   },
+                   true});
+  } else {
+    s->submit(Task{[=] {
+                     if (sticky(device) == cudaSuccess) std::memmove(dst, src, bytes);
+                   },
+                   true});
+  }
+  if (now && pageable(dst, bytes)) s->synchronize();
+  return cudaSuccess;
+}
+
 // A call that waits for a capturing stream: refused, and the capture broken (CUDA's rule).
 bool refuse_if_capturing(Stream* s) {
   std::lock_guard<std::mutex> lock(s->mu);
@@ -617,10 +646,15 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void* data) {
   return cudaSuccess;
 }
 
+std::mutex g_events_mu;
+std::map<Event*, std::shared_ptr<Event>> g_events;  // the handles not yet destroyed
+
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags) {
-  auto* ev = new Event;
+  auto ev = std::make_shared<Event>();
   ev->timing = !(flags & cudaEventDisableTiming);
-  *e = reinterpret_cast<cudaEvent_t>(ev);
+  *e = reinterpret_cast<cudaEvent_t>(ev.get());
+  std::lock_guard<std::mutex> lock(g_events_mu);
+  g_events[ev.get()] = std::move(ev);
   return cudaSuccess;
 }
 cudaError_t cudaEventDestroy(cudaEvent_t e) {
@@ -630,7 +664,8 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
     std::unique_lock<std::mutex> lock(ev->mu);
     if (!ev->captured_on) ev->cv.wait(lock, [&] { return ev->completed >= ev->recorded; });
   }
-  delete ev;
+  std::lock_guard<std::mutex> lock(g_events_mu);
+  g_events.erase(ev);  // freed now, or by the last queued wait that names it
   return cudaSuccess;
 }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
@@ -641,7 +676,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     // Inside a capture the record is a node of the graph: it marks the event at each replay.
     std::lock_guard<std::mutex> lock(ev->mu);
     ev->captured_on = st;
-    st->submit(Task{[ev] {
+    st->submit(Task{[ev = ev->shared_from_this()] {
                       std::lock_guard<std::mutex> l(ev->mu);
                       ev->when = Clock::now();
                     },
@@ -655,7 +690,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     ev->captured_on = nullptr;
     ev->recorded_on = st;
   }
-  st->submit(Task{[ev, id] {
+  st->submit(Task{[ev = ev->shared_from_this(), id] {
                     {
                       std::lock_guard<std::mutex> l(ev->mu);
                       ev->completed = std::max(ev->completed, id);
@@ -677,7 +712,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
     target = ev->recorded;
   }
   if (target == 0) return cudaSuccess;  // never recorded: nothing to wait for
-  st->submit(Task{[ev, target] {
+  st->submit(Task{[ev = ev->shared_from_this(), target] {
                     std::unique_lock<std::mutex> l(ev->mu);
                     if (ev->completed < target && ev->recorded_on) ev->recorded_on->demand();
                     ev->cv.wait(l, [&] { return ev->completed >= target; });
@@ -687,13 +722,17 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
 }
 // Waiting for (or asking about) an event recorded in a capture that is still going on: refused,
 // and the capture broken (CUDA's rule: nothing of a capture runs before it is launched).
+// (The stream of a capture that ended may be gone since: only a stream still there is asked.)
 static bool refuse_captured(Event* ev) {
   Stream* st;
   {
     std::lock_guard<std::mutex> lock(ev->mu);
     st = ev->captured_on;
   }
-  return st && refuse_if_capturing(st);
+  if (!st) return false;
+  std::lock_guard<std::mutex> lock(g_streams_mu);
+  return std::find(g_streams.begin(), g_streams.end(), st) != g_streams.end() &&
+         refuse_if_capturing(st);
 }
 cudaError_t cudaEventQuery(cudaEvent_t e) {
   Event* ev = reinterpret_cast<Event*>(e);
