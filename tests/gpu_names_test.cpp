@@ -1,7 +1,9 @@
-// `make sim-test` picks the GPU test cases by name (sim/sim.mk: -tc='*[gpu]*'), so a GPU case
-// without "[gpu]" in its name would never run on the simulator, silently. This checks the rule
-// on every test file: a case whose body calls REQUIRE_GPU() (or REQUIRE_CUDNN(), which calls it)
-// is named "... [gpu]: ...", and a case named so calls it.
+// `make sim-test` (sim/sim.mk) and the bundle's run.sh (bench/bundle/run.sh) pick the GPU test
+// cases by name (-tc='*[gpu]*'), so a GPU case without "[gpu]" in its name would never run on
+// the simulator or in a GPU window, silently. This checks the rule on every test file: a case
+// whose body calls REQUIRE_GPU() (or REQUIRE_CUDNN(), which calls it) is named "... [gpu]: ...",
+// and a case named so calls it. (This file's own cases are CPU cases: their names say "the
+// gpu tag", never the tag itself.)
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -56,7 +58,7 @@ std::string read_all(const fs::path& p) {
 
 }  // namespace
 
-TEST_CASE("tests: the [gpu] name check finds a GPU case named otherwise, and the reverse") {
+TEST_CASE("tests: the gpu tag check finds a GPU case named otherwise, and the reverse") {
   const std::string text =
       "TEST_CASE(\"a [gpu]: fine\") {\n  REQUIRE_GPU();\n}\n"
       "TEST_CASE(\"b: runs on the GPU \"\n          \"unnamed\") {\n  REQUIRE_GPU();\n}\n"
@@ -72,7 +74,7 @@ TEST_CASE("tests: the [gpu] name check finds a GPU case named otherwise, and the
         "REQUIRE_GPU()");
 }
 
-TEST_CASE("tests: every GPU test case is named [gpu], so make sim-test runs it") {
+TEST_CASE("tests: every GPU test case has the gpu tag in its name, so make sim-test runs it") {
   const fs::path root = cutrain_test::repo_root() / "tests";
   std::vector<std::string> bad;
   int gpu_files = 0;
