@@ -263,26 +263,22 @@ bool pageable(const void* p, size_t bytes) {
 // A copy queued on s. Pinned and device memory are read and written when the copy runs, as on
 // a GPU. Pageable host memory is not queued, as CUDA does not queue it: a pageable source is
 // copied at the call (into CUDA's staging buffer; the caller may reuse it at once), and a copy
-// into pageable memory returns only once it is done. (A queued write into a pageable buffer
-// that its owner then freed, as a GPU's synchronous copy allows, broke the host's heap.) In a
-// capture every copy is a node of the graph, run at each replay.
+// into pageable memory returns only once it is done. (Queued, such a write could land in a
+// buffer its owner had freed meanwhile, which a GPU's synchronous copy allows.) In a capture
+// every copy is a node of the graph, run at each replay.
 cudaError_t copy_on(Stream* s, void* dst, const void* src, size_t bytes) {
   if (sticky(s->device) != cudaSuccess) return sticky(s->device);
   const int device = s->device;
   const bool now = !capturing(s);
-  if (now && pageable(src, bytes)) {
-    auto staged = std::make_shared<std::vector<unsigned char>>(
+  std::shared_ptr<std::vector<unsigned char>> staged;  // kept alive by the task
+  if (now && pageable(src, bytes))
+    staged = std::make_shared<std::vector<unsigned char>>(
         static_cast<const unsigned char*>(src), static_cast<const unsigned char*>(src) + bytes);
-    s->submit(Task{[=] {
-                     if (sticky(device) == cudaSuccess) std::memcpy(dst, staged->data(), bytes);
-                   },
-                   true});
-  } else {
-    s->submit(Task{[=] {
-                     if (sticky(device) == cudaSuccess) std::memmove(dst, src, bytes);
-                   },
-                   true});
-  }
+  const void* from = staged ? staged->data() : src;
+  s->submit(Task{[dst, from, bytes, device, staged] {
+                   if (sticky(device) == cudaSuccess) std::memmove(dst, from, bytes);
+                 },
+                 true});
   if (now && pageable(dst, bytes)) s->synchronize();
   return cudaSuccess;
 }

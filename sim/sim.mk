@@ -34,7 +34,8 @@ endif
 # build/sim/bin/cutrain_gpu_tests (the whole cutrain_tests of `make SIM=1` would compile a
 # hundred CPU test files more, which `make test` runs anyway), and the program they run
 # (build/sim/bin/cutrain). It runs the GPU cases (every case behind a REQUIRE_GPU has "[gpu]"
-# in its name) and the simulator's: the CPU cases beside them are `make test`'s.
+# in its name: tests/gpu_names_test.cpp checks) and the simulator's: the CPU cases beside them
+# are `make test`'s.
 SIM_GPU_TEST_FILES := $(shell grep -l 'REQUIRE_GPU()' $(TEST_CPP) 2>/dev/null)
 SIM_TEST_HELPERS := tests/main.cpp tests/test_util.cpp tests/data/test_images.cpp
 ifeq ($(MODE),sim)

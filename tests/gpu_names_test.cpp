@@ -5,12 +5,11 @@
 // and a case named so calls it. (This file's own cases are CPU cases: their names say "the
 // gpu tag", never the tag itself.)
 #include <filesystem>
-#include <fstream>
 #include <regex>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "tests/data/temp_dir.h"  // read_text
 #include "tests/test_util.h"
 
 namespace fs = std::filesystem;
@@ -49,12 +48,6 @@ std::vector<std::string> misnamed_cases(const std::string& file, const std::stri
   return bad;
 }
 
-std::string read_all(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 }  // namespace
 
@@ -82,7 +75,7 @@ TEST_CASE("tests: every GPU test case has the gpu tag in its name, so make sim-t
     if (!e.is_regular_file() || e.path().extension() != ".cpp") continue;
     const std::string rel = fs::relative(e.path(), root.parent_path()).generic_string();
     if (rel == "tests/gpu_names_test.cpp") continue;  // this file's own examples
-    const std::string text = read_all(e.path());
+    const std::string text = cutrain_test::read_text(e.path().string());
     gpu_files += text.find("REQUIRE_GPU()") != std::string::npos;
     const std::vector<std::string> b = misnamed_cases(rel, text);
     bad.insert(bad.end(), b.begin(), b.end());

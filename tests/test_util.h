@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/gpu.h"
+#include "kernels/vendor.h"  // cudnn_built, for REQUIRE_CUDNN
 #include "nn/autograd.h"
 
 namespace cutrain_test {
@@ -121,6 +122,22 @@ template <class T> constexpr T sim_or(T on_gpu, T simulated) {
   do {                                                             \
     if (!::cutrain::gpu_usable()) {                                \
       ::cutrain_test::skip_gpu();                                  \
+      return;                                                      \
+    }                                                              \
+  } while (0)
+
+// First line of a test of cuDNN's paths: REQUIRE_GPU(), then a skip, with the reason, in a
+// build without cuDNN (the GPU simulator's has none: it is not simulated).
+#if defined(CUTRAIN_SIM)
+#define CUTRAIN_NO_CUDNN "cuDNN is not simulated (the GPU simulator's build)"
+#else
+#define CUTRAIN_NO_CUDNN "this build has no cuDNN (cudnn.h was not found at build time)"
+#endif
+#define REQUIRE_CUDNN()                                            \
+  do {                                                             \
+    REQUIRE_GPU();                                                 \
+    if (!::cutrain::cudnn_built()) {                               \
+      ::cutrain_test::skip(CUTRAIN_NO_CUDNN);                      \
       return;                                                      \
     }                                                              \
   } while (0)

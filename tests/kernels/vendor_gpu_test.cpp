@@ -20,21 +20,6 @@ using namespace cutrain;
 using cutrain_test::doubles;
 using cutrain_test::require_near;
 
-// The GPU simulator's build (sim/README.md) has no cuDNN: it is not simulated.
-#if defined(CUTRAIN_SIM)
-#define CUTRAIN_NO_CUDNN "cuDNN is not simulated (the GPU simulator's build)"
-#else
-#define CUTRAIN_NO_CUDNN "this build has no cuDNN (cudnn.h was not found at build time)"
-#endif
-#define REQUIRE_CUDNN()                                                                   \
-  do {                                                                                    \
-    REQUIRE_GPU();                                                                        \
-    if (!cudnn_built()) {                                                                 \
-      cutrain_test::skip(CUTRAIN_NO_CUDNN);                                               \
-      return;                                                                             \
-    }                                                                                     \
-  } while (0)
-
 namespace {
 
 template <typename T>

@@ -4,7 +4,6 @@
 // point whose stated cost (kernels/*.h) misses a launch fails here. Skips without a GPU.
 #include <string>
 
-#include "kernels/vendor.h"
 #include "tests/test_util.h"
 #include "train/cli/step_plan.h"
 
@@ -80,11 +79,7 @@ TEST_CASE("step plan [gpu]: an fp32 step with the direct kernels too") {
 }
 
 TEST_CASE("step plan [gpu]: a cuDNN and cuBLAS step too") {
-  REQUIRE_GPU();
-  if (!cudnn_built())
-    return cutrain_test::skip(cutrain_test::kSimulated
-                                  ? "cuDNN is not simulated (the GPU simulator's build)"
-                                  : "this build has no cuDNN (cudnn.h was not found)");
+  REQUIRE_CUDNN();
   // cuDNN's and cuBLAS's launches are estimates (kernels/launch_plan.h): this check is the
   // profile that confirms or corrects them.
   require_plan_is_graph("cudnn", "cublas", "fp16");
