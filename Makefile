@@ -6,6 +6,8 @@
 #                        sm_80,sm_90 or nvcc's own -gencode flags)
 #   make deps            installs the Debian packages cutrain needs (no-op when present)
 #   make test | clean | demo
+#   make slowest         the suite's 20 slowest test cases (sim-slowest: make sim-test's)
+#   make stress          the suites again and again under load, naming what failed (tests/stress.sh)
 #   make bundle          bundle/: binaries, libraries, data and run.sh for a GPU host (CUDA only)
 #   make SIM=1           the GPU simulator's build (sim/README.md): every .cu as host C++ against
 #                        sim/, in build/sim (binaries in build/sim/bin, never bin/)
@@ -187,7 +189,7 @@ COMMIT_STAMP := build/commit
 $(shell [ "$$(cat $(COMMIT_STAMP) 2>/dev/null)" = "$(GIT_COMMIT)" ] || \
         echo $(GIT_COMMIT) > $(COMMIT_STAMP))
 
-.PHONY: all test clean deps deps-debian deps-python demo bench bundle fuzz sim-test
+.PHONY: all test slowest stress clean deps deps-debian deps-python demo bench bundle fuzz sim-test sim-slowest
 all: $(BIN)/cutrain $(BIN)/cutrain_minimal $(BIN)/cutrain_tests \
      $(if $(filter sim,$(MODE)),$(BIN)/bench_kernels_gpu,$(BENCH_BIN))
 
@@ -256,6 +258,18 @@ endif
 # threaded CPU kernels slower than one thread. Passive waiting costs nothing here.
 test: all
 	OMP_WAIT_POLICY=$${OMP_WAIT_POLICY:-passive} ./$(BIN)/cutrain_tests $(TEST_ARGS)
+
+# The 20 slowest test cases of this build's suite (`make CPU_ONLY=1 slowest` for the CPU-only
+# build's; `make sim-slowest` for sim-test's), from doctest's durations of a run made now.
+slowest: all
+	OMP_WAIT_POLICY=$${OMP_WAIT_POLICY:-passive} ./$(BIN)/cutrain_tests --duration=true \
+	  $(TEST_ARGS) > build/slowest.log 2>&1; tail -n 1 build/slowest.log; \
+	  echo "the 20 slowest test cases (seconds):"; grep -a '^[0-9.]* s: ' build/slowest.log | sort -rn | head -n 20
+
+# The suites again and again, alone, beside a CPU hog and two at once, listing every case that
+# failed in any round (tests/stress.sh): make stress ROUNDS=5 SUITES="test cpu sim".
+stress:
+	ROUNDS="$(ROUNDS)" SUITES="$(SUITES)" MODES="$(MODES)" tests/stress.sh
 
 # clang and libclang-rt-dev (its sanitizer and libFuzzer runtimes, which clang only
 # recommends) are for `make fuzz`; libboost-context-dev (its fibers) for `make sim-test`.

@@ -37,7 +37,7 @@ endif
 # in its name: tests/gpu_names_test.cpp checks) and the simulator's: the CPU cases beside them
 # are `make test`'s.
 SIM_GPU_TEST_FILES := $(shell grep -l 'REQUIRE_GPU()' $(TEST_CPP) 2>/dev/null)
-SIM_TEST_HELPERS := tests/main.cpp tests/test_util.cpp tests/data/test_images.cpp
+SIM_TEST_HELPERS := tests/main.cpp tests/runner.cpp tests/test_util.cpp tests/data/test_images.cpp
 ifeq ($(MODE),sim)
 SIM_GPU_TEST_OBJ := $(call obj,$(SIM_TEST_HELPERS) $(SIM_GPU_TEST_FILES) $(SIM_TEST_SRC))
 $(BIN)/cutrain_gpu_tests: $(SIM_GPU_TEST_OBJ) $(LIB_OBJ) $(MODE_STAMP)
@@ -50,3 +50,11 @@ sim-test:
 	$(MAKE) SIM=1 build/sim/bin/cutrain build/sim/bin/cutrain_gpu_tests
 	CUTRAIN_SIM_DEVICES=$${CUTRAIN_SIM_DEVICES:-2} OMP_WAIT_POLICY=$${OMP_WAIT_POLICY:-passive} \
 	  ./build/sim/bin/cutrain_gpu_tests -tc='*[gpu]*,sim: *,sim teeth: *' $(TEST_ARGS)
+
+# sim-test's 20 slowest test cases (the Makefile's `slowest`, on simulated GPUs).
+sim-slowest:
+	$(MAKE) SIM=1 build/sim/bin/cutrain build/sim/bin/cutrain_gpu_tests
+	CUTRAIN_SIM_DEVICES=$${CUTRAIN_SIM_DEVICES:-2} OMP_WAIT_POLICY=$${OMP_WAIT_POLICY:-passive} \
+	  ./build/sim/bin/cutrain_gpu_tests -tc='*[gpu]*,sim: *,sim teeth: *' --duration=true \
+	  $(TEST_ARGS) > build/sim/slowest.log 2>&1; tail -n 1 build/sim/slowest.log; \
+	  echo "the 20 slowest test cases (seconds):"; grep -a '^[0-9.]* s: ' build/sim/slowest.log | sort -rn | head -n 20

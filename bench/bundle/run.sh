@@ -224,22 +224,22 @@ test_job() {
   first=$(first_failure "$log" "$rc" "$lim")
   row "$name | ${counts:-? | ? | ?} | $(( SECONDS - t0 )) | $rc | $first"
 }
-# The first failure of a log: the test case and the first error line; a crash's last lines.
+# The first failure of a log: the runner's closing list names each failed test case (a crash
+# too: the runner then went on with the next case in a new process) and its first failed
+# assertion; a group whose runner was killed by the time limit, its last "[case N]" line.
 first_failure() {
-  local log=$1 rc=$2 lim=$3 tc err
+  local log=$1 rc=$2 lim=$3 listed
   [ "$rc" = 0 ] && { echo "-"; return; }
-  local pat='ERROR:|FATAL ERROR|CUDA error|cuDNN error|cuBLAS error|terminate called|a planted fault'
-  # the test case whose output holds the first error (with --duration doctest names every one)
-  tc=$(awk -v pat="$pat" '/^TEST CASE:/ { t = $0 } $0 ~ pat { print t; exit }' "$log" | sed 's/^TEST CASE: *//')
-  err=$(grep -a -m1 -A1 -E "$pat" "$log" | tr '\n' ' ')
+  listed=$(awk '/^failed test cases \(/ { getline a; getline b; sub(/^ +/, "", a); sub(/^ +/, "", b);
+                                          print a ": " b; exit }' "$log")
   case $rc in
-    124|137) echo "TIMED OUT after ${lim}s; last: $(tail -n 3 "$log" | tr '\n' ' ')" | clean ;;
-    134|139|136|135) echo "CRASHED (signal $(( rc - 128 ))) in ${tc:-?}: ${err:-$(tail -n 4 "$log" | tr '\n' ' ')}" | clean ;;
-    *) echo "${tc:-?}: ${err:-exit $rc; $(tail -n 2 "$log" | tr '\n' ' ')}" | clean ;;
+    124|137) echo "TIMED OUT after ${lim}s; running: $(grep -a '^\[case ' "$log" | tail -n 1)" | clean ;;
+    *) echo "${listed:-exit $rc; $(tail -n 2 "$log" | tr '\n' ' ')}" | clean ;;
   esac
 }
-# rerun_job FILE COUNT: a crashed, hung or sticky-error group, one test case per process with
-# synchronous launches, so the failing test and launch are named. Rows "group #k".
+# rerun_job FILE COUNT: a hung or sticky-error group (a CUDA error that every later case of
+# its process then meets), one test case per process with synchronous launches, so the failing
+# test and launch are named. Rows "group #k".
 rerun_job() {
   local file=$1 count=$2 name k log rc lim t0 first
   name=$(group_name "$file")
@@ -332,14 +332,15 @@ run_tests_and_sanitizers() {  # $1: tests, sanitize or both
   phase_deadline=$(( SECONDS + ${POOL_TIMEOUT:-200} ))
   [ "${#queue[@]}" -gt 0 ] && pool "${queue[@]}"
   phase_deadline=$(( SECONDS + ${RERUN_TIMEOUT:-60} ))
-  # crashed, hung or sticky: again one test case per process
+  # hung (no closing line) or sticky: again one test case per process
   if [ "$what" != sanitize ] && [ -z "$gpu_reason" ]; then
     while read -r f c; do
       local log; log=logs/tests-$(group_name "$f").log
       [ -f "$log.rc" ] || continue
       local rc; rc=$(cat "$log.rc")
       [ "$rc" = 0 ] && continue
-      if ! grep -aq '^tests: ' "$log" || grep -aEq "$sticky" "$log"; then
+      if [ "$rc" = 124 ] || [ "$rc" = 137 ] || ! grep -aq '^tests: ' "$log" ||
+         grep -aEq "$sticky" "$log"; then
         rerun_job "$f" "$c"
       fi
     done <<<"$test_groups"
