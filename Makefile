@@ -112,7 +112,7 @@ else ifeq ($(SIM),1)
   # sim/*.cpp. The kernels' .cu files are compiled as C++ from copies that sim/rewrite.py makes
   # in build/sim/gen (launches and __shared__ rewritten), with GCC's kernel-address
   # instrumentation in its outline form: each load and store calls the simulator's checks
-  # (sim/device.cpp). No vectorisation there: a vector access is not the kernel's own.
+  # (sim/access.cpp). No vectorisation there: a vector access is not the kernel's own.
   # Its build is in CI's time (.ci/run, `make sim-test`): the host code is compiled with line
   # tables only (-g1: about 40% less compile time than -g), and train/, data/ and nn/ at -O1
   # (below); the .cu files keep -O2 -g, for the kernels are the simulator's time and a reader

@@ -1,5 +1,5 @@
-// What sim/device.cpp (the blocks' fibers and checks) and sim/runtime.cpp (the API, streams,
-// memory) share. Internal to sim/.
+// What the simulated device (block.h: scheduler.cpp, collectives.cpp, access.cpp) and the
+// simulated runtime (runtime.h: the API, streams, memory) share. Internal to sim/.
 #pragma once
 #include <cuda_runtime.h>
 

@@ -130,9 +130,9 @@ void Events::send(const std::string& kind, const std::vector<std::string>& field
 
 namespace {
 
-// The per-case time limit: long enough that no case of this suite comes near it on a busy
-// machine (the slowest take about a minute alone on 2 cores; `make test-durations` lists them),
-// short enough that a hang is named well within CI's time.
+// The per-case time limit: long enough that no case comes near it on a busy machine (the
+// slowest take 15 s in make test and 35 s in make sim-test alone on 2 cores: make slowest,
+// make sim-slowest), short enough that a hang is named well within CI's time.
 constexpr double kDefaultCaseLimitSeconds = 900;
 
 double case_limit_seconds() {

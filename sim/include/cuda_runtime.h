@@ -1,5 +1,5 @@
 // The simulator's stand-in for CUDA's <cuda_runtime.h> (sim/README.md): the runtime API's types
-// and the subset of its functions that cutrain calls, implemented in sim/runtime.cpp, and the
+// and the subset of its functions that cutrain calls, implemented in sim/ (sim/runtime.h lists the files), and the
 // device side (sim/include/cutrain_sim_device.h) that the rewritten .cu files compile against.
 // Only the SIM build (`make SIM=1`) puts sim/include on the include path.
 #pragma once
@@ -78,7 +78,7 @@ typedef cudaDataType_t cudaDataType;
 constexpr unsigned cudaStreamDefault = 0, cudaStreamNonBlocking = 1;
 constexpr unsigned cudaEventDefault = 0, cudaEventBlockingSync = 1, cudaEventDisableTiming = 2;
 
-// The fields cutrain reads, with an H100's values (sim/runtime.cpp fills them).
+// The fields cutrain reads, with an H100's values (sim/devices.cpp fills them).
 struct cudaDeviceProp {
   char name[256];
   size_t totalGlobalMem;
@@ -102,7 +102,7 @@ struct cudaDeviceProp {
   int concurrentKernels;
 };
 
-// ---- the runtime API (sim/runtime.cpp) ------------------------------------------------------
+// ---- the runtime API (sim/errors.cpp, devices.cpp, memory.cpp, streams.cpp, events.cpp, graphs.cpp)
 const char* cudaGetErrorString(cudaError_t e);
 const char* cudaGetErrorName(cudaError_t e);
 cudaError_t cudaGetLastError();

@@ -3,7 +3,7 @@
 // rewritten kernels (build/sim/gen/, made by sim/rewrite.py) call, and the launch that
 // sim/rewrite.py writes in place of `kernel<<<grid, block, smem, stream>>>(args)`.
 //
-// Every thread of a block is a fiber (sim/device.cpp): the functions below that a warp or the
+// Every thread of a block is a fiber (sim/scheduler.cpp): the functions below that a warp or the
 // block must meet at (__syncthreads, __shfl_*_sync, the WMMA operations) switch to the block's
 // scheduler, which resumes the threads once all of them have arrived, in a seeded random
 // order, and reports a thread that never arrives.
@@ -46,7 +46,7 @@ constexpr int warpSize = 32;
 
 namespace cutrain_sim {
 
-// ---- block and warp meeting points (sim/device.cpp) -----------------------------------------
+// ---- block and warp meeting points (sim/collectives.cpp) ------------------------------------
 enum class Collective { Barrier, ShflIdx, ShflUp, ShflDown, ShflXor, WarpSync };
 // The block barrier; `pred` for __syncthreads_or/_count. Returns the count of threads whose
 // pred was non-zero. `site` names the call ("file:line").
@@ -56,7 +56,7 @@ int block_barrier(int pred, const char* site);
 uint64_t warp_collective(Collective kind, unsigned mask, uint64_t bits, int arg, int width,
                          const char* site, const char* what);
 
-// The memory checks every instrumented load and store goes through (sim/device.cpp), for code
+// The memory checks every instrumented load and store goes through (sim/access.cpp), for code
 // that checks its accesses itself (WMMA's loads and stores, sim/include/mma.h).
 void check_memory(const void* p, size_t bytes, bool write);
 // The calling thread's lane in its warp (its linear index in the block, modulo 32), and its
@@ -72,7 +72,7 @@ inline int warp_id() {
   return int((t.x + b.x * (t.y + b.y * t.z)) / 32);
 }
 
-// ---- shared memory: per-block storage from the block's arena (sim/device.cpp) ---------------
+// ---- shared memory: per-block storage from the block's arena (sim/access.cpp) ---------------
 // `site` names the declaration ("file:line name"); every thread of a block gets the same bytes,
 // poisoned (0xff) until written.
 void* shared_static_bytes(const char* site, const std::type_info& type, size_t bytes,
@@ -83,7 +83,7 @@ template <class T, size_t Align = alignof(T)> T& static_shared(const char* site)
 }
 template <class T> T* dynamic_shared() { return static_cast<T*>(shared_dynamic_bytes()); }
 
-// ---- launch (sim/runtime.cpp): checks the limits, then queues the grid on the stream -------
+// ---- launch (sim/streams.cpp): checks the limits, then queues the grid on the stream -------
 // `run(record)` runs one thread's share of the launch; `record` (the kernel and its arguments,
 // `record_bytes` long) is what every thread reads (the checks let them read it, not write it).
 using RunThread = void (*)(const void* record);

@@ -1,7 +1,7 @@
 // The simulator's <mma.h>: WMMA 16x16x16 fragments (fp16 in, fp32 accumulate). Each lane holds
 // the whole tile (hardware spreads it over the warp: x[] here is not the hardware's per-lane
 // slice, but an operation applied to every x[t] is the same operation). Every operation is a
-// warp collective: the 32 lanes meet (sim/device.cpp) before it, as the hardware requires.
+// warp collective: the 32 lanes meet (sim/collectives.cpp) before it, as the hardware requires.
 // mma_sync adds the 16 products of each output in k order in fp32, one rounding per addition
 // (a product of two halves is exact in fp32); tensor cores add in an order of their own.
 #pragma once

@@ -1,4 +1,4 @@
-// The simulator's runtime keeps CUDA's rules where code may rely on them (sim/runtime.cpp):
+// The simulator's runtime keeps CUDA's rules where code may rely on them (sim/runtime.h):
 //   - copies (copy_on): cudaMemcpyAsync with pinned memory is queued on its stream, while
 //     pageable memory (a std::vector) is not: a pageable source is staged at the call, and a
 //     copy into pageable memory returns once it is done. A simulator that queued them would
@@ -6,6 +6,8 @@
 //   - events: one destroyed while a stream's wait for it is still queued still orders that
 //     stream (CUDA releases it once the device is done with it); the simulator had freed it at
 //     once, and the queued wait then locked and read freed memory.
+//   - handles: a destroyed or never-given stream, event, graph or executable graph is
+//     cudaErrorInvalidResourceHandle (the registry, sim/runtime.h), never a cast of freed memory.
 // Built only by `make SIM=1` (sim/sim.mk); run by `make sim-test`.
 #include <cuda_runtime.h>
 #include <cutrain_sim.h>
@@ -98,5 +100,60 @@ TEST_CASE("sim: an event destroyed while a wait for it is queued still orders th
   REQUIRE(cudaStreamDestroy(consumer) == cudaSuccess);
   REQUIRE(cudaFree(a) == cudaSuccess);
   REQUIRE(cudaFree(b) == cudaSuccess);
+  REQUIRE(cutrain_sim::last_report().empty());
+}
+
+TEST_CASE("sim: a destroyed or unknown stream, event or graph is an invalid handle, never used") {
+  cutrain_sim::reset_errors();
+  const cudaError_t invalid = cudaErrorInvalidResourceHandle;
+  float* y = nullptr;
+  REQUIRE(cudaMalloc(reinterpret_cast<void**>(&y), 64 * sizeof(float)) == cudaSuccess);
+  int not_a_handle = 0;
+
+  cudaStream_t s, gone;
+  REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  REQUIRE(cudaStreamCreateWithFlags(&gone, cudaStreamNonBlocking) == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(gone) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(gone) == invalid);
+  REQUIRE(cudaStreamQuery(gone) == invalid);
+  REQUIRE(cudaStreamDestroy(gone) == invalid);
+  REQUIRE(cudaMemsetAsync(y, 0, 4, gone) == invalid);
+  REQUIRE(cudaStreamSynchronize(reinterpret_cast<cudaStream_t>(&not_a_handle)) == invalid);
+  fill_kernel<<<1, 64, 0, gone>>>(64, y, 1.0f);
+  REQUIRE(cudaGetLastError() == invalid);
+
+  cudaEvent_t e;
+  REQUIRE(cudaEventCreateWithFlags(&e, cudaEventDisableTiming) == cudaSuccess);
+  REQUIRE(cudaEventDestroy(e) == cudaSuccess);
+  REQUIRE(cudaEventRecord(e, s) == invalid);
+  REQUIRE(cudaEventQuery(e) == invalid);
+  REQUIRE(cudaEventSynchronize(e) == invalid);
+  REQUIRE(cudaStreamWaitEvent(s, e, 0) == invalid);
+  REQUIRE(cudaEventDestroy(e) == invalid);
+  REQUIRE(cudaEventQuery(reinterpret_cast<cudaEvent_t>(&not_a_handle)) == invalid);
+
+  // A graph and its executable copy are handles of two kinds: one passed as the other is refused.
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  fill_kernel<<<1, 64, 0, s>>>(64, y, 2.0f);
+  REQUIRE(cudaStreamEndCapture(s, &graph) == cudaSuccess);
+  REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+  REQUIRE(cudaGraphLaunch(reinterpret_cast<cudaGraphExec_t>(graph), s) == invalid);
+  REQUIRE(cudaGraphLaunch(exec, s) == cudaSuccess);
+  REQUIRE(cudaGraphDestroy(graph) == cudaSuccess);
+  REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == invalid);
+  REQUIRE(cudaGraphDestroy(graph) == invalid);
+  REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);
+  std::vector<float> got(64);
+  REQUIRE(cudaMemcpy(got.data(), y, 64 * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
+  REQUIRE(count(got.data(), 64, 2.0f) == 64);  // the replay ran; nothing else wrote y
+  REQUIRE(cudaGraphExecDestroy(exec) == cudaSuccess);
+  REQUIRE(cudaGraphExecDestroy(exec) == invalid);
+
+  REQUIRE(cudaGetLastError() == invalid);  // the last refusal, then cleared
+  REQUIRE(cudaGetLastError() == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(s) == cudaSuccess);
+  REQUIRE(cudaFree(y) == cudaSuccess);
   REQUIRE(cutrain_sim::last_report().empty());
 }

@@ -1,0 +1,148 @@
+// The checks every memory access of a simulated thread goes through, and the block's shared
+// memory (sim/README.md):
+//  - shared memory: each block's arena, poisoned (0xff) and with a per-byte "written" shadow,
+//    so a read of bytes no thread wrote is reported;
+//  - global memory: an access outside every allocation the runtime made is reported, with the
+//    nearest allocation;
+//  - 16-byte accesses must be 16-byte aligned.
+// The accesses reach these checks because the SIM build compiles the kernels' translation
+// units with GCC's -fsanitize=kernel-address in its outline form: every load and store of
+// instrumented code calls __asan_{load,store}N_noabort, which this file defines (a kernel
+// sanitizer's hooks; no ASan runtime is linked). Outside a kernel's threads they return at once.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "sim/block.h"
+
+namespace cutrain_sim {
+namespace dev {
+namespace {
+
+const SharedVar* var_at(const Block* b, size_t offset) {
+  for (const SharedVar& v : b->vars)
+    if (offset >= v.offset && offset < v.offset + v.bytes) return &v;
+  return nullptr;
+}
+
+void check_access(uintptr_t a, size_t n, bool write) {
+  Fiber* f = t_fiber;
+  if (!f) return;  // not a simulated thread: host code of an instrumented file
+  Block* b = t_block;
+  const char* rw = write ? "write" : "read";
+  if (n == 16 && a % 16 != 0)
+    fail_here(cudaErrorMisalignedAddress, "misaligned 16-byte " + std::string(rw),
+              "address " + hex(a) + " is not a multiple of 16");
+  const uintptr_t arena = reinterpret_cast<uintptr_t>(b->arena);
+  if (a >= arena && a < arena + kArenaBytes) {
+    const size_t off = a - arena;
+    if (off + n > b->used)
+      fail_here(cudaErrorIllegalAddress, "invalid __shared__ " + std::string(rw),
+                std::to_string(n) + " bytes at offset " + std::to_string(off) +
+                    ", beyond the block's " + std::to_string(b->used) + " bytes");
+    if (write) {
+      std::memset(&b->written[off], 1, n);
+      return;
+    }
+    for (size_t i = 0; i < n; i++)
+      if (!b->written[off + i]) {
+        const SharedVar* v = var_at(b, off + i);
+        fail_here(cudaErrorLaunchFailure, "read of __shared__ memory that no thread wrote",
+                  std::to_string(n) + "-byte read at offset " + std::to_string(off) +
+                      (v ? std::string(" (") + v->site + ", byte " +
+                               std::to_string(off + i - v->offset) + ")"
+                         : std::string(" (dynamic shared memory, byte ") +
+                               std::to_string(off + i) + ")"));
+      }
+    return;
+  }
+  const uintptr_t stack = reinterpret_cast<uintptr_t>(f->stack);
+  if (a >= stack && a + n <= stack + kStackBytes) return;  // the thread's locals
+  const uintptr_t record = reinterpret_cast<uintptr_t>(b->grid->record.get());
+  if (!write && a >= record && a + n <= record + b->grid->record_bytes) return;
+  const uintptr_t builtins = reinterpret_cast<uintptr_t>(&t_builtins);
+  if (!write && a >= builtins && a + n <= builtins + sizeof t_builtins) return;
+  // The allocations found last by this host thread (a kernel reads and writes a few arrays in
+  // turn), valid while no allocation was freed since: most accesses end here, without the
+  // runtime's lock.
+  constexpr int kRecent = 8;
+  thread_local Allocation recent[kRecent];
+  thread_local int next_slot = 0;
+  thread_local uint64_t recent_generation = ~uint64_t(0);
+  const uint64_t generation = allocation_generation();
+  if (generation != recent_generation) {
+    for (Allocation& r : recent) r = Allocation{};
+    recent_generation = generation;
+  }
+  for (const Allocation& r : recent)
+    if (a >= r.base && a + n <= r.base + r.bytes) return;
+  Allocation in, near;
+  if (find_allocation(a, n, &in, &near)) {
+    recent[next_slot] = in;
+    next_slot = (next_slot + 1) % kRecent;
+    return;
+  }
+  std::string detail = std::to_string(n) + " bytes at " + hex(a) + " are in no allocation";
+  if (near.bytes)
+    detail += "; the nearest before it: " + std::to_string(near.bytes) + " bytes at " +
+              hex(near.base) + " (" +
+              (near.device >= 0 ? "device " + std::to_string(near.device) : "pinned host") +
+              "), which it passes by " + std::to_string(a + n - (near.base + near.bytes)) +
+              " bytes";
+  fail_here(cudaErrorIllegalAddress, "invalid __global__ " + std::string(rw), detail);
+}
+
+}  // namespace
+}  // namespace dev
+
+using namespace dev;
+
+// ---- what the kernels call -------------------------------------------------------------------
+void check_memory(const void* p, size_t bytes, bool write) {
+  check_access(reinterpret_cast<uintptr_t>(p), bytes, write);
+}
+
+void* shared_static_bytes(const char* site, const std::type_info& type, size_t bytes,
+                          size_t align) {
+  Block* b = t_block;
+  if (!t_fiber) {
+    std::fprintf(stderr, "cutrain-sim: __shared__ %s declared outside a kernel\n", site);
+    std::abort();
+  }
+  for (const SharedVar& v : b->vars)
+    if (v.site == site && *v.type == type) return b->arena + v.offset;
+  const size_t a = std::max<size_t>(align, 16);
+  const size_t offset = (b->used + a - 1) / a * a;
+  if (offset + bytes > kSharedPerBlock)
+    fail_here(cudaErrorInvalidValue, "shared memory above the device limit",
+              std::string("__shared__ ") + site + " needs " + std::to_string(bytes) +
+                  " bytes at offset " + std::to_string(offset) + "; a block may use " +
+                  std::to_string(kSharedPerBlock) + " (" + std::to_string(b->dynamic) +
+                  " of them dynamic)");
+  b->vars.push_back({site, &type, offset, bytes});
+  b->used = offset + bytes;
+  return b->arena + offset;
+}
+
+void* shared_dynamic_bytes() { return t_block->arena; }
+
+}  // namespace cutrain_sim
+
+// ---- the instrumentation's hooks (see the top of this file) ----------------------------------
+extern "C" {
+#define CUTRAIN_SIM_HOOKS(n)                                                                  \
+  void __asan_load##n##_noabort(uintptr_t a) { cutrain_sim::check_access(a, n, false); }     \
+  void __asan_store##n##_noabort(uintptr_t a) { cutrain_sim::check_access(a, n, true); }
+CUTRAIN_SIM_HOOKS(1)
+CUTRAIN_SIM_HOOKS(2)
+CUTRAIN_SIM_HOOKS(4)
+CUTRAIN_SIM_HOOKS(8)
+CUTRAIN_SIM_HOOKS(16)
+#undef CUTRAIN_SIM_HOOKS
+void __asan_loadN_noabort(uintptr_t a, size_t n) { cutrain_sim::check_access(a, n, false); }
+void __asan_storeN_noabort(uintptr_t a, size_t n) { cutrain_sim::check_access(a, n, true); }
+void __asan_handle_no_return() {}
+void __asan_before_dynamic_init(const char*) {}
+void __asan_after_dynamic_init() {}
+}

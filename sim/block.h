@@ -1,0 +1,99 @@
+// The simulated device's block (internal to sim/): a block's threads as fibers, its shared
+// memory arena, and the failure it records. scheduler.cpp runs the blocks and switches the
+// fibers; collectives.cpp is where they meet (barriers, warp collectives); access.cpp checks
+// every memory access a kernel makes and lays out its shared memory.
+#pragma once
+#include <random>
+#include <string>
+#include <vector>
+
+#include <boost/context/detail/fcontext.hpp>
+
+#include "sim/sim.h"
+
+namespace cutrain_sim {
+namespace dev {
+
+constexpr size_t kStackBytes = 256 * 1024;  // per simulated thread (WMMA tiles live there)
+constexpr size_t kArenaBytes = kSharedOptin;
+
+enum class State { Ready, AtBarrier, AtWarp, Exited };
+
+// A fiber switch is Boost.Context's jump_fcontext: it saves the callee-saved registers on the
+// stack it leaves and restores those of the stack it enters, with no system call (glibc's
+// swapcontext also saves and restores the signal mask: a system call per switch, which made
+// it half of the simulator's time). jump_fcontext returns, in the context it resumes, the
+// context it left: that is how the scheduler and a thread learn where to come back to.
+using boost::context::detail::fcontext_t;
+using boost::context::detail::jump_fcontext;
+using boost::context::detail::make_fcontext;
+using boost::context::detail::transfer_t;
+
+struct Fiber {
+  fcontext_t ctx = nullptr;  // where the thread resumes (while it is not running)
+  char* stack = nullptr;
+  uint3 tid{};
+  int linear = 0;
+  State state = State::Ready;
+  // where it waits, and what it brings
+  const char* site = "";  // "file:line" of the call
+  Collective kind = Collective::Barrier;
+  const char* what = "";
+  unsigned mask = 0;
+  uint64_t bits = 0, result = 0;
+  int arg = 0, width = 32, pred = 0;
+};
+
+struct SharedVar {
+  const char* site;
+  const std::type_info* type;
+  size_t offset, bytes;
+};
+
+// The block running on this host thread. Its storage (stacks, arena, shadow) is reused by the
+// next block of the thread: allocated once per host thread, never static.
+struct Block {
+  const Grid* grid = nullptr;
+  uint3 idx{};
+  std::vector<Fiber> threads;
+  fcontext_t scheduler = nullptr;  // where the running thread returns to
+  std::mt19937_64 rng;
+  // shared memory: [0, dynamic) the launch's dynamic bytes, then the static variables
+  unsigned char* arena = nullptr;
+  std::vector<unsigned char> written;  // per byte: has any thread of the block written it?
+  size_t used = 0, dynamic = 0;
+  std::vector<SharedVar> vars;
+  // the stacks of the threads, one mapping
+  char* stacks = nullptr;
+  size_t stack_count = 0;
+  // the first failure
+  cudaError_t error = cudaSuccess;
+  std::string report;
+  // CUTRAIN_SIM_BREAK names a thread of this grid: it stops there (fiber_main)
+  bool breaks = false;
+  unsigned long break_block = 0, break_thread = 0;
+};
+
+extern thread_local Block* t_block;  // the block this host thread runs, if any
+extern thread_local Fiber* t_fiber;  // the simulated thread running now (null: scheduler)
+
+std::string dim_str(uint3 d);
+std::string hex(uintptr_t a);
+bool same_site(const char* a, const char* b);
+
+// Records the block's first failure: what, and where in the grid (who: the thread, if any).
+void record(Block* b, cudaError_t e, const std::string& what, const Fiber* who,
+            const std::string& detail);
+// From a simulated thread back to its block's scheduler.
+void yield_to_scheduler();
+// A failure inside a simulated thread: recorded, and the thread never runs again.
+[[noreturn]] void fail_here(cudaError_t e, const std::string& what, const std::string& detail);
+
+// collectives.cpp: completes every warp collective whose lanes have all arrived (true when one
+// did); at a standstill (no thread can run) completes the block barrier, or records why the
+// block is stuck; *done when every thread has exited.
+bool complete_warps(Block* b);
+void at_standstill(Block* b, bool* done);
+
+}  // namespace dev
+}  // namespace cutrain_sim

@@ -1,0 +1,159 @@
+// What the simulated runtime's files share (internal to sim/): errors and reports, devices,
+// the handles' registry, streams and their tasks, events and graphs. Each API call lives in
+// the file of its concern: errors.cpp, devices.cpp, memory.cpp, streams.cpp, events.cpp,
+// graphs.cpp (sim/README.md).
+//
+// Memory is host memory: device allocations are registered (the kernels' accesses are checked
+// against them, sim/access.cpp) and poisoned (0xff) when allocated, as a GPU's are garbage.
+// Each stream is an in-order queue of tasks run by a host thread of its own, so two streams
+// really run at once; the legacy default stream (nullptr) is one more such stream per device.
+// A kernel that fails leaves its device's error sticky: every later call on that device
+// returns it.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sim/sim.h"
+
+namespace cutrain_sim {
+
+using Clock = std::chrono::steady_clock;
+
+// ---- errors (errors.cpp) ---------------------------------------------------------------------
+// Sets the calling thread's last error (cudaGetLastError) when e is one; returns e.
+cudaError_t set_error(cudaError_t e);
+// Prints a failure's report on stderr and keeps it for last_report().
+void report(const std::string& text);
+// An unsigned number from the environment, or `fallback`.
+uint64_t env_u64(const char* name, uint64_t fallback);
+// The seed of the block and thread orders (CUTRAIN_SIM_SEED).
+uint64_t seed();
+
+// ---- devices (devices.cpp) -------------------------------------------------------------------
+struct Stream;
+struct Device {
+  std::atomic<cudaError_t> sticky{cudaSuccess};
+  std::atomic<size_t> allocated{0};
+  std::vector<bool> peer;  // peer access enabled to device j
+  std::shared_ptr<Stream> legacy;
+};
+constexpr size_t kTotalMemory = size_t(80) << 30;
+std::vector<Device>& devices();
+int device_count();
+bool valid_device(int device);
+int& current_device();  // the calling host thread's (cudaSetDevice)
+// The device's sticky error (cudaSuccess while none).
+cudaError_t sticky(int device);
+
+// ---- the registry of handles -----------------------------------------------------------------
+// The live objects of one kind behind the handles the API gave out. A handle passed in is
+// looked up here before it is used: one that was never given out, or was destroyed, finds
+// nothing (cudaErrorInvalidResourceHandle), where a cast would touch freed memory. The
+// registry holds the handle's own reference; work queued on a stream holds its own, so an
+// object destroyed by the host lives on while the device still needs it (as CUDA's do).
+template <class T>
+class Registry {
+ public:
+  void add(std::shared_ptr<T> p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const void* key = p.get();
+    live_[key] = std::move(p);
+  }
+  std::shared_ptr<T> find(const void* handle) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto it = live_.find(handle);
+    return it == live_.end() ? nullptr : it->second;
+  }
+  std::shared_ptr<T> remove(const void* handle) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto it = live_.find(handle);
+    if (it == live_.end()) return nullptr;
+    std::shared_ptr<T> p = std::move(it->second);
+    live_.erase(it);
+    return p;
+  }
+  std::vector<std::shared_ptr<T>> all() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<std::shared_ptr<T>> out;
+    for (const auto& kv : live_) out.push_back(kv.second);
+    return out;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<const void*, std::shared_ptr<T>> live_;
+};
+
+// ---- streams (streams.cpp) -------------------------------------------------------------------
+struct Task {
+  std::function<void()> run;
+  bool kernel_or_copy = true;  // counts as a graph node (kernels, copies, memsets)
+};
+
+struct Stream {
+  int device = 0;
+  uint64_t id = 0;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Task> queue;
+  uint64_t queued = 0, done = 0;
+  bool stop = false, busy = false;
+  bool demanded = false;  // a held stream: someone waits for it, so it runs (hold_stream)
+  uint64_t launches = 0;
+  // graph capture
+  bool capturing = false, capture_broken = false;
+  std::vector<Task> captured;
+  std::thread worker;
+
+  explicit Stream(int dev);
+  ~Stream();
+  // Queues t (or, while capturing, adds it to the capture).
+  void submit(Task t);
+  // Waits until everything queued so far has run.
+  void synchronize();
+  // Whether everything queued so far has run.
+  bool finished();
+  // A held stream (hold_stream) runs once someone waits for it: this says someone does.
+  void demand();
+  bool is_capturing();
+  // A call that waits for a capturing stream: true (refused) and the capture broken (CUDA's rule).
+  bool refuse_if_capturing();
+
+ private:
+  void wait_while_held();
+  void work();
+};
+
+Registry<Stream>& streams();
+// The stream of a handle: the current device's legacy stream for nullptr, the live stream it
+// names, or nullptr for a handle that names none.
+std::shared_ptr<Stream> find_stream(cudaStream_t handle);
+// Every stream of `device` (-1: of every device), the legacy ones included.
+std::vector<std::shared_ptr<Stream>> streams_of(int device);
+
+// ---- events (events.cpp) ---------------------------------------------------------------------
+struct Event {
+  std::mutex mu;
+  std::condition_variable cv;
+  uint64_t recorded = 0, completed = 0;
+  Clock::time_point when{};
+  bool timing = true;
+  std::weak_ptr<Stream> captured_on;  // recorded during a capture (expired: none, or gone)
+  bool in_capture = false;            // the last record was a capture's
+  std::weak_ptr<Stream> recorded_on;  // the stream of the last record
+};
+
+// ---- memory (memory.cpp) ---------------------------------------------------------------------
+// A copy of `bytes` from src to dst queued on s (pageable host memory as CUDA treats it).
+cudaError_t copy_on(Stream& s, void* dst, const void* src, size_t bytes);
+
+}  // namespace cutrain_sim
