@@ -67,6 +67,8 @@ std::unique_ptr<Mpi> Mpi::start_if_launched(int* argc, char*** argv) {
   mpi_check(MPI_Comm_size(MPI_COMM_WORLD, &m->size_), "MPI_Comm_size");
   m->local_size_ = std::max(1, env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1));
   m->local_rank_ = std::max(0, env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0));
+  if (const char* ask = std::getenv("CUTRAIN_COLLECTIVE_ASK_SECONDS"); ask && std::atof(ask) > 0)
+    m->ask_s_ = std::atof(ask);
   return m;
 }
 
@@ -96,7 +98,7 @@ void Mpi::complete(void* requests, int n, const char* what, int partner) const {
       // call complete meanwhile, and the run goes on.
       if (deadline.passed()) {
         std::fprintf(stderr, "cutrain: %s; asking the other ranks where they are (%.0f s)\n",
-                     waited_text(what, partner, deadline).c_str(), kAskSeconds);
+                     waited_text(what, partner, deadline).c_str(), ask_s_);
         if (!ask_others(reqs, n)) fail_timed_out(what, partner, deadline);
         std::fprintf(stderr, "cutrain: rank %d: %s completed after all: a rank was late, not "
                              "gone; the run goes on\n", rank_, what);
@@ -168,7 +170,7 @@ bool Mpi::ask_others(void* requests, int n) const {
               "MPI_Isend");
   }
   bool completed = false;
-  Deadline ask(kAskSeconds);
+  Deadline ask(ask_s_);
   while (!ask.passed()) {
     int done = 0;
     mpi_check(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE), "MPI_Testall");
@@ -236,7 +238,7 @@ void Mpi::fail_timed_out(const char* what, int partner, const Deadline& waited) 
     os << (silent.size() == 1 ? "Rank " : "Ranks ");
     for (size_t i = 0; i < silent.size(); i++)
       os << (i ? (i + 1 < silent.size() ? ", " : " and ") : "") << silent[i];
-    os << " did not answer within " << int(kAskSeconds) << " s: stopped, or stuck outside the "
+    os << " did not answer within " << int(ask_s_ + 0.5) << " s: stopped, or stuck outside the "
        << "collectives (a hung file read, a stuck driver call). ";
   }
   for (const std::string& t : there) os << t << ". ";

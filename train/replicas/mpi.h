@@ -21,7 +21,8 @@
 // which does not count time the process was stopped): it polls its requests (non-blocking
 // MPI), and past the deadline it asks every other rank where it is (a small message each; a
 // rank answers from inside its own waits, so a rank that is stopped or stuck outside the
-// collectives does not answer within kAskSeconds). If the call completes meanwhile (a rank
+// collectives does not answer within kAskSeconds, or CUTRAIN_COLLECTIVE_ASK_SECONDS: the tests
+// give a loaded machine's reaction room with it). If the call completes meanwhile (a rank
 // that was only late) the wait ends normally; else it throws a UserError naming the step, the
 // call, the partner or the ranks it was waiting for, and each rank's answer. In a
 // RootWorksAlone scope (rank 0 evaluates or writes a checkpoint while the others wait for it)
@@ -98,7 +99,8 @@ class Mpi {
    private:
     const Mpi* mpi_;
   };
-  // How long a rank that timed out waits for the others' answers.
+  // How long a rank that timed out waits for the others' answers (ask_s_: this, unless
+  // CUTRAIN_COLLECTIVE_ASK_SECONDS says otherwise).
   static constexpr double kAskSeconds = 5;
 
  private:
@@ -113,7 +115,7 @@ class Mpi {
   // Forgets the sends of sent_ that are done.
   void reap_sent() const;
   // Past the deadline: asks every other rank where it is and collects the answers for
-  // kAskSeconds (answers_, answered_), testing the n requests meanwhile: true when they
+  // ask_s_ (answers_, answered_), testing the n requests meanwhile: true when they
   // completed (a rank that was only late).
   bool ask_others(void* requests, int n) const;
   // "rank 0 waited 600 s at step 12 in MPI_Sendrecv with rank 1 (--collective-timeout 600)".
@@ -124,6 +126,7 @@ class Mpi {
 
   int rank_ = 0, size_ = 1, local_size_ = 1, local_rank_ = 0;
   mutable double timeout_s_ = 0;
+  double ask_s_ = kAskSeconds;
   mutable int64_t step_ = -1;     // -1: before the first step
   mutable int alone_ = 0;         // RootWorksAlone scopes open (never on rank 0)
   mutable int64_t calls_ = 0;     // blocking calls entered: where this rank is, for the others

@@ -109,12 +109,16 @@ struct StoppedRank {
 // is stopped with SIGSTOP where it is (a hung file read, a stuck driver call); once the output
 // says `continue_on` (by default the collective timeout's error; "asking the other ranks": a
 // rank that is late, not gone) it is continued; the job must then end by itself. Bounded: a
-// job still running after 120 s is killed (and `ended` says so).
+// job still running after 120 s is killed (and `ended` says so). `env`: more of mpirun's
+// environment, which its ranks inherit.
 inline StoppedRank stop_rank_1(const std::vector<std::string>& args, const std::string& run,
                                const std::string& log,
-                               const std::string& continue_on = "collective timeout") {
+                               const std::string& continue_on = "collective timeout",
+                               const std::vector<std::string>& env = {}) {
   const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  const pid_t mpirun = start_process(mpirun_argv(2, args), fd, kMpirunEnv);
+  std::vector<std::string> all_env = kMpirunEnv;
+  all_env.insert(all_env.end(), env.begin(), env.end());
+  const pid_t mpirun = start_process(mpirun_argv(2, args), fd, all_env);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   StoppedRank s;
   pid_t rank1 = -1;
