@@ -66,19 +66,31 @@ void check_access(uintptr_t a, size_t n, bool write) {
   // The allocations found last by this host thread (a kernel reads and writes a few arrays in
   // turn), valid while no allocation was freed since: most accesses end here, without the
   // runtime's lock.
+  // (Only allocations this grid's device may touch are kept there.)
   constexpr int kRecent = 8;
   thread_local Allocation recent[kRecent];
   thread_local int next_slot = 0;
   thread_local uint64_t recent_generation = ~uint64_t(0);
+  thread_local int recent_device = -1;
   const uint64_t generation = allocation_generation();
-  if (generation != recent_generation) {
+  const int device = b->grid->device;
+  if (generation != recent_generation || device != recent_device) {
     for (Allocation& r : recent) r = Allocation{};
     recent_generation = generation;
+    recent_device = device;
   }
   for (const Allocation& r : recent)
     if (a >= r.base && a + n <= r.base + r.bytes) return;
   Allocation in, near;
   if (find_allocation(a, n, &in, &near)) {
+    // Another device's memory: only with peer access enabled from this one (pinned host
+    // memory every device may touch).
+    if (in.device >= 0 && !peer_enabled(device, in.device))
+      fail_here(cudaErrorIllegalAddress, "invalid __global__ " + std::string(rw),
+                std::to_string(n) + " bytes at " + hex(a) + " are device " +
+                    std::to_string(in.device) + "'s memory, and this kernel runs on device " +
+                    std::to_string(device) + " without peer access to it "
+                    "(cudaDeviceEnablePeerAccess)");
     recent[next_slot] = in;
     next_slot = (next_slot + 1) % kRecent;
     return;

@@ -5,7 +5,9 @@
 
 #include <cuda_fp16.h>
 
+#include <cstdio>
 #include <functional>
+#include <string>
 
 #include "sim/sim.h"
 
@@ -46,6 +48,24 @@ void gemm(const Gemm* g) {
       store(g->C, g->ct, ci, g->alpha * s + c);
     }
 }
+
+// The bytes a GEMM touches from `p`: elements 0 .. last of type t (last: the largest index it
+// reads or writes). "" when they lie in one allocation, else what is wrong.
+std::string outside(const char* name, const void* p, cudaDataType t, size_t last) {
+  const size_t bytes = (last + 1) * (t == CUDA_R_16F ? 2 : 4);
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  cutrain_sim::Allocation in, near;
+  if (cutrain_sim::find_allocation(a, bytes, &in, &near)) return "";
+  char s[160];
+  std::snprintf(s, sizeof s, "%s: %zu bytes at %p are not in one allocation", name, bytes, p);
+  std::string why = s;
+  if (near.bytes) {
+    std::snprintf(s, sizeof s, " (the nearest before them: %zu bytes at %p)", near.bytes,
+                  reinterpret_cast<void*>(near.base));
+    why += s;
+  }
+  return why;
+}
 }  // namespace
 
 cublasStatus_t cublasCreate(cublasHandle_t* h) {
@@ -79,6 +99,27 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
   if (m < 0 || n < 0 || k < 0 || compute != CUBLAS_COMPUTE_32F) return CUBLAS_STATUS_INVALID_VALUE;
   const Gemm g{ta, tb, m, n, k, *static_cast<const float*>(alpha),
                *static_cast<const float*>(beta), A, B, C, at, bt, ct, lda, ldb, ldc};
+  // What it reads and writes must lie in the operands' allocations: cuBLAS's kernels would
+  // fault there (an illegal address, sticky, when the GEMM runs).
+  if (m > 0 && n > 0) {
+    const size_t M = size_t(m), N = size_t(n), K = size_t(k);
+    std::string bad;
+    if (k > 0) {
+      bad = outside("A", A, at, ta == CUBLAS_OP_N ? (K - 1) * size_t(lda) + M - 1
+                                                  : (M - 1) * size_t(lda) + K - 1);
+      if (bad.empty())
+        bad = outside("B", B, bt, tb == CUBLAS_OP_N ? (N - 1) * size_t(ldb) + K - 1
+                                                    : (K - 1) * size_t(ldb) + N - 1);
+    }
+    if (bad.empty()) bad = outside("C", C, ct, (N - 1) * size_t(ldc) + M - 1);
+    if (!bad.empty())
+      return cutrain_sim::submit_fault(h->stream, cudaErrorIllegalAddress,
+                                       "cutrain-sim: cublasGemmEx reads or writes outside its "
+                                       "operands (an illegal address on a GPU)\n    " +
+                                       bad + "\n") == cudaSuccess
+                 ? CUBLAS_STATUS_SUCCESS
+                 : CUBLAS_STATUS_EXECUTION_FAILED;
+  }
   if (cutrain_sim::submit(h->stream, [g] { gemm(&g); }) != cudaSuccess)
     return CUBLAS_STATUS_EXECUTION_FAILED;
   return CUBLAS_STATUS_SUCCESS;

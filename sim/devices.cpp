@@ -11,6 +11,7 @@
 namespace cutrain_sim {
 namespace {
 thread_local int t_device = 0;
+std::mutex g_peer_mu;  // guards every Device::peer
 }  // namespace
 
 std::vector<Device>& devices() {
@@ -21,6 +22,13 @@ int device_count() { return int(devices().size()); }
 bool valid_device(int device) { return device >= 0 && device < device_count(); }
 int& current_device() { return t_device; }
 cudaError_t sticky(int device) { return devices()[size_t(device)].sticky.load(); }
+
+bool peer_enabled(int from, int to) {
+  if (from == to) return true;
+  std::lock_guard<std::mutex> lock(g_peer_mu);
+  const std::vector<bool>& on = devices()[size_t(from)].peer;
+  return size_t(to) < on.size() && on[size_t(to)];
+}
 
 }  // namespace cutrain_sim
 
@@ -94,12 +102,22 @@ cudaError_t cudaDeviceCanAccessPeer(int* can, int device, int peer) {
 }
 cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned) {
   if (!valid_device(peer) || peer == current_device()) return set_error(cudaErrorInvalidDevice);
-  static std::mutex mu;
-  std::lock_guard<std::mutex> lock(mu);
+  std::lock_guard<std::mutex> lock(g_peer_mu);
   std::vector<bool>& on = devices()[size_t(current_device())].peer;
   on.resize(size_t(device_count()));
   if (on[size_t(peer)]) return set_error(cudaErrorPeerAccessAlreadyEnabled);
   on[size_t(peer)] = true;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceDisablePeerAccess(int peer) {
+  if (!valid_device(peer)) return set_error(cudaErrorInvalidDevice);
+  std::lock_guard<std::mutex> lock(g_peer_mu);
+  std::vector<bool>& on = devices()[size_t(current_device())].peer;
+  if (size_t(peer) >= on.size() || !on[size_t(peer)])
+    return set_error(cudaErrorPeerAccessNotEnabled);
+  on[size_t(peer)] = false;
+  bump_allocation_generation();  // the access checks' caches may hold what it allowed
   return cudaSuccess;
 }
 

@@ -42,6 +42,7 @@ using namespace cutrain_sim;
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags) {
   auto ev = std::make_shared<Event>();
+  ev->device = current_device();
   ev->timing = !(flags & cudaEventDisableTiming);
   *e = reinterpret_cast<cudaEvent_t>(ev.get());
   events().add(std::move(ev));
@@ -61,19 +62,28 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   const std::shared_ptr<Event> ev = events().find(e);
   const std::shared_ptr<Stream> st = find_stream(s);
   if (!ev || !st) return set_error(cudaErrorInvalidResourceHandle);
+  if (ev->device != st->device) {  // CUDA's rule: the event and the stream of one device
+    report("cutrain-sim: cudaEventRecord: the event is device " + std::to_string(ev->device) +
+           "'s, the stream device " + std::to_string(st->device) +
+           "'s (cudaErrorInvalidResourceHandle)\n");
+    return set_error(cudaErrorInvalidResourceHandle);
+  }
   if (sticky(st->device) != cudaSuccess) return set_error(sticky(st->device));
   if (st->is_capturing()) {
-    // Inside a capture the record is a node of the graph: it marks the event at each replay.
-    {
-      std::lock_guard<std::mutex> lock(ev->mu);
-      ev->in_capture = true;
-      ev->captured_on = st;
-    }
+    // Inside a capture the record is a node of the graph: it marks the event at each replay,
+    // and a stream that waits for the event depends on it (and joins the capture).
     st->submit(Task{[ev] {
                       std::lock_guard<std::mutex> l(ev->mu);
                       ev->when = Clock::now();
                     },
                     false});
+    std::vector<size_t> after;
+    const std::shared_ptr<Capture> c = st->capture_state(&after);
+    std::lock_guard<std::mutex> lock(ev->mu);
+    ev->in_capture = true;
+    ev->captured_on = st;
+    ev->capture = c;
+    ev->capture_nodes = after;
     return cudaSuccess;
   }
   uint64_t id;
@@ -82,6 +92,8 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     id = ++ev->recorded;
     ev->in_capture = false;
     ev->captured_on.reset();
+    ev->capture.reset();
+    ev->capture_nodes.clear();
     ev->recorded_on = st;
   }
   st->submit(Task{[ev, id] {
@@ -96,16 +108,46 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   return cudaSuccess;
 }
 
-cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
   const std::shared_ptr<Event> ev = events().find(e);
   const std::shared_ptr<Stream> st = find_stream(s);
   if (!ev || !st) return set_error(cudaErrorInvalidResourceHandle);
   if (sticky(st->device) != cudaSuccess) return set_error(sticky(st->device));
+  std::shared_ptr<Capture> recorded_in;
+  std::vector<size_t> nodes;
   uint64_t target;
   {
     std::lock_guard<std::mutex> lock(ev->mu);
-    if (ev->in_capture) return cudaSuccess;  // in a graph, the order of its one stream
+    if (ev->in_capture) recorded_in = ev->capture.lock(), nodes = ev->capture_nodes;
     target = ev->recorded;
+    if (ev->in_capture && !recorded_in) return cudaSuccess;  // its capture ended: no record
+  }
+  if (recorded_in) {
+    // A wait for a capture's record: the stream depends on it, joining the capture if it is
+    // in none (a fork); one in another capture would merge two captures.
+    if (st->join(recorded_in, nodes)) return cudaSuccess;
+    st->refuse_if_capturing();
+    return set_error(cudaErrorStreamCaptureIsolation);
+  }
+  if (st->is_capturing()) {
+    // Work recorded outside the capture: a graph cannot depend on it (CUDA's isolation rule),
+    // unless the wait says it is external: then each replay waits for the event's last record
+    // as of that moment.
+    if (!(flags & cudaEventWaitExternal)) {
+      st->refuse_if_capturing();
+      report("cutrain-sim: cudaStreamWaitEvent: a capturing stream waits for an event recorded "
+             "outside the capture (cudaErrorStreamCaptureIsolation; cudaEventWaitExternal "
+             "makes it a wait at each replay)\n");
+      return set_error(cudaErrorStreamCaptureIsolation);
+    }
+    st->submit(Task{[ev] {
+                      std::unique_lock<std::mutex> l(ev->mu);
+                      const uint64_t now = ev->recorded;
+                      if (ev->completed < now) demand_recorder(*ev);
+                      ev->cv.wait(l, [&] { return ev->completed >= now; });
+                    },
+                    false});
+    return cudaSuccess;
   }
   if (target == 0) return cudaSuccess;  // never recorded: nothing to wait for
   st->submit(Task{[ev, target] {
@@ -140,7 +182,8 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e) {
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
   const std::shared_ptr<Event> a = events().find(start), b = events().find(end);
   if (!a || !b) return set_error(cudaErrorInvalidResourceHandle);
-  if (!a->timing || !b->timing) return set_error(cudaErrorInvalidResourceHandle);
+  if (!a->timing || !b->timing || a->device != b->device)
+    return set_error(cudaErrorInvalidResourceHandle);
   std::unique_lock<std::mutex> la(a->mu, std::defer_lock), lb(b->mu, std::defer_lock);
   if (a == b)
     la.lock();

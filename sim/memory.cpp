@@ -2,6 +2,7 @@
 // kernels' accesses can be checked against them, and poisoned with 0xff bytes as a GPU's
 // memory starts as garbage), copies, peer copies and memsets.
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -17,13 +18,13 @@ std::map<uintptr_t, Allocation> g_allocs;
 std::atomic<uint64_t> g_freed{0};
 
 void* allocate(size_t bytes, int device) {
-  const size_t n = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
+  const size_t n = (std::max<size_t>(bytes, 1) + 255) / 256 * 256 + kRedZone;
   void* p = std::aligned_alloc(256, n);
   if (!p) return nullptr;
   std::memset(p, 0xff, n);  // device memory starts as garbage: a recognisable one
   std::unique_lock<std::shared_mutex> lock(g_alloc_mu);
-  g_allocs[reinterpret_cast<uintptr_t>(p)] = Allocation{reinterpret_cast<uintptr_t>(p), bytes,
-                                                        device};
+  g_allocs[reinterpret_cast<uintptr_t>(p)] =
+      Allocation{reinterpret_cast<uintptr_t>(p), bytes, device, n};
   return p;
 }
 
@@ -44,9 +45,51 @@ bool pageable(const void* p, size_t bytes) {
   return bytes > 0 && !find_allocation(reinterpret_cast<uintptr_t>(p), bytes, &found, &nearest);
 }
 
+std::string hex(const void* p) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%p", p);
+  return s;
+}
+std::string where(const Allocation& a) {
+  return std::to_string(a.bytes) + " bytes at " + hex(reinterpret_cast<void*>(a.base)) + " (" +
+         (a.device >= 0 ? "device " + std::to_string(a.device) : std::string("pinned host")) +
+         ")";
+}
+
+// The range [p, p + bytes) of a call's argument, checked as CUDA checks it: cudaSuccess when it
+// lies in one allocation (of `device`, when >= 0), or, with `pageable_ok`, in none (pageable
+// host memory: nothing to check). A range that starts in an allocation and runs past its end,
+// or memory a call needs on the device that is not: cudaErrorInvalidValue, reported.
+cudaError_t check_range(const char* call, const char* what, const void* p, size_t bytes,
+                        bool pageable_ok, int device = -2) {
+  if (bytes == 0) return cudaSuccess;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  Allocation in, near;
+  std::string why;
+  if (find_allocation(a, bytes, &in, &near)) {
+    if (device < -1 || in.device == device) return cudaSuccess;
+    why = "is in " + where(in) + ", not device " + std::to_string(device) + "'s memory";
+  } else if (near.bytes && a < near.base + near.bytes) {
+    why = "starts in " + where(near) + " and runs past its end by " +
+          std::to_string(a + bytes - (near.base + near.bytes)) + " bytes";
+  } else if (near.bytes && a < near.base + near.footprint) {
+    why = "starts " + std::to_string(a - (near.base + near.bytes)) + " bytes past the end of " +
+          where(near);
+  } else if (pageable_ok) {
+    return cudaSuccess;
+  } else {
+    why = "is in no allocation" + (near.bytes ? "; the nearest before it: " + where(near)
+                                              : std::string());
+  }
+  report(std::string("cutrain-sim: ") + call + ": the " + what + ", " + std::to_string(bytes) +
+         " bytes at " + hex(p) + ", " + why + " (cudaErrorInvalidValue; nothing was written)\n");
+  return cudaErrorInvalidValue;
+}
+
 }  // namespace
 
 uint64_t allocation_generation() { return g_freed.load(std::memory_order_acquire); }
+void bump_allocation_generation() { g_freed++; }
 
 bool find_allocation(uintptr_t a, size_t n, Allocation* found, Allocation* nearest) {
   std::shared_lock<std::shared_mutex> lock(g_alloc_mu);
@@ -69,8 +112,10 @@ bool find_allocation(uintptr_t a, size_t n, Allocation* found, Allocation* neare
 // memory returns only once it is done. (Queued, such a write could land in a buffer its owner
 // had freed meanwhile, which a GPU's synchronous copy allows.) In a capture every copy is a
 // node of the graph, run at each replay.
-cudaError_t copy_on(Stream& s, void* dst, const void* src, size_t bytes) {
+cudaError_t copy_on(Stream& s, void* dst, const void* src, size_t bytes, const char* call) {
   if (sticky(s.device) != cudaSuccess) return sticky(s.device);
+  if (const cudaError_t e = check_range(call, "destination", dst, bytes, true)) return e;
+  if (const cudaError_t e = check_range(call, "source", src, bytes, true)) return e;
   const int device = s.device;
   const bool now = !s.is_capturing();
   std::shared_ptr<std::vector<unsigned char>> staged;  // kept alive by the task
@@ -103,6 +148,11 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
 }
 cudaError_t cudaFree(void* p) {
   if (!p) return cudaSuccess;
+  // cudaFree waits for the device, which a capture forbids: it frees nothing and the capture
+  // is broken (CUDA's rule).
+  bool refused = false;
+  for (const auto& s : streams_of(current_device())) refused = s->refuse_if_capturing() || refused;
+  if (refused) return set_error(cudaErrorStreamCaptureUnsupported);
   cudaDeviceSynchronize();  // as CUDA's: the device is done with it
   return release(p, false) ? cudaSuccess : set_error(cudaErrorInvalidValue);
 }
@@ -123,7 +173,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
                             cudaStream_t stream) {
   const std::shared_ptr<Stream> s = find_stream(stream);
   if (!s) return set_error(cudaErrorInvalidResourceHandle);
-  return set_error(copy_on(*s, dst, src, bytes));
+  return set_error(copy_on(*s, dst, src, bytes, "cudaMemcpyAsync"));
 }
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
   const cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, nullptr);
@@ -135,13 +185,22 @@ cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int 
                                 size_t bytes, cudaStream_t stream) {
   if (!valid_device(dst_device) || !valid_device(src_device))
     return set_error(cudaErrorInvalidDevice);
-  return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream);
+  const std::shared_ptr<Stream> s = find_stream(stream);
+  if (!s) return set_error(cudaErrorInvalidResourceHandle);
+  const char* call = "cudaMemcpyPeerAsync";
+  if (const cudaError_t e = check_range(call, "destination", dst, bytes, false, dst_device))
+    return set_error(e);
+  if (const cudaError_t e = check_range(call, "source", src, bytes, false, src_device))
+    return set_error(e);
+  return set_error(copy_on(*s, dst, src, bytes, call));
 }
 cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t stream) {
   const std::shared_ptr<Stream> s = find_stream(stream);
   if (!s) return set_error(cudaErrorInvalidResourceHandle);
   const int device = s->device;
   if (sticky(device) != cudaSuccess) return set_error(sticky(device));
+  if (const cudaError_t e = check_range("cudaMemsetAsync", "memory", p, bytes, false))
+    return set_error(e);
   s->submit(Task{[=] {
                    if (sticky(device) == cudaSuccess) std::memset(p, value, bytes);
                  },

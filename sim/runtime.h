@@ -99,6 +99,19 @@ struct Task {
   bool kernel_or_copy = true;  // counts as a graph node (kernels, copies, memsets)
 };
 
+// A capture in progress (graphs.cpp): the nodes its streams submitted, in the order they were
+// submitted, each with the nodes it depends on. The stream that began it is its origin; another
+// stream joins it by waiting for an event recorded in it (a fork), and must be joined back
+// (the origin waits for an event recorded on it) before the origin ends the capture.
+struct Capture {
+  std::mutex mu;
+  std::vector<Task> nodes;
+  std::vector<std::vector<size_t>> deps;  // per node: the nodes it waits for
+  bool broken = false;                    // a call refused during it: the capture is invalid
+  const Stream* origin = nullptr;
+  std::vector<std::weak_ptr<Stream>> members;  // the streams forked into it
+};
+
 struct Stream {
   int device = 0;
   uint64_t id = 0;
@@ -109,9 +122,10 @@ struct Stream {
   bool stop = false, busy = false;
   bool demanded = false;  // a held stream: someone waits for it, so it runs (hold_stream)
   uint64_t launches = 0;
-  // graph capture
-  bool capturing = false, capture_broken = false;
-  std::vector<Task> captured;
+  // graph capture: the capture this stream is in (null: none), and its nodes that the
+  // stream's next node depends on
+  std::shared_ptr<Capture> capture;
+  std::vector<size_t> frontier;
   std::thread worker;
 
   explicit Stream(int dev);
@@ -127,6 +141,11 @@ struct Stream {
   bool is_capturing();
   // A call that waits for a capturing stream: true (refused) and the capture broken (CUDA's rule).
   bool refuse_if_capturing();
+  // The capture this stream is in (null: none), and its frontier.
+  std::shared_ptr<Capture> capture_state(std::vector<size_t>* frontier);
+  // A wait for nodes of capture c: a stream in no capture joins it (a fork), one in c depends
+  // on them from now on; false for a stream in another capture (CUDA's isolation error).
+  bool join(const std::shared_ptr<Capture>& c, const std::vector<size_t>& nodes);
 
  private:
   void wait_while_held();
@@ -142,18 +161,22 @@ std::vector<std::shared_ptr<Stream>> streams_of(int device);
 
 // ---- events (events.cpp) ---------------------------------------------------------------------
 struct Event {
+  int device = 0;  // the current device when it was made
   std::mutex mu;
   std::condition_variable cv;
   uint64_t recorded = 0, completed = 0;
   Clock::time_point when{};
   bool timing = true;
   std::weak_ptr<Stream> captured_on;  // recorded during a capture (expired: none, or gone)
-  bool in_capture = false;            // the last record was a capture's
+  bool in_capture = false;            // the last record was a capture's...
+  std::weak_ptr<Capture> capture;     // ... this one's, after these nodes
+  std::vector<size_t> capture_nodes;
   std::weak_ptr<Stream> recorded_on;  // the stream of the last record
 };
 
 // ---- memory (memory.cpp) ---------------------------------------------------------------------
-// A copy of `bytes` from src to dst queued on s (pageable host memory as CUDA treats it).
-cudaError_t copy_on(Stream& s, void* dst, const void* src, size_t bytes);
+// A copy of `bytes` from src to dst queued on s (pageable host memory as CUDA treats it), its
+// ranges checked first (`call` names the API call in a report).
+cudaError_t copy_on(Stream& s, void* dst, const void* src, size_t bytes, const char* call);
 
 }  // namespace cutrain_sim

@@ -38,8 +38,11 @@ Stream::~Stream() {
 void Stream::submit(Task t) {
   {
     std::lock_guard<std::mutex> lock(mu);
-    if (capturing) {
-      captured.push_back(std::move(t));
+    if (capture) {
+      std::lock_guard<std::mutex> c(capture->mu);
+      capture->nodes.push_back(std::move(t));
+      capture->deps.push_back(frontier);
+      frontier = {capture->nodes.size() - 1};
       return;
     }
     queue.push_back(std::move(t));
@@ -63,13 +66,34 @@ bool Stream::finished() {
 
 bool Stream::is_capturing() {
   std::lock_guard<std::mutex> lock(mu);
-  return capturing;
+  return capture != nullptr;
 }
 
 bool Stream::refuse_if_capturing() {
   std::lock_guard<std::mutex> lock(mu);
-  if (!capturing) return false;
-  capture_broken = true;
+  if (!capture) return false;
+  std::lock_guard<std::mutex> c(capture->mu);
+  capture->broken = true;
+  return true;
+}
+
+std::shared_ptr<Capture> Stream::capture_state(std::vector<size_t>* f) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (f) *f = frontier;
+  return capture;
+}
+
+bool Stream::join(const std::shared_ptr<Capture>& c, const std::vector<size_t>& nodes) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (capture && capture != c) return false;
+  if (!capture) {  // a fork: it leaves the capture when the capture ends
+    capture = c;
+    frontier.clear();
+    std::lock_guard<std::mutex> l(c->mu);
+    c->members.push_back(streams().find(this));
+  }
+  for (size_t n : nodes)
+    if (std::find(frontier.begin(), frontier.end(), n) == frontier.end()) frontier.push_back(n);
   return true;
 }
 
@@ -148,6 +172,14 @@ void launch_grid(const char* name, dim3 grid, dim3 block, size_t smem, cudaStrea
     set_error(cudaErrorInvalidResourceHandle);
     return;
   }
+  if (s->device != current_device()) {  // CUDA's rule: a launch goes to the current device
+    report("cutrain-sim: launch into a stream of another device\n    kernel " +
+           std::string(name) + ": the stream is device " + std::to_string(s->device) +
+           "'s, the current device is " + std::to_string(current_device()) +
+           " (cudaErrorInvalidResourceHandle)\n");
+    set_error(cudaErrorInvalidResourceHandle);
+    return;
+  }
   std::string bad;
   const unsigned gd[3] = {grid.x, grid.y, grid.z}, bd[3] = {block.x, block.y, block.z};
   const uint64_t threads = uint64_t(block.x) * block.y * block.z;
@@ -180,6 +212,7 @@ void launch_grid(const char* name, dim3 grid, dim3 block, size_t smem, cudaStrea
     return;
   }
   Grid g;
+  g.device = device;
   g.kernel = name;
   g.grid = grid;
   g.block = block;
@@ -207,6 +240,20 @@ cudaError_t submit(cudaStream_t stream, std::function<void()> work) {
   if (sticky(device) != cudaSuccess) return set_error(sticky(device));
   s->submit(Task{[work = std::move(work), device] {
                    if (sticky(device) == cudaSuccess) work();
+                 },
+                 true});
+  return cudaSuccess;
+}
+
+cudaError_t submit_fault(cudaStream_t stream, cudaError_t e, std::string text) {
+  const std::shared_ptr<Stream> s = find_stream(stream);
+  if (!s) return set_error(cudaErrorInvalidResourceHandle);
+  const int device = s->device;
+  if (sticky(device) != cudaSuccess) return set_error(sticky(device));
+  s->submit(Task{[e, text = std::move(text), device] {
+                   if (sticky(device) != cudaSuccess) return;
+                   report(text);
+                   devices()[size_t(device)].sticky = e;
                  },
                  true});
   return cudaSuccess;

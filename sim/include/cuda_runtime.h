@@ -1,6 +1,6 @@
 // The simulator's stand-in for CUDA's <cuda_runtime.h> (sim/README.md): the runtime API's types
-// and the subset of its functions that cutrain calls, implemented in sim/ (sim/runtime.h lists the files), and the
-// device side (sim/include/cutrain_sim_device.h) that the rewritten .cu files compile against.
+// and the subset of its functions that cutrain calls, implemented in sim/ (sim/runtime.h lists
+// the files), and the device side (sim/include/cutrain_sim_device.h) that the rewritten .cu files compile against.
 // Only the SIM build (`make SIM=1`) puts sim/include on the include path.
 #pragma once
 #include <cstddef>
@@ -38,10 +38,14 @@ enum cudaError_t {
   cudaErrorIllegalAddress = 700,
   cudaErrorLaunchOutOfResources = 701,
   cudaErrorPeerAccessAlreadyEnabled = 704,
+  cudaErrorPeerAccessNotEnabled = 705,
   cudaErrorMisalignedAddress = 716,
   cudaErrorLaunchFailure = 719,
   cudaErrorStreamCaptureUnsupported = 900,
   cudaErrorStreamCaptureInvalidated = 901,
+  cudaErrorStreamCaptureUnmatched = 903,
+  cudaErrorStreamCaptureUnjoined = 904,
+  cudaErrorStreamCaptureIsolation = 905,
   cudaErrorStreamCaptureWrongThread = 908,
   cudaErrorNoDevice = 100,
   cudaErrorUnknown = 999,
@@ -77,6 +81,7 @@ typedef cudaDataType_t cudaDataType;
 
 constexpr unsigned cudaStreamDefault = 0, cudaStreamNonBlocking = 1;
 constexpr unsigned cudaEventDefault = 0, cudaEventBlockingSync = 1, cudaEventDisableTiming = 2;
+constexpr unsigned cudaEventWaitDefault = 0, cudaEventWaitExternal = 1;
 
 // The fields cutrain reads, with an H100's values (sim/devices.cpp fills them).
 struct cudaDeviceProp {
@@ -118,6 +123,7 @@ cudaError_t cudaRuntimeGetVersion(int* v);
 cudaError_t cudaMemGetInfo(size_t* free, size_t* total);
 cudaError_t cudaDeviceCanAccessPeer(int* can, int device, int peer);
 cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned flags);
+cudaError_t cudaDeviceDisablePeerAccess(int peer);
 
 cudaError_t cudaMalloc(void** p, size_t bytes);
 cudaError_t cudaFree(void* p);
