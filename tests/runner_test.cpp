@@ -3,10 +3,12 @@
 // (in `make test` they pass, doing nothing). Whatever ends a case (a failed assertion, a crash,
 // a kill, a hang past the per-case limit, an exit, a kill of the whole process group), the
 // output names it, and the cases after it still run where a process is left to run them.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -49,9 +51,20 @@ TEST_CASE("runner fixture: ends its process") {
   if (how == "exit") std::_Exit(3);
   if (how == "hang")
     for (;;) ::pause();
-  if (how == "orphan" && ::fork() == 0) {  // a process started and never waited for
-    ::execlp("sleep", "sleep", "1000", static_cast<char*>(nullptr));
-    std::_Exit(127);
+  if (how == "orphan") {  // a process started and never waited for
+    // It is `sleep 1000` before the case ends (the pipe closes at its exec), so that the
+    // runner, finding it left over, names it so.
+    int exec_done[2];
+    REQUIRE(::pipe2(exec_done, O_CLOEXEC) == 0);
+    if (::fork() == 0) {
+      ::execlp("sleep", "sleep", "1000", static_cast<char*>(nullptr));
+      std::_Exit(127);
+    }
+    ::close(exec_done[1]);
+    char c;
+    while (::read(exec_done[0], &c, 1) < 0 && errno == EINTR) {
+    }
+    ::close(exec_done[0]);
   }
 }
 

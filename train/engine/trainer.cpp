@@ -80,9 +80,11 @@ void Trainer::start_loaders() {
     LoaderConfig lc;
     lc.threads = threads;
     lc.strict = cfg_.strict;
-    // Under mpirun rank 0 names the bad files of every rank, at each epoch's end (run/run.cpp):
-    // the other ranks' loaders only list theirs in their file.
-    if (device_.mpi && !device_.mpi->root()) lc.print_bad = 0;
+    // Under mpirun rank 0 names the bad files of every rank, its own too, at each epoch's end
+    // (run/run.cpp), each once: the loaders only list theirs in their files. (A loader naming
+    // its own as it finds them would name again a file another rank named an epoch before,
+    // or one it read ahead past the run's last step.)
+    if (device_.mpi) lc.print_bad = 0;
     lc.tracer = tracer;
     if (world > 1) lc.label = "replica " + std::to_string(rep->rank);  // its own trace rows
     if (rep->lane->where() == Device::cuda) lc.gpu = rep->lane->device();

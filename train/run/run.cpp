@@ -152,13 +152,13 @@ struct Run {
   RunSummary& sum;
   double best_top1;  // the best validation top-1 so far (-1: none), kept in each checkpoint
   std::set<std::string> bad_seen;  // the bad files found so far, by any rank
-  int bad_named = 0;               // of them, named by rank 0 for the other ranks
+  int bad_named = 0;               // of them, named by rank 0 (under mpirun)
   bool report_page = false;        // OUT/report.html written at the end
 };
 
 // The bad files found since the last call, by any rank, into the run's count; under mpirun
-// rank 0 names those the other ranks found (their loaders name none: run_training), as far as
-// a loader would (LoaderConfig::print_bad). Every rank calls it at the same points: an
+// rank 0 names each once, whichever rank found it (the loaders name none: run_training), as
+// far as a loader would (LoaderConfig::print_bad). Every rank calls it at the same points: an
 // epoch's end, the end.
 void gather_bad_files(Run& run) {
   const Mpi* mpi = run.device.mpi;
@@ -182,13 +182,14 @@ void gather_bad_files(Run& run) {
       std::string rank, name, error, message;
       std::getline(fields, rank, '\t'), std::getline(fields, name, '\t');
       std::getline(fields, error, '\t'), std::getline(fields, message);
-      if (!run.bad_seen.insert(name).second || !mpi || rank == "0" || !run.report) continue;
+      if (!run.bad_seen.insert(name).second || !mpi || !run.report) continue;
       if (run.bad_named++ < limit)
-        run.report->note("cutrain: skipping bad file (" + error + "), found by rank " + rank +
-                         ": " + name + ": " + message);
+        run.report->note("cutrain: skipping bad file (" + error + ")" +
+                         (rank == "0" ? std::string() : ", found by rank " + rank) + ": " +
+                         name + ": " + message);
       if (run.bad_named == limit)
-        run.report->note("cutrain: further bad files of other ranks are not named; all are "
-                         "listed in " + run.cfg.out + "/bad_files.replica<rank>.txt");
+        run.report->note("cutrain: further bad files are not named; all are listed in " +
+                         run.cfg.out + "/bad_files.replica<rank>.txt");
     }
   }
   run.sum.bad_files = int64_t(run.bad_seen.size());
