@@ -32,6 +32,14 @@ void* CachingAllocator::allocate(size_t bytes, const void* stream, bool may_flus
     stats_.bytes_cached -= got;
     stats_.bytes_in_use += got;
     if (stats_.bytes_in_use > stats_.peak_in_use) stats_.peak_in_use = stats_.bytes_in_use;
+    if (held_.count(stream)) {
+      // A graph's block again (its capture freed a tensor in it): the replays touch what every
+      // tensor it held put there, so all of it stays live.
+      take_back_locked(p, stream, true);
+      lend_locked(p, got);
+    } else {
+      lend_locked(p, bytes);
+    }
     return p;
   }
   void* p = backend_.alloc(size);
@@ -45,7 +53,19 @@ void* CachingAllocator::allocate(size_t bytes, const void* stream, bool may_flus
   in_use_[p] = Block{size, stream};
   stats_.bytes_in_use += size;
   if (stats_.bytes_in_use > stats_.peak_in_use) stats_.peak_in_use = stats_.bytes_in_use;
+  lend_locked(p, bytes);
   return p;
+}
+
+void CachingAllocator::lend_locked(void* p, size_t bytes) {
+  if (backend_.lend) lent_[p] = backend_.lend(p, bytes);
+}
+
+void CachingAllocator::take_back_locked(void* p, const void* key, bool held) {
+  const auto it = lent_.find(p);
+  if (it == lent_.end()) return;
+  if (backend_.take_back) backend_.take_back(it->second, key, held);
+  lent_.erase(it);
 }
 
 void CachingAllocator::deallocate(void* p) { give_back(p, nullptr, false); }
@@ -62,7 +82,13 @@ void CachingAllocator::give_back(void* p, const void* key, bool rekey) {
   stats_.bytes_in_use -= b.size;
   const void* to = rekey ? key : b.stream;
   // exact: straight back, unless into a held pool (a captured graph may still use the block)
-  if (retired_.count(to) || (exact_ && !held_.count(to))) {  // nobody will ask for it again
+  const bool freeing = retired_.count(to) || (exact_ && !held_.count(to));
+  // Back in a pool, none of it may be touched; in a held pool (a graph's) it stays live: the
+  // graph's replays use the tensor's bytes long after the tensor is gone. (A block going back
+  // to the backend takes its annotations with it.)
+  if (!freeing && !held_.count(to)) take_back_locked(p, b.stream, false);
+  if (freeing) {  // nobody will ask for it again
+    lent_.erase(p);  // (its annotations go with the block)
     backend_.free(p);
     stats_.backend_frees++;
     return;
@@ -81,6 +107,7 @@ void CachingAllocator::retire_stream(const void* stream) {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto it = cached_.lower_bound(Key(stream, 0));
        it != cached_.end() && it->first.first == stream;) {
+    lent_.erase(it->second);
     backend_.free(it->second);
     stats_.backend_frees++;
     stats_.bytes_cached -= it->first.second;
@@ -101,6 +128,7 @@ void CachingAllocator::release_cached_locked(bool all) {
       ++it;
       continue;
     }
+    lent_.erase(it->second);
     backend_.free(it->second);
     stats_.backend_frees++;
     stats_.bytes_cached -= it->first.second;

@@ -26,8 +26,16 @@
 // Held blocks are not given back by empty_cache() or the out-of-memory flush, only when the
 // graph is destroyed (retire_stream(key)).
 //
-// The allocator is generic over its backend (two functions), so the pooling logic is tested
-// on the CPU with a counting backend; the CUDA one (gpu.cpp) plugs in cudaMalloc/cudaFree.
+// A memory checker sees each tensor's own bounds, not its block's: the allocator tells the
+// backend (lend) which bytes of a block it hands out, exactly as many as were asked for, and
+// (take_back) when the block comes back. The CUDA backend passes both on as NVTX memory
+// annotations (kernels/nvtx_memory.h: compute-sanitizer's memcheck with --nvtx yes, and the GPU
+// simulator, read them): an access past a tensor's end inside its block, or to a block back in
+// the pool, is then reported although the memory is the process's.
+//
+// The allocator is generic over its backend (two functions, and the two annotations), so the
+// pooling logic is tested on the CPU with a counting backend; the CUDA one (gpu.cpp) plugs in
+// cudaMalloc/cudaFree.
 #pragma once
 #include <cstddef>
 #include <functional>
@@ -44,6 +52,15 @@ class CachingAllocator {
   struct Backend {
     std::function<void*(size_t)> alloc;  // returns nullptr when out of memory
     std::function<void(void*)> free;
+    // Optional, for memory checkers: block p (of the backend's) is handed out with its first
+    // `bytes` live (the request, not rounded): lend returns a token for that region; it comes
+    // back: take_back(token), with the stream (or held pool, `held`) it served. Called under
+    // the allocator's lock. A block of a stream is handed out again before the work queued with
+    // its last tensor has run (the stream orders the two), so a take_back belongs in that
+    // stream's order, not the host's; a lend may be at once (the new tensor's work is queued
+    // after it), and the two tensors' regions are then live together for a while.
+    std::function<void*(void* p, size_t bytes)> lend;
+    std::function<void(void* token, const void* key, bool held)> take_back;
   };
   struct Stats {
     size_t backend_allocs = 0;  // calls to Backend::alloc that succeeded
@@ -95,6 +112,8 @@ class CachingAllocator {
   using Key = std::pair<const void*, size_t>;  // (stream, size): ordered for best fit
 
   void give_back(void* p, const void* key, bool rekey);  // the deallocates: to key if rekey
+  void lend_locked(void* p, size_t bytes);               // Backend::lend, its token kept
+  void take_back_locked(void* p, const void* key, bool held);
   // Every cached block back to the backend; held pools' too only when `all` (destruction).
   void release_cached_locked(bool all);
 
@@ -105,6 +124,7 @@ class CachingAllocator {
   std::multimap<Key, void*> cached_;
   std::set<const void*> retired_;  // streams destroyed since: their blocks are not cached
   std::set<const void*> held_;     // private pools: their cached blocks are not released
+  std::unordered_map<void*, void*> lent_;  // block -> the token of its live region (lend)
   Stats stats_;
 };
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/check.h"
+#include "kernels/nvtx_memory.h"
 
 namespace cutrain {
 
@@ -102,6 +103,37 @@ void set_device(int device) {
   CUDA_CHECK(cudaSetDevice(device));
 }
 
+// The caching allocator's annotations for memory checkers (kernels/nvtx_memory.h). A tensor's
+// region is taken back in the order of the stream its block serves: the allocator hands a
+// block out again before the kernels queued with its last tensor have run, so taking it back
+// at the host's time would call their accesses a use after free. That is a host function
+// queued on the stream (for a held pool, a graph's, at once: only its replays use it). The new
+// tensor's region is lent at once (its work is queued after). On a GPU a host function per
+// tensor costs the stream a trip to the host: only with CUTRAIN_NVTX_MEMORY=1
+// (compute-sanitizer's memcheck, --nvtx yes); the simulator always checks them.
+bool nvtx_memory_on() {
+  static const bool on = gpu_simulated() || env_flag("CUTRAIN_NVTX_MEMORY");
+  return on;
+}
+void in_stream_order(int device, const void* key, bool now, std::function<void()> f) {
+  if (!now) {
+    DeviceGuard g(device);  // (the legacy stream, key nullptr, is the current device's)
+    auto* job = new std::function<void()>(std::move(f));
+    const auto run = [](void* j) {
+      auto* fn = static_cast<std::function<void()>*>(j);
+      (*fn)();
+      delete fn;
+    };
+    if (cudaLaunchHostFunc(static_cast<cudaStream_t>(const_cast<void*>(key)), run, job) ==
+        cudaSuccess)
+      return;
+    cudaGetLastError();  // a device that failed already: its error is reported elsewhere
+    f = std::move(*job);
+    delete job;
+  }
+  f();
+}
+
 CachingAllocator& device_allocator(int device) {
   CHECK(device >= 0 && device < gpu_count(),
         "device " << device << " does not exist (" << gpu_count() << " usable)");
@@ -119,12 +151,20 @@ CachingAllocator& device_allocator(int device) {
         cudaGetLastError();  // out of memory is reported by the allocator, with sizes
         return nullptr;
       }
+      nvtx_pool_block(p, n);  // for memory checkers: no access until lent (nvtx_memory.h)
       return p;
     };
     b.free = [device](void* p) {
       DeviceGuard g(device);
+      nvtx_pool_block_freed(p);
       CUDA_CHECK(cudaFree(p));
     };
+    if (nvtx_memory_on()) {
+      b.lend = nvtx_lend;
+      b.take_back = [device](void* token, const void* key, bool held) {
+        in_stream_order(device, key, held, [token] { nvtx_take_back(token); });
+      };
+    }
     static const bool exact = env_flag("CUTRAIN_EXACT_ALLOC");
     pool = std::make_unique<CachingAllocator>(std::move(b), exact);
   }

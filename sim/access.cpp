@@ -63,10 +63,10 @@ void check_access(uintptr_t a, size_t n, bool write) {
   if (!write && a >= record && a + n <= record + b->grid->record_bytes) return;
   const uintptr_t builtins = reinterpret_cast<uintptr_t>(&t_builtins);
   if (!write && a >= builtins && a + n <= builtins + sizeof t_builtins) return;
-  // The allocations found last by this host thread (a kernel reads and writes a few arrays in
-  // turn), valid while no allocation was freed since: most accesses end here, without the
-  // runtime's lock.
-  // (Only allocations this grid's device may touch are kept there.)
+  // The allocations (or pool blocks' live tensors) found last by this host thread (a kernel
+  // reads and writes a few arrays in turn), valid while nothing was freed or given back to a
+  // pool since: most accesses end here, without the registry's lock. Only what this grid's
+  // device may touch is kept there.
   constexpr int kRecent = 8;
   thread_local Allocation recent[kRecent];
   thread_local int next_slot = 0;
@@ -81,8 +81,9 @@ void check_access(uintptr_t a, size_t n, bool write) {
   }
   for (const Allocation& r : recent)
     if (a >= r.base && a + n <= r.base + r.bytes) return;
-  Allocation in, near;
-  if (find_allocation(a, n, &in, &near)) {
+  const Lookup l = look_up(a, n);
+  if (l.kind == Lookup::inside) {
+    const Allocation& in = l.in;
     // Another device's memory: only with peer access enabled from this one (pinned host
     // memory every device may touch).
     if (in.device >= 0 && !peer_enabled(device, in.device))
@@ -95,13 +96,10 @@ void check_access(uintptr_t a, size_t n, bool write) {
     next_slot = (next_slot + 1) % kRecent;
     return;
   }
-  std::string detail = std::to_string(n) + " bytes at " + hex(a) + " are in no allocation";
-  if (near.bytes)
-    detail += "; the nearest before it: " + std::to_string(near.bytes) + " bytes at " +
-              hex(near.base) + " (" +
-              (near.device >= 0 ? "device " + std::to_string(near.device) : "pinned host") +
-              "), which it passes by " + std::to_string(a + n - (near.base + near.bytes)) +
-              " bytes";
+  // (A pool block's memory outside its tensors, or a tensor given back: the caching allocator's
+  // annotations, kernels/nvtx_memory.h, say which bytes are live.)
+  const std::string detail = std::to_string(n) + " bytes at " + hex(a) + " " +
+                             describe_miss(l, a, n);
   fail_here(cudaErrorIllegalAddress, "invalid __global__ " + std::string(rw), detail);
 }
 

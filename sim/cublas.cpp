@@ -54,17 +54,11 @@ void gemm(const Gemm* g) {
 std::string outside(const char* name, const void* p, cudaDataType t, size_t last) {
   const size_t bytes = (last + 1) * (t == CUDA_R_16F ? 2 : 4);
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-  cutrain_sim::Allocation in, near;
-  if (cutrain_sim::find_allocation(a, bytes, &in, &near)) return "";
-  char s[160];
-  std::snprintf(s, sizeof s, "%s: %zu bytes at %p are not in one allocation", name, bytes, p);
-  std::string why = s;
-  if (near.bytes) {
-    std::snprintf(s, sizeof s, " (the nearest before them: %zu bytes at %p)", near.bytes,
-                  reinterpret_cast<void*>(near.base));
-    why += s;
-  }
-  return why;
+  const cutrain_sim::Lookup l = cutrain_sim::look_up(a, bytes);
+  if (l.kind == cutrain_sim::Lookup::inside) return "";
+  char s[96];
+  std::snprintf(s, sizeof s, "%s: %zu bytes at %p ", name, bytes, p);
+  return s + cutrain_sim::describe_miss(l, a, bytes);
 }
 }  // namespace
 
@@ -99,28 +93,30 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
   if (m < 0 || n < 0 || k < 0 || compute != CUBLAS_COMPUTE_32F) return CUBLAS_STATUS_INVALID_VALUE;
   const Gemm g{ta, tb, m, n, k, *static_cast<const float*>(alpha),
                *static_cast<const float*>(beta), A, B, C, at, bt, ct, lda, ldb, ldc};
-  // What it reads and writes must lie in the operands' allocations: cuBLAS's kernels would
-  // fault there (an illegal address, sticky, when the GEMM runs).
-  if (m > 0 && n > 0) {
-    const size_t M = size_t(m), N = size_t(n), K = size_t(k);
+  // What it reads and writes must lie in the operands' allocations (their tensors, in a
+  // pool block): cuBLAS's kernels would fault there, an illegal address, sticky, when the
+  // GEMM runs; checked then (the caching allocator's annotations are in stream order).
+  const auto check = [g]() -> std::string {
+    if (g.m <= 0 || g.n <= 0) return "";
+    const size_t M = size_t(g.m), N = size_t(g.n), K = size_t(g.k);
     std::string bad;
-    if (k > 0) {
-      bad = outside("A", A, at, ta == CUBLAS_OP_N ? (K - 1) * size_t(lda) + M - 1
-                                                  : (M - 1) * size_t(lda) + K - 1);
+    if (g.k > 0) {
+      bad = outside("A", g.A, g.at, g.ta == CUBLAS_OP_N ? (K - 1) * size_t(g.lda) + M - 1
+                                                        : (M - 1) * size_t(g.lda) + K - 1);
       if (bad.empty())
-        bad = outside("B", B, bt, tb == CUBLAS_OP_N ? (N - 1) * size_t(ldb) + K - 1
-                                                    : (K - 1) * size_t(ldb) + N - 1);
+        bad = outside("B", g.B, g.bt, g.tb == CUBLAS_OP_N ? (N - 1) * size_t(g.ldb) + K - 1
+                                                          : (K - 1) * size_t(g.ldb) + N - 1);
     }
-    if (bad.empty()) bad = outside("C", C, ct, (N - 1) * size_t(ldc) + M - 1);
-    if (!bad.empty())
-      return cutrain_sim::submit_fault(h->stream, cudaErrorIllegalAddress,
-                                       "cutrain-sim: cublasGemmEx reads or writes outside its "
-                                       "operands (an illegal address on a GPU)\n    " +
-                                       bad + "\n") == cudaSuccess
-                 ? CUBLAS_STATUS_SUCCESS
-                 : CUBLAS_STATUS_EXECUTION_FAILED;
-  }
-  if (cutrain_sim::submit(h->stream, [g] { gemm(&g); }) != cudaSuccess)
+    if (bad.empty()) bad = outside("C", g.C, g.ct, (N - 1) * size_t(g.ldc) + M - 1);
+    return bad;
+  };
+  if (cutrain_sim::submit(h->stream, [g, check] {
+        const std::string bad = check();
+        if (bad.empty()) return gemm(&g);
+        cutrain_sim::fault(cudaErrorIllegalAddress,
+                           "cutrain-sim: cublasGemmEx reads or writes outside its operands (an "
+                           "illegal address on a GPU)\n    " + bad + "\n");
+      }) != cudaSuccess)
     return CUBLAS_STATUS_EXECUTION_FAILED;
   return CUBLAS_STATUS_SUCCESS;
 }

@@ -15,8 +15,9 @@ std::mutex g_peer_mu;  // guards every Device::peer
 }  // namespace
 
 std::vector<Device>& devices() {
-  static std::vector<Device> d(std::max<uint64_t>(1, env_u64("CUTRAIN_SIM_DEVICES", 1)));
-  return d;
+  static auto* d =  // never destroyed (streams.cpp says why)
+      new std::vector<Device>(std::max<uint64_t>(1, env_u64("CUTRAIN_SIM_DEVICES", 1)));
+  return *d;
 }
 int device_count() { return int(devices().size()); }
 bool valid_device(int device) { return device >= 0 && device < device_count(); }

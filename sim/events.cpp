@@ -13,8 +13,8 @@ namespace cutrain_sim {
 namespace {
 
 Registry<Event>& events() {
-  static Registry<Event> r;
-  return r;
+  static auto* r = new Registry<Event>;  // never destroyed (streams.cpp says why)
+  return *r;
 }
 
 // Waiting for (or asking about) an event recorded in a capture that is still going on: refused,

@@ -17,12 +17,12 @@ struct Graph {
 // Graphs and their executable copies: two kinds of handle, kept apart so that one passed as
 // the other is refused.
 Registry<Graph>& graphs() {
-  static Registry<Graph> r;
-  return r;
+  static auto* r = new Registry<Graph>;  // never destroyed (streams.cpp says why)
+  return *r;
 }
 Registry<Graph>& execs() {
-  static Registry<Graph> r;
-  return r;
+  static auto* r = new Registry<Graph>;
+  return *r;
 }
 
 }  // namespace

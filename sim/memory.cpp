@@ -1,48 +1,18 @@
-// Simulated memory: device and pinned host allocations (host memory, registered so that the
-// kernels' accesses can be checked against them, and poisoned with 0xff bytes as a GPU's
-// memory starts as garbage), copies, peer copies and memsets.
+// The simulated memory's API: cudaMalloc and cudaFree (allocations.cpp keeps the registry),
+// copies, peer copies and memsets, each range checked first.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
-#include <shared_mutex>
 
 #include "sim/runtime.h"
 
 namespace cutrain_sim {
 namespace {
 
-std::shared_mutex g_alloc_mu;
-std::map<uintptr_t, Allocation> g_allocs;
-std::atomic<uint64_t> g_freed{0};
-
-void* allocate(size_t bytes, int device) {
-  const size_t n = (std::max<size_t>(bytes, 1) + 255) / 256 * 256 + kRedZone;
-  void* p = std::aligned_alloc(256, n);
-  if (!p) return nullptr;
-  std::memset(p, 0xff, n);  // device memory starts as garbage: a recognisable one
-  std::unique_lock<std::shared_mutex> lock(g_alloc_mu);
-  g_allocs[reinterpret_cast<uintptr_t>(p)] =
-      Allocation{reinterpret_cast<uintptr_t>(p), bytes, device, n};
-  return p;
-}
-
-bool release(void* p, bool pinned) {
-  std::unique_lock<std::shared_mutex> lock(g_alloc_mu);
-  auto it = g_allocs.find(reinterpret_cast<uintptr_t>(p));
-  if (it == g_allocs.end() || (it->second.device < 0) != pinned) return false;
-  if (!pinned) devices()[size_t(it->second.device)].allocated -= it->second.bytes;
-  g_allocs.erase(it);
-  g_freed++;
-  std::free(p);
-  return true;
-}
-
 // True when [p, p + bytes) is in no allocation of the simulator's: pageable host memory.
 bool pageable(const void* p, size_t bytes) {
-  Allocation found, nearest;
-  return bytes > 0 && !find_allocation(reinterpret_cast<uintptr_t>(p), bytes, &found, &nearest);
+  return bytes > 0 && look_up(reinterpret_cast<uintptr_t>(p), bytes).kind == Lookup::outside;
 }
 
 std::string hex(const void* p) {
@@ -50,61 +20,50 @@ std::string hex(const void* p) {
   std::snprintf(s, sizeof s, "%p", p);
   return s;
 }
-std::string where(const Allocation& a) {
-  return std::to_string(a.bytes) + " bytes at " + hex(reinterpret_cast<void*>(a.base)) + " (" +
-         (a.device >= 0 ? "device " + std::to_string(a.device) : std::string("pinned host")) +
-         ")";
-}
 
 // The range [p, p + bytes) of a call's argument, checked as CUDA checks it: cudaSuccess when it
-// lies in one allocation (of `device`, when >= 0), or, with `pageable_ok`, in none (pageable
-// host memory: nothing to check). A range that starts in an allocation and runs past its end,
-// or memory a call needs on the device that is not: cudaErrorInvalidValue, reported.
+// lies in one allocation (or one live tensor of a pool block), of `device` when >= 0, or, with
+// `pageable_ok`, in no allocation (pageable host memory: nothing to check). A range that starts
+// in an allocation and runs past its end (or its tensor's), starts in a red zone, touches a
+// tensor given back to the pool, or is not device memory of `device`: cudaErrorInvalidValue,
+// reported.
 cudaError_t check_range(const char* call, const char* what, const void* p, size_t bytes,
                         bool pageable_ok, int device = -2) {
   if (bytes == 0) return cudaSuccess;
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-  Allocation in, near;
+  const Lookup l = look_up(a, bytes, false);
   std::string why;
-  if (find_allocation(a, bytes, &in, &near)) {
-    if (device < -1 || in.device == device) return cudaSuccess;
-    why = "is in " + where(in) + ", not device " + std::to_string(device) + "'s memory";
-  } else if (near.bytes && a < near.base + near.bytes) {
-    why = "starts in " + where(near) + " and runs past its end by " +
-          std::to_string(a + bytes - (near.base + near.bytes)) + " bytes";
-  } else if (near.bytes && a < near.base + near.footprint) {
-    why = "starts " + std::to_string(a - (near.base + near.bytes)) + " bytes past the end of " +
-          where(near);
-  } else if (pageable_ok) {
+  if (l.kind == Lookup::inside) {
+    if (device < -1 || l.in.device == device) return cudaSuccess;
+    why = describe_miss(l, a, bytes) + ", not device " + std::to_string(device) + "'s memory";
+  } else if (l.kind == Lookup::outside && pageable_ok &&
+             !(l.near.bytes && a < l.near.base + l.near.footprint)) {
     return cudaSuccess;
   } else {
-    why = "is in no allocation" + (near.bytes ? "; the nearest before it: " + where(near)
-                                              : std::string());
+    why = describe_miss(l, a, bytes);
   }
   report(std::string("cutrain-sim: ") + call + ": the " + what + ", " + std::to_string(bytes) +
          " bytes at " + hex(p) + ", " + why + " (cudaErrorInvalidValue; nothing was written)\n");
   return cudaErrorInvalidValue;
 }
 
-}  // namespace
-
-uint64_t allocation_generation() { return g_freed.load(std::memory_order_acquire); }
-void bump_allocation_generation() { g_freed++; }
-
-bool find_allocation(uintptr_t a, size_t n, Allocation* found, Allocation* nearest) {
-  std::shared_lock<std::shared_mutex> lock(g_alloc_mu);
-  auto it = g_allocs.upper_bound(a);
-  *nearest = Allocation{};
-  if (it == g_allocs.begin()) return false;
-  --it;
-  const Allocation& al = it->second;
-  if (a + n <= al.base + al.bytes) {
-    *found = al;
-    return true;
-  }
-  *nearest = al;
+// The same range when the call's work runs, against the tensors of the caching allocator's
+// blocks (their annotations are in stream order, so only now are they those the call sees):
+// true when it may go on; else the fault is reported and made the device's sticky error, as a
+// kernel's would be (compute-sanitizer reports such a copy on a GPU).
+bool tensors_ok(const char* call, const char* what, const void* p, size_t bytes, int device) {
+  if (bytes == 0) return true;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  const Lookup l = look_up(a, bytes);
+  if (l.kind != Lookup::pool_gap && l.kind != Lookup::returned) return true;
+  report(std::string("cutrain-sim: ") + call + " outside its tensor\n    the " + what + ", " +
+         std::to_string(bytes) + " bytes at " + hex(p) + ", " + describe_miss(l, a, bytes) +
+         " (cudaErrorIllegalAddress when it ran; nothing was written)\n");
+  devices()[size_t(device)].sticky = cudaErrorIllegalAddress;
   return false;
 }
+
+}  // namespace
 
 // Pinned and device memory are read and written when the copy runs, as on a GPU. Pageable host
 // memory is not queued, as CUDA does not queue it: a pageable source is copied at the call
@@ -123,8 +82,12 @@ cudaError_t copy_on(Stream& s, void* dst, const void* src, size_t bytes, const c
     staged = std::make_shared<std::vector<unsigned char>>(
         static_cast<const unsigned char*>(src), static_cast<const unsigned char*>(src) + bytes);
   const void* from = staged ? staged->data() : src;
-  s.submit(Task{[dst, from, bytes, device, staged] {
-                  if (sticky(device) == cudaSuccess) std::memmove(dst, from, bytes);
+  s.submit(Task{[dst, from, src, bytes, device, staged, call] {
+                  if (sticky(device) != cudaSuccess ||
+                      !tensors_ok(call, "destination", dst, bytes, device) ||
+                      !tensors_ok(call, "source", src, bytes, device))
+                    return;
+                  std::memmove(dst, from, bytes);
                 },
                 true});
   if (now && pageable(dst, bytes)) s.synchronize();
@@ -202,7 +165,9 @@ cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t strea
   if (const cudaError_t e = check_range("cudaMemsetAsync", "memory", p, bytes, false))
     return set_error(e);
   s->submit(Task{[=] {
-                   if (sticky(device) == cudaSuccess) std::memset(p, value, bytes);
+                   if (sticky(device) == cudaSuccess &&
+                       tensors_ok("cudaMemsetAsync", "memory", p, bytes, device))
+                     std::memset(p, value, bytes);
                  },
                  true});
   return cudaSuccess;

@@ -174,6 +174,23 @@ struct Event {
   std::weak_ptr<Stream> recorded_on;  // the stream of the last record
 };
 
+// ---- allocations (allocations.cpp) -----------------------------------------------------------
+// A new allocation of `bytes` (device >= 0, or -1: pinned host memory), poisoned, with its red
+// zone; nullptr when the host has no memory.
+void* allocate(size_t bytes, int device);
+// Frees the allocation based at p if it is one of the kind asked for (false: it is not).
+bool release(void* p, bool pinned);
+// The NVTX memory annotations of a sub-allocator (sim/pools.cpp): the allocation holding
+// [base, base+bytes) is a pool block, none of it accessible but its live regions.
+void pool_register(uintptr_t base, size_t bytes);
+void pool_unregister(uintptr_t base);
+// A region: live until unregistered by its id (or, by address, the last one registered there);
+// several may be live at one address (a tensor's block handed out again while work queued
+// with the last tensor in it has still to run).
+uint64_t region_register(uintptr_t p, size_t bytes);
+void region_unregister_id(uint64_t id);
+void region_unregister(uintptr_t p);
+
 // ---- memory (memory.cpp) ---------------------------------------------------------------------
 // A copy of `bytes` from src to dst queued on s (pageable host memory as CUDA treats it), its
 // ranges checked first (`call` names the API call in a report).

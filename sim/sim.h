@@ -27,9 +27,9 @@ cudaError_t run_grid(const Grid& g, uint64_t seed, std::string* report);
 
 // Queues `work` on `stream` as a graph node (a library's kernel: cuBLAS's GEMM).
 cudaError_t submit(cudaStream_t stream, std::function<void()> work);
-// Queues, instead, a fault found in a library's call (an access outside its buffers): when it
-// runs, `report` is printed and e becomes the device's sticky error, as a kernel's would.
-cudaError_t submit_fault(cudaStream_t stream, cudaError_t e, std::string report);
+// A fault found by work running on a stream (a library's kernel reading outside its buffers):
+// `report` is printed and e becomes the sticky error of the stream's device, as a kernel's would.
+void fault(cudaError_t e, const std::string& report);
 
 // Whether kernels of device `from` may access device `to`'s memory (cudaDeviceEnablePeerAccess).
 bool peer_enabled(int from, int to);
@@ -51,7 +51,28 @@ struct Allocation {
                          //   allocation overlaps, so an overrun never lands in a neighbour
 };
 constexpr size_t kRedZone = 256;
-// The allocation holding [a, a+n), or the nearest one before a (found = false) when none does.
+// Where [a, a+n) is (sim/allocations.cpp):
+//   inside    in one allocation, or in one live region of a pool block (the tensor the caching
+//             allocator handed out there: kernels/nvtx_memory.h): `in` is that allocation or
+//             region;
+//   outside   in no allocation: `near` is the nearest allocation before a (bytes 0: none);
+//   pool_gap  in a pool block (`near`) but not inside one of its live regions: `region` is the
+//             nearest live region before a (bytes 0: none);
+//   returned  in a pool block (`near`), touching a region given back to the pool since it was
+//             handed out (`region`): a use after free.
+struct Lookup {
+  enum Kind { inside, outside, pool_gap, returned } kind = outside;
+  Allocation in, near, region;
+};
+// tensors = false: allocations only, pool blocks as a whole (a call's own check: the caching
+// allocator's annotations are made in its stream's order, so only the work queued with them
+// may look at them, when it runs).
+Lookup look_up(uintptr_t a, size_t n, bool tensors = true);
+// What is wrong with a lookup that is not `inside`, in words: "is in no allocation; the
+// nearest before it: ...", "is in a pool block ... past the end of its tensor ...", ...
+std::string describe_miss(const Lookup& l, uintptr_t a, size_t n);
+// look_up's `inside` case: the allocation or live region holding [a, a+n), else the nearest
+// allocation before a (found = false).
 bool find_allocation(uintptr_t a, size_t n, Allocation* found, Allocation* nearest);
 // Counts the allocations freed and the peer accesses disabled so far (a cache of which
 // accesses find_allocation allowed is valid while it stays the same).

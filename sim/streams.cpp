@@ -12,12 +12,15 @@
 namespace cutrain_sim {
 namespace {
 std::atomic<Stream*> g_held{nullptr};
+thread_local int t_stream_device = -1;  // on a stream's worker thread: the stream's device
 std::atomic<uint64_t> g_stream_ids{1};
 }  // namespace
 
+// (The registries and the devices are never destroyed: static objects of the program may
+// still call the runtime while the statics are destroyed, as they may CUDA's.)
 Registry<Stream>& streams() {
-  static Registry<Stream> r;
-  return r;
+  static auto* r = new Registry<Stream>;
+  return *r;
 }
 
 Stream::Stream(int dev) : device(dev), id(g_stream_ids++) {
@@ -118,6 +121,7 @@ void Stream::demand() {
 }
 
 void Stream::work() {
+  t_stream_device = device;
   for (;;) {
     Task t;
     {
@@ -142,9 +146,9 @@ void Stream::work() {
 
 namespace {
 // The device's legacy stream, made on first use; it lives as long as the process.
+std::mutex g_legacy_mu;
 std::shared_ptr<Stream> legacy_stream(int device) {
-  static std::mutex mu;
-  std::lock_guard<std::mutex> lock(mu);
+  std::lock_guard<std::mutex> lock(g_legacy_mu);
   Device& d = devices()[size_t(device)];
   if (!d.legacy) {
     d.legacy = std::make_shared<Stream>(device);
@@ -245,18 +249,9 @@ cudaError_t submit(cudaStream_t stream, std::function<void()> work) {
   return cudaSuccess;
 }
 
-cudaError_t submit_fault(cudaStream_t stream, cudaError_t e, std::string text) {
-  const std::shared_ptr<Stream> s = find_stream(stream);
-  if (!s) return set_error(cudaErrorInvalidResourceHandle);
-  const int device = s->device;
-  if (sticky(device) != cudaSuccess) return set_error(sticky(device));
-  s->submit(Task{[e, text = std::move(text), device] {
-                   if (sticky(device) != cudaSuccess) return;
-                   report(text);
-                   devices()[size_t(device)].sticky = e;
-                 },
-                 true});
-  return cudaSuccess;
+void fault(cudaError_t e, const std::string& text) {
+  report(text);
+  if (t_stream_device >= 0) devices()[size_t(t_stream_device)].sticky = e;
 }
 
 void hold_stream(cudaStream_t s) {

@@ -262,6 +262,7 @@ const std::map<std::string, std::string> kExemptKernelFiles = {
     {"kernels/arrival_counters.h", "a zeroed counter buffer for last_block_to_arrive"},
     {"kernels/blocked_sum.h", "a summation helper that kernels and CPU loops call"},
     {"kernels/caching_allocator.h", "the device memory pool"},
+    {"kernels/nvtx_memory.h", "the memory pool's annotations for memory checkers"},
     {"kernels/check.h", "CHECK, CUDA_CHECK, LAUNCH_CHECK"},
     {"kernels/cuda_util.cuh", "storage types, 16-byte packs, grid sizes"},
     {"kernels/cudnn_util.h", "cuDNN handles and descriptors"},

@@ -265,8 +265,14 @@ sanitize_job() {
   lim=$(limit 200)
   local via=("$sanitizer" --tool "$tool" --print-limit 20 --error-exitcode 1)
   [ "$tool" = memcheck ] && via+=(--leak-check no --report-api-errors no)
+  # Each tensor's own bounds: every buffer its own cudaMalloc (CUTRAIN_EXACT_ALLOC), or, with
+  # MEMCHECK_NVTX=1, the caching allocator's NVTX annotations (kernels/nvtx_memory.h).
+  local exact=1 nvtx=
+  if [ "$tool" = memcheck ] && [ "${MEMCHECK_NVTX:-0}" = 1 ]; then
+    via+=(--nvtx yes); exact= nvtx=1
+  fi
   t0=$SECONDS
-  CUTRAIN_EXACT_ALLOC=1 OMP_NUM_THREADS=2 group_tests "$lim" "$log" "$file" \
+  CUTRAIN_EXACT_ALLOC=$exact CUTRAIN_NVTX_MEMORY=$nvtx OMP_NUM_THREADS=2 group_tests "$lim" "$log" "$file" \
     -tce="gpu timeline*,*steps in flight*"
   rc=$?
   echo "$rc" >"$log.rc"

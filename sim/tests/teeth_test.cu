@@ -171,7 +171,7 @@ TEST_CASE("sim teeth: an off-by-one bound reads and writes past the allocations"
   REQUIRE(report.find("invalid __global__ read") != std::string::npos);
   REQUIRE(report.find("in kernel scale_kernel") != std::string::npos);
   REQUIRE(report.find("block (3,0,0), thread (232,0,0)") != std::string::npos);  // i = 1000
-  REQUIRE(report.find("passes by 4 bytes") != std::string::npos);
+  REQUIRE(report.find("starts 0 bytes past the end of 4000 bytes at") != std::string::npos);
   // The error is sticky, as a GPU's: the device refuses work until the process ends (here,
   // until the simulator is told to forget it).
   REQUIRE(cudaMemset(yd, 0, 4) == cudaErrorIllegalAddress);

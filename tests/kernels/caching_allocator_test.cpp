@@ -1,7 +1,9 @@
 // The caching allocator's pooling logic, on the CPU with a counting backend (the CUDA backend
 // differs only in the two functions it plugs in; tests/kernels/gpu_test.cpp runs that one).
 #include <cstdlib>
+#include <map>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "kernels/caching_allocator.h"
@@ -214,4 +216,63 @@ TEST_CASE("caching allocator: exact mode allocates each request at its own size 
   REQUIRE(a.allocate(1000, &graph) != g);  // but never hands them out again
   a.retire_stream(&graph);
   REQUIRE(be.outstanding.size() == 1);  // the second block is still in use
+}
+
+TEST_CASE("caching allocator: each hand-out lends exactly the bytes asked for, and takes them back") {
+  CountingBackend be;
+  int graph = 0, s1 = 0;
+  // What a memory checker would see: the live regions, by token (block, bytes), and the
+  // stream each came back on.
+  std::map<void*, std::pair<void*, size_t>> regions;
+  int tokens = 0;
+  std::vector<std::pair<void*, const void*>> returned;  // (block, key)
+  CachingAllocator::Backend b = be.make();
+  b.lend = [&](void* p, size_t bytes) -> void* {
+    void* token = reinterpret_cast<void*>(uintptr_t(++tokens));
+    regions[token] = {p, bytes};
+    return token;
+  };
+  b.take_back = [&](void* token, const void* key, bool held) {
+    REQUIRE(regions.count(token) == 1);
+    returned.push_back({regions[token].first, key});
+    REQUIRE(held == (key == static_cast<const void*>(&graph)));
+    regions.erase(token);
+  };
+  auto live = [&](void* p) {  // the bytes live in block p (0: none)
+    size_t n = 0;
+    for (const auto& r : regions)
+      if (r.second.first == p) n = std::max(n, r.second.second);
+    return n;
+  };
+  CachingAllocator a(std::move(b));
+  void* p = a.allocate(300, &s1);
+  REQUIRE(be.sizes[p] == 512);  // the block is rounded up...
+  REQUIRE(live(p) == 300);      // ... the tensor is not: byte 300 on is outside it
+  a.deallocate(p);
+  REQUIRE(live(p) == 0);  // back in the pool: none of it may be touched
+  REQUIRE(returned.back() == std::make_pair(p, static_cast<const void*>(&s1)));  // s1's order
+  void* q = a.allocate(260, &s1);  // the same block again, for a smaller tensor
+  REQUIRE(q == p);
+  REQUIRE(live(q) == 260);
+  void* r = a.allocate(2 << 20, &s1);
+  REQUIRE(live(r) == size_t(2 << 20));
+  a.deallocate(q);
+  a.deallocate(r);
+  REQUIRE(regions.empty());
+  a.empty_cache();
+  REQUIRE(be.outstanding.empty());
+  // A captured graph's pool: a tensor freed during the capture stays live (the replays still
+  // use its bytes), and its block handed out again in that pool is live whole.
+  a.hold(&graph);
+  void* g = a.allocate(300, &graph);
+  REQUIRE(live(g) == 300);
+  a.deallocate(g, &graph);
+  REQUIRE(live(g) == 300);
+  void* g2 = a.allocate(100, &graph);
+  REQUIRE(g2 == g);
+  REQUIRE(live(g2) == 512);
+  REQUIRE(regions.size() == 1);
+  a.deallocate(g2, &graph);
+  a.retire_stream(&graph);  // the graph destroyed: its blocks go back to the backend
+  REQUIRE(be.outstanding.empty());
 }

@@ -1,0 +1,109 @@
+// The simulator's teeth for memory that the caching allocator hands out (kernels/gpu.h's
+// DeviceBuffer: its blocks are rounded up and reused, and it annotates each tensor's bytes,
+// kernels/nvtx_memory.h): a write one element past a tensor, inside its block; a read of a
+// tensor given back to the pool; and, for a plain cudaMalloc, an overrun into the red zone
+// after it. Each is caught, with its report, under 16 seeds (the block and thread orders), and
+// the correct kernel passes beside it.
+// Built only by `make SIM=1` (sim/sim.mk); run by `make sim-test`.
+#include <cuda_runtime.h>
+#include <cutrain_sim.h>
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "kernels/gpu.h"
+
+namespace {
+
+__global__ void scale_kernel(int n, const float* x, float* y, bool off_by_one) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (off_by_one ? i <= n : i < n) y[i] = 2 * x[i % n];
+}
+
+// Runs `body` under seeds 1..16; body returns the report of its broken launch.
+template <class F> void under_16_seeds(F body) {
+  for (unsigned long long seed = 1; seed <= 16; seed++) {
+    INFO("CUTRAIN_SIM_SEED " << seed);
+    cutrain_sim::set_seed(seed);
+    cutrain_sim::reset_errors();
+    body();
+    cutrain_sim::reset_errors();
+  }
+  cutrain_sim::set_seed(1);
+}
+
+std::string finish() {
+  cudaDeviceSynchronize();
+  return cutrain_sim::last_report();
+}
+
+}  // namespace
+
+TEST_CASE("sim teeth: a write one element past a tensor, inside its pool block, is caught") {
+  const int n = 1000;  // 4000 bytes in a block of 4096: the block would hide the extra element
+  under_16_seeds([&] {
+    cutrain::DeviceBuffer x(n * sizeof(float)), y(n * sizeof(float));
+    cutrain::memset_async(x.data(), 0, n * sizeof(float), nullptr);
+    scale_kernel<<<(n + 255) / 256, 256>>>(n, static_cast<float*>(x.data()),
+                                           static_cast<float*>(y.data()), false);
+    REQUIRE(finish().empty());
+    scale_kernel<<<(n + 255) / 256, 256>>>(n, static_cast<float*>(x.data()),
+                                           static_cast<float*>(y.data()), true);
+    const std::string report = finish();
+    INFO(report);
+    REQUIRE(report.find("invalid __global__ write") != std::string::npos);
+    REQUIRE(report.find("block (3,0,0), thread (232,0,0)") != std::string::npos);  // i = 1000
+    REQUIRE(report.find("starts 0 bytes past the end of its tensor (4000 bytes at") !=
+            std::string::npos);
+    REQUIRE(report.find("inside the caching allocator's block of 4096 bytes") !=
+            std::string::npos);
+  });
+}
+
+TEST_CASE("sim teeth: a kernel queued after its tensor was freed reads a tensor back in the "
+          "pool") {
+  const int n = 256;
+  under_16_seeds([&] {
+    cutrain::DeviceBuffer y(n * sizeof(float));
+    float* x = nullptr;
+    {
+      // Right: the kernel is queued, then the tensor freed; the stream runs them in that order.
+      cutrain::DeviceBuffer t(n * sizeof(float));
+      cutrain::memset_async(t.data(), 0, n * sizeof(float), nullptr);
+      scale_kernel<<<1, n>>>(n, static_cast<float*>(t.data()), static_cast<float*>(y.data()),
+                             false);
+      x = static_cast<float*>(t.data());
+    }
+    REQUIRE(finish().empty());
+    // Wrong: the freed tensor's pointer used by a kernel queued after the free.
+    scale_kernel<<<1, n>>>(n, x, static_cast<float*>(y.data()), false);
+    const std::string report = finish();
+    INFO(report);
+    REQUIRE(report.find("invalid __global__ read") != std::string::npos);
+    REQUIRE(report.find("is in a tensor of 1024 bytes at") != std::string::npos);
+    REQUIRE(report.find("that went back to the caching allocator's pool (a use after free)") !=
+            std::string::npos);
+  });
+}
+
+TEST_CASE("sim teeth: an overrun of a cudaMalloc lands in its red zone, never in a neighbour") {
+  const int n = 1024;  // 4096 bytes, a multiple of 256: no rounding after it, only the red zone
+  under_16_seeds([&] {
+    float *x = nullptr, *y = nullptr, *next = nullptr;
+    REQUIRE(cudaMalloc(reinterpret_cast<void**>(&x), n * sizeof(float)) == cudaSuccess);
+    REQUIRE(cudaMalloc(reinterpret_cast<void**>(&y), n * sizeof(float)) == cudaSuccess);
+    REQUIRE(cudaMalloc(reinterpret_cast<void**>(&next), n * sizeof(float)) == cudaSuccess);
+    REQUIRE(cudaMemset(x, 0, n * sizeof(float)) == cudaSuccess);
+    scale_kernel<<<n / 256, 256>>>(n, x, y, false);
+    REQUIRE(finish().empty());
+    scale_kernel<<<n / 256 + 1, 256>>>(n, x, y, true);
+    const std::string report = finish();
+    INFO(report);
+    REQUIRE(report.find("invalid __global__ write") != std::string::npos);
+    REQUIRE(report.find("starts 0 bytes past the end of 4096 bytes at") != std::string::npos);
+    REQUIRE(report.find("in its red zone") != std::string::npos);
+    cutrain_sim::reset_errors();
+    for (float* p : {x, y, next}) REQUIRE(cudaFree(p) == cudaSuccess);
+  });
+}
