@@ -132,7 +132,9 @@ TEST_CASE("timeout: mpirun -np 2, rank 1 late but not gone: rank 0 asks, it answ
   // ranks where they are: the collective completes while rank 0 waits for the answers. That
   // wait is 60 s here (5 s in a run), so that how fast this test and mpirun's forwarding of
   // rank 0's words react on a loaded machine cannot decide the outcome.
-  const StoppedRank s = stop_rank_1(tiny_run(dir, run, 400), run, dir / "log",
+  // (100 epochs of 4 steps: rank 1 is stopped at the first checkpoint, step 2.)
+  const int epochs = 100;
+  const StoppedRank s = stop_rank_1(tiny_run(dir, run, epochs), run, dir / "log",
                                     "asking the other ranks",
                                     {"CUTRAIN_COLLECTIVE_ASK_SECONDS=60"});
   INFO("mpirun's output:\n" << s.output);
@@ -146,7 +148,7 @@ TEST_CASE("timeout: mpirun -np 2, rank 1 late but not gone: rank 0 asks, it answ
   REQUIRE(s.output.find("completed after all: a rank was late, not gone; the run goes on") !=
           std::string::npos);
   REQUIRE(s.output.find("collective timeout:") == std::string::npos);
-  REQUIRE(read_checkpoint(newest_checkpoint(run)).step == 400 * 4);
+  REQUIRE(read_checkpoint(newest_checkpoint(run)).step == epochs * 4);
 }
 
 TEST_CASE("timeout: mpirun -np 2, rank 0 evaluating alone for longer than the timeout: no trip") {
@@ -184,7 +186,9 @@ TEST_CASE("timeout: mpirun -np 2, the whole job stopped longer than the timeout:
   // As a shell's Ctrl-Z then fg, or a scheduler suspending the job: both ranks stopped for
   // longer than the timeout while the run trains, then continued; it goes on to its end.
   const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  const pid_t mpirun = start_process(mpirun_argv(2, tiny_run(dir, run, 600)), fd, kMpirunEnv);
+  // (150 epochs of 4 steps: both ranks are stopped at the first checkpoint, step 2.)
+  const int epochs = 150;
+  const pid_t mpirun = start_process(mpirun_argv(2, tiny_run(dir, run, epochs)), fd, kMpirunEnv);
   pid_t rank0 = -1, rank1 = -1;
   int status = -1;
   bool ended = false;
@@ -193,7 +197,7 @@ TEST_CASE("timeout: mpirun -np 2, the whole job stopped longer than the timeout:
     ended = ::waitpid(mpirun, &status, WNOHANG) == mpirun;
     if (!ended) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  REQUIRE(!ended);  // (600 epochs of 4 steps, seconds: it had not ended before it was stopped)
+  REQUIRE(!ended);  // (it had not ended before it was stopped)
   REQUIRE(::kill(rank0, SIGSTOP) == 0);
   REQUIRE(::kill(rank1, SIGSTOP) == 0);
   // The stop is the scenario, not a synchronization: it lasts at least this long.
@@ -217,5 +221,5 @@ TEST_CASE("timeout: mpirun -np 2, the whole job stopped longer than the timeout:
   REQUIRE(WIFEXITED(status));
   REQUIRE(WEXITSTATUS(status) == 0);
   REQUIRE(output.find("collective timeout") == std::string::npos);
-  REQUIRE(read_checkpoint(newest_checkpoint(run)).step == 600 * 4);
+  REQUIRE(read_checkpoint(newest_checkpoint(run)).step == epochs * 4);
 }
