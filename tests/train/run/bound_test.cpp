@@ -4,9 +4,11 @@
 // one-layer model on 8x8 inputs) is loader-bound; a heavy model fed by a fast loader (the
 // default CNN on Fashion-MNIST's 28 px JPEGs) is compute-bound. The two sides of each run are
 // orders of magnitude apart (about 1,000x and 100x), so the verdict does not hang on a busy
-// machine's timing; the host's idle share does (the main thread descheduled between steps),
-// so the second verdict is asserted only where the host did not idle. On the CPU the device's clock is the host's around the same points of a
-// step, and no slot is ever held by a device after its release.
+// machine's timing; two things do, and the second verdict is not asserted on them: the host's
+// idle share (the main thread descheduled between steps) and the run's very first batch (the
+// first step waits for it as long as the machine takes to run the decoding thread). On the
+// CPU the device's clock is the host's around the same points of a step, and no slot is ever
+// held by a device after its release.
 #include <cmath>
 #include <fstream>
 #include <string>
@@ -93,18 +95,24 @@ TEST_CASE("bound: one decode thread on large JPEGs and a tiny model: every recor
 
 TEST_CASE("bound: the default model fed by a fast loader: no record says loader") {
   TempDir dir;
-  TrainConfig c = tiny_run_config(dir / "run", 128, 1);
+  TrainConfig c = tiny_run_config(dir / "run", 256, 1);
   c.model = "default", c.model_text.clear();
   c.val.clear(), c.limit_val = 0;
   c.batch = 32, c.accum = 1, c.log_every = 2;
   c.threads = 1, c.compute_threads = 1;  // the loader is still about 100x the model's pace
   resolve_config(c);
   RunLog log(dir / "log");
-  REQUIRE(run_training(c, {}, log.f).steps == 4);
+  REQUIRE(run_training(c, {}, log.f).steps == 8);
   const std::vector<json> steps = step_records(dir / "run/metrics.jsonl");
-  REQUIRE(steps.size() == 2);
+  REQUIRE(steps.size() == 4);
   require_device_clock(steps);
-  for (const json& s : steps) {
+  // The verdict once the loader has had one step to get ahead: the first record's first step
+  // may wait for the first batch, as long as the machine takes to give the decoding thread a
+  // core (milliseconds on a busy one, against steps of tens: a verdict of the machine's load,
+  // not of the pipeline). From the second record on, the loader is a ring of batches ahead.
+  for (size_t i = 1; i < steps.size(); i++) {
+    const json& s = steps[i];
+    INFO("record " << i << ": " << s.dump());
     REQUIRE(s.at("bound") != "loader");
     REQUIRE(s.at("device_wait_pct").get<double>() < kBoundPct);
     REQUIRE(s.at("loader_pct").get<double>() < 50);  // ... and here a small part of it
