@@ -26,6 +26,51 @@ const SharedVar* var_at(const Block* b, size_t offset) {
   return nullptr;
 }
 
+// An access of shared memory at `off` in the block's arena: it must lie in one variable (a
+// static one, or the launch's dynamic bytes), and a read must find bytes some thread wrote.
+void check_shared(Block* b, size_t off, size_t n, bool write) {
+  const char* rw = write ? "write" : "read";
+  const bool dynamic = off >= kDynamicOffset;
+  const SharedVar* v = dynamic ? nullptr : var_at(b, off);
+  const size_t start = dynamic ? kDynamicOffset : v ? v->offset : 0;
+  const size_t size = dynamic ? b->dynamic : v ? v->bytes : 0;
+  const std::string what =
+      dynamic ? "the dynamic shared memory (" + std::to_string(b->dynamic) +
+                    " bytes: the launch's third argument)"
+              : v ? std::string("__shared__ ") + v->site + " (" + std::to_string(v->bytes) +
+                        " bytes)"
+                  : std::string();
+  if (!dynamic && !v) {
+    // Past a variable's end, in the red zone after it (or past them all).
+    const SharedVar* before = nullptr;
+    for (const SharedVar& w : b->vars)
+      if (w.offset <= off && (!before || w.offset > before->offset)) before = &w;
+    fail_here(cudaErrorIllegalAddress, "invalid __shared__ " + std::string(rw),
+              std::to_string(n) + " bytes at offset " + std::to_string(off) +
+                  " of the block's static shared memory" +
+                  (before ? " start " + std::to_string(off - before->offset - before->bytes) +
+                                " bytes past the end of __shared__ " + before->site + " (" +
+                                std::to_string(before->bytes) + " bytes)"
+                          : std::string(" are in none of its variables")) +
+                  " (" + std::to_string(b->declared) + " bytes declared)");
+  }
+  if (off + n > start + size)
+    fail_here(cudaErrorIllegalAddress, "invalid __shared__ " + std::string(rw),
+              std::to_string(n) + " bytes at byte " + std::to_string(off - start) + " of " +
+                  what + " run past its end by " + std::to_string(off + n - start - size) +
+                  " bytes");
+  if (write) {
+    std::memset(&b->written[off], 1, n);
+    return;
+  }
+  for (size_t i = 0; i < n; i++)
+    if (!b->written[off + i])
+      fail_here(cudaErrorLaunchFailure, "read of __shared__ memory that no thread wrote",
+                std::to_string(n) + "-byte read at byte " + std::to_string(off - start) +
+                    " of " + what + ", byte " + std::to_string(off + i - start) +
+                    " never written");
+}
+
 void check_access(uintptr_t a, size_t n, bool write) {
   Fiber* f = t_fiber;
   if (!f) return;  // not a simulated thread: host code of an instrumented file
@@ -36,25 +81,7 @@ void check_access(uintptr_t a, size_t n, bool write) {
               "address " + hex(a) + " is not a multiple of 16");
   const uintptr_t arena = reinterpret_cast<uintptr_t>(b->arena);
   if (a >= arena && a < arena + kArenaBytes) {
-    const size_t off = a - arena;
-    if (off + n > b->used)
-      fail_here(cudaErrorIllegalAddress, "invalid __shared__ " + std::string(rw),
-                std::to_string(n) + " bytes at offset " + std::to_string(off) +
-                    ", beyond the block's " + std::to_string(b->used) + " bytes");
-    if (write) {
-      std::memset(&b->written[off], 1, n);
-      return;
-    }
-    for (size_t i = 0; i < n; i++)
-      if (!b->written[off + i]) {
-        const SharedVar* v = var_at(b, off + i);
-        fail_here(cudaErrorLaunchFailure, "read of __shared__ memory that no thread wrote",
-                  std::to_string(n) + "-byte read at offset " + std::to_string(off) +
-                      (v ? std::string(" (") + v->site + ", byte " +
-                               std::to_string(off + i - v->offset) + ")"
-                         : std::string(" (dynamic shared memory, byte ") +
-                               std::to_string(off + i) + ")"));
-      }
+    check_shared(b, a - arena, n, write);
     return;
   }
   const uintptr_t stack = reinterpret_cast<uintptr_t>(f->stack);
@@ -124,18 +151,25 @@ void* shared_static_bytes(const char* site, const std::type_info& type, size_t b
     if (v.site == site && *v.type == type) return b->arena + v.offset;
   const size_t a = std::max<size_t>(align, 16);
   const size_t offset = (b->used + a - 1) / a * a;
-  if (offset + bytes > kSharedPerBlock)
+  if (b->declared + bytes + b->dynamic > kSharedPerBlock)
     fail_here(cudaErrorInvalidValue, "shared memory above the device limit",
               std::string("__shared__ ") + site + " needs " + std::to_string(bytes) +
-                  " bytes at offset " + std::to_string(offset) + "; a block may use " +
-                  std::to_string(kSharedPerBlock) + " (" + std::to_string(b->dynamic) +
-                  " of them dynamic)");
+                  " bytes more than the " + std::to_string(b->declared) +
+                  " declared; a block may use " + std::to_string(kSharedPerBlock) + " (" +
+                  std::to_string(b->dynamic) + " of them dynamic)");
   b->vars.push_back({site, &type, offset, bytes});
-  b->used = offset + bytes;
+  b->used = offset + bytes + kSharedRedZone;
+  b->declared += bytes;
   return b->arena + offset;
 }
 
-void* shared_dynamic_bytes() { return t_block->arena; }
+void* shared_dynamic_bytes() {
+  if (!t_fiber) {
+    std::fprintf(stderr, "cutrain-sim: extern __shared__ used outside a kernel\n");
+    std::abort();
+  }
+  return t_block->arena + kDynamicOffset;
+}
 
 }  // namespace cutrain_sim
 

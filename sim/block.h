@@ -15,7 +15,11 @@ namespace cutrain_sim {
 namespace dev {
 
 constexpr size_t kStackBytes = 256 * 1024;  // per simulated thread (WMMA tiles live there)
-constexpr size_t kArenaBytes = kSharedOptin;
+constexpr size_t kArenaBytes = 2 * kSharedOptin;
+constexpr size_t kDynamicOffset = kSharedOptin;  // where a block's dynamic shared memory starts
+// Bytes left free after each static __shared__ variable, so that a small overrun of one lands
+// in none instead of in its neighbour (they do not count against the block's limit).
+constexpr size_t kSharedRedZone = 64;
 
 enum class State { Ready, AtBarrier, AtWarp, Exited };
 
@@ -58,10 +62,13 @@ struct Block {
   std::vector<Fiber> threads;
   fcontext_t scheduler = nullptr;  // where the running thread returns to
   std::mt19937_64 rng;
-  // shared memory: [0, dynamic) the launch's dynamic bytes, then the static variables
+  // shared memory: the static variables from offset 0 (`used` bytes, each in `vars`), and the
+  // launch's dynamic bytes at kDynamicOffset, apart, so that neither can run into the other
+  // unseen (each access must stay in its variable)
   unsigned char* arena = nullptr;
   std::vector<unsigned char> written;  // per byte: has any thread of the block written it?
-  size_t used = 0, dynamic = 0;
+  size_t used = 0, dynamic = 0;  // used: the arena's static part, red zones included
+  size_t declared = 0;            // the static variables' own bytes (the limit counts these)
   std::vector<SharedVar> vars;
   // the stacks of the threads, one mapping
   char* stacks = nullptr;

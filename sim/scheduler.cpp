@@ -169,8 +169,12 @@ void run_block(Block* b) {
   // Shared memory: the previous block's bytes poisoned again and marked unwritten.
   std::memset(b->arena, 0xff, b->used);
   std::fill(b->written.begin(), b->written.begin() + long(b->used), 0);
-  b->dynamic = (g.dynamic_smem + 15) / 16 * 16;
-  b->used = b->dynamic;
+  std::memset(b->arena + kDynamicOffset, 0xff, b->dynamic);
+  std::fill(b->written.begin() + long(kDynamicOffset),
+            b->written.begin() + long(kDynamicOffset + b->dynamic), 0);
+  b->dynamic = g.dynamic_smem;
+  b->used = 0;
+  b->declared = 0;
   b->vars.clear();
 
   b->threads.assign(n, Fiber{});

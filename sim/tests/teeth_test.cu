@@ -287,7 +287,7 @@ TEST_CASE("sim teeth: a read of shared memory no thread wrote is reported") {
   INFO(report);
   REQUIRE(report.find("read of __shared__ memory that no thread wrote") != std::string::npos);
   REQUIRE(report.find("teeth_test.cu:") != std::string::npos);  // the declaration
-  REQUIRE(report.find(" s, byte ") != std::string::npos);
+  REQUIRE(report.find(" s (128 bytes), byte ") != std::string::npos);
 }
 
 TEST_CASE("sim teeth: a consumer stream that forgot the producer's event reads stale data") {
