@@ -20,6 +20,14 @@ namespace cutrain_sim {
 namespace dev {
 namespace {
 
+// A failed access: recorded with where in the kernel's code it was made (`at`, the return
+// address of the check's hook, symbolized when the report is made: scheduler.cpp).
+[[noreturn]] void fail_access(const void* at, cudaError_t e, const std::string& what,
+                              const std::string& detail) {
+  if (t_block->error == cudaSuccess) t_block->fail_at = at;
+  fail_here(e, what, detail);
+}
+
 const SharedVar* var_at(const Block* b, size_t offset) {
   for (const SharedVar& v : b->vars)
     if (offset >= v.offset && offset < v.offset + v.bytes) return &v;
@@ -28,7 +36,7 @@ const SharedVar* var_at(const Block* b, size_t offset) {
 
 // An access of shared memory at `off` in the block's arena: it must lie in one variable (a
 // static one, or the launch's dynamic bytes), and a read must find bytes some thread wrote.
-void check_shared(Block* b, size_t off, size_t n, bool write) {
+void check_shared(Block* b, size_t off, size_t n, bool write, const void* at) {
   const char* rw = write ? "write" : "read";
   const bool dynamic = off >= kDynamicOffset;
   const SharedVar* v = dynamic ? nullptr : var_at(b, off);
@@ -45,7 +53,7 @@ void check_shared(Block* b, size_t off, size_t n, bool write) {
     const SharedVar* before = nullptr;
     for (const SharedVar& w : b->vars)
       if (w.offset <= off && (!before || w.offset > before->offset)) before = &w;
-    fail_here(cudaErrorIllegalAddress, "invalid __shared__ " + std::string(rw),
+    fail_access(at, cudaErrorIllegalAddress, "invalid __shared__ " + std::string(rw),
               std::to_string(n) + " bytes at offset " + std::to_string(off) +
                   " of the block's static shared memory" +
                   (before ? " start " + std::to_string(off - before->offset - before->bytes) +
@@ -55,7 +63,7 @@ void check_shared(Block* b, size_t off, size_t n, bool write) {
                   " (" + std::to_string(b->declared) + " bytes declared)");
   }
   if (off + n > start + size)
-    fail_here(cudaErrorIllegalAddress, "invalid __shared__ " + std::string(rw),
+    fail_access(at, cudaErrorIllegalAddress, "invalid __shared__ " + std::string(rw),
               std::to_string(n) + " bytes at byte " + std::to_string(off - start) + " of " +
                   what + " run past its end by " + std::to_string(off + n - start - size) +
                   " bytes");
@@ -65,23 +73,44 @@ void check_shared(Block* b, size_t off, size_t n, bool write) {
   }
   for (size_t i = 0; i < n; i++)
     if (!b->written[off + i])
-      fail_here(cudaErrorLaunchFailure, "read of __shared__ memory that no thread wrote",
+      fail_access(at, cudaErrorLaunchFailure, "read of __shared__ memory that no thread wrote",
                 std::to_string(n) + "-byte read at byte " + std::to_string(off - start) +
                     " of " + what + ", byte " + std::to_string(off + i - start) +
                     " never written");
 }
 
-void check_access(uintptr_t a, size_t n, bool write) {
+// Device memory's written shadow (initcheck's rule, sim.h's Allocation): a store marks its
+// bytes, a load must find every byte marked (a copy of never-written bytes carries them as
+// never written, so cloning a whole buffer is not a read of it; the kernel that reads the
+// clone is reported).
+void check_written(const Allocation& in, uintptr_t a, size_t n, bool write, const void* at) {
+  if (!in.written) return;  // pinned host memory: exempt (sim.h says why)
+  uint8_t* w = in.written + (a - in.base);
+  if (write) {
+    std::memset(w, 1, n);
+    return;
+  }
+  for (size_t i = 0; i < n; i++)
+    if (!w[i])
+      fail_access(at, cudaErrorLaunchFailure, "read of device memory that was never written",
+                std::to_string(n) + "-byte read at " + hex(a) + ", byte " +
+                    std::to_string(a + i - in.base) + " of " + std::to_string(in.bytes) +
+                    " bytes at " + hex(in.base) + " (device " + std::to_string(in.device) +
+                    "): no kernel, memset or copy wrote it since it was allocated (or, in the "
+                    "caching allocator's block, since its tensor was handed out)");
+}
+
+void check_access(uintptr_t a, size_t n, bool write, const void* at) {
   Fiber* f = t_fiber;
   if (!f) return;  // not a simulated thread: host code of an instrumented file
   Block* b = t_block;
   const char* rw = write ? "write" : "read";
   if (n == 16 && a % 16 != 0)
-    fail_here(cudaErrorMisalignedAddress, "misaligned 16-byte " + std::string(rw),
+    fail_access(at, cudaErrorMisalignedAddress, "misaligned 16-byte " + std::string(rw),
               "address " + hex(a) + " is not a multiple of 16");
   const uintptr_t arena = reinterpret_cast<uintptr_t>(b->arena);
   if (a >= arena && a < arena + kArenaBytes) {
-    check_shared(b, a - arena, n, write);
+    check_shared(b, a - arena, n, write, at);
     return;
   }
   const uintptr_t stack = reinterpret_cast<uintptr_t>(f->stack);
@@ -107,27 +136,27 @@ void check_access(uintptr_t a, size_t n, bool write) {
     recent_device = device;
   }
   for (const Allocation& r : recent)
-    if (a >= r.base && a + n <= r.base + r.bytes) return;
+    if (a >= r.base && a + n <= r.base + r.bytes) return check_written(r, a, n, write, at);
   const Lookup l = look_up(a, n);
   if (l.kind == Lookup::inside) {
     const Allocation& in = l.in;
     // Another device's memory: only with peer access enabled from this one (pinned host
     // memory every device may touch).
     if (in.device >= 0 && !peer_enabled(device, in.device))
-      fail_here(cudaErrorIllegalAddress, "invalid __global__ " + std::string(rw),
+      fail_access(at, cudaErrorIllegalAddress, "invalid __global__ " + std::string(rw),
                 std::to_string(n) + " bytes at " + hex(a) + " are device " +
                     std::to_string(in.device) + "'s memory, and this kernel runs on device " +
                     std::to_string(device) + " without peer access to it "
                     "(cudaDeviceEnablePeerAccess)");
     recent[next_slot] = in;
     next_slot = (next_slot + 1) % kRecent;
-    return;
+    return check_written(in, a, n, write, at);
   }
   // (A pool block's memory outside its tensors, or a tensor given back: the caching allocator's
   // annotations, kernels/nvtx_memory.h, say which bytes are live.)
   const std::string detail = std::to_string(n) + " bytes at " + hex(a) + " " +
                              describe_miss(l, a, n);
-  fail_here(cudaErrorIllegalAddress, "invalid __global__ " + std::string(rw), detail);
+  fail_access(at, cudaErrorIllegalAddress, "invalid __global__ " + std::string(rw), detail);
 }
 
 }  // namespace
@@ -136,8 +165,8 @@ void check_access(uintptr_t a, size_t n, bool write) {
 using namespace dev;
 
 // ---- what the kernels call -------------------------------------------------------------------
-void check_memory(const void* p, size_t bytes, bool write) {
-  check_access(reinterpret_cast<uintptr_t>(p), bytes, write);
+__attribute__((noinline)) void check_memory(const void* p, size_t bytes, bool write) {
+  check_access(reinterpret_cast<uintptr_t>(p), bytes, write, __builtin_return_address(0));
 }
 
 void* shared_static_bytes(const char* site, const std::type_info& type, size_t bytes,
@@ -176,16 +205,24 @@ void* shared_dynamic_bytes() {
 // ---- the instrumentation's hooks (see the top of this file) ----------------------------------
 extern "C" {
 #define CUTRAIN_SIM_HOOKS(n)                                                                  \
-  void __asan_load##n##_noabort(uintptr_t a) { cutrain_sim::check_access(a, n, false); }     \
-  void __asan_store##n##_noabort(uintptr_t a) { cutrain_sim::check_access(a, n, true); }
+  void __asan_load##n##_noabort(uintptr_t a) {                                                \
+    cutrain_sim::check_access(a, n, false, __builtin_return_address(0));                      \
+  }                                                                                           \
+  void __asan_store##n##_noabort(uintptr_t a) {                                               \
+    cutrain_sim::check_access(a, n, true, __builtin_return_address(0));                       \
+  }
 CUTRAIN_SIM_HOOKS(1)
 CUTRAIN_SIM_HOOKS(2)
 CUTRAIN_SIM_HOOKS(4)
 CUTRAIN_SIM_HOOKS(8)
 CUTRAIN_SIM_HOOKS(16)
 #undef CUTRAIN_SIM_HOOKS
-void __asan_loadN_noabort(uintptr_t a, size_t n) { cutrain_sim::check_access(a, n, false); }
-void __asan_storeN_noabort(uintptr_t a, size_t n) { cutrain_sim::check_access(a, n, true); }
+void __asan_loadN_noabort(uintptr_t a, size_t n) {
+  cutrain_sim::check_access(a, n, false, __builtin_return_address(0));
+}
+void __asan_storeN_noabort(uintptr_t a, size_t n) {
+  cutrain_sim::check_access(a, n, true, __builtin_return_address(0));
+}
 void __asan_handle_no_return() {}
 void __asan_before_dynamic_init(const char*) {}
 void __asan_after_dynamic_init() {}

@@ -7,8 +7,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <shared_mutex>
+#include <vector>
 
 #include "sim/runtime.h"
 
@@ -29,6 +31,12 @@ std::shared_mutex g_alloc_mu;                // guards the two maps
 std::map<uintptr_t, Allocation> g_allocs;    // by base
 std::map<uintptr_t, Pool> g_pools;           // by the base of their allocation
 std::atomic<uint64_t> g_generation{0};
+// Freed allocations, kept from the host's allocator until kQuarantineBytes of newer ones are
+// (as AddressSanitizer's quarantine): an address in one is a use after free, not host memory.
+constexpr size_t kQuarantineBytes = size_t(64) << 20;
+std::map<uintptr_t, Allocation> g_freed;
+std::deque<uintptr_t> g_freed_order;
+size_t g_freed_bytes = 0;
 uint64_t g_region_ids = 0;                    // the last region id given (under g_alloc_mu)
 std::map<uint64_t, uintptr_t> g_region_pool;  // region id -> its pool's base
 
@@ -51,6 +59,24 @@ std::string where(const Allocation& a) {
          ")";
 }
 
+// The shadow of [p, p+bytes) of pool block `block` back to unwritten, except for bytes a live
+// tensor holds (one handed out again while the last tensor's work is still queued: its reads
+// must find what it wrote). Under the lock.
+void unwrite_unless_live(const Allocation& block, const Pool& pl, uintptr_t p, size_t bytes) {
+  if (!block.written) return;
+  std::vector<std::pair<uintptr_t, uintptr_t>> keep;  // live ranges overlapping it, in order
+  for (const auto& r : pl.live)
+    if (r.first < p + bytes && r.first + r.second.bytes > p)
+      keep.push_back({r.first, r.first + r.second.bytes});
+  std::sort(keep.begin(), keep.end());
+  uintptr_t a = p;  // the bytes from a to the next kept range are unwritten
+  for (const auto& k : keep) {
+    if (k.first > a) std::memset(block.written + (a - block.base), 0, k.first - a);
+    a = std::max(a, k.second);
+  }
+  if (a < p + bytes) std::memset(block.written + (a - block.base), 0, p + bytes - a);
+}
+
 // Forgets the pool block based at `base`, its regions with it (under the lock).
 void forget_pool_locked(uintptr_t base) {
   const auto pool = g_pools.find(base);
@@ -66,9 +92,11 @@ void* allocate(size_t bytes, int device) {
   void* p = std::aligned_alloc(256, n);
   if (!p) return nullptr;
   std::memset(p, 0xff, n);  // device memory starts as garbage: a recognisable one
+  // Nothing of device memory is written yet (pinned memory: no shadow, Allocation says why).
+  uint8_t* written = device >= 0 ? static_cast<uint8_t*>(std::calloc(n, 1)) : nullptr;
   std::unique_lock<std::shared_mutex> lock(g_alloc_mu);
   g_allocs[reinterpret_cast<uintptr_t>(p)] =
-      Allocation{reinterpret_cast<uintptr_t>(p), bytes, device, n};
+      Allocation{reinterpret_cast<uintptr_t>(p), bytes, device, n, written};
   return p;
 }
 
@@ -78,9 +106,21 @@ bool release(void* p, bool pinned) {
   if (it == g_allocs.end() || (it->second.device < 0) != pinned) return false;
   if (!pinned) devices()[size_t(it->second.device)].allocated -= it->second.bytes;
   forget_pool_locked(it->first);
+  const Allocation gone = it->second;
   g_allocs.erase(it);
   g_generation++;
-  std::free(p);
+  std::memset(p, 0xfe, gone.footprint);  // (what a use after free reads: not the old values)
+  g_freed[gone.base] = gone;
+  g_freed_order.push_back(gone.base);
+  g_freed_bytes += gone.footprint;
+  while (g_freed_bytes > kQuarantineBytes) {
+    const auto oldest = g_freed.find(g_freed_order.front());
+    g_freed_bytes -= oldest->second.footprint;
+    std::free(reinterpret_cast<void*>(oldest->first));
+    std::free(oldest->second.written);
+    g_freed.erase(oldest);
+    g_freed_order.pop_front();
+  }
   return true;
 }
 
@@ -91,6 +131,13 @@ Lookup look_up(uintptr_t a, size_t n, bool tensors) {
   std::shared_lock<std::shared_mutex> lock(g_alloc_mu);
   Lookup l;
   const auto it = last_at_or_before(g_allocs, a);
+  const auto freed = last_at_or_before(g_freed, a);
+  if (freed != g_freed.end() && a < freed->first + freed->second.footprint &&
+      (it == g_allocs.end() || it->first < freed->first)) {
+    l.kind = Lookup::freed;
+    l.near = freed->second;
+    return l;
+  }
   if (it == g_allocs.end()) return l;
   const Allocation& al = it->second;
   l.near = al;
@@ -105,7 +152,8 @@ Lookup look_up(uintptr_t a, size_t n, bool tensors) {
   // The live regions that start at or before a: one that holds the range, else the nearest.
   for (auto r = p.live.upper_bound(a); r != p.live.begin();) {
     --r;
-    const Allocation region{r->first, r->second.bytes, al.device, r->second.bytes};
+    const Allocation region{r->first, r->second.bytes, al.device, r->second.bytes,
+                            al.written ? al.written + (r->first - al.base) : nullptr};
     if (a + n <= r->first + r->second.bytes) {
       l.kind = Lookup::inside;
       l.in = l.region = region;
@@ -125,6 +173,24 @@ Lookup look_up(uintptr_t a, size_t n, bool tensors) {
   return l;
 }
 
+void mark_written(uintptr_t a, size_t n) {
+  if (n == 0) return;
+  const Lookup l = look_up(a, n, false);
+  if (l.kind == Lookup::inside && l.in.written) std::memset(l.in.written + (a - l.in.base), 1, n);
+}
+
+void copy_written(uintptr_t dst, uintptr_t src, size_t n) {
+  if (n == 0) return;
+  const Lookup to = look_up(dst, n, false);
+  if (to.kind != Lookup::inside || !to.in.written) return;
+  const Lookup from = look_up(src, n, false);
+  uint8_t* d = to.in.written + (dst - to.in.base);
+  if (from.kind == Lookup::inside && from.in.written)
+    std::memmove(d, from.in.written + (src - from.in.base), n);
+  else
+    std::memset(d, 1, n);  // from the host (pageable or pinned): written
+}
+
 bool find_allocation(uintptr_t a, size_t n, Allocation* found, Allocation* nearest) {
   const Lookup l = look_up(a, n);
   *nearest = l.near;
@@ -139,6 +205,8 @@ std::string describe_miss(const Lookup& l, uintptr_t a, size_t n) {
   switch (l.kind) {
     case Lookup::inside:
       return "is in " + where(l.in);
+    case Lookup::freed:
+      return "is in an allocation freed earlier, " + where(near) + " (a use after free)";
     case Lookup::returned:
       return "is in a tensor of " + std::to_string(l.region.bytes) + " bytes at " +
              hex(l.region.base) + " that went back to the caching allocator's pool (a use after "
@@ -198,6 +266,7 @@ uint64_t region_register(uintptr_t p, size_t bytes) {
   const auto pool = g_pools.find(it->second.base);
   if (pool == g_pools.end()) return 0;
   Pool& pl = pool->second;
+  unwrite_unless_live(it->second, pl, p, bytes);  // a tensor's bytes start unwritten
   const uint64_t id = ++g_region_ids;
   pl.live.emplace(p, Region{bytes, id});
   g_region_pool[id] = it->second.base;
@@ -211,8 +280,12 @@ uint64_t region_register(uintptr_t p, size_t bytes) {
 }
 
 namespace {
-// Unregisters the region `r` of pool `pl` (under the lock): remembered as given back.
-void unregister_locked(Pool& pl, std::multimap<uintptr_t, Region>::iterator r) {
+// Unregisters the region `r` of pool `pl` (under the lock): remembered as given back, and
+// unwritten again where no other live tensor holds the bytes.
+void unregister_locked(const Allocation& block, Pool& pl,
+                       std::multimap<uintptr_t, Region>::iterator r) {
+  const uintptr_t start = r->first;
+  const size_t bytes = r->second.bytes;
   // A region that another live one at the same start covers is not a use after free yet.
   bool covered = false;
   for (auto o = pl.live.lower_bound(r->first); o != pl.live.end() && o->first == r->first; ++o)
@@ -220,6 +293,7 @@ void unregister_locked(Pool& pl, std::multimap<uintptr_t, Region>::iterator r) {
   if (!covered) pl.returned[r->first] = r->second.bytes;
   g_region_pool.erase(r->second.id);
   pl.live.erase(r);
+  unwrite_unless_live(block, pl, start, bytes);
   g_generation++;  // the access checks may have cached the region
 }
 }  // namespace
@@ -230,7 +304,7 @@ void region_unregister_id(uint64_t id) {
   if (at == g_region_pool.end()) return;  // its pool block was given back meanwhile
   Pool& pl = g_pools.at(at->second);
   for (auto r = pl.live.begin(); r != pl.live.end(); ++r)
-    if (r->second.id == id) return unregister_locked(pl, r);
+    if (r->second.id == id) return unregister_locked(g_allocs.at(at->second), pl, r);
 }
 
 void region_unregister(uintptr_t p) {
@@ -243,7 +317,7 @@ void region_unregister(uintptr_t p) {
   for (auto r = pool->second.live.lower_bound(p);
        r != pool->second.live.end() && r->first == p; ++r)
     last = r;
-  if (last != pool->second.live.end()) unregister_locked(pool->second, last);
+  if (last != pool->second.live.end()) unregister_locked(it->second, pool->second, last);
 }
 
 }  // namespace cutrain_sim

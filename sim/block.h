@@ -73,9 +73,11 @@ struct Block {
   // the stacks of the threads, one mapping
   char* stacks = nullptr;
   size_t stack_count = 0;
-  // the first failure
+  // the first failure, and where in the kernel's code the access that failed was made (the
+  // return address of the check's hook: null for failures that are no access)
   cudaError_t error = cudaSuccess;
   std::string report;
+  const void* fail_at = nullptr;
   // CUTRAIN_SIM_BREAK names a thread of this grid: it stops there (fiber_main)
   bool breaks = false;
   unsigned long break_block = 0, break_thread = 0;

@@ -112,7 +112,14 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
   };
   if (cutrain_sim::submit(h->stream, [g, check] {
         const std::string bad = check();
-        if (bad.empty()) return gemm(&g);
+        if (bad.empty()) {
+          gemm(&g);
+          if (g.m > 0 && g.n > 0)  // C's columns, with what lies between them (lda's rows)
+            cutrain_sim::mark_written(reinterpret_cast<uintptr_t>(g.C),
+                                      ((size_t(g.n) - 1) * size_t(g.ldc) + size_t(g.m)) *
+                                          (g.ct == CUDA_R_16F ? 2 : 4));
+          return;
+        }
         cutrain_sim::fault(cudaErrorIllegalAddress,
                            "cutrain-sim: cublasGemmEx reads or writes outside its operands (an "
                            "illegal address on a GPU)\n    " + bad + "\n");

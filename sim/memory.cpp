@@ -88,6 +88,8 @@ cudaError_t copy_on(Stream& s, void* dst, const void* src, size_t bytes, const c
                       !tensors_ok(call, "source", src, bytes, device))
                     return;
                   std::memmove(dst, from, bytes);
+                  copy_written(reinterpret_cast<uintptr_t>(dst), reinterpret_cast<uintptr_t>(src),
+                               bytes);
                 },
                 true});
   if (now && pageable(dst, bytes)) s.synchronize();
@@ -166,8 +168,10 @@ cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t strea
     return set_error(e);
   s->submit(Task{[=] {
                    if (sticky(device) == cudaSuccess &&
-                       tensors_ok("cudaMemsetAsync", "memory", p, bytes, device))
+                       tensors_ok("cudaMemsetAsync", "memory", p, bytes, device)) {
                      std::memset(p, value, bytes);
+                     mark_written(reinterpret_cast<uintptr_t>(p), bytes);
+                   }
                  },
                  true});
   return cudaSuccess;

@@ -2,6 +2,7 @@
 // order, each block's threads as fibers (Boost.Context's fcontext) that run in a seeded random
 // order between the points where they must meet (collectives.cpp), and CUTRAIN_SIM_BREAK's
 // stop at one thread (sim/README.md).
+#include <dlfcn.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -234,11 +235,39 @@ void set_break(const std::string& spec) {
 }
 long break_count() { return g_break_count.load(); }
 
+namespace {
+// "file:line (function)" of the code at `at` (a return address into a kernel), read from the
+// binary's line tables by addr2line; "" when that cannot be told. Only when a report is made.
+std::string code_line(const void* at) {
+  Dl_info info;
+  if (!at || !dladdr(at, &info) || !info.dli_fname) return "";
+  // The call before the return address; a position-independent binary's addresses are
+  // offsets from where it was loaded.
+  const uintptr_t pc = reinterpret_cast<uintptr_t>(at) - 1;
+  for (const uintptr_t addr : {pc - reinterpret_cast<uintptr_t>(info.dli_fbase), pc}) {
+    char cmd[1024];
+    std::snprintf(cmd, sizeof cmd, "addr2line -C -f -e '%s' 0x%lx 2>/dev/null", info.dli_fname,
+                  static_cast<unsigned long>(addr));
+    FILE* p = popen(cmd, "r");
+    if (!p) return "";
+    char fn[512] = "", where[512] = "";
+    const bool read = std::fgets(fn, sizeof fn, p) && std::fgets(where, sizeof where, p);
+    pclose(p);
+    std::string f = fn, w = where;
+    while (!f.empty() && f.back() == '\n') f.pop_back();
+    while (!w.empty() && w.back() == '\n') w.pop_back();
+    if (read && w.rfind("??", 0) != 0) return w + " (" + f + ")";
+  }
+  return "";
+}
+}  // namespace
+
 cudaError_t run_grid(const Grid& g, uint64_t seed, std::string* report) {
   Block* b = this_threads_block();
   b->grid = &g;
   b->error = cudaSuccess;
   b->report.clear();
+  b->fail_at = nullptr;
   const BreakAt at = break_at();
   b->breaks = at.on && g.kernel.find(at.kernel) != std::string::npos;
   b->break_block = at.block, b->break_thread = at.thread;
@@ -260,7 +289,11 @@ cudaError_t run_grid(const Grid& g, uint64_t seed, std::string* report) {
   t_block = nullptr;
   b->grid = nullptr;
   b->threads.clear();
-  if (b->error != cudaSuccess) *report = b->report;
+  if (b->error != cudaSuccess) {
+    *report = b->report;
+    const std::string line = code_line(b->fail_at);
+    if (!line.empty()) *report += "    at " + line + "\n";
+  }
   return b->error;
 }
 

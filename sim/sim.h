@@ -49,7 +49,17 @@ struct Allocation {
   size_t footprint = 0;  // bytes from base that are its own: the bytes asked for, rounded up
                          //   to 256, and a red zone of kRedZone after them that no other
                          //   allocation overlaps, so an overrun never lands in a neighbour
+  // Device memory's "written" shadow (initcheck's rule), a byte per byte from base: set by
+  // kernels' stores, memsets and copies (a copy carries its source's), checked by kernels'
+  // loads. Null for pinned host memory, exempt: the host writes it with its own stores, which
+  // the simulator does not see.
+  uint8_t* written = nullptr;
 };
+// Marks [a, a+n) of device memory written (a memset, a copy from the host, a library's
+// output), or carries the source's marks to it (a device-to-device copy): the shadows of what
+// look_up finds there; a range in no device memory is left alone.
+void mark_written(uintptr_t a, size_t n);
+void copy_written(uintptr_t dst, uintptr_t src, size_t n);
 constexpr size_t kRedZone = 256;
 // Where [a, a+n) is (sim/allocations.cpp):
 //   inside    in one allocation, or in one live region of a pool block (the tensor the caching
@@ -59,9 +69,11 @@ constexpr size_t kRedZone = 256;
 //   pool_gap  in a pool block (`near`) but not inside one of its live regions: `region` is the
 //             nearest live region before a (bytes 0: none);
 //   returned  in a pool block (`near`), touching a region given back to the pool since it was
-//             handed out (`region`): a use after free.
+//             handed out (`region`): a use after free;
+//   freed     in an allocation freed earlier (`near`): a use after free (freed memory is kept
+//             from the host's allocator for a while, its last 64 MiB, so that it is known).
 struct Lookup {
-  enum Kind { inside, outside, pool_gap, returned } kind = outside;
+  enum Kind { inside, outside, pool_gap, returned, freed } kind = outside;
   Allocation in, near, region;
 };
 // tensors = false: allocations only, pool blocks as a whole (a call's own check: the caching

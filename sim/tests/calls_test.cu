@@ -1,7 +1,7 @@
 // The simulator checks the runtime's calls as CUDA checks them (sim/README.md, "Calls"):
 //   - copies, memsets and peer copies: a range that runs past its allocation (or starts in the
 //     red zone after it), or memory a call needs on the device that is not: cudaErrorInvalidValue,
-//     nothing written;
+//     nothing written; a freed pointer too (a kernel's access to one: an illegal address);
 //   - cuBLAS's GEMM reading or writing outside its operands: an illegal address, sticky;
 //   - devices: a launch only into a stream of the current device, an event record only with
 //     its event and stream on one device (a wait may cross devices), a kernel touching another
@@ -260,4 +260,25 @@ TEST_CASE("sim: a capture forks into another stream and joins back; a replay kee
   for (cudaStream_t s : {origin, side, replay}) REQUIRE(cudaStreamDestroy(s) == cudaSuccess);
   for (float* p : {x, y, z}) REQUIRE(cudaFree(p) == cudaSuccess);
   cutrain_sim::reset_errors();
+}
+
+TEST_CASE("sim: a freed pointer is refused by a copy and reported by a kernel, never used") {
+  cutrain_sim::reset_errors();
+  const int n = 64;
+  float* gone = device_floats(n);
+  float* y = device_floats(n);
+  REQUIRE(cudaFree(gone) == cudaSuccess);
+  std::vector<float> host(n, 1.0f);
+  REQUIRE(cudaMemcpy(gone, host.data(), n * sizeof(float), cudaMemcpyHostToDevice) ==
+          cudaErrorInvalidValue);
+  REQUIRE(reported("is in an allocation freed earlier, 256 bytes at"));
+  REQUIRE(cudaMemset(gone, 0, 4) == cudaErrorInvalidValue);
+  REQUIRE(cudaFree(gone) == cudaErrorInvalidValue);  // freed twice
+  cudaGetLastError();
+  affine_kernel<<<1, n>>>(n, gone, y, 1.0f, 0.0f);
+  REQUIRE(cudaDeviceSynchronize() == cudaErrorIllegalAddress);
+  REQUIRE(reported("invalid __global__ read"));
+  REQUIRE(reported("(a use after free)"));
+  cutrain_sim::reset_errors();
+  REQUIRE(cudaFree(y) == cudaSuccess);
 }

@@ -107,3 +107,61 @@ TEST_CASE("sim teeth: an overrun of a cudaMalloc lands in its red zone, never in
     for (float* p : {x, y, next}) REQUIRE(cudaFree(p) == cudaSuccess);
   });
 }
+
+TEST_CASE("sim teeth: a kernel reading device memory never written is caught, a clone too") {
+  const int n = 256;
+  under_16_seeds([&] {
+    float *x = nullptr, *clone = nullptr, *y = nullptr;
+    for (float** p : {&x, &clone, &y})
+      REQUIRE(cudaMalloc(reinterpret_cast<void**>(p), n * sizeof(float)) == cudaSuccess);
+    // Never written: the kernel's first read of it is reported, with the line that reads.
+    scale_kernel<<<1, n>>>(n, x, y, false);
+    std::string report = finish();
+    {
+      INFO(report);
+      REQUIRE(report.find("read of device memory that was never written") != std::string::npos);
+      REQUIRE(report.find("no kernel, memset or copy wrote it") != std::string::npos);
+      REQUIRE(report.find("pool_teeth_test.cu:21") != std::string::npos);  // y[i] = 2 * x[...]
+    }
+    cutrain_sim::reset_errors();
+    // A clone of it is no read (the copy carries "never written"); the kernel reading the
+    // clone is reported.
+    REQUIRE(cudaMemcpy(clone, x, n * sizeof(float), cudaMemcpyDeviceToDevice) == cudaSuccess);
+    REQUIRE(finish().empty());
+    scale_kernel<<<1, n>>>(n, clone, y, false);
+    report = finish();
+    {
+      INFO(report);
+      REQUIRE(report.find("read of device memory that was never written") != std::string::npos);
+    }
+    cutrain_sim::reset_errors();
+    // Written (a memset, then a copy of it): read without a report.
+    REQUIRE(cudaMemset(x, 0, n * sizeof(float)) == cudaSuccess);
+    REQUIRE(cudaMemcpy(clone, x, n * sizeof(float), cudaMemcpyDeviceToDevice) == cudaSuccess);
+    scale_kernel<<<1, n>>>(n, clone, y, false);
+    REQUIRE(finish().empty());
+    for (float* p : {x, clone, y}) REQUIRE(cudaFree(p) == cudaSuccess);
+  });
+}
+
+TEST_CASE("sim teeth: a tensor handed out again in a reused block starts unwritten") {
+  const int n = 256;
+  under_16_seeds([&] {
+    cutrain::DeviceBuffer y(n * sizeof(float));
+    void* first = nullptr;
+    {
+      cutrain::DeviceBuffer t(n * sizeof(float));
+      cutrain::memset_async(t.data(), 0, n * sizeof(float), nullptr);
+      first = t.data();
+    }
+    REQUIRE(finish().empty());
+    cutrain::DeviceBuffer again(n * sizeof(float));  // the same block: written by the last one
+    REQUIRE(again.data() == first);
+    scale_kernel<<<1, n>>>(n, static_cast<float*>(again.data()), static_cast<float*>(y.data()),
+                           false);
+    const std::string report = finish();
+    INFO(report);
+    REQUIRE(report.find("read of device memory that was never written") != std::string::npos);
+    REQUIRE(report.find("since its tensor was handed out") != std::string::npos);
+  });
+}
