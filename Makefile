@@ -110,9 +110,10 @@ else ifeq ($(SIM),1)
   # The simulator (sim/README.md): CUDA's headers replaced by sim/include (first on the path;
   # CUDA's own include folder is not on it, and __CUDACC__ is not defined), the runtime by
   # sim/*.cpp. The kernels' .cu files are compiled as C++ from copies that sim/rewrite.py makes
-  # in build/sim/gen (launches and __shared__ rewritten), with GCC's kernel-address
-  # instrumentation in its outline form: each load and store calls the simulator's checks
-  # (sim/access.cpp). No vectorisation there: a vector access is not the kernel's own.
+  # in build/sim/gen (launches and __shared__ rewritten), with GCC's thread-sanitizer
+  # instrumentation and no runtime: each load, store and atomic calls the simulator's checks
+  # (sim/hooks.cpp; ASan's hooks would miss a store after a load of the same place, which a
+  # race check needs). No vectorisation there: a vector access is not the kernel's own.
   # Its build is in CI's time (.ci/run, `make sim-test`): the host code is compiled with line
   # tables only (-g1: about 40% less compile time than -g), and train/, data/ and nn/ at -O1
   # (below); the .cu files keep -O2 -g, for the kernels are the simulator's time and a reader
@@ -120,9 +121,8 @@ else ifeq ($(SIM),1)
   MODE      := sim
   CXXFLAGS  := -Isim/include $(patsubst -g,-g1,$(CXXFLAGS)) -DCUTRAIN_CUDA=1 -DCUTRAIN_SIM=1
   SIM_CUFLAGS = -x c++ -Isim/include -Ibuild/sim/gen $(filter-out -Isim/include,$(CXXFLAGS)) -g \
-                -DCUTRAIN_SIM_CUDACC=1 -Wno-unknown-pragmas -fno-tree-vectorize -fsanitize=kernel-address \
-                --param asan-instrumentation-with-call-threshold=0 --param asan-stack=0 \
-                --param asan-globals=0
+                -DCUTRAIN_SIM_CUDACC=1 -Wno-unknown-pragmas -fno-tree-vectorize -fsanitize=thread \
+                --param tsan-instrument-func-entry-exit=0
   LDLIBS    += -lboost_context
 else
   MODE      := cpu

@@ -5,11 +5,11 @@
 //  - global memory: an access outside every allocation the runtime made is reported, with the
 //    nearest allocation;
 //  - 16-byte accesses must be 16-byte aligned.
-// The accesses reach these checks because the SIM build compiles the kernels' translation
-// units with GCC's -fsanitize=kernel-address in its outline form: every load and store of
-// instrumented code calls __asan_{load,store}N_noabort, which this file defines (a kernel
-// sanitizer's hooks; no ASan runtime is linked). Outside a kernel's threads they return at once.
+//  - shared memory's hazards between the block's threads (racecheck.cpp).
+// The accesses reach these checks through the instrumentation's hooks (hooks.cpp). Outside a
+// kernel's threads they return at once.
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -18,15 +18,35 @@
 
 namespace cutrain_sim {
 namespace dev {
-namespace {
 
 // A failed access: recorded with where in the kernel's code it was made (`at`, the return
 // address of the check's hook, symbolized when the report is made: scheduler.cpp).
-[[noreturn]] void fail_access(const void* at, cudaError_t e, const std::string& what,
-                              const std::string& detail) {
+void fail_access(const void* at, cudaError_t e, const std::string& what,
+                 const std::string& detail) {
   if (t_block->error == cudaSuccess) t_block->fail_at = at;
   fail_here(e, what, detail);
 }
+
+namespace {
+
+// CUTRAIN_SIM_INTERLEAVE=p (0 to 1, default 0) or set_interleave(p): the chance that a thread
+// makes way for the others before an access, as a threshold on the block's 64-bit generator.
+uint64_t threshold_of(double p) {
+  return p >= 1 ? ~uint64_t(0) : p > 0 ? uint64_t(p * 18446744073709551616.0) : 0;
+}
+std::atomic<uint64_t> g_interleave{[] {
+  const char* v = std::getenv("CUTRAIN_SIM_INTERLEAVE");
+  if (!v || !*v) return uint64_t(0);
+  char* end = nullptr;
+  const double p = std::strtod(v, &end);
+  if (*end || !(p >= 0 && p <= 1)) {
+    std::fprintf(stderr, "cutrain-sim: CUTRAIN_SIM_INTERLEAVE=%s is not a chance from 0 to 1: "
+                         "threads switch only where they meet\n", v);
+    return uint64_t(0);
+  }
+  return threshold_of(p);
+}()};
+uint64_t interleave_threshold() { return g_interleave.load(std::memory_order_relaxed); }
 
 const SharedVar* var_at(const Block* b, size_t offset) {
   for (const SharedVar& v : b->vars)
@@ -36,7 +56,7 @@ const SharedVar* var_at(const Block* b, size_t offset) {
 
 // An access of shared memory at `off` in the block's arena: it must lie in one variable (a
 // static one, or the launch's dynamic bytes), and a read must find bytes some thread wrote.
-void check_shared(Block* b, size_t off, size_t n, bool write, const void* at) {
+void check_shared(Block* b, size_t off, size_t n, bool write, const void* at, bool atomic) {
   const char* rw = write ? "write" : "read";
   const bool dynamic = off >= kDynamicOffset;
   const SharedVar* v = dynamic ? nullptr : var_at(b, off);
@@ -67,16 +87,15 @@ void check_shared(Block* b, size_t off, size_t n, bool write, const void* at) {
               std::to_string(n) + " bytes at byte " + std::to_string(off - start) + " of " +
                   what + " run past its end by " + std::to_string(off + n - start - size) +
                   " bytes");
-  if (write) {
-    std::memset(&b->written[off], 1, n);
-    return;
-  }
-  for (size_t i = 0; i < n; i++)
-    if (!b->written[off + i])
-      fail_access(at, cudaErrorLaunchFailure, "read of __shared__ memory that no thread wrote",
-                std::to_string(n) + "-byte read at byte " + std::to_string(off - start) +
-                    " of " + what + ", byte " + std::to_string(off + i - start) +
-                    " never written");
+  if (!write)
+    for (size_t i = 0; i < n; i++)
+      if (!b->written[off + i])
+        fail_access(at, cudaErrorLaunchFailure, "read of __shared__ memory that no thread wrote",
+                    std::to_string(n) + "-byte read at byte " + std::to_string(off - start) +
+                        " of " + what + ", byte " + std::to_string(off + i - start) +
+                        " never written");
+  check_hazard(b, t_fiber, off, n, write || atomic, atomic, at, what, start);
+  if (write) std::memset(&b->written[off], 1, n);
 }
 
 // Device memory's written shadow (initcheck's rule, sim.h's Allocation): a store marks its
@@ -100,17 +119,26 @@ void check_written(const Allocation& in, uintptr_t a, size_t n, bool write, cons
                     "caching allocator's block, since its tensor was handed out)");
 }
 
-void check_access(uintptr_t a, size_t n, bool write, const void* at) {
+}  // namespace
+
+void check_access(uintptr_t a, size_t n, bool write, const void* at, bool atomic) {
   Fiber* f = t_fiber;
   if (!f) return;  // not a simulated thread: host code of an instrumented file
   Block* b = t_block;
+  // CUTRAIN_SIM_INTERLEAVE: before this access, another ready thread of the block may run (the
+  // block's seeded generator decides), so that orders inside a barrier phase are tried too.
+  const uint64_t interleave = interleave_threshold();
+  if (interleave && b->rng() < interleave) {
+    yield_to_scheduler();  // (still Ready: the scheduler resumes it in a later round)
+    f = t_fiber;
+  }
   const char* rw = write ? "write" : "read";
   if (n == 16 && a % 16 != 0)
     fail_access(at, cudaErrorMisalignedAddress, "misaligned 16-byte " + std::string(rw),
               "address " + hex(a) + " is not a multiple of 16");
   const uintptr_t arena = reinterpret_cast<uintptr_t>(b->arena);
   if (a >= arena && a < arena + kArenaBytes) {
-    check_shared(b, a - arena, n, write, at);
+    check_shared(b, a - arena, n, write, at, atomic);
     return;
   }
   const uintptr_t stack = reinterpret_cast<uintptr_t>(f->stack);
@@ -159,14 +187,17 @@ void check_access(uintptr_t a, size_t n, bool write, const void* at) {
   fail_access(at, cudaErrorIllegalAddress, "invalid __global__ " + std::string(rw), detail);
 }
 
-}  // namespace
 }  // namespace dev
 
 using namespace dev;
 
 // ---- what the kernels call -------------------------------------------------------------------
 __attribute__((noinline)) void check_memory(const void* p, size_t bytes, bool write) {
-  check_access(reinterpret_cast<uintptr_t>(p), bytes, write, __builtin_return_address(0));
+  check_access(reinterpret_cast<uintptr_t>(p), bytes, write, __builtin_return_address(0), false);
+}
+
+void set_interleave(double chance) {
+  g_interleave = threshold_of(std::min(std::max(chance, 0.0), 1.0));
 }
 
 void* shared_static_bytes(const char* site, const std::type_info& type, size_t bytes,
@@ -201,29 +232,3 @@ void* shared_dynamic_bytes() {
 }
 
 }  // namespace cutrain_sim
-
-// ---- the instrumentation's hooks (see the top of this file) ----------------------------------
-extern "C" {
-#define CUTRAIN_SIM_HOOKS(n)                                                                  \
-  void __asan_load##n##_noabort(uintptr_t a) {                                                \
-    cutrain_sim::check_access(a, n, false, __builtin_return_address(0));                      \
-  }                                                                                           \
-  void __asan_store##n##_noabort(uintptr_t a) {                                               \
-    cutrain_sim::check_access(a, n, true, __builtin_return_address(0));                       \
-  }
-CUTRAIN_SIM_HOOKS(1)
-CUTRAIN_SIM_HOOKS(2)
-CUTRAIN_SIM_HOOKS(4)
-CUTRAIN_SIM_HOOKS(8)
-CUTRAIN_SIM_HOOKS(16)
-#undef CUTRAIN_SIM_HOOKS
-void __asan_loadN_noabort(uintptr_t a, size_t n) {
-  cutrain_sim::check_access(a, n, false, __builtin_return_address(0));
-}
-void __asan_storeN_noabort(uintptr_t a, size_t n) {
-  cutrain_sim::check_access(a, n, true, __builtin_return_address(0));
-}
-void __asan_handle_no_return() {}
-void __asan_before_dynamic_init(const char*) {}
-void __asan_after_dynamic_init() {}
-}

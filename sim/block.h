@@ -48,6 +48,8 @@ struct Fiber {
   int arg = 0, width = 32, pred = 0;
 };
 
+struct SharedShadow;  // racecheck.cpp
+
 struct SharedVar {
   const char* site;
   const std::type_info* type;
@@ -70,6 +72,12 @@ struct Block {
   size_t used = 0, dynamic = 0;  // used: the arena's static part, red zones included
   size_t declared = 0;            // the static variables' own bytes (the limit counts these)
   std::vector<SharedVar> vars;
+  // racecheck.cpp's shadow of shared memory: per byte, the accesses of the current barrier
+  // interval (`interval`, unique over the blocks this storage runs); per thread, its vector
+  // clock over its warp's lanes (32 entries); per warp, its count of completed collectives
+  SharedShadow* hazards = nullptr;
+  uint32_t interval = 0;
+  std::vector<uint32_t> lane_clock, warp_count;
   // the stacks of the threads, one mapping
   char* stacks = nullptr;
   size_t stack_count = 0;
@@ -78,6 +86,9 @@ struct Block {
   cudaError_t error = cudaSuccess;
   std::string report;
   const void* fail_at = nullptr;
+  // a race's other access: who made it, and where in the code (null: none)
+  const void* other_at = nullptr;
+  std::string other_who;
   // CUTRAIN_SIM_BREAK names a thread of this grid: it stops there (fiber_main)
   bool breaks = false;
   unsigned long break_block = 0, break_thread = 0;
@@ -97,6 +108,25 @@ void record(Block* b, cudaError_t e, const std::string& what, const Fiber* who,
 void yield_to_scheduler();
 // A failure inside a simulated thread: recorded, and the thread never runs again.
 [[noreturn]] void fail_here(cudaError_t e, const std::string& what, const std::string& detail);
+
+// A failed access (access.cpp): recorded with `at`, where in the kernel's code it was made.
+[[noreturn]] void fail_access(const void* at, cudaError_t e, const std::string& what,
+                              const std::string& detail);
+
+// racecheck.cpp: the shadow made ready for a block (its threads made), a barrier interval
+// begun, the lanes of `mask` in the warp from thread w0 ordered by a collective, and an access
+// of shared memory [off, off+n) of the arena by thread f checked against the interval's
+// others (`what` names the variable, which starts at `start`).
+void hazards_reset(Block* b);
+void hazards_new_interval(Block* b);
+void hazards_order_lanes(Block* b, int w0, int lanes, unsigned mask);
+void check_hazard(Block* b, const Fiber* f, size_t off, size_t n, bool write, bool atomic,
+                  const void* at, const std::string& what, size_t start);
+
+// access.cpp: an access of [a, a+n) by the running simulated thread (none: it returns), made
+// by the code at `at`; `atomic` for an atomic's (hooks.cpp: an atomic's update is checked as
+// its read, then its write).
+void check_access(uintptr_t a, size_t n, bool write, const void* at, bool atomic);
 
 // collectives.cpp: completes every warp collective whose lanes have all arrived (true when one
 // did); at a standstill (no thread can run) completes the block barrier, or records why the

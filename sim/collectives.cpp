@@ -70,6 +70,7 @@ bool complete_warps(Block* b) {
       }
       for (int m = 0; m < lanes; m++)
         if (f.mask >> m & 1) b->threads[size_t(w0 + m)].state = State::Ready;
+      hazards_order_lanes(b, w0, lanes, f.mask);
       any = true;
     }
   }
@@ -136,6 +137,7 @@ void at_standstill(Block* b, bool* done) {
     f.result = uint64_t(count);
     f.state = State::Ready;
   }
+  hazards_new_interval(b);
 }
 
 }  // namespace dev

@@ -166,6 +166,10 @@ def macro_at(text, i):
     return [p.strip() for p in (m.group(2) or '').split(',') if p.strip()]
 
 
+# A kernel's name: maybe qualified, maybe with template arguments (anything else is an expression).
+KERNEL_NAME = re.compile(r'[\w:]+\s*(<.*>)?', re.S)
+
+
 def rewrite_launches(text, path):
     while True:
         code = code_mask(text)
@@ -198,8 +202,13 @@ def rewrite_launches(text, path):
         name = '"%s"' % kernel.replace('\\', '\\\\').replace('"', '\\"')
         if params is not None and kernel in params:
             name = '#' + kernel  # the macro's argument, as the kernel is named there
-        call = ('::cutrain_sim::launch(%s, [=](auto&... cutrain_sim_a) { %s(cutrain_sim_a...); }, %s'
-                % (name, kernel, ', '.join(' '.join(c.split()) for c in config)))
+        # A kernel named by an expression (a condition, a table's element) is chosen once, on
+        # the host, as a GPU launch chooses it: the lambda's init-capture, not each thread.
+        chosen = not KERNEL_NAME.fullmatch(kernel)
+        capture = '=, cutrain_sim_k = %s' % kernel if chosen else '='
+        call = ('::cutrain_sim::launch(%s, [%s](auto&... cutrain_sim_a) { %s(cutrain_sim_a...); }, %s'
+                % (name, capture, 'cutrain_sim_k' if chosen else kernel,
+                   ', '.join(' '.join(c.split()) for c in config)))
         call += (', ' + args if args else '') + ')'
         lost = text[start:end].count('\n') - call.count('\n')
         # Lines kept: in a macro's body each one continued (a launch there stays one line of it).

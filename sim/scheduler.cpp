@@ -187,6 +187,7 @@ void run_block(Block* b) {
     f.stack = b->stacks + i * kStackBytes;
     f.ctx = make_fcontext(f.stack + kStackBytes, kStackBytes, fiber_main);  // the stack's top
   }
+  hazards_reset(b);
   t_builtins.block_idx = b->idx;
   std::vector<Fiber*> ready;
   for (;;) {
@@ -245,18 +246,25 @@ std::string code_line(const void* at) {
   // offsets from where it was loaded.
   const uintptr_t pc = reinterpret_cast<uintptr_t>(at) - 1;
   for (const uintptr_t addr : {pc - reinterpret_cast<uintptr_t>(info.dli_fbase), pc}) {
+    // -i: an access inlined into its caller is named by the innermost function (the kernel's
+    // or a device function's line, not the simulator's run_thread it was inlined into).
     char cmd[1024];
-    std::snprintf(cmd, sizeof cmd, "addr2line -C -f -e '%s' 0x%lx 2>/dev/null", info.dli_fname,
+    std::snprintf(cmd, sizeof cmd, "addr2line -C -f -i -e '%s' 0x%lx 2>/dev/null", info.dli_fname,
                   static_cast<unsigned long>(addr));
     FILE* p = popen(cmd, "r");
     if (!p) return "";
-    char fn[512] = "", where[512] = "";
-    const bool read = std::fgets(fn, sizeof fn, p) && std::fgets(where, sizeof where, p);
+    std::string out;
+    char chunk[4096];
+    for (size_t n; (n = std::fread(chunk, 1, sizeof chunk, p)) > 0;) out.append(chunk, n);
     pclose(p);
-    std::string f = fn, w = where;
-    while (!f.empty() && f.back() == '\n') f.pop_back();
-    while (!w.empty() && w.back() == '\n') w.pop_back();
-    if (read && w.rfind("??", 0) != 0) return w + " (" + f + ")";
+    const size_t nl = out.find('\n');
+    if (nl == std::string::npos) continue;
+    std::string f = out.substr(0, nl);
+    std::string w = out.substr(nl + 1, out.find('\n', nl + 1) - nl - 1);
+    const size_t d = w.find(" (discriminator");  // which of a line's blocks: not the reader's
+    if (d != std::string::npos) w.erase(d);
+    if (f.size() > 160) f = f.substr(0, 157) + "...";  // a lambda's name in a template: pages
+    if (!w.empty() && w.rfind("??", 0) != 0) return w + " (" + f + ")";
   }
   return "";
 }
@@ -268,6 +276,7 @@ cudaError_t run_grid(const Grid& g, uint64_t seed, std::string* report) {
   b->error = cudaSuccess;
   b->report.clear();
   b->fail_at = nullptr;
+  b->other_at = nullptr;
   const BreakAt at = break_at();
   b->breaks = at.on && g.kernel.find(at.kernel) != std::string::npos;
   b->break_block = at.block, b->break_thread = at.thread;
@@ -293,6 +302,8 @@ cudaError_t run_grid(const Grid& g, uint64_t seed, std::string* report) {
     *report = b->report;
     const std::string line = code_line(b->fail_at);
     if (!line.empty()) *report += "    at " + line + "\n";
+    const std::string other = code_line(b->other_at);
+    if (!other.empty()) *report += "    and " + b->other_who + " at " + other + "\n";
   }
   return b->error;
 }

@@ -46,10 +46,21 @@ $(BIN)/cutrain_gpu_tests: $(SIM_GPU_TEST_OBJ) $(LIB_OBJ) $(MODE_STAMP)
 endif
 
 # Two simulated devices unless CUTRAIN_SIM_DEVICES says otherwise (the replica tests want two).
+# SEEDS=N (or CUTRAIN_SIM_SEEDS=N) runs the GPU cases once more under each of the seeds 2 to N
+# (CUTRAIN_SIM_SEED: other orders of blocks and threads), as a kernel author should before
+# committing a kernel change; CI runs seed 1 alone, the same orders at every run.
+SEEDS ?= $(or $(CUTRAIN_SIM_SEEDS),1)
 sim-test:
 	$(MAKE) SIM=1 build/sim/bin/cutrain build/sim/bin/cutrain_gpu_tests
 	CUTRAIN_SIM_DEVICES=$${CUTRAIN_SIM_DEVICES:-2} OMP_WAIT_POLICY=$${OMP_WAIT_POLICY:-passive} \
 	  ./build/sim/bin/cutrain_gpu_tests -tc='*[gpu]*,sim: *,sim teeth: *' $(TEST_ARGS)
+	@for seed in $$(seq 2 $(SEEDS)); do \
+	  echo "== CUTRAIN_SIM_SEED=$$seed: the GPU cases under another order"; \
+	  CUTRAIN_SIM_SEED=$$seed CUTRAIN_SIM_DEVICES=$${CUTRAIN_SIM_DEVICES:-2} \
+	    OMP_WAIT_POLICY=$${OMP_WAIT_POLICY:-passive} \
+	    ./build/sim/bin/cutrain_gpu_tests -tc='*[gpu]*' $(TEST_ARGS) || \
+	    { echo "== failed under CUTRAIN_SIM_SEED=$$seed"; exit 1; }; \
+	done
 
 # sim-test's 20 slowest test cases (the Makefile's `slowest`, on simulated GPUs).
 sim-slowest:

@@ -21,6 +21,10 @@ void reset_errors();
 void hold_stream(cudaStream_t stream);
 // The seed of the thread and block orders (CUTRAIN_SIM_SEED, default 1).
 void set_seed(unsigned long long seed);
+// The chance (0 to 1) that a thread makes way for the others of its block before each memory
+// access, so that orders inside a barrier phase are tried (CUTRAIN_SIM_INTERLEAVE, default 0:
+// a thread runs until it must meet the others). Seeded: the same seed, the same order.
+void set_interleave(double chance);
 
 // Stopping at one simulated thread in a debugger (docs/simulator.md). With
 // CUTRAIN_SIM_BREAK=[KERNEL:]BLOCK,THREAD (linear indices: blockIdx.x + gridDim.x * (blockIdx.y

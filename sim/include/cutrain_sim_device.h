@@ -160,9 +160,15 @@ inline unsigned full_mask(unsigned mask = 0xffffffffu) { return mask; }
 
 // ---- memory: fences, cache-hinted loads, atomics ----------------------------------------------
 // Streams run on host threads of their own, so two kernels may really run at once: the atomics
-// are the host's. The fences are full host fences (the simulator cannot show weaker orders).
-inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
-inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+// are the host's, every access of theirs an atomic one (a plain read of the old value would
+// race with another thread's atomic, sim/racecheck.cpp). The fences are full host fences (the simulator cannot show weaker orders),
+// called out of line: the instrumented code may not hold a fence of its own (GCC's
+// -fsanitize=thread does not support one, sim/hooks.cpp).
+namespace cutrain_sim {
+void thread_fence();
+}  // namespace cutrain_sim
+inline void __threadfence() { ::cutrain_sim::thread_fence(); }
+inline void __threadfence_block() { ::cutrain_sim::thread_fence(); }
 template <class T> T __ldcg(const T* p) { return *p; }
 template <class T> T __ldg(const T* p) { return *p; }
 template <class T> T __ldca(const T* p) { return *p; }
@@ -173,7 +179,8 @@ template <class T> T atomicAdd(T* p, T v) {
   if constexpr (std::is_integral<T>::value) {
     return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
   } else {  // float, double: a compare-and-swap loop
-    T old = *p, want;
+    T old, want;
+    __atomic_load(p, &old, __ATOMIC_SEQ_CST);
     do {
       want = old + v;
     } while (!__atomic_compare_exchange(p, &old, &want, false, __ATOMIC_SEQ_CST,
@@ -186,14 +193,16 @@ template <class T> T atomicOr(T* p, T v) { return __atomic_fetch_or(p, v, __ATOM
 template <class T> T atomicAnd(T* p, T v) { return __atomic_fetch_and(p, v, __ATOMIC_SEQ_CST); }
 template <class T> T atomicExch(T* p, T v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
 template <class T> T atomicMax(T* p, T v) {
-  T old = *p;
+  T old;
+  __atomic_load(p, &old, __ATOMIC_SEQ_CST);
   while (old < v && !__atomic_compare_exchange_n(p, &old, v, false, __ATOMIC_SEQ_CST,
                                                  __ATOMIC_SEQ_CST)) {
   }
   return old;
 }
 template <class T> T atomicMin(T* p, T v) {
-  T old = *p;
+  T old;
+  __atomic_load(p, &old, __ATOMIC_SEQ_CST);
   while (old > v && !__atomic_compare_exchange_n(p, &old, v, false, __ATOMIC_SEQ_CST,
                                                  __ATOMIC_SEQ_CST)) {
   }
@@ -205,7 +214,7 @@ template <class T> T atomicCAS(T* p, T compare, T v) {
 }
 // ((old >= limit) ? 0 : old + 1), as CUDA's atomicInc
 inline unsigned atomicInc(unsigned* p, unsigned limit) {
-  unsigned old = *p;
+  unsigned old = __atomic_load_n(p, __ATOMIC_SEQ_CST);
   while (!__atomic_compare_exchange_n(p, &old, old >= limit ? 0u : old + 1, false,
                                       __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
   }

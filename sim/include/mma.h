@@ -32,7 +32,7 @@ inline void meet(const char* what) {
 }  // namespace detail
 
 template <class Use, int M, int N, int K, class T, class L, class V>
-__attribute__((noinline, no_sanitize_address)) void fill_fragment(fragment<Use, M, N, K, T, L>& f, const V& v) {
+__attribute__((noinline, no_sanitize_thread)) void fill_fragment(fragment<Use, M, N, K, T, L>& f, const V& v) {
   detail::meet("wmma::fill_fragment");
   for (int i = 0; i < f.num_elements; i++) f.x[i] = T(v);
 }
@@ -55,7 +55,7 @@ template <bool Write, class T> void check_share(T* p, int rows, int cols, size_t
 
 // Operand tiles: the layout is the fragment's own.
 template <class Use, int M, int N, int K, class T, class L>
-__attribute__((noinline, no_sanitize_address)) void load_matrix_sync(
+__attribute__((noinline, no_sanitize_thread)) void load_matrix_sync(
     fragment<Use, M, N, K, T, L>& f, const T* p, unsigned ldm) {
   detail::meet("wmma::load_matrix_sync");
   using F = fragment<Use, M, N, K, T, L>;
@@ -68,7 +68,7 @@ __attribute__((noinline, no_sanitize_address)) void load_matrix_sync(
 
 // Accumulator tiles: the layout is the call's.
 template <int M, int N, int K, class T>
-__attribute__((noinline, no_sanitize_address)) void load_matrix_sync(
+__attribute__((noinline, no_sanitize_thread)) void load_matrix_sync(
     fragment<accumulator, M, N, K, T>& f, const T* p, unsigned ldm, layout_t layout) {
   detail::meet("wmma::load_matrix_sync");
   const bool row = layout == mem_row_major;
@@ -77,7 +77,7 @@ __attribute__((noinline, no_sanitize_address)) void load_matrix_sync(
     for (int c = 0; c < N; c++) f.x[r * N + c] = row ? p[size_t(r) * ldm + c] : p[size_t(c) * ldm + r];
 }
 template <int M, int N, int K, class T>
-__attribute__((noinline, no_sanitize_address)) void store_matrix_sync(
+__attribute__((noinline, no_sanitize_thread)) void store_matrix_sync(
     T* p, const fragment<accumulator, M, N, K, T>& f, unsigned ldm, layout_t layout) {
   detail::meet("wmma::store_matrix_sync");
   const bool row = layout == mem_row_major;
@@ -92,7 +92,7 @@ __attribute__((noinline, no_sanitize_address)) void store_matrix_sync(
 // with its operands, and a lane whose operands are byte for byte its warp's last ones takes it
 // (one product per warp instead of 32; a lane with other operands computes its own).
 template <int M, int N, int K, class TA, class LA, class LB, class TC>
-__attribute__((noinline, no_sanitize_address)) void mma_sync(
+__attribute__((noinline, no_sanitize_thread)) void mma_sync(
     fragment<accumulator, M, N, K, TC>& d, const fragment<matrix_a, M, N, K, TA, LA>& a,
     const fragment<matrix_b, M, N, K, TA, LB>& b, const fragment<accumulator, M, N, K, TC>& c) {
   detail::meet("wmma::mma_sync");

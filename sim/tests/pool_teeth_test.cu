@@ -13,6 +13,9 @@
 #include <vector>
 
 #include "kernels/gpu.h"
+#include "sim/tests/teeth.h"
+
+using namespace cutrain_sim_teeth;
 
 namespace {
 
@@ -21,25 +24,7 @@ __global__ void scale_kernel(int n, const float* x, float* y, bool off_by_one) {
   if (off_by_one ? i <= n : i < n) y[i] = 2 * x[i % n];
 }
 
-// Runs `body` under seeds 1..16; body returns the report of its broken launch.
-template <class F> void under_16_seeds(F body) {
-  for (unsigned long long seed = 1; seed <= 16; seed++) {
-    INFO("CUTRAIN_SIM_SEED " << seed);
-    cutrain_sim::set_seed(seed);
-    cutrain_sim::reset_errors();
-    body();
-    cutrain_sim::reset_errors();
-  }
-  cutrain_sim::set_seed(1);
-}
-
-std::string finish() {
-  cudaDeviceSynchronize();
-  return cutrain_sim::last_report();
-}
-
 }  // namespace
-
 TEST_CASE("sim teeth: a write one element past a tensor, inside its pool block, is caught") {
   const int n = 1000;  // 4000 bytes in a block of 4096: the block would hide the extra element
   under_16_seeds([&] {
@@ -121,7 +106,7 @@ TEST_CASE("sim teeth: a kernel reading device memory never written is caught, a 
       INFO(report);
       REQUIRE(report.find("read of device memory that was never written") != std::string::npos);
       REQUIRE(report.find("no kernel, memset or copy wrote it") != std::string::npos);
-      REQUIRE(report.find("pool_teeth_test.cu:21") != std::string::npos);  // y[i] = 2 * x[...]
+      REQUIRE(report.find("pool_teeth_test.cu:24") != std::string::npos);  // y[i] = 2 * x[...]
     }
     cutrain_sim::reset_errors();
     // A clone of it is no read (the copy carries "never written"); the kernel reading the

@@ -25,11 +25,14 @@ __global__ void (*table[2])(float*) = {k1, k2};
 '''
 
 
-def launch(kernel, config, args, name=None):
-    """The call rewrite.py makes of kernel<<<config>>>(args)."""
+def launch(kernel, config, args, name=None, chosen=False):
+    """The call rewrite.py makes of kernel<<<config>>>(args); `chosen`: a kernel named by an
+    expression, which the lambda's init-capture evaluates once, on the host."""
     name = name or '"%s"' % kernel
-    return ('::cutrain_sim::launch(%s, [=](auto&... cutrain_sim_a) { %s(cutrain_sim_a...); }, %s%s)'
-            % (name, kernel, config, ', ' + args if args else ''))
+    capture = '=, cutrain_sim_k = %s' % kernel if chosen else '='
+    return ('::cutrain_sim::launch(%s, [%s](auto&... cutrain_sim_a) { %s(cutrain_sim_a...); }, %s%s)'
+            % (name, capture, 'cutrain_sim_k' if chosen else kernel, config,
+               ', ' + args if args else ''))
 
 
 class Rewrite(unittest.TestCase):
@@ -110,9 +113,10 @@ class Rewrite(unittest.TestCase):
     def test_conditional_and_subscripted_kernels(self):
         self.assertEqual(self.body('void f(bool r, float* x) { (r ? k1 : k2)<<<1, 2>>>(x); }'),
                          'void f(bool r, float* x) { %s; }'
-                         % launch('(r ? k1 : k2)', '1, 2, 0, nullptr', 'x'))
+                         % launch('(r ? k1 : k2)', '1, 2, 0, nullptr', 'x', chosen=True))
         self.assertEqual(self.body('void f(int i, float* x) { table[i]<<<1, 2>>>(x); }'),
-                         'void f(int i, float* x) { %s; }' % launch('table[i]', '1, 2, 0, nullptr', 'x'))
+                         'void f(int i, float* x) { %s; }'
+                         % launch('table[i]', '1, 2, 0, nullptr', 'x', chosen=True))
         self.compiles('void f(bool r, int i, float* x) { (r ? k1 : k2)<<<1, 2>>>(x); '
                       'table[i]<<<1, 2>>>(x); }')
 

@@ -11,6 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "sim/tests/teeth.h"
+
+using namespace cutrain_sim_teeth;
+
 namespace {
 
 // p[i] = v, out of the compiler's sight (it may drop a store it can prove past an array's end).
@@ -49,32 +53,10 @@ __global__ void static_shared_kernel(int* sums) {
   if (threadIdx.x == 0) sums[blockIdx.x] = s;
 }
 
-template <class F> void under_16_seeds(F body) {
-  for (unsigned long long seed = 1; seed <= 16; seed++) {
-    INFO("CUTRAIN_SIM_SEED " << seed);
-    cutrain_sim::set_seed(seed);
-    cutrain_sim::reset_errors();
-    body();
-    cutrain_sim::reset_errors();
-  }
-  cutrain_sim::set_seed(1);
-}
-
-float* device_floats(int n) {
-  float* p = nullptr;
-  REQUIRE(cudaMalloc(reinterpret_cast<void**>(&p), n * sizeof(float)) == cudaSuccess);
-  return p;
-}
-
-std::string finish() {
-  cudaDeviceSynchronize();
-  return cutrain_sim::last_report();
-}
-
 }  // namespace
 
 TEST_CASE("sim teeth: a write past one __shared__ array is caught, not written into the next") {
-  float* y = device_floats(64);
+  float* y = device_array<float>(64);
   under_16_seeds([&] {
     two_statics_kernel<<<1, 32>>>(y, 0);
     REQUIRE(finish().empty());
@@ -96,7 +78,7 @@ TEST_CASE("sim teeth: a write past one __shared__ array is caught, not written i
 }
 
 TEST_CASE("sim teeth: dynamic shared memory has the launch's size: an overrun, or none given") {
-  float* y = device_floats(32);
+  float* y = device_array<float>(32);
   under_16_seeds([&] {
     dynamic_kernel<<<1, 32, 32 * sizeof(float)>>>(y, 32);
     REQUIRE(finish().empty());
