@@ -87,15 +87,26 @@ void check_shared(Block* b, size_t off, size_t n, bool write, const void* at, bo
               std::to_string(n) + " bytes at byte " + std::to_string(off - start) + " of " +
                   what + " run past its end by " + std::to_string(off + n - start - size) +
                   " bytes");
-  if (!write)
-    for (size_t i = 0; i < n; i++)
-      if (!b->written[off + i])
-        fail_access(at, cudaErrorLaunchFailure, "read of __shared__ memory that no thread wrote",
-                    std::to_string(n) + "-byte read at byte " + std::to_string(off - start) +
-                        " of " + what + ", byte " + std::to_string(off + i - start) +
-                        " never written");
+  for (size_t i = 0; i < n; i++) {
+    const unsigned char state = b->written[off + i];
+    if (state == kInFlight)
+      fail_access(at, cudaErrorLaunchFailure,
+                  write ? "write of __shared__ memory that an asynchronous copy is delivering"
+                        : "read of __shared__ memory that an asynchronous copy has not delivered",
+                  std::to_string(n) + "-byte " + (write ? "write" : "read") + " at byte " +
+                      std::to_string(off - start) + " of " + what + ", byte " +
+                      std::to_string(off + i - start) +
+                      " is the destination of a copy issued (__pipeline_memcpy_async, cp.async) "
+                      "whose group no __pipeline_wait_prior (cp.async.wait_group) has waited "
+                      "for");
+    if (!write && state == kUnwritten)
+      fail_access(at, cudaErrorLaunchFailure, "read of __shared__ memory that no thread wrote",
+                  std::to_string(n) + "-byte read at byte " + std::to_string(off - start) +
+                      " of " + what + ", byte " + std::to_string(off + i - start) +
+                      " never written");
+  }
   check_hazard(b, t_fiber, off, n, write || atomic, atomic, at, what, start);
-  if (write) std::memset(&b->written[off], 1, n);
+  if (write) std::memset(&b->written[off], kWritten, n);
 }
 
 // Device memory's written shadow (initcheck's rule, sim.h's Allocation): a store marks its

@@ -17,6 +17,9 @@ namespace dev {
 constexpr size_t kStackBytes = 256 * 1024;  // per simulated thread (WMMA tiles live there)
 constexpr size_t kArenaBytes = 2 * kSharedOptin;
 constexpr size_t kDynamicOffset = kSharedOptin;  // where a block's dynamic shared memory starts
+// The states of a byte of shared memory: never written by the block, written, or the
+// destination of an asynchronous copy not yet delivered (pipeline.cpp).
+constexpr unsigned char kUnwritten = 0, kWritten = 1, kInFlight = 2;
 // Bytes left free after each static __shared__ variable, so that a small overrun of one lands
 // in none instead of in its neighbour (they do not count against the block's limit).
 constexpr size_t kSharedRedZone = 64;
@@ -33,6 +36,15 @@ using boost::context::detail::jump_fcontext;
 using boost::context::detail::make_fcontext;
 using boost::context::detail::transfer_t;
 
+// An asynchronous copy in flight (pipeline.cpp): issued, not yet delivered.
+struct AsyncCopy {
+  uintptr_t dst, src;
+  size_t bytes, zfill;  // the last zfill bytes of the destination are zeros, not copied
+  unsigned char data[16];  // the source's bytes, read when it was issued
+  uint32_t group;       // the commit group it belongs to
+  const void* at;       // where it was issued
+};
+
 struct Fiber {
   fcontext_t ctx = nullptr;  // where the thread resumes (while it is not running)
   char* stack = nullptr;
@@ -46,6 +58,9 @@ struct Fiber {
   unsigned mask = 0;
   uint64_t bits = 0, result = 0;
   int arg = 0, width = 32, pred = 0;
+  // its asynchronous copies in flight, and the number of groups it committed
+  std::vector<AsyncCopy> copies;
+  uint32_t groups = 0;
 };
 
 struct SharedShadow;  // racecheck.cpp
@@ -68,7 +83,7 @@ struct Block {
   // launch's dynamic bytes at kDynamicOffset, apart, so that neither can run into the other
   // unseen (each access must stay in its variable)
   unsigned char* arena = nullptr;
-  std::vector<unsigned char> written;  // per byte: has any thread of the block written it?
+  std::vector<unsigned char> written;  // per byte: kUnwritten, kWritten or kInFlight
   size_t used = 0, dynamic = 0;  // used: the arena's static part, red zones included
   size_t declared = 0;            // the static variables' own bytes (the limit counts these)
   std::vector<SharedVar> vars;

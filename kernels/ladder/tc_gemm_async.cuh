@@ -29,35 +29,28 @@
 // Precision: v4's exactly: the same fragments, in the same order, so the same bits as v4.
 #pragma once
 #include <cuda_fp16.h>
+#include <cuda_pipeline_primitives.h>
 
 #include "kernels/tc_gemm.cuh"
 
 namespace cutrain {
 namespace tc {
 
-// The operands' 16-byte copy as cp.async: issued now, complete after cp_async_wait. Before
-// sm_80 there is no cp.async; the copy is then the plain one (Copy8), complete at once.
+// The operands' 16-byte copy as cp.async, through CUDA's pipeline primitives
+// (cuda_pipeline_primitives.h: cp.async.cg for 16 bytes on sm_80 and later, a plain copy
+// before): issued now, in shared memory only after a cp_async_wait that covers its group. The
+// simulator emulates them with that rule (sim/pipeline.cpp), so this path runs there too.
 struct AsyncCopy8 {
   __device__ __forceinline__ void operator()(__half* dst, const __half* src) const {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src) : "memory");
-#else
-    copy8(dst, src);
-#endif
+    __pipeline_memcpy_async(dst, src, 16);
   }
 };
-// Closes the group of copies issued since the last commit.
-__device__ __forceinline__ void cp_async_commit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-// Waits until at most `Pending` committed groups of this thread are still in flight.
+// Closes the group of copies issued since the last commit (cp.async.commit_group).
+__device__ __forceinline__ void cp_async_commit() { __pipeline_commit(); }
+// Waits until at most `Pending` committed groups of this thread are still in flight
+// (cp.async.wait_group).
 template <int Pending> __device__ __forceinline__ void cp_async_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
-#endif
+  __pipeline_wait_prior(Pending);
 }
 
 template <int BM, int BN, bool Blocked, class OpA, class OpB, class Epi>

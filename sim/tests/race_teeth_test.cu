@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <cuda_pipeline_primitives.h>
+
 #include "sim/tests/teeth.h"
 
 using namespace cutrain_sim_teeth;
@@ -89,6 +91,24 @@ __global__ void order_kernel(const float* x, float* y, int* next, int* log) {
   for (int i = 0; i < 64; i++) acc += x[i];
   y[t] = acc;
   log[atomicAdd(next, 1)] = t;
+}
+
+// y = x reversed within each block of 64, through shared memory filled by asynchronous copies
+// of 16 bytes (4 floats: threads 0 to 15 issue one each), in two groups: the first half of the
+// tile, then the second. `waits`: 2 waits for both groups before the barrier; 1 waits for the
+// first only (the second half is read before it lands); 0 waits for neither.
+__global__ void async_reverse_kernel(const float* x, float* y, int waits) {
+  __shared__ __align__(16) float tile[64];
+  const int t = threadIdx.x;
+  const float* in = x + blockIdx.x * 64;
+  if (t < 8) __pipeline_memcpy_async(&tile[4 * t], &in[4 * t], 16);
+  __pipeline_commit();
+  if (t >= 8 && t < 16) __pipeline_memcpy_async(&tile[4 * t], &in[4 * t], 16);
+  __pipeline_commit();
+  if (waits == 2) __pipeline_wait_prior(0);
+  if (waits == 1) __pipeline_wait_prior(1);
+  __syncthreads();
+  y[blockIdx.x * 64 + t] = tile[63 - t];
 }
 
 std::vector<float> host_values(int n) {
@@ -229,4 +249,30 @@ TEST_CASE("sim: CUTRAIN_SIM_INTERLEAVE lets threads make way inside a barrier ph
   cudaFree(const_cast<float*>(x));
   for (void* p : {static_cast<void*>(y), static_cast<void*>(next), static_cast<void*>(log)})
     cudaFree(p);
+}
+
+TEST_CASE("sim teeth: an asynchronous copy read before its wait is caught, with the wait it passes") {
+  const float* x = device_values(128);
+  float* y = device_array<float>(128);
+  const std::vector<float> v = host_values(128);
+  under_16_seeds([&] {
+    async_reverse_kernel<<<2, 64>>>(x, y, 2);
+    REQUIRE(finish().empty());
+    std::vector<float> got(128);
+    REQUIRE(cudaMemcpy(got.data(), y, sizeof(float) * 128, cudaMemcpyDeviceToHost) == cudaSuccess);
+    for (int b = 0; b < 2; b++)
+      for (int t = 0; t < 64; t++) REQUIRE(got[size_t(b * 64 + t)] == v[size_t(b * 64 + 63 - t)]);
+    for (const int waits : {1, 0}) {  // the second group, or both, never waited for
+      INFO("waits " << waits);
+      async_reverse_kernel<<<2, 64>>>(x, y, waits);
+      const std::string report = finish();
+      INFO(report);
+      CHECK(report.find("read of __shared__ memory that an asynchronous copy has not delivered") !=
+            std::string::npos);
+      CHECK(report.find(" tile (") != std::string::npos);
+      CHECK(report.find("race_teeth_test.cu:") != std::string::npos);
+    }
+  });
+  cudaFree(const_cast<float*>(x));
+  cudaFree(y);
 }
