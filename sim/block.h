@@ -38,7 +38,7 @@ using boost::context::detail::transfer_t;
 
 // An asynchronous copy in flight (pipeline.cpp): issued, not yet delivered.
 struct AsyncCopy {
-  uintptr_t dst, src;
+  uintptr_t dst;
   size_t bytes, zfill;  // the last zfill bytes of the destination are zeros, not copied
   unsigned char data[16];  // the source's bytes, read when it was issued
   uint32_t group;       // the commit group it belongs to

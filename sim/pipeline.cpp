@@ -17,14 +17,6 @@ namespace cutrain_sim {
 
 using namespace dev;
 
-namespace {
-
-[[noreturn]] void refuse(const void* at, const std::string& what, const std::string& detail) {
-  fail_access(at, cudaErrorLaunchFailure, what, detail);
-}
-
-}  // namespace
-
 void pipeline_memcpy_async(void* dst_shared, const void* src_global, size_t bytes, size_t zfill,
                            const void* at) {
   Fiber* f = t_fiber;
@@ -37,16 +29,16 @@ void pipeline_memcpy_async(void* dst_shared, const void* src_global, size_t byte
   const uintptr_t src = reinterpret_cast<uintptr_t>(src_global);
   const uintptr_t arena = reinterpret_cast<uintptr_t>(b->arena);
   if (bytes != 4 && bytes != 8 && bytes != 16)
-    refuse(at, "__pipeline_memcpy_async: a copy of 4, 8 or 16 bytes",
+    fail_access(at, cudaErrorLaunchFailure, "__pipeline_memcpy_async: a copy of 4, 8 or 16 bytes",
            std::to_string(bytes) + " bytes asked for");
   if (zfill > bytes)
-    refuse(at, "__pipeline_memcpy_async: zfill past the copy",
+    fail_access(at, cudaErrorLaunchFailure, "__pipeline_memcpy_async: zfill past the copy",
            std::to_string(zfill) + " bytes of zeros in a copy of " + std::to_string(bytes));
   if (dst < arena || dst >= arena + kArenaBytes)
-    refuse(at, "__pipeline_memcpy_async: the destination is not shared memory",
+    fail_access(at, cudaErrorLaunchFailure, "__pipeline_memcpy_async: the destination is not shared memory",
            "destination " + hex(dst));
   if (src >= arena && src < arena + kArenaBytes)
-    refuse(at, "__pipeline_memcpy_async: the source is shared memory, not global",
+    fail_access(at, cudaErrorLaunchFailure, "__pipeline_memcpy_async: the source is shared memory, not global",
            "source " + hex(src));
   if (dst % bytes || src % bytes)
     fail_access(at, cudaErrorMisalignedAddress, "__pipeline_memcpy_async: misaligned copy",
@@ -55,7 +47,7 @@ void pipeline_memcpy_async(void* dst_shared, const void* src_global, size_t byte
   if (bytes > zfill) check_access(src, bytes - zfill, false, at, false);
   check_access(dst, bytes, true, at, false);  // its bounds, and a write of this thread's now
   std::memset(&b->written[dst - arena], kInFlight, bytes);
-  AsyncCopy c{dst, src, bytes, zfill, {}, f->groups, at};
+  AsyncCopy c{dst, bytes, zfill, {}, f->groups, at};
   std::memcpy(c.data, src_global, bytes - zfill);
   std::memset(c.data + (bytes - zfill), 0, zfill);
   f->copies.push_back(c);
